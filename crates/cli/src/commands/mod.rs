@@ -1,0 +1,8 @@
+//! One file per command: its flags (`Args`) and `run`, which calls into the libraries.
+
+pub mod checksum;
+pub mod init;
+pub mod plan;
+pub mod probe;
+pub mod recover;
+pub mod run;

@@ -1,0 +1,82 @@
+//! What every command shares: the job argument and its overrides, and the error kinds that decide
+//! the exit code.
+
+use std::path::PathBuf;
+
+use jetproof_job::{ByteSize, Job, Overrides, Span, Threads};
+
+/// How a command ended, when it ran to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail,
+}
+
+/// Why a command did not run to the end.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad input: nothing was done. Exit code 2.
+    BadInput(anyhow::Error),
+    /// Something failed while working (an I/O error, a damaged file). Exit code 3.
+    Runtime(anyhow::Error),
+}
+
+impl CliError {
+    pub fn bad_input(error: impl Into<anyhow::Error>) -> CliError {
+        CliError::BadInput(error.into())
+    }
+    pub fn runtime(error: impl Into<anyhow::Error>) -> CliError {
+        CliError::Runtime(error.into())
+    }
+}
+
+/// The job file and the common overrides (SPEC §8), for every command that works on databases.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct JobArgs {
+    /// The TOML job file. Without one, the built-in default job: small, under ./jetproof-data.
+    #[arg(value_name = "JOB")]
+    pub job: Option<PathBuf>,
+    /// Directory holding the databases (overrides storage.data_dir).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Number of databases (overrides storage.databases).
+    #[arg(long, value_name = "N")]
+    pub databases: Option<u32>,
+    /// Size of each database, like 512MiB or 200GiB (overrides storage.db_size).
+    #[arg(long, value_name = "SIZE")]
+    pub db_size: Option<ByteSize>,
+    /// Sessions per database, or "auto" (overrides workload.threads).
+    #[arg(long, value_name = "N|auto", value_parser = parse_threads)]
+    pub threads: Option<Threads>,
+    /// Length of the measured window, like 90s or 2h (overrides run.duration).
+    #[arg(long, value_name = "D")]
+    pub duration: Option<Span>,
+}
+
+fn parse_threads(text: &str) -> Result<Threads, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(Threads::Auto);
+    }
+    text.parse::<u32>()
+        .map(Threads::Fixed)
+        .map_err(|_| format!("`{text}` is not a session count; give a number like 8, or auto"))
+}
+
+impl JobArgs {
+    /// Loads the job (or the default) and applies the overrides. Errors are bad input.
+    pub fn load(&self) -> Result<Job, CliError> {
+        let mut job = match &self.job {
+            Some(path) => Job::load(path).map_err(CliError::bad_input)?,
+            None => Job::default(),
+        };
+        let overrides = Overrides {
+            data_dir: self.data_dir.clone(),
+            databases: self.databases,
+            db_size: self.db_size,
+            threads: self.threads,
+            duration: self.duration,
+        };
+        overrides.apply(&mut job).map_err(CliError::bad_input)?;
+        Ok(job)
+    }
+}

@@ -1,0 +1,154 @@
+//! jetproof's I/O layer: the only code that touches files.
+//!
+//! Everything above this crate (the engine, the log, the test procedures) reads and writes through
+//! the [`IoFile`] trait, obtained from an [`IoBackend`]. That keeps three promises:
+//!
+//! * every I/O carries an [`IoClass`], so its latency lands in the right histogram
+//!   (see [`meter`]);
+//! * the backend can be swapped: portable positional I/O ([`std_backend`]), an in-memory one for
+//!   fast tests ([`mem`]), io_uring, and a fault-injecting one for crash tests;
+//! * buffers handed to direct I/O are aligned ([`AlignedBuf`]).
+//!
+//! The trait is synchronous: the engine's sessions are threads, like ESE's, and a flush that has
+//! several writes to issue hands them over at once with [`IoFile::write_batch`], which a backend
+//! that can queue (io_uring) overlaps.
+
+pub mod buf;
+pub mod class;
+pub mod error;
+pub mod mem;
+pub mod meter;
+pub mod std_backend;
+
+use std::fmt::Debug;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use buf::AlignedBuf;
+pub use class::IoClass;
+pub use error::IoError;
+
+/// How a file is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist (never truncates an existing one).
+    pub create: bool,
+    /// Open for writing as well as reading.
+    pub write: bool,
+    /// Bypass the host's page cache (O_DIRECT). Buffers, offsets and lengths must then be
+    /// multiples of [`IoFile::logical_block_size`].
+    pub direct: bool,
+}
+
+impl OpenOptions {
+    pub fn read_only() -> Self {
+        OpenOptions {
+            create: false,
+            write: false,
+            direct: true,
+        }
+    }
+    pub fn read_write() -> Self {
+        OpenOptions {
+            create: false,
+            write: true,
+            direct: true,
+        }
+    }
+    pub fn create() -> Self {
+        OpenOptions {
+            create: true,
+            write: true,
+            direct: true,
+        }
+    }
+    pub fn buffered(mut self) -> Self {
+        self.direct = false;
+        self
+    }
+    pub fn with_direct(mut self, direct: bool) -> Self {
+        self.direct = direct;
+        self
+    }
+}
+
+/// One write of a batch.
+#[derive(Debug)]
+pub struct WriteOp<'a> {
+    pub offset: u64,
+    pub data: &'a [u8],
+}
+
+/// One read of a batch.
+#[derive(Debug)]
+pub struct ReadOp<'a> {
+    pub offset: u64,
+    pub buf: &'a mut [u8],
+}
+
+/// An open file (or block device). Shared between threads; all methods take `&self`.
+///
+/// Reads and writes are positional and complete: a read that finds fewer bytes than asked
+/// (end of file) is [`IoError::ShortRead`], never a silently shorter buffer.
+pub trait IoFile: Send + Sync + Debug {
+    /// The path the file was opened with, for error messages.
+    fn path(&self) -> &Path;
+
+    /// Reads exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError>;
+
+    /// Writes all of `data` at `offset`.
+    fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError>;
+
+    /// Makes every completed write durable (fdatasync). The class says on whose behalf, so the
+    /// cost of durability is measured with the writes it protects.
+    fn sync_data(&self, class: IoClass) -> Result<(), IoError>;
+
+    /// Current size in bytes.
+    fn size(&self) -> Result<u64, IoError>;
+
+    /// Grows (or shrinks) the file to `size` bytes. New bytes read as zero.
+    fn set_size(&self, size: u64) -> Result<(), IoError>;
+
+    /// The alignment that buffers, offsets and lengths must respect (1 for buffered I/O).
+    fn logical_block_size(&self) -> usize;
+
+    /// Several reads at once. Backends that can queue them (io_uring) overlap them; the default
+    /// issues them one after the other. Returns the first error.
+    fn read_batch(&self, ops: &mut [ReadOp<'_>], class: IoClass) -> Result<(), IoError> {
+        for op in ops.iter_mut() {
+            self.read_at(op.buf, op.offset, class)?;
+        }
+        Ok(())
+    }
+
+    /// Several writes at once; see [`IoFile::read_batch`].
+    fn write_batch(&self, ops: &[WriteOp<'_>], class: IoClass) -> Result<(), IoError> {
+        for op in ops {
+            self.write_at(op.data, op.offset, class)?;
+        }
+        Ok(())
+    }
+}
+
+/// A way of opening files. Also covers the few namespace operations the engine needs, so that an
+/// in-memory or fault-injecting backend can simulate a whole directory.
+pub trait IoBackend: Send + Sync + Debug {
+    /// A short name for reports ("std", "io_uring", "mem", "fault").
+    fn name(&self) -> &'static str;
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError>;
+
+    fn exists(&self, path: &Path) -> bool;
+
+    fn remove(&self, path: &Path) -> Result<(), IoError>;
+
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError>;
+
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<(), IoError>;
+
+    /// Creates the directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<(), IoError>;
+}

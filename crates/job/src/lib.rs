@@ -1,0 +1,843 @@
+//! The job file: one TOML document that says what is simulated, where the databases live, how the
+//! workload behaves and what the thresholds are. `plan` writes it; `init`, `run`, `checksum` and
+//! `recover` read it. Without a file, [`Job::default`] is the built-in job: small and safe, under
+//! `./jetproof-data`.
+//!
+//! Every key is optional and has a default; unknown keys are refused (a typo must not silently
+//! fall back to a default). [`Job::validate`] checks every value before any I/O and names the key
+//! and the fix in its error.
+
+pub mod units;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use units::{ByteSize, Span};
+
+/// A complete job. Field names are the TOML keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Job {
+    pub simulation: Simulation,
+    pub storage: Storage,
+    pub workload: Workload,
+    pub cache: Cache,
+    pub log: Log,
+    pub run: Run,
+    pub thresholds: Thresholds,
+}
+
+/// What is being simulated: the mailbox profile behind the target rate and the database size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Simulation {
+    /// Mailboxes served by this server (all its databases together).
+    pub mailboxes: u64,
+    /// Transactional IOPS per mailbox, headroom included. 0 means no target: run flat out.
+    pub iops_per_mailbox: f64,
+    /// Mailbox quota; with `capacity_percent` it sizes the databases when `storage.db_size` is unset.
+    pub mailbox_size: ByteSize,
+    /// Share of the quota actually filled, in percent (1–100).
+    pub capacity_percent: u32,
+    /// Copies of each database (1 = no replication). Above 1, closed logs are read back as a
+    /// replication sender would, and the checkpoint depth defaults to 100 MiB.
+    pub copies_per_database: u32,
+}
+
+/// Where and how big the databases are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Storage {
+    /// Directory holding one folder per database instance (ignored for instances listed in
+    /// `storage.instance`).
+    pub data_dir: PathBuf,
+    /// Number of database instances under `data_dir`.
+    pub databases: u32,
+    /// Size of each database. Unset: mailboxes × mailbox_size × capacity_percent / databases.
+    pub db_size: Option<ByteSize>,
+    /// Database page size: 4KiB, 8KiB, 16KiB or 32KiB (Exchange 2010 and later: 32KiB).
+    pub page_size: ByteSize,
+    /// Bypass the host's page cache (O_DIRECT). Turning it off measures the host's memory, not the
+    /// storage; reports then say so.
+    pub direct_io: bool,
+    /// Allow raw block devices as database or log paths. Their content is destroyed.
+    pub allow_devices: bool,
+    /// Explicit instances, each with its own database file and log directory (as Jetstress lets
+    /// each database and log sit on its own volume). When present, `data_dir` and `databases` are
+    /// not used.
+    pub instance: Vec<InstanceSpec>,
+}
+
+/// One database instance placed explicitly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSpec {
+    pub name: String,
+    pub database_path: PathBuf,
+    pub log_path: PathBuf,
+}
+
+/// How sessions use the databases.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Workload {
+    /// Sessions per database instance, or "auto" to find the smallest count that reaches the target.
+    pub threads: Threads,
+    pub insert_percent: u32,
+    pub delete_percent: u32,
+    pub replace_percent: u32,
+    pub read_percent: u32,
+    /// Share of commits that do not wait for the log to be durable.
+    pub lazy_commit_percent: u32,
+    /// Average record size (the seeds' databases hold ~2.9 KB per record).
+    pub record_size: ByteSize,
+    /// Background database maintenance: a paced sequential checksum scan while the workload runs.
+    pub background_maintenance: bool,
+    /// Read size of the maintenance scan and of the backup test.
+    pub maintenance_read_size: ByteSize,
+}
+
+/// A session count, or automatic tuning.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Threads {
+    Auto,
+    Fixed(u32),
+}
+
+impl Serialize for Threads {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Threads::Auto => s.serialize_str("auto"),
+            Threads::Fixed(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Threads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(i64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) if n >= 0 => Ok(Threads::Fixed(
+                u32::try_from(n).map_err(serde::de::Error::custom)?,
+            )),
+            Raw::Text(t) if t.eq_ignore_ascii_case("auto") => Ok(Threads::Auto),
+            _ => Err(serde::de::Error::custom(
+                "expected a positive number of sessions or \"auto\"",
+            )),
+        }
+    }
+}
+
+/// The database cache of each instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cache {
+    /// Minimum cache size per instance (Jetstress: 32 MiB).
+    pub min_size: ByteSize,
+    /// Maximum cache size per instance (Jetstress: 256 MiB).
+    pub max_size: ByteSize,
+    /// Log distance after which the oldest dirty pages are flushed. Unset: 20 MiB for a single
+    /// copy, 100 MiB when the database has copies.
+    pub checkpoint_depth: Option<ByteSize>,
+}
+
+/// The transaction log of each instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// Size of one log generation file.
+    pub file_size: ByteSize,
+    /// Size of the in-memory log buffer (the largest log write).
+    pub buffer_size: ByteSize,
+    /// Keep log files older than the checkpoint (replication and soft recovery need them).
+    pub keep_files: bool,
+    /// Reuse log files instead of keeping them.
+    pub circular: bool,
+}
+
+/// Timing of a test run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Run {
+    /// Length of the measured window of a performance test.
+    pub duration: Span,
+    /// Length of the measured window of a stress test.
+    pub stress_duration: Span,
+    /// How often counters are sampled into samples.csv.
+    pub sample_interval: Span,
+    /// Log generations per instance for the soft-recovery test (ESRP: 500).
+    pub recovery_log_files: u32,
+}
+
+/// Pass/fail thresholds. Maxima are judged on the per-interval averages, as Jetstress does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    pub db_read_avg_ms: f64,
+    /// Unset: 100 ms for performance, 200 ms for stress.
+    pub db_read_max_ms: Option<f64>,
+    pub log_write_avg_ms: f64,
+    /// Unset: 100 ms for performance, 200 ms for stress.
+    pub log_write_max_ms: Option<f64>,
+}
+
+impl Default for Simulation {
+    fn default() -> Self {
+        Simulation {
+            mailboxes: 100,
+            iops_per_mailbox: 0.0,
+            mailbox_size: ByteSize::mib(10),
+            capacity_percent: 100,
+            copies_per_database: 1,
+        }
+    }
+}
+
+/// The data directory of the built-in default job.
+pub const DEFAULT_DATA_DIR: &str = "./jetproof-data";
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            databases: 2,
+            db_size: Some(ByteSize::mib(512)),
+            page_size: ByteSize::kib(32),
+            direct_io: true,
+            allow_devices: false,
+            instance: Vec::new(),
+        }
+    }
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            threads: Threads::Fixed(2),
+            insert_percent: 40,
+            delete_percent: 20,
+            replace_percent: 5,
+            read_percent: 35,
+            lazy_commit_percent: 70,
+            record_size: ByteSize(2900),
+            background_maintenance: true,
+            maintenance_read_size: ByteSize::kib(256),
+        }
+    }
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        // The built-in job's databases are small; a 32 MiB cache keeps them well over ten
+        // times the cache, so reads still miss as they do on a real server. Jetstress's own
+        // defaults (32 MiB / 256 MiB) are what `plan` writes for real sizes.
+        Cache {
+            min_size: ByteSize::mib(8),
+            max_size: ByteSize::mib(32),
+            checkpoint_depth: None,
+        }
+    }
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log {
+            file_size: ByteSize::mib(1),
+            buffer_size: ByteSize::mib(1),
+            keep_files: false,
+            circular: false,
+        }
+    }
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run {
+            duration: Span::secs(60),
+            stress_duration: Span::secs(300),
+            sample_interval: Span::secs(5),
+            recovery_log_files: 32,
+        }
+    }
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            db_read_avg_ms: 20.0,
+            db_read_max_ms: None,
+            log_write_avg_ms: 10.0,
+            log_write_max_ms: None,
+        }
+    }
+}
+
+impl Default for Job {
+    fn default() -> Self {
+        Job {
+            simulation: Simulation::default(),
+            storage: Storage::default(),
+            workload: Workload::default(),
+            cache: Cache::default(),
+            log: Log::default(),
+            run: Run::default(),
+            thresholds: Thresholds::default(),
+        }
+    }
+}
+
+/// A job value that cannot be used. Names the key (as written in the job file, or the flag that
+/// set it) and says how to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("`{field}` {problem}; {fix}")]
+    Invalid {
+        field: String,
+        problem: String,
+        fix: String,
+    },
+}
+
+fn invalid(field: &str, problem: impl Into<String>, fix: impl Into<String>) -> JobError {
+    JobError::Invalid {
+        field: field.to_string(),
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+/// The page sizes the engine supports.
+pub const PAGE_SIZES: [u64; 4] = [4096, 8192, 16384, 32768];
+
+/// Where one database instance lives, resolved from the job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instance {
+    pub name: String,
+    pub database_path: PathBuf,
+    pub log_path: PathBuf,
+}
+
+impl Job {
+    /// Reads and validates a job file.
+    pub fn load(path: &Path) -> Result<Job, JobError> {
+        let text = std::fs::read_to_string(path).map_err(|e| JobError::Parse {
+            path: path.display().to_string(),
+            message: format!("cannot read the job file: {e}"),
+        })?;
+        Job::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates a job from TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Job, JobError> {
+        let job: Job = toml::from_str(text).map_err(|e| JobError::Parse {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        job.validate()?;
+        Ok(job)
+    }
+
+    /// The job as TOML, as `plan --write-job` writes it.
+    pub fn to_toml(&self) -> String {
+        match toml::to_string_pretty(self) {
+            Ok(text) => text,
+            Err(e) => panic!("a job always serialises: {e}"),
+        }
+    }
+
+    /// Target transactional IOPS for this server, or None to run flat out.
+    pub fn target_iops(&self) -> Option<f64> {
+        let target = self.simulation.mailboxes as f64 * self.simulation.iops_per_mailbox;
+        (target > 0.0).then_some(target)
+    }
+
+    /// Size of each database file.
+    pub fn db_size(&self) -> ByteSize {
+        match self.storage.db_size {
+            Some(size) => size,
+            None => {
+                let total = self.simulation.mailboxes as u128
+                    * self.simulation.mailbox_size.bytes() as u128
+                    * self.simulation.capacity_percent as u128
+                    / 100;
+                let count = self.instance_count().max(1) as u128;
+                ByteSize(u64::try_from(total / count).unwrap_or(u64::MAX))
+            }
+        }
+    }
+
+    pub fn instance_count(&self) -> usize {
+        if self.storage.instance.is_empty() {
+            self.storage.databases as usize
+        } else {
+            self.storage.instance.len()
+        }
+    }
+
+    /// The database instances, with their paths.
+    pub fn instances(&self) -> Vec<Instance> {
+        if !self.storage.instance.is_empty() {
+            return self
+                .storage
+                .instance
+                .iter()
+                .map(|i| Instance {
+                    name: i.name.clone(),
+                    database_path: i.database_path.clone(),
+                    log_path: i.log_path.clone(),
+                })
+                .collect();
+        }
+        (1..=self.storage.databases)
+            .map(|n| {
+                let dir = self.storage.data_dir.join(format!("db{n}"));
+                Instance {
+                    name: format!("db{n}"),
+                    database_path: dir.join(format!("db{n}.jpdb")),
+                    log_path: dir.join("logs"),
+                }
+            })
+            .collect()
+    }
+
+    /// Checkpoint depth in force.
+    pub fn checkpoint_depth(&self) -> ByteSize {
+        self.cache.checkpoint_depth.unwrap_or(
+            if self.simulation.copies_per_database > 1 {
+                ByteSize::mib(100)
+            } else {
+                ByteSize::mib(20)
+            },
+        )
+    }
+
+    /// Maximum of the database read latency, judged on interval averages.
+    pub fn db_read_max_ms(&self, stress: bool) -> f64 {
+        self.thresholds
+            .db_read_max_ms
+            .unwrap_or(if stress { 200.0 } else { 100.0 })
+    }
+
+    /// Maximum of the log write latency, judged on interval averages.
+    pub fn log_write_max_ms(&self, stress: bool) -> f64 {
+        self.thresholds
+            .log_write_max_ms
+            .unwrap_or(if stress { 200.0 } else { 100.0 })
+    }
+
+    /// Checks every value. Called by `parse`; call it again after applying overrides.
+    pub fn validate(&self) -> Result<(), JobError> {
+        let s = &self.simulation;
+        if !s.iops_per_mailbox.is_finite() || s.iops_per_mailbox < 0.0 {
+            return Err(invalid(
+                "simulation.iops_per_mailbox",
+                format!("is {}", s.iops_per_mailbox),
+                "give a number of 0 or more (0 runs flat out, with no target)",
+            ));
+        }
+        if !(1..=100).contains(&s.capacity_percent) {
+            return Err(invalid(
+                "simulation.capacity_percent",
+                format!("is {}", s.capacity_percent),
+                "give a percentage from 1 to 100",
+            ));
+        }
+        if s.copies_per_database == 0 {
+            return Err(invalid(
+                "simulation.copies_per_database",
+                "is 0",
+                "give 1 for a single copy, or more for replicated databases",
+            ));
+        }
+
+        let st = &self.storage;
+        if !PAGE_SIZES.contains(&st.page_size.bytes()) {
+            return Err(invalid(
+                "storage.page_size",
+                format!("is {}", st.page_size),
+                "use 4KiB, 8KiB, 16KiB or 32KiB",
+            ));
+        }
+        if st.instance.is_empty() && st.databases == 0 {
+            return Err(invalid(
+                "storage.databases",
+                "is 0",
+                "give at least 1 database",
+            ));
+        }
+        if st.instance.is_empty() && st.databases > 1024 {
+            return Err(invalid(
+                "storage.databases",
+                format!("is {}", st.databases),
+                "give at most 1024 databases per server",
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (index, instance) in st.instance.iter().enumerate() {
+            let field = format!("storage.instance[{index}]");
+            if instance.name.is_empty()
+                || !instance
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            {
+                return Err(invalid(
+                    &format!("{field}.name"),
+                    format!("is {:?}", instance.name),
+                    "use letters, digits, '-', '_' and '.' only",
+                ));
+            }
+            if !names.insert(instance.name.clone()) {
+                return Err(invalid(
+                    &format!("{field}.name"),
+                    format!("repeats {:?}", instance.name),
+                    "give every instance its own name",
+                ));
+            }
+        }
+        let page = st.page_size.bytes();
+        let db_size = self.db_size().bytes();
+        // A database needs its header pages, a space map and room for a tree: 16 pages at least.
+        if db_size < 16 * page {
+            return Err(invalid(
+                if st.db_size.is_some() {
+                    "storage.db_size"
+                } else {
+                    "simulation.mailboxes"
+                },
+                format!("gives databases of {} bytes", db_size),
+                format!(
+                    "databases must hold at least 16 pages ({}); set storage.db_size or more mailboxes",
+                    ByteSize(16 * page)
+                ),
+            ));
+        }
+        if db_size % page != 0 {
+            return Err(invalid(
+                "storage.db_size",
+                format!("{} is not a whole number of {} pages", ByteSize(db_size), st.page_size),
+                "give a multiple of the page size",
+            ));
+        }
+
+        let w = &self.workload;
+        if let Threads::Fixed(n) = w.threads
+            && !(1..=256).contains(&n)
+        {
+            return Err(invalid(
+                "workload.threads",
+                format!("is {n}"),
+                "give 1 to 256 sessions per database, or \"auto\"",
+            ));
+        }
+        let mix = w.insert_percent + w.delete_percent + w.replace_percent + w.read_percent;
+        if mix != 100 {
+            return Err(invalid(
+                "workload.insert_percent",
+                format!(
+                    "with delete_percent, replace_percent and read_percent sums to {mix} ({}/{}/{}/{})",
+                    w.insert_percent, w.delete_percent, w.replace_percent, w.read_percent
+                ),
+                "make the four shares of the operation mix sum to 100 (Jetstress default: 40/20/5/35)",
+            ));
+        }
+        if w.lazy_commit_percent > 100 {
+            return Err(invalid(
+                "workload.lazy_commit_percent",
+                format!("is {}", w.lazy_commit_percent),
+                "give a percentage from 0 to 100",
+            ));
+        }
+        let record = w.record_size.bytes();
+        if record < 64 || record > page / 4 {
+            return Err(invalid(
+                "workload.record_size",
+                format!("is {}", w.record_size),
+                format!(
+                    "give 64 bytes to a quarter of the page size ({})",
+                    ByteSize(page / 4)
+                ),
+            ));
+        }
+        let scan = w.maintenance_read_size.bytes();
+        if scan < page || scan % page != 0 || scan > 16 * ByteSize::MIB {
+            return Err(invalid(
+                "workload.maintenance_read_size",
+                format!("is {}", w.maintenance_read_size),
+                "give a multiple of the page size up to 16MiB (Exchange: 256KiB)",
+            ));
+        }
+
+        let c = &self.cache;
+        if c.min_size.bytes() < 16 * page {
+            return Err(invalid(
+                "cache.min_size",
+                format!("is {}", c.min_size),
+                format!("give at least 16 pages ({})", ByteSize(16 * page)),
+            ));
+        }
+        if c.max_size < c.min_size {
+            return Err(invalid(
+                "cache.max_size",
+                format!("({}) is below cache.min_size ({})", c.max_size, c.min_size),
+                "make the maximum at least the minimum",
+            ));
+        }
+        if let Some(depth) = c.checkpoint_depth
+            && depth.bytes() < self.log.file_size.bytes()
+        {
+            return Err(invalid(
+                "cache.checkpoint_depth",
+                format!("({depth}) is smaller than one log file ({})", self.log.file_size),
+                "give at least one log file size (Exchange: 20MiB, 100MiB with copies)",
+            ));
+        }
+
+        let l = &self.log;
+        if l.file_size.bytes() < 64 * ByteSize::KIB
+            || l.file_size.bytes() % 4096 != 0
+            || l.file_size.bytes() > ByteSize::GIB
+        {
+            return Err(invalid(
+                "log.file_size",
+                format!("is {}", l.file_size),
+                "give a multiple of 4KiB from 64KiB to 1GiB (Exchange 2007 and later: 1MiB)",
+            ));
+        }
+        if l.buffer_size.bytes() < 64 * ByteSize::KIB
+            || l.buffer_size.bytes() % 4096 != 0
+            || l.buffer_size > l.file_size
+        {
+            return Err(invalid(
+                "log.buffer_size",
+                format!("is {}", l.buffer_size),
+                "give a multiple of 4KiB from 64KiB up to log.file_size",
+            ));
+        }
+
+        let r = &self.run;
+        if r.sample_interval.as_duration().as_millis() < 100 {
+            return Err(invalid(
+                "run.sample_interval",
+                format!("is {}", r.sample_interval),
+                "give at least 100ms (Jetstress: 15s)",
+            ));
+        }
+        if r.duration.as_duration().is_zero() {
+            return Err(invalid("run.duration", "is zero", "give a duration like 2h or 90s"));
+        }
+        if r.stress_duration.as_duration().is_zero() {
+            return Err(invalid(
+                "run.stress_duration",
+                "is zero",
+                "give a duration like 24h",
+            ));
+        }
+        if r.recovery_log_files == 0 {
+            return Err(invalid(
+                "run.recovery_log_files",
+                "is 0",
+                "give at least 1 (ESRP: 500)",
+            ));
+        }
+
+        let t = &self.thresholds;
+        for (field, value) in [
+            ("thresholds.db_read_avg_ms", Some(t.db_read_avg_ms)),
+            ("thresholds.db_read_max_ms", t.db_read_max_ms),
+            ("thresholds.log_write_avg_ms", Some(t.log_write_avg_ms)),
+            ("thresholds.log_write_max_ms", t.log_write_max_ms),
+        ] {
+            if let Some(v) = value
+                && (!v.is_finite() || v <= 0.0)
+            {
+                return Err(invalid(
+                    field,
+                    format!("is {v}"),
+                    "give a latency in milliseconds above 0",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The overrides of SPEC §8, from command-line flags. Each applies on top of the job file (or
+/// the default job) and names its flag if the result is invalid.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub databases: Option<u32>,
+    pub db_size: Option<ByteSize>,
+    pub threads: Option<Threads>,
+    pub duration: Option<Span>,
+}
+
+impl Overrides {
+    /// Applies the overrides and validates the result; errors name the flag.
+    pub fn apply(&self, job: &mut Job) -> Result<(), JobError> {
+        if let Some(dir) = &self.data_dir {
+            if !job.storage.instance.is_empty() {
+                return Err(invalid(
+                    "--data-dir",
+                    "cannot be used with a job that lists its instances in [[storage.instance]]",
+                    "edit the instance paths in the job file instead",
+                ));
+            }
+            job.storage.data_dir = dir.clone();
+        }
+        if let Some(n) = self.databases {
+            if !job.storage.instance.is_empty() {
+                return Err(invalid(
+                    "--databases",
+                    "cannot be used with a job that lists its instances in [[storage.instance]]",
+                    "add or remove [[storage.instance]] entries in the job file instead",
+                ));
+            }
+            job.storage.databases = n;
+        }
+        if let Some(size) = self.db_size {
+            job.storage.db_size = Some(size);
+        }
+        if let Some(threads) = self.threads {
+            job.workload.threads = threads;
+        }
+        if let Some(duration) = self.duration {
+            job.run.duration = duration;
+            job.run.stress_duration = duration;
+        }
+        job.validate().map_err(|e| match e {
+            JobError::Invalid {
+                field,
+                problem,
+                fix,
+            } => {
+                let flag = match field.as_str() {
+                    "storage.data_dir" => "--data-dir",
+                    "storage.databases" if self.databases.is_some() => "--databases",
+                    "storage.db_size" if self.db_size.is_some() => "--db-size",
+                    "workload.threads" if self.threads.is_some() => "--threads",
+                    "run.duration" | "run.stress_duration" if self.duration.is_some() => {
+                        "--duration"
+                    }
+                    _ => "",
+                };
+                let field = if flag.is_empty() {
+                    field
+                } else {
+                    format!("{flag} ({field})")
+                };
+                JobError::Invalid {
+                    field,
+                    problem,
+                    fix,
+                }
+            }
+            other => other,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_job_is_valid_and_round_trips() {
+        let job = Job::default();
+        job.validate().expect("default job is valid");
+        let text = job.to_toml();
+        let back = Job::parse(&text, "round trip").expect("written job parses");
+        assert_eq!(back, job);
+    }
+
+    #[test]
+    fn empty_file_is_the_default_job() {
+        assert_eq!(Job::parse("", "empty").expect("parses"), Job::default());
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_name() {
+        let err = Job::parse("[workload]\nthreds = 4\n", "job.toml").expect_err("refused");
+        let text = err.to_string();
+        assert!(text.contains("threds"), "{text}");
+        assert!(text.contains("job.toml"), "{text}");
+    }
+
+    #[test]
+    fn mix_must_sum_to_100() {
+        let err = Job::parse("[workload]\nread_percent = 50\n", "j").expect_err("refused");
+        let text = err.to_string();
+        assert!(text.contains("insert_percent"), "{text}");
+        assert!(text.contains("115"), "{text}");
+    }
+
+    #[test]
+    fn bad_page_size_names_the_field() {
+        let err = Job::parse("[storage]\npage_size = \"12KiB\"\n", "j").expect_err("refused");
+        assert!(err.to_string().contains("storage.page_size"), "{err}");
+    }
+
+    #[test]
+    fn threads_accepts_auto_and_numbers() {
+        let job = Job::parse("[workload]\nthreads = \"auto\"\n", "j").expect("auto");
+        assert_eq!(job.workload.threads, Threads::Auto);
+        let job = Job::parse("[workload]\nthreads = 8\n", "j").expect("8");
+        assert_eq!(job.workload.threads, Threads::Fixed(8));
+        assert!(Job::parse("[workload]\nthreads = -1\n", "j").is_err());
+        assert!(Job::parse("[workload]\nthreads = 0\n", "j").is_err());
+    }
+
+    #[test]
+    fn db_size_derives_from_mailboxes() {
+        let job = Job::parse(
+            "[simulation]\nmailboxes = 1000\nmailbox_size = \"1GiB\"\ncapacity_percent = 50\n[storage]\ndatabases = 4\n",
+            "j",
+        );
+        // db_size defaults to Some in the built-in job, so the derived size needs it unset.
+        let mut job = job.expect("parses");
+        job.storage.db_size = None;
+        assert_eq!(job.db_size(), ByteSize(1000 * ByteSize::GIB / 2 / 4));
+    }
+
+    #[test]
+    fn explicit_instances_replace_data_dir() {
+        let job = Job::parse(
+            "[[storage.instance]]\nname = \"a\"\ndatabase_path = \"/x/a.jpdb\"\nlog_path = \"/y/a\"\n",
+            "j",
+        )
+        .expect("parses");
+        let instances = job.instances();
+        assert_eq!(instances.len(), 1);
+        assert_eq!(instances[0].database_path, PathBuf::from("/x/a.jpdb"));
+    }
+
+    #[test]
+    fn overrides_name_their_flag() {
+        let mut job = Job::default();
+        let o = Overrides {
+            threads: Some(Threads::Fixed(0)),
+            ..Overrides::default()
+        };
+        let err = o.apply(&mut job).expect_err("refused");
+        assert!(err.to_string().contains("--threads"), "{err}");
+    }
+
+    #[test]
+    fn default_instances_live_under_data_dir() {
+        let job = Job::default();
+        let instances = job.instances();
+        assert_eq!(instances.len(), 2);
+        assert!(instances[1].database_path.starts_with(DEFAULT_DATA_DIR));
+        assert_eq!(instances[1].name, "db2");
+    }
+}

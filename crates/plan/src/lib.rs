@@ -1,0 +1,1 @@
+//! Sizing arithmetic (issue 6). Not built yet.
