@@ -4,4 +4,5 @@
 //! generator. It knows nothing of tests or reports, and reads and writes only through
 //! `jetproof_io::IoFile`.
 
+pub mod checksum;
 pub mod page;
