@@ -1,1 +1,6 @@
 //! jetproof's test procedures: each test type is a procedure over the engine and the I/O layer.
+//! They know nothing of the command line: they take a validated job and report through
+//! `jetproof_results`.
+
+pub mod checksum;
+pub mod init;

@@ -1,0 +1,1 @@
+//! The init procedure: create the databases and fill them. Not built yet.
