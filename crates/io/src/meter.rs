@@ -44,7 +44,12 @@ impl ClassStats {
     pub fn record(&self, bytes: u64, latency_ns: u64) {
         self.count.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.latency_ns.lock().saturating_record(latency_ns.max(1));
+        // `record` grows the auto-resizing histogram; `saturating_record` would clamp to its
+        // current (tiny) range instead.
+        let mut histogram = self.latency_ns.lock();
+        if histogram.record(latency_ns.max(1)).is_err() {
+            histogram.saturating_record(latency_ns.max(1));
+        }
     }
 
     pub fn count(&self) -> u64 {
