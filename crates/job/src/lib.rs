@@ -411,13 +411,13 @@ impl Job {
 
     /// Checkpoint depth in force.
     pub fn checkpoint_depth(&self) -> ByteSize {
-        self.cache.checkpoint_depth.unwrap_or(
-            if self.simulation.copies_per_database > 1 {
+        self.cache
+            .checkpoint_depth
+            .unwrap_or(if self.simulation.copies_per_database > 1 {
                 ByteSize::mib(100)
             } else {
                 ByteSize::mib(20)
-            },
-        )
+            })
     }
 
     /// Maximum of the database read latency, judged on interval averages.
@@ -524,7 +524,11 @@ impl Job {
         if db_size % page != 0 {
             return Err(invalid(
                 "storage.db_size",
-                format!("{} is not a whole number of {} pages", ByteSize(db_size), st.page_size),
+                format!(
+                    "{} is not a whole number of {} pages",
+                    ByteSize(db_size),
+                    st.page_size
+                ),
                 "give a multiple of the page size",
             ));
         }
@@ -597,7 +601,10 @@ impl Job {
         {
             return Err(invalid(
                 "cache.checkpoint_depth",
-                format!("({depth}) is smaller than one log file ({})", self.log.file_size),
+                format!(
+                    "({depth}) is smaller than one log file ({})",
+                    self.log.file_size
+                ),
                 "give at least one log file size (Exchange: 20MiB, 100MiB with copies)",
             ));
         }
@@ -633,7 +640,11 @@ impl Job {
             ));
         }
         if r.duration.as_duration().is_zero() {
-            return Err(invalid("run.duration", "is zero", "give a duration like 2h or 90s"));
+            return Err(invalid(
+                "run.duration",
+                "is zero",
+                "give a duration like 2h or 90s",
+            ));
         }
         if r.stress_duration.as_duration().is_zero() {
             return Err(invalid(

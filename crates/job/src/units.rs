@@ -141,6 +141,9 @@ mod tests {
         assert_eq!("90s".parse::<Span>(), Ok(Span::secs(90)));
         assert_eq!("2h".parse::<Span>(), Ok(Span::secs(7200)));
         assert!("soon".parse::<Span>().is_err());
-        assert_eq!("15s".parse::<Span>().map(|s| s.to_string()), Ok("15s".into()));
+        assert_eq!(
+            "15s".parse::<Span>().map(|s| s.to_string()),
+            Ok("15s".into())
+        );
     }
 }

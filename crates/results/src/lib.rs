@@ -1,1 +1,228 @@
-//! `result.json`: the versioned result of one test run (SPEC §5). Every report is made from it.
+//! `result.json`: the versioned result of one test run (SPEC §5). Every report is made from it,
+//! so it holds figures, never prose: the terminal summary and the Markdown/HTML reports are views
+//! of this document.
+//!
+//! Also here, because every test procedure needs them the same way: the results directory (created
+//! before any work, never overwriting what jetproof did not write), the timestamped test log, and
+//! the host description.
+
+pub mod host;
+pub mod outdir;
+pub mod testlog;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jetproof_io::IoClass;
+use jetproof_io::meter::ClassStats;
+use serde::{Deserialize, Serialize};
+
+pub use host::Host;
+pub use outdir::{OutDir, OutDirError};
+pub use testlog::TestLog;
+
+/// Version of the `result.json` layout. Bumped on any incompatible change; `docs/results.md`
+/// keeps the history.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The test that produced a result.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestKind {
+    Init,
+    Performance,
+    Stress,
+    Checksum,
+    Backup,
+    Recovery,
+}
+
+impl TestKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TestKind::Init => "init",
+            TestKind::Performance => "performance",
+            TestKind::Stress => "stress",
+            TestKind::Checksum => "checksum",
+            TestKind::Backup => "backup",
+            TestKind::Recovery => "recovery",
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+/// One test run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub test: TestKind,
+    pub verdict: Verdict,
+    /// Every reason the verdict is fail (empty on pass).
+    pub reasons: Vec<String>,
+    /// True when the run was stopped early (Ctrl-C or an error): the figures cover what ran.
+    #[serde(default)]
+    pub interrupted: bool,
+    pub host: Host,
+    /// RFC 3339, UTC.
+    pub started: String,
+    pub ended: String,
+    pub duration_s: f64,
+    /// The job as run, with everything the procedure decided (sessions, cache sizes, …).
+    pub parameters: serde_json::Value,
+    pub target_iops: Option<f64>,
+    pub achieved_iops: Option<f64>,
+    pub instances: Vec<InstanceResult>,
+    pub host_counters: Option<HostCounters>,
+    pub log_file: Option<PathBuf>,
+    pub samples_file: Option<PathBuf>,
+    /// Test-specific totals (init: bytes written and rate; checksum: totals; …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub totals: BTreeMap<String, serde_json::Value>,
+}
+
+/// Host counters over the measured window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostCounters {
+    pub cpu_percent: Stat,
+    pub available_memory_mb: Stat,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    pub average: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// One database instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceResult {
+    pub name: String,
+    pub database_path: PathBuf,
+    pub log_path: PathBuf,
+    /// One entry per I/O class that occurred, keyed `db_read`, `db_write`, `log_write`, … and
+    /// flattened into the instance object as SPEC §5 shows.
+    #[serde(flatten)]
+    pub io: BTreeMap<String, ClassResult>,
+    /// Test-specific figures of this instance (checksum per file, recovery timings, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// The figures of one I/O class of one instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassResult {
+    pub count: u64,
+    pub bytes: u64,
+    pub ops_per_sec: f64,
+    pub avg_bytes: f64,
+    pub avg_latency_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// The largest per-sample-interval average: what Jetstress judges the maximum on.
+    pub max_interval_avg_ms: Option<f64>,
+}
+
+const NS_PER_MS: f64 = 1_000_000.0;
+
+impl ClassResult {
+    /// Figures of one class over a window of `elapsed`. None if no I/O of the class occurred.
+    pub fn from_stats(stats: &ClassStats, elapsed: Duration) -> Option<ClassResult> {
+        let count = stats.count();
+        if count == 0 {
+            return None;
+        }
+        let bytes = stats.bytes();
+        let histogram = stats.histogram();
+        let seconds = elapsed.as_secs_f64().max(1e-9);
+        let at = |q: f64| histogram.value_at_quantile(q) as f64 / NS_PER_MS;
+        Some(ClassResult {
+            count,
+            bytes,
+            ops_per_sec: count as f64 / seconds,
+            avg_bytes: bytes as f64 / count as f64,
+            avg_latency_ms: histogram.mean() / NS_PER_MS,
+            p50_ms: at(0.50),
+            p95_ms: at(0.95),
+            p99_ms: at(0.99),
+            p999_ms: at(0.999),
+            max_ms: histogram.max() as f64 / NS_PER_MS,
+            max_interval_avg_ms: None,
+        })
+    }
+}
+
+/// The per-class figures of an instance's stats, keyed as in `result.json`.
+pub fn io_results(
+    stats: &jetproof_io::meter::InstanceStats,
+    elapsed: Duration,
+) -> BTreeMap<String, ClassResult> {
+    IoClass::ALL
+        .iter()
+        .filter_map(|&class| {
+            ClassResult::from_stats(stats.class(class), elapsed)
+                .map(|result| (class.key().to_string(), result))
+        })
+        .collect()
+}
+
+/// Now, as RFC 3339 UTC with seconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// The version of this build of jetproof.
+pub fn tool_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jetproof_io::meter::InstanceStats;
+
+    #[test]
+    fn class_result_from_recorded_ios() {
+        let stats = InstanceStats::new("db1");
+        for ms in 1..=100u64 {
+            stats.class(IoClass::DbRead).record(32768, ms * 1_000_000);
+        }
+        let results = io_results(&stats, Duration::from_secs(10));
+        let read = results.get("db_read").expect("db_read present");
+        assert_eq!(read.count, 100);
+        assert!((read.ops_per_sec - 10.0).abs() < 1e-9);
+        assert!((read.avg_bytes - 32768.0).abs() < 1e-9);
+        assert!((read.avg_latency_ms - 50.5).abs() < 0.5, "{read:?}");
+        assert!((read.p99_ms - 99.0).abs() < 1.0, "{read:?}");
+        assert!((read.max_ms - 100.0).abs() < 1.0, "{read:?}");
+        assert!(!results.contains_key("db_write"));
+    }
+
+    #[test]
+    fn instance_classes_flatten_into_the_instance_object() {
+        let stats = InstanceStats::new("db1");
+        stats.class(IoClass::LogWrite).record(4096, 500_000);
+        let instance = InstanceResult {
+            name: "db1".into(),
+            database_path: "/d/db1.jpdb".into(),
+            log_path: "/d/logs".into(),
+            io: io_results(&stats, Duration::from_secs(1)),
+            extra: BTreeMap::new(),
+        };
+        let value = serde_json::to_value(&instance).expect("serialises");
+        assert!(value["log_write"]["avg_bytes"].is_number(), "{value}");
+        let back: InstanceResult = serde_json::from_value(value).expect("parses back");
+        assert_eq!(back, instance);
+    }
+}

@@ -1,0 +1,140 @@
+//! The results directory of one test run. Checked and created before any work starts (so a
+//! late failure never finds it unwritable), and never a place where jetproof overwrites what it
+//! did not write: an existing directory is accepted only when it is empty or holds nothing but
+//! the files of an earlier jetproof result.
+
+use std::path::{Path, PathBuf};
+
+use crate::{TestKind, TestResult};
+
+/// The files jetproof writes into a results directory.
+pub const RESULT_FILES: [&str; 4] = ["result.json", "samples.csv", "test.log", "report.md"];
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutDirError {
+    #[error(
+        "--out {path}: the directory holds {entry:?}, which jetproof did not write; choose an empty or new directory"
+    )]
+    Foreign { path: PathBuf, entry: String },
+    #[error("--out {path}: exists and is not a directory; choose a directory path")]
+    NotADirectory { path: PathBuf },
+    #[error("--out {path}: cannot create the results directory: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct OutDir {
+    path: PathBuf,
+}
+
+impl OutDir {
+    /// The default results directory: `./jetproof-results/<test>-<UTC timestamp>/`.
+    pub fn default_path(test: TestKind) -> PathBuf {
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "")
+            .trim_end_matches('Z')
+            .to_string();
+        PathBuf::from("./jetproof-results").join(format!("{}-{stamp}", test.name()))
+    }
+
+    /// Checks `path` (or the default for `test`) and creates it. Call before any work.
+    pub fn prepare(path: Option<&Path>, test: TestKind) -> Result<OutDir, OutDirError> {
+        let path = match path {
+            Some(p) => p.to_path_buf(),
+            None => Self::default_path(test),
+        };
+        if path.exists() {
+            if !path.is_dir() {
+                return Err(OutDirError::NotADirectory { path });
+            }
+            let entries = std::fs::read_dir(&path).map_err(|source| OutDirError::Create {
+                path: path.clone(),
+                source,
+            })?;
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().to_string();
+                if !RESULT_FILES.contains(&name.as_str()) {
+                    return Err(OutDirError::Foreign { path, entry: name });
+                }
+            }
+        }
+        std::fs::create_dir_all(&path).map_err(|source| OutDirError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(OutDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Writes `result.json` atomically (temporary file, then rename), so a reader never sees half
+    /// a result. Called as soon as a result exists, and again when it grows.
+    pub fn write_result(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
+        let path = self.file("result.json");
+        let temporary = self.file(".result.json.tmp");
+        let text = match serde_json::to_string_pretty(result) {
+            Ok(text) => text,
+            Err(e) => panic!("a result always serialises: {e}"),
+        };
+        std::fs::write(&temporary, text + "\n")
+            .and_then(|_| std::fs::rename(&temporary, &path))
+            .map_err(|source| OutDirError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_new_and_accepts_own_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("r");
+        OutDir::prepare(Some(&out), TestKind::Init).expect("new dir");
+        std::fs::write(out.join("result.json"), "{}").expect("write");
+        OutDir::prepare(Some(&out), TestKind::Init).expect("own files are fine");
+    }
+
+    #[test]
+    fn refuses_foreign_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("thesis.docx"), "precious").expect("write");
+        let err = OutDir::prepare(Some(dir.path()), TestKind::Init).expect_err("refused");
+        assert!(err.to_string().contains("thesis.docx"), "{err}");
+        assert!(err.to_string().contains("--out"), "{err}");
+    }
+
+    #[test]
+    fn default_path_names_the_test() {
+        let p = OutDir::default_path(TestKind::Checksum);
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        assert!(name.starts_with("checksum-20"), "{name}");
+        assert!(!name.contains(':'), "{name}");
+    }
+}
