@@ -18,6 +18,7 @@ pub use units::{ByteSize, Span};
 /// A complete job. Field names are the TOML keys.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct Job {
     pub simulation: Simulation,
     pub storage: Storage,
@@ -278,20 +279,6 @@ impl Default for Thresholds {
     }
 }
 
-impl Default for Job {
-    fn default() -> Self {
-        Job {
-            simulation: Simulation::default(),
-            storage: Storage::default(),
-            workload: Workload::default(),
-            cache: Cache::default(),
-            log: Log::default(),
-            run: Run::default(),
-            thresholds: Thresholds::default(),
-        }
-    }
-}
-
 /// A job value that cannot be used. Names the key (as written in the job file, or the flag that
 /// set it) and says how to fix it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -521,7 +508,7 @@ impl Job {
                 ),
             ));
         }
-        if db_size % page != 0 {
+        if !db_size.is_multiple_of(page) {
             return Err(invalid(
                 "storage.db_size",
                 format!(
@@ -573,7 +560,7 @@ impl Job {
             ));
         }
         let scan = w.maintenance_read_size.bytes();
-        if scan < page || scan % page != 0 || scan > 16 * ByteSize::MIB {
+        if scan < page || !scan.is_multiple_of(page) || scan > 16 * ByteSize::MIB {
             return Err(invalid(
                 "workload.maintenance_read_size",
                 format!("is {}", w.maintenance_read_size),
@@ -611,7 +598,7 @@ impl Job {
 
         let l = &self.log;
         if l.file_size.bytes() < 64 * ByteSize::KIB
-            || l.file_size.bytes() % 4096 != 0
+            || !l.file_size.bytes().is_multiple_of(4096)
             || l.file_size.bytes() > ByteSize::GIB
         {
             return Err(invalid(
@@ -621,7 +608,7 @@ impl Job {
             ));
         }
         if l.buffer_size.bytes() < 64 * ByteSize::KIB
-            || l.buffer_size.bytes() % 4096 != 0
+            || !l.buffer_size.bytes().is_multiple_of(4096)
             || l.buffer_size > l.file_size
         {
             return Err(invalid(

@@ -50,7 +50,7 @@ impl fmt::Display for ByteSize {
             (Self::KIB, "KiB"),
         ];
         for (unit, name) in units {
-            if self.0 >= unit && self.0 % unit == 0 {
+            if self.0 >= unit && self.0.is_multiple_of(unit) {
                 return write!(f, "{}{}", self.0 / unit, name);
             }
         }
