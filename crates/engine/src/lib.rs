@@ -5,4 +5,7 @@
 //! `jetproof_io::IoFile`.
 
 pub mod checksum;
+pub mod header;
 pub mod page;
+
+pub use header::{DbHeader, DbState, HeaderError, LogPosition};

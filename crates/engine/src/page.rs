@@ -14,7 +14,7 @@
 //! | 56     | 4    | owning tree (0 for pages that belong to no tree) |
 //! | 60     | 4    | previous page at the same level (0 = none) |
 //! | 64     | 4    | next page at the same level (0 = none) |
-//! | 68     | 12   | type-specific (B+tree nodes: level, item count, free space) |
+//! | 68     | 12   | type-specific (B+tree nodes: see `crate::node`) |
 //! | 80     | ...  | body |
 
 pub const HEADER_SIZE: usize = 80;
@@ -58,4 +58,89 @@ impl PageType {
             _ => return None,
         })
     }
+}
+
+/// Page sizes a database may have.
+pub const PAGE_SIZES: [usize; 4] = [4096, 8192, 16384, 32768];
+
+/// Reads a little-endian u16 at `offset`; `None` if the page is too short.
+pub fn get_u16(page: &[u8], offset: usize) -> Option<u16> {
+    let bytes = page.get(offset..offset.checked_add(2)?)?;
+    Some(u16::from_le_bytes([
+        bytes.first().copied()?,
+        bytes.get(1).copied()?,
+    ]))
+}
+
+/// Reads a little-endian u32 at `offset`; `None` if the page is too short.
+pub fn get_u32(page: &[u8], offset: usize) -> Option<u32> {
+    let bytes = page.get(offset..offset.checked_add(4)?)?;
+    let mut array = [0u8; 4];
+    array.copy_from_slice(bytes);
+    Some(u32::from_le_bytes(array))
+}
+
+/// Reads a little-endian u64 at `offset`; `None` if the page is too short.
+pub fn get_u64(page: &[u8], offset: usize) -> Option<u64> {
+    let bytes = page.get(offset..offset.checked_add(8)?)?;
+    let mut array = [0u8; 8];
+    array.copy_from_slice(bytes);
+    Some(u64::from_le_bytes(array))
+}
+
+/// Writes `bytes` at `offset`. Callers pass offsets of the fixed layout, which every page size
+/// holds; an out-of-range write is a bug and is ignored rather than panicking on disk data paths.
+pub fn put(page: &mut [u8], offset: usize, bytes: &[u8]) {
+    debug_assert!(offset + bytes.len() <= page.len());
+    if let Some(dst) = page.get_mut(offset..offset + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+pub fn put_u16(page: &mut [u8], offset: usize, value: u16) {
+    put(page, offset, &value.to_le_bytes());
+}
+
+pub fn put_u32(page: &mut [u8], offset: usize, value: u32) {
+    put(page, offset, &value.to_le_bytes());
+}
+
+pub fn put_u64(page: &mut [u8], offset: usize, value: u64) {
+    put(page, offset, &value.to_le_bytes());
+}
+
+/// Fills the common header fields (after the checksum area) of a page being formatted. The rest
+/// of the header (flags, log position, tree, neighbours, type-specific) is zero.
+pub fn write_common(page: &mut [u8], number: u32, page_type: PageType, update_stamp: u64) {
+    if let Some(header) = page.get_mut(CHECKSUM_AREA.end..HEADER_SIZE) {
+        header.fill(0);
+    }
+    put_u32(page, OFFSET_PAGE_NUMBER, number);
+    put(page, OFFSET_PAGE_TYPE, &[page_type as u8]);
+    put_u64(page, OFFSET_UPDATE_STAMP, update_stamp);
+}
+
+/// Formats `page` as a free page numbered `number` and seals it. Growth writes these, so that
+/// every page of the file is checked even before first use.
+pub fn format_free(page: &mut [u8], number: u32) {
+    page.fill(0);
+    write_common(page, number, PageType::Free, 0);
+    crate::checksum::seal(page);
+}
+
+/// The page's stored number, type and update stamp, for reports.
+pub fn page_number(page: &[u8]) -> Option<u32> {
+    get_u32(page, OFFSET_PAGE_NUMBER)
+}
+
+pub fn page_type(page: &[u8]) -> Option<PageType> {
+    PageType::from_byte(page.get(OFFSET_PAGE_TYPE).copied()?)
+}
+
+pub fn update_stamp(page: &[u8]) -> Option<u64> {
+    get_u64(page, OFFSET_UPDATE_STAMP)
+}
+
+pub fn log_position(page: &[u8]) -> Option<u64> {
+    get_u64(page, OFFSET_LOG_POSITION)
 }
