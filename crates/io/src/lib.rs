@@ -16,6 +16,7 @@
 pub mod buf;
 pub mod class;
 pub mod error;
+pub mod hist;
 pub mod mem;
 pub mod meter;
 pub mod std_backend;
@@ -27,6 +28,8 @@ use std::sync::Arc;
 pub use buf::AlignedBuf;
 pub use class::IoClass;
 pub use error::IoError;
+pub use hist::{ClassSummary, LatencyHistogram};
+pub use meter::{ClassSnapshot, InstanceSnapshot, InstanceStats, MeteredFile};
 
 /// How a file is opened.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -103,7 +103,13 @@ impl StdFile {
         Ok(())
     }
 
-    fn os_error(&self, op: &'static str, offset: u64, len: usize, source: std::io::Error) -> IoError {
+    fn os_error(
+        &self,
+        op: &'static str,
+        offset: u64,
+        len: usize,
+        source: std::io::Error,
+    ) -> IoError {
         IoError::Os {
             op,
             path: self.path.clone(),
