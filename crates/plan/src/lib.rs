@@ -1,1 +1,1402 @@
-//! Sizing arithmetic (issue 6). Not built yet.
+//! Sizing arithmetic: a mailbox profile in, the figures a storage design is defended with out —
+//! target transactional IOPS per server and in total, mailboxes per database, database and log
+//! volume sizes, back-end IOPS after the RAID write penalty, and the disks needed — plus a job
+//! file for one server that `init` and `run` read unchanged.
+//!
+//! This crate does no I/O. Every figure is computed once, in [`plan`], and recorded as a
+//! [`Step`] (what, formula, figure) in the order it was computed, so the printed arithmetic is the
+//! arithmetic that ran, never a separate rendering of it. The formulas and their sources (the
+//! reference ESRP and Jetstress reports, Microsoft's sizing guidance) are in `docs/plan.md`.
+//!
+//! Rounding rules, stated once: IOPS are kept to two decimals (so 0.15 × 1.2 × 2,550 prints 459,
+//! not 459.00000000000006); counts of things that must carry a load — mailboxes per server,
+//! disks — round up; mailboxes per database rounds down as the ESRP tables print it (1,000 over
+//! 3 databases is 333), and sizes are computed for the largest database (334) so every volume
+//! fits.
+
+pub mod tables;
+
+use jetproof_job::{ByteSize, Job, Threads};
+use serde::{Serialize, Serializer};
+
+pub use tables::{DiskKind, ExchangeVersion, RaidLevel};
+
+/// First line of every job file `plan --write-job` writes. A file that starts with it was made by
+/// jetproof and may be overwritten; any other file is refused (SPEC §6).
+pub const JOB_FILE_MARKER: &str = "# Written by `jetproof plan`.";
+
+/// Jetstress's database cache per instance (minimum and maximum), written into job files.
+pub const JETSTRESS_CACHE_MIN: ByteSize = ByteSize(32 * ByteSize::MIB);
+pub const JETSTRESS_CACHE_MAX: ByteSize = ByteSize(256 * ByteSize::MIB);
+
+/// Which of the overheads Exchange adds to the quota are counted. All on by default.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Overheads {
+    /// Free pages inside the database: one day of messages per mailbox.
+    pub white_space: bool,
+    /// The Recoverable Items folder (dumpster): the retention window of messages plus 1.2% of the
+    /// quota (single item recovery) and 5.8% (calendar version logging).
+    pub deleted_item_retention: bool,
+    /// The content (search) index beside the database.
+    pub content_index: bool,
+    /// Free space kept on every database and log volume.
+    pub free_space_reserve: bool,
+}
+
+impl Default for Overheads {
+    fn default() -> Self {
+        Overheads {
+            white_space: true,
+            deleted_item_retention: true,
+            content_index: true,
+            free_space_reserve: true,
+        }
+    }
+}
+
+/// Everything the sizing takes. Field names follow the `jetproof plan` flags; errors name flags.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanInputs {
+    /// Mailboxes in the whole solution (all servers).
+    pub mailboxes: u64,
+    /// Transactional IOPS per mailbox before headroom. When unset, looked up from
+    /// `messages_per_day` in the table of `exchange_version`.
+    pub iops_per_mailbox: Option<f64>,
+    /// Messages sent and received per mailbox per day. Also sizes white space, retention and logs.
+    pub messages_per_day: Option<u32>,
+    /// Unset: 2013 (whose table Microsoft keeps for 2016 and 2019).
+    pub exchange_version: Option<ExchangeVersion>,
+    /// Growth allowance added to the IOPS per mailbox, in percent (ESRP: 20).
+    pub headroom_percent: f64,
+    /// Mailbox quota.
+    pub mailbox_size: ByteSize,
+    pub servers: u64,
+    pub databases_per_server: u64,
+    /// Copies of each database, active included (1 = no DAG).
+    pub copies_per_database: u32,
+    /// Share of the quota filled when testing, in percent (1-100; Jetstress "capacity percentage").
+    pub capacity_percent: u32,
+    /// Share of transactional I/O that is reads, in percent.
+    pub read_percent: f64,
+    /// Share that is writes. Unset: 100 - read. HP's Appendix A uses 66/33, which sums to 99.
+    pub write_percent: Option<f64>,
+    pub raid: RaidLevel,
+    /// Random IOPS one disk sustains. Unset: the typical figure of `disk_kind`.
+    pub disk_iops: Option<f64>,
+    /// Unset with `disk_iops` unset: 7.2k rpm, the most conservative kind.
+    pub disk_kind: Option<DiskKind>,
+    pub overheads: Overheads,
+    /// Average message size for white space and retention (Microsoft's tables: 75 KB).
+    pub message_size: ByteSize,
+    /// Deleted item retention window in days (Exchange default: 14).
+    pub deleted_item_retention_days: u32,
+    /// Content index share of the database in percent. Unset: the version's figure.
+    pub content_index_percent: Option<f64>,
+    /// Free space reserved on each volume, in percent (Microsoft's examples: 20).
+    pub free_space_percent: f64,
+    /// Days the log volume must hold logs if truncation (backup, replication) stops (Microsoft: 3).
+    pub log_truncation_failure_days: u32,
+    /// Share of a database's mailboxes moved in a week, whose logs the log volume holds (1%).
+    pub mailbox_move_percent: f64,
+    /// Database page size used to round the job file's database size (job default: 32 KiB).
+    pub page_size: ByteSize,
+}
+
+impl Default for PlanInputs {
+    fn default() -> Self {
+        PlanInputs {
+            mailboxes: 0,
+            iops_per_mailbox: None,
+            messages_per_day: None,
+            exchange_version: None,
+            headroom_percent: 20.0,
+            mailbox_size: ByteSize::gib(2),
+            servers: 1,
+            databases_per_server: 1,
+            copies_per_database: 1,
+            capacity_percent: 100,
+            read_percent: 60.0,
+            write_percent: None,
+            raid: RaidLevel::Raid10,
+            disk_iops: None,
+            disk_kind: None,
+            overheads: Overheads::default(),
+            message_size: ByteSize::kib(75),
+            deleted_item_retention_days: 14,
+            content_index_percent: None,
+            free_space_percent: 20.0,
+            log_truncation_failure_days: 3,
+            mailbox_move_percent: 1.0,
+            page_size: ByteSize::kib(32),
+        }
+    }
+}
+
+/// An input that cannot be sized. Names the flag and says how to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    #[error("`{flag}` {problem}; {fix}")]
+    Invalid {
+        flag: &'static str,
+        problem: String,
+        fix: String,
+    },
+}
+
+impl PlanError {
+    /// The flag the error is about.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            PlanError::Invalid { flag, .. } => flag,
+        }
+    }
+}
+
+fn invalid(flag: &'static str, problem: impl Into<String>, fix: impl Into<String>) -> PlanError {
+    PlanError::Invalid {
+        flag,
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+/// One line of the arithmetic: what is computed, how, and the result with its unit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    pub description: String,
+    pub formula: String,
+    pub figure: String,
+}
+
+/// The sizing of a solution. Byte figures are per database unless named otherwise.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    pub inputs: PlanInputs,
+    pub exchange_version: ExchangeVersion,
+    /// IOPS per mailbox before headroom, and where it came from.
+    #[serde(serialize_with = "whole_as_integer")]
+    pub iops_per_mailbox_base: f64,
+    pub iops_per_mailbox_source: String,
+    /// IOPS per mailbox with headroom: what the job file's target uses.
+    #[serde(serialize_with = "whole_as_integer")]
+    pub iops_per_mailbox: f64,
+    pub mailboxes_per_server: u64,
+    pub mailboxes_per_database: u64,
+    /// Mailboxes of the largest database when the split is uneven; sizes are computed for it.
+    pub mailboxes_largest_database: u64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub target_iops_per_server: f64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub target_iops_per_database: f64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub target_iops_total: f64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub read_iops_total: f64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub write_iops_total: f64,
+    pub raid_write_penalty: u32,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub backend_iops_per_server: f64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub backend_iops_total: f64,
+    /// Back-end IOPS if every copy of every database is on the same storage; same as
+    /// `backend_iops_total` with one copy.
+    #[serde(serialize_with = "whole_as_integer")]
+    pub backend_iops_all_copies: f64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub disk_iops: f64,
+    pub disk_iops_source: String,
+    pub disks_needed: u64,
+    pub disks_needed_per_server: u64,
+    pub disks_needed_all_copies: u64,
+    pub mailbox_quota_bytes: u64,
+    /// Per mailbox.
+    pub white_space_bytes: u64,
+    /// Per mailbox.
+    pub deleted_item_retention_bytes: u64,
+    /// Per mailbox: quota + white space + deleted item retention.
+    pub mailbox_on_disk_bytes: u64,
+    pub database_size_bytes: u64,
+    #[serde(serialize_with = "whole_as_integer")]
+    pub content_index_percent: f64,
+    pub content_index_bytes: u64,
+    pub database_volume_bytes: u64,
+    pub log_volume_bytes: u64,
+    /// Database and log volumes of every copy of every database of the solution.
+    pub storage_total_bytes: u64,
+    /// What `init` fills per database: largest database's mailboxes × quota × capacity %.
+    pub test_database_size_bytes: u64,
+    /// Jetstress's cache per database instance while testing.
+    pub database_cache_min_bytes: u64,
+    pub database_cache_max_bytes: u64,
+    /// Production database cache per database from Microsoft's per-mailbox table (2010 and
+    /// later, with a messages-per-day profile); None otherwise.
+    pub database_cache_production_bytes: Option<u64>,
+    pub steps: Vec<Step>,
+    /// Things the engineer should know that are not errors.
+    pub notes: Vec<String>,
+}
+
+/// Writes a float that is a whole number as an integer (459, not 459.0), so readers that compare
+/// JSON numbers as integers see what the report printed.
+fn whole_as_integer<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    if value.is_finite() && value.fract() == 0.0 && value.abs() < 9.0e15 {
+        serializer.serialize_i64(*value as i64)
+    } else {
+        serializer.serialize_f64(*value)
+    }
+}
+
+/// Rounds to `decimals` places; used on every IOPS figure so float noise never shows or counts.
+fn round_to(value: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (value * scale).round() / scale
+}
+
+/// A number as people write it in reports: thousands separated, trailing zeros dropped.
+pub fn format_number(value: f64) -> String {
+    let rounded = round_to(value, 4);
+    let text = format!("{rounded:.4}");
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let fraction = fraction.trim_end_matches('0');
+    let (sign, digits) = match whole.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", whole),
+    };
+    let mut grouped = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    if fraction.is_empty() {
+        format!("{sign}{grouped}")
+    } else {
+        format!("{sign}{grouped}.{fraction}")
+    }
+}
+
+/// A byte count in the largest binary unit, two decimals: "1.49 TiB".
+pub fn format_bytes(bytes: u64) -> String {
+    let units = [
+        (1u64 << 40, "TiB"),
+        (ByteSize::GIB, "GiB"),
+        (ByteSize::MIB, "MiB"),
+        (ByteSize::KIB, "KiB"),
+    ];
+    for (unit, name) in units {
+        if bytes >= unit {
+            return format!(
+                "{} {name}",
+                format_number(round_to(bytes as f64 / unit as f64, 2))
+            );
+        }
+    }
+    format!("{bytes} B")
+}
+
+fn percent_of(bytes: f64, percent: f64) -> f64 {
+    bytes * percent / 100.0
+}
+
+fn to_bytes(value: f64) -> u64 {
+    // Sizes are computed in f64 (percentages) and always round up: a volume a byte short is
+    // a volume too small.
+    if value <= 0.0 {
+        0
+    } else if value >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        value.ceil() as u64
+    }
+}
+
+fn check_percent(flag: &'static str, value: f64, fix: &str) -> Result<(), PlanError> {
+    if !value.is_finite() || !(0.0..=100.0).contains(&value) {
+        return Err(invalid(flag, format!("is {value}"), fix));
+    }
+    Ok(())
+}
+
+/// Checks every input before any arithmetic; the first problem is returned with its flag.
+pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
+    if inputs.mailboxes == 0 {
+        return Err(invalid(
+            "--mailboxes",
+            "is 0",
+            "give the number of mailboxes of the whole solution, like --mailboxes 1000",
+        ));
+    }
+    match (inputs.iops_per_mailbox, inputs.messages_per_day) {
+        (None, None) => {
+            return Err(invalid(
+                "--iops-per-mailbox",
+                "is missing",
+                "give --iops-per-mailbox (like 0.15), or --messages-per-day with --exchange-version",
+            ));
+        }
+        (Some(iops), _) if !iops.is_finite() || iops <= 0.0 || iops > 100.0 => {
+            return Err(invalid(
+                "--iops-per-mailbox",
+                format!("is {iops}"),
+                "give a figure above 0 (published profiles range from 0.03 to 1.5)",
+            ));
+        }
+        _ => {}
+    }
+    if let Some(messages) = inputs.messages_per_day {
+        let version = inputs
+            .exchange_version
+            .unwrap_or(ExchangeVersion::Exchange2013);
+        if messages == 0 {
+            return Err(invalid(
+                "--messages-per-day",
+                "is 0",
+                "give the messages sent and received per mailbox per day, like 150",
+            ));
+        }
+        let limit = tables::table_limit(version);
+        if inputs.iops_per_mailbox.is_none() && messages > limit {
+            return Err(invalid(
+                "--messages-per-day",
+                format!("is {messages}, beyond Exchange {version}'s table (up to {limit})"),
+                "give --iops-per-mailbox from your own measurements instead",
+            ));
+        }
+    }
+    if !inputs.headroom_percent.is_finite()
+        || inputs.headroom_percent < 0.0
+        || inputs.headroom_percent > 1000.0
+    {
+        return Err(invalid(
+            "--headroom",
+            format!("is {}", inputs.headroom_percent),
+            "give a percentage of 0 or more (ESRP uses 20)",
+        ));
+    }
+    if inputs.mailbox_size.bytes() == 0 {
+        return Err(invalid(
+            "--mailbox-size",
+            "is 0",
+            "give the mailbox quota, like 2GiB",
+        ));
+    }
+    if inputs.servers == 0 {
+        return Err(invalid(
+            "--servers",
+            "is 0",
+            "give the number of mailbox servers carrying active databases, 1 or more",
+        ));
+    }
+    if inputs.servers > inputs.mailboxes {
+        return Err(invalid(
+            "--servers",
+            format!(
+                "({}) is more than --mailboxes ({})",
+                inputs.servers, inputs.mailboxes
+            ),
+            "give at most one server per mailbox",
+        ));
+    }
+    if inputs.databases_per_server == 0 {
+        return Err(invalid(
+            "--databases-per-server",
+            "is 0",
+            "give 1 or more databases per server",
+        ));
+    }
+    if inputs.databases_per_server > 1024 {
+        return Err(invalid(
+            "--databases-per-server",
+            format!("is {}", inputs.databases_per_server),
+            "give at most 1024 databases per server (a job holds up to 1024)",
+        ));
+    }
+    let per_server = inputs.mailboxes.div_ceil(inputs.servers);
+    if inputs.databases_per_server > per_server {
+        return Err(invalid(
+            "--databases-per-server",
+            format!(
+                "({}) is more than the {per_server} mailboxes each server carries",
+                inputs.databases_per_server
+            ),
+            "give fewer databases per server, or more mailboxes, so every database holds a mailbox",
+        ));
+    }
+    if inputs.copies_per_database == 0 || inputs.copies_per_database > 16 {
+        return Err(invalid(
+            "--copies",
+            format!("is {}", inputs.copies_per_database),
+            "give 1 for a single copy, or 2 to 16 copies per database (a DAG holds up to 16)",
+        ));
+    }
+    if !(1..=100).contains(&inputs.capacity_percent) {
+        return Err(invalid(
+            "--capacity-percent",
+            format!("is {}", inputs.capacity_percent),
+            "give a percentage from 1 to 100",
+        ));
+    }
+    check_percent(
+        "--read-percent",
+        inputs.read_percent,
+        "give the read share of transactional I/O from 0 to 100, like 60",
+    )?;
+    if let Some(write) = inputs.write_percent {
+        check_percent(
+            "--write-percent",
+            write,
+            "give the write share from 0 to 100, or leave it out for 100 - read",
+        )?;
+        if inputs.read_percent + write > 100.0 {
+            return Err(invalid(
+                "--write-percent",
+                format!(
+                    "({write}) with --read-percent ({}) sums to {}",
+                    inputs.read_percent,
+                    inputs.read_percent + write
+                ),
+                "make the read and write shares sum to 100 or less",
+            ));
+        }
+        if inputs.read_percent + write <= 0.0 {
+            return Err(invalid(
+                "--write-percent",
+                "with --read-percent sums to 0",
+                "give the shares of reads and writes",
+            ));
+        }
+    }
+    if let Some(disk) = inputs.disk_iops
+        && (!disk.is_finite() || disk <= 0.0)
+    {
+        return Err(invalid(
+            "--disk-iops",
+            format!("is {disk}"),
+            "give the random IOPS one disk sustains, above 0 (measure it with `jetproof probe`, or give --disk-kind)",
+        ));
+    }
+    if inputs.message_size.bytes() == 0 {
+        return Err(invalid(
+            "--message-size",
+            "is 0",
+            "give the average message size (Microsoft's tables: 75KiB)",
+        ));
+    }
+    if let Some(index) = inputs.content_index_percent {
+        check_percent(
+            "--content-index-percent",
+            index,
+            "give a percentage of the database size from 0 to 100",
+        )?;
+    }
+    if !inputs.free_space_percent.is_finite()
+        || inputs.free_space_percent < 0.0
+        || inputs.free_space_percent >= 100.0
+    {
+        return Err(invalid(
+            "--free-space-percent",
+            format!("is {}", inputs.free_space_percent),
+            "give a percentage from 0 to below 100 (Microsoft: 20)",
+        ));
+    }
+    check_percent(
+        "--mailbox-move-percent",
+        inputs.mailbox_move_percent,
+        "give a percentage from 0 to 100 (Microsoft: 1)",
+    )?;
+    if !jetproof_job::PAGE_SIZES.contains(&inputs.page_size.bytes()) {
+        return Err(invalid(
+            "--page-size",
+            format!("is {}", inputs.page_size),
+            "use 4KiB, 8KiB, 16KiB or 32KiB",
+        ));
+    }
+    Ok(())
+}
+
+/// Records steps as they are computed.
+struct Steps(Vec<Step>);
+
+impl Steps {
+    fn push(&mut self, description: &str, formula: String, figure: String) {
+        self.0.push(Step {
+            description: description.to_string(),
+            formula,
+            figure,
+        });
+    }
+}
+
+/// Sizes the solution. Validates first; every figure is recorded as a step.
+pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
+    validate(inputs)?;
+    let mut steps = Steps(Vec::new());
+    let mut notes = Vec::new();
+    let version = inputs
+        .exchange_version
+        .unwrap_or(ExchangeVersion::Exchange2013);
+    let copies = inputs.copies_per_database;
+
+    // IOPS per mailbox: given, or from the version's table.
+    let table = inputs
+        .messages_per_day
+        .and_then(|m| tables::iops_per_mailbox(version, m, copies));
+    let (iops_base, iops_source) = match (inputs.iops_per_mailbox, &table) {
+        (Some(iops), Some(figure)) => {
+            notes.push(format!(
+                "--iops-per-mailbox {} is used; the {} gives {} for this profile",
+                format_number(iops),
+                figure.row,
+                format_number(figure.value)
+            ));
+            (iops, "given (--iops-per-mailbox)".to_string())
+        }
+        (Some(iops), None) => (iops, "given (--iops-per-mailbox)".to_string()),
+        (None, Some(figure)) => (figure.value, format!("{} ({})", figure.row, figure.source)),
+        (None, None) => {
+            // validate() refuses this combination; kept as an error, not a panic.
+            return Err(invalid(
+                "--messages-per-day",
+                "has no row in the table",
+                "give --iops-per-mailbox",
+            ));
+        }
+    };
+    steps.push(
+        "IOPS per mailbox before headroom",
+        iops_source.clone(),
+        format_number(iops_base),
+    );
+    let iops = round_to(iops_base * (1.0 + inputs.headroom_percent / 100.0), 6);
+    steps.push(
+        "IOPS per mailbox with headroom",
+        format!(
+            "{} × (1 + {}%)",
+            format_number(iops_base),
+            format_number(inputs.headroom_percent)
+        ),
+        format_number(iops),
+    );
+
+    // Mailboxes.
+    let per_server = inputs.mailboxes.div_ceil(inputs.servers);
+    steps.push(
+        "Mailboxes per server",
+        format!(
+            "{} mailboxes / {} servers{}",
+            format_number(inputs.mailboxes as f64),
+            inputs.servers,
+            if inputs.mailboxes.is_multiple_of(inputs.servers) {
+                ""
+            } else {
+                ", rounded up (the busiest server)"
+            }
+        ),
+        format_number(per_server as f64),
+    );
+    let per_database = per_server / inputs.databases_per_server;
+    let largest_database = per_server.div_ceil(inputs.databases_per_server);
+    steps.push(
+        "Mailboxes per database",
+        format!(
+            "{} / {} databases{}",
+            format_number(per_server as f64),
+            inputs.databases_per_server,
+            if largest_database == per_database {
+                String::new()
+            } else {
+                format!(", rounded down as ESRP prints it; the largest holds {largest_database}")
+            }
+        ),
+        format_number(per_database as f64),
+    );
+    if largest_database != per_database {
+        notes.push(format!(
+            "{} mailboxes per server do not divide into {} databases: {} each as ESRP reports it, and sizes are computed for the largest database ({largest_database})",
+            per_server, inputs.databases_per_server, per_database
+        ));
+    }
+
+    // Target transactional IOPS.
+    let target_server = round_to(per_server as f64 * iops, 2);
+    steps.push(
+        "Target transactional IOPS per server",
+        format!(
+            "{} mailboxes × {}",
+            format_number(per_server as f64),
+            format_number(iops)
+        ),
+        format_number(target_server),
+    );
+    let target_database = round_to(largest_database as f64 * iops, 2);
+    steps.push(
+        "Target transactional IOPS per database",
+        format!(
+            "{} mailboxes × {}",
+            format_number(largest_database as f64),
+            format_number(iops)
+        ),
+        format_number(target_database),
+    );
+    let target_total = round_to(inputs.mailboxes as f64 * iops, 2);
+    steps.push(
+        "Target transactional IOPS in total",
+        format!(
+            "{} mailboxes × {}",
+            format_number(inputs.mailboxes as f64),
+            format_number(iops)
+        ),
+        format_number(target_total),
+    );
+
+    // Back-end IOPS after the RAID write penalty (HP EVA8000 report, Appendix A).
+    let read_percent = inputs.read_percent;
+    let write_percent = inputs.write_percent.unwrap_or(100.0 - read_percent);
+    if read_percent + write_percent < 100.0 {
+        notes.push(format!(
+            "read and write shares sum to {}%: {}% of the I/O is not counted (HP's Appendix A does the same with 66/33)",
+            format_number(read_percent + write_percent),
+            format_number(100.0 - read_percent - write_percent)
+        ));
+    }
+    let penalty = inputs.raid.write_penalty();
+    let reads_total = round_to(target_total * read_percent / 100.0, 2);
+    let writes_total = round_to(target_total * write_percent / 100.0, 2);
+    steps.push(
+        "Reads and writes per second in total",
+        format!(
+            "{} × {}% reads; {} × {}% writes",
+            format_number(target_total),
+            format_number(read_percent),
+            format_number(target_total),
+            format_number(write_percent)
+        ),
+        format!(
+            "{} reads + {} writes",
+            format_number(reads_total),
+            format_number(writes_total)
+        ),
+    );
+    let backend = |target: f64| {
+        round_to(
+            target * read_percent / 100.0 + f64::from(penalty) * target * write_percent / 100.0,
+            2,
+        )
+    };
+    let backend_total = backend(target_total);
+    steps.push(
+        "Back-end IOPS in total (RAID write penalty)",
+        format!(
+            "({} × {}%) + ({penalty} × ({} × {}%)) for {}",
+            format_number(target_total),
+            format_number(read_percent),
+            format_number(target_total),
+            format_number(write_percent),
+            inputs.raid
+        ),
+        format_number(backend_total),
+    );
+    let backend_server = backend(target_server);
+    steps.push(
+        "Back-end IOPS per server",
+        format!(
+            "({} × {}%) + ({penalty} × ({} × {}%))",
+            format_number(target_server),
+            format_number(read_percent),
+            format_number(target_server),
+            format_number(write_percent)
+        ),
+        format_number(backend_server),
+    );
+
+    let (disk_iops, disk_source) = match (inputs.disk_iops, inputs.disk_kind) {
+        (Some(disk), _) => (disk, "given (--disk-iops)".to_string()),
+        (None, Some(kind)) => (
+            kind.typical_iops(),
+            format!("typical for {kind} (--disk-kind; measure with `jetproof probe`)"),
+        ),
+        (None, None) => {
+            let kind = DiskKind::Rpm7200;
+            notes.push(format!(
+                "no --disk-iops: the typical figure of a {kind} disk ({}) is assumed; measure yours with `jetproof probe`",
+                format_number(kind.typical_iops())
+            ));
+            (
+                kind.typical_iops(),
+                format!("assumed: typical for {kind}, the most conservative kind"),
+            )
+        }
+    };
+    steps.push(
+        "IOPS per disk",
+        disk_source.clone(),
+        format_number(disk_iops),
+    );
+    let disks_for = |backend: f64| -> u64 {
+        // Rounded before the ceiling so 6,600 / 150 is 44, not 45 by float noise.
+        let disks = round_to(backend / disk_iops, 6).ceil();
+        let disks = if disks >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            disks as u64
+        };
+        disks.max(inputs.raid.minimum_disks())
+    };
+    let disks_total = disks_for(backend_total);
+    steps.push(
+        "Disks needed in total",
+        format!(
+            "{} back-end IOPS / {} IOPS per disk, rounded up (at least {} for {})",
+            format_number(backend_total),
+            format_number(disk_iops),
+            inputs.raid.minimum_disks(),
+            inputs.raid
+        ),
+        format_number(disks_total as f64),
+    );
+    let disks_server = disks_for(backend_server);
+    steps.push(
+        "Disks needed per server",
+        format!(
+            "{} / {}, rounded up",
+            format_number(backend_server),
+            format_number(disk_iops)
+        ),
+        format_number(disks_server as f64),
+    );
+    let backend_copies = round_to(backend_total * f64::from(copies), 2);
+    let disks_copies = disks_for(backend_copies);
+    if copies > 1 {
+        steps.push(
+            "Back-end IOPS and disks if all copies share the storage",
+            format!(
+                "{} × {copies} copies; / {} per disk",
+                format_number(backend_total),
+                format_number(disk_iops)
+            ),
+            format!(
+                "{} IOPS, {} disks",
+                format_number(backend_copies),
+                format_number(disks_copies as f64)
+            ),
+        );
+    }
+
+    // Capacity (Microsoft, "Understanding Mailbox Database and Log Capacity Factors").
+    let quota = inputs.mailbox_size.bytes() as f64;
+    let message = inputs.message_size.bytes() as f64;
+    let messages = inputs.messages_per_day;
+    let white_space = match (inputs.overheads.white_space, messages) {
+        (false, _) => {
+            steps.push(
+                "White space per mailbox",
+                "switched off (--no-white-space)".to_string(),
+                "0".to_string(),
+            );
+            0.0
+        }
+        (true, None) => {
+            notes.push(
+                "white space is one day of messages: give --messages-per-day to count it"
+                    .to_string(),
+            );
+            steps.push(
+                "White space per mailbox",
+                "needs --messages-per-day; not counted".to_string(),
+                "0".to_string(),
+            );
+            0.0
+        }
+        (true, Some(m)) => {
+            let bytes = f64::from(m) * message;
+            steps.push(
+                "White space per mailbox",
+                format!(
+                    "{m} messages/day × {}",
+                    format_bytes(inputs.message_size.bytes())
+                ),
+                format_bytes(to_bytes(bytes)),
+            );
+            bytes
+        }
+    };
+    let retention = if inputs.overheads.deleted_item_retention {
+        let days = f64::from(inputs.deleted_item_retention_days);
+        let deleted = messages.map_or(0.0, |m| f64::from(m) * message * days);
+        let bytes = deleted + quota * 0.012 + quota * 0.058;
+        let formula = match messages {
+            Some(m) => format!(
+                "{m} messages/day × {} × {} days + quota × 1.2% + quota × 5.8%",
+                format_bytes(inputs.message_size.bytes()),
+                inputs.deleted_item_retention_days
+            ),
+            None => "quota × 1.2% + quota × 5.8% (give --messages-per-day to add the retention window's messages)".to_string(),
+        };
+        steps.push(
+            "Deleted item retention (Recoverable Items) per mailbox",
+            formula,
+            format_bytes(to_bytes(bytes)),
+        );
+        bytes
+    } else {
+        steps.push(
+            "Deleted item retention (Recoverable Items) per mailbox",
+            "switched off (--no-deleted-item-retention)".to_string(),
+            "0".to_string(),
+        );
+        0.0
+    };
+    let on_disk = quota + white_space + retention;
+    steps.push(
+        "Mailbox size on disk",
+        format!(
+            "quota {} + white space {} + retention {}",
+            format_bytes(inputs.mailbox_size.bytes()),
+            format_bytes(to_bytes(white_space)),
+            format_bytes(to_bytes(retention))
+        ),
+        format_bytes(to_bytes(on_disk)),
+    );
+    let database = largest_database as f64 * on_disk;
+    steps.push(
+        "Database size",
+        format!(
+            "{} mailboxes × {}",
+            format_number(largest_database as f64),
+            format_bytes(to_bytes(on_disk))
+        ),
+        format_bytes(to_bytes(database)),
+    );
+    let index_percent = if inputs.overheads.content_index {
+        inputs
+            .content_index_percent
+            .unwrap_or(version.content_index_percent())
+    } else {
+        0.0
+    };
+    let index = percent_of(database, index_percent);
+    steps.push(
+        "Content index",
+        if inputs.overheads.content_index {
+            format!(
+                "database × {}% ({})",
+                format_number(index_percent),
+                if inputs.content_index_percent.is_some() {
+                    "given".to_string()
+                } else {
+                    format!("Exchange {version}")
+                }
+            )
+        } else {
+            "switched off (--no-content-index)".to_string()
+        },
+        format_bytes(to_bytes(index)),
+    );
+    let free = if inputs.overheads.free_space_reserve {
+        inputs.free_space_percent
+    } else {
+        0.0
+    };
+    let reserve = |bytes: f64| bytes / (1.0 - free / 100.0);
+    let database_volume = reserve(database + index);
+    steps.push(
+        "Database volume",
+        if inputs.overheads.free_space_reserve {
+            format!(
+                "(database + content index) / (1 - {}% free space)",
+                format_number(free)
+            )
+        } else {
+            "database + content index (free space reserve switched off)".to_string()
+        },
+        format_bytes(to_bytes(database_volume)),
+    );
+    let log_volume = match messages.and_then(tables::log_files_per_mailbox_per_day) {
+        Some(logs) => {
+            let days = f64::from(inputs.log_truncation_failure_days);
+            let daily = largest_database as f64 * logs as f64 * ByteSize::MIB as f64;
+            let moves = percent_of(largest_database as f64, inputs.mailbox_move_percent) * quota;
+            let bytes = reserve(daily * days + moves);
+            steps.push(
+                "Log volume",
+                format!(
+                    "({} mailboxes × {logs} logs/day × 1 MiB × {} days + {}% of mailboxes moved × quota) / (1 - {}% free)",
+                    format_number(largest_database as f64),
+                    inputs.log_truncation_failure_days,
+                    format_number(inputs.mailbox_move_percent),
+                    format_number(free)
+                ),
+                format_bytes(to_bytes(bytes)),
+            );
+            bytes
+        }
+        None => {
+            let bytes = database_volume * 0.10;
+            steps.push(
+                "Log volume",
+                "database volume × 10% (Hitachi's ratio: 175 GB log LU per 1,750 GB database LU; give --messages-per-day for Microsoft's log formula)".to_string(),
+                format_bytes(to_bytes(bytes)),
+            );
+            bytes
+        }
+    };
+    let databases_all = inputs.servers as f64 * inputs.databases_per_server as f64;
+    let storage_total = (database_volume + log_volume) * databases_all * f64::from(copies);
+    steps.push(
+        "Storage for every copy of every database",
+        format!(
+            "(database volume + log volume) × {} servers × {} databases × {copies} copies",
+            inputs.servers, inputs.databases_per_server
+        ),
+        format_bytes(to_bytes(storage_total)),
+    );
+
+    // What the test fills, and the caches.
+    let page = inputs.page_size.bytes();
+    let test_data = largest_database as f64 * quota * f64::from(inputs.capacity_percent) / 100.0;
+    let test_database = to_bytes(test_data).div_ceil(page).saturating_mul(page);
+    steps.push(
+        "Test database size (what init fills)",
+        format!(
+            "{} mailboxes × {} × {}% capacity, rounded up to {} pages",
+            format_number(largest_database as f64),
+            format_bytes(inputs.mailbox_size.bytes()),
+            inputs.capacity_percent,
+            inputs.page_size
+        ),
+        format_bytes(test_database),
+    );
+    if test_database < 16 * page {
+        return Err(invalid(
+            "--mailbox-size",
+            format!(
+                "gives test databases of {} ({} mailboxes × {} × {}%)",
+                format_bytes(test_database),
+                largest_database,
+                inputs.mailbox_size,
+                inputs.capacity_percent
+            ),
+            format!(
+                "a database needs at least 16 pages ({}); give a larger --mailbox-size or --capacity-percent, or fewer --databases-per-server",
+                ByteSize(16 * page)
+            ),
+        ));
+    }
+    steps.push(
+        "Database cache per instance while testing",
+        "Jetstress defaults".to_string(),
+        format!(
+            "{} minimum, {} maximum",
+            format_bytes(JETSTRESS_CACHE_MIN.bytes()),
+            format_bytes(JETSTRESS_CACHE_MAX.bytes())
+        ),
+    );
+    let production_cache = messages
+        .and_then(|m| tables::database_cache_mib_per_mailbox(version, m))
+        .map(|mib| largest_database * mib * ByteSize::MIB);
+    if let (Some(bytes), Some(m)) = (production_cache, messages) {
+        steps.push(
+            "Database cache per database in production",
+            format!(
+                "{} mailboxes × {} MiB ({m} messages/day, Exchange {version} table)",
+                format_number(largest_database as f64),
+                tables::database_cache_mib_per_mailbox(version, m).unwrap_or(0)
+            ),
+            format_bytes(bytes),
+        );
+    }
+
+    Ok(Plan {
+        inputs: inputs.clone(),
+        exchange_version: version,
+        iops_per_mailbox_base: iops_base,
+        iops_per_mailbox_source: iops_source,
+        iops_per_mailbox: iops,
+        mailboxes_per_server: per_server,
+        mailboxes_per_database: per_database,
+        mailboxes_largest_database: largest_database,
+        target_iops_per_server: target_server,
+        target_iops_per_database: target_database,
+        target_iops_total: target_total,
+        read_iops_total: reads_total,
+        write_iops_total: writes_total,
+        raid_write_penalty: penalty,
+        backend_iops_per_server: backend_server,
+        backend_iops_total: backend_total,
+        backend_iops_all_copies: backend_copies,
+        disk_iops,
+        disk_iops_source: disk_source,
+        disks_needed: disks_total,
+        disks_needed_per_server: disks_server,
+        disks_needed_all_copies: disks_copies,
+        mailbox_quota_bytes: inputs.mailbox_size.bytes(),
+        white_space_bytes: to_bytes(white_space),
+        deleted_item_retention_bytes: to_bytes(retention),
+        mailbox_on_disk_bytes: to_bytes(on_disk),
+        database_size_bytes: to_bytes(database),
+        content_index_percent: index_percent,
+        content_index_bytes: to_bytes(index),
+        database_volume_bytes: to_bytes(database_volume),
+        log_volume_bytes: to_bytes(log_volume),
+        storage_total_bytes: to_bytes(storage_total),
+        test_database_size_bytes: test_database,
+        database_cache_min_bytes: JETSTRESS_CACHE_MIN.bytes(),
+        database_cache_max_bytes: JETSTRESS_CACHE_MAX.bytes(),
+        database_cache_production_bytes: production_cache,
+        steps: steps.0,
+        notes,
+    })
+}
+
+impl Plan {
+    /// The job for ONE server of the plan (the busiest), as `init` and `run` read it: the
+    /// server's mailboxes at the target IOPS per mailbox (headroom included), its databases at
+    /// the test size, and Jetstress's cache sizes. Everything else is the default job.
+    pub fn job(&self) -> Job {
+        let mut job = Job::default();
+        job.simulation.mailboxes = self.mailboxes_per_server;
+        job.simulation.iops_per_mailbox = self.iops_per_mailbox;
+        job.simulation.mailbox_size = self.inputs.mailbox_size;
+        job.simulation.capacity_percent = self.inputs.capacity_percent;
+        job.simulation.copies_per_database = self.inputs.copies_per_database;
+        // validate() caps databases per server at 1024, well inside u32.
+        job.storage.databases = u32::try_from(self.inputs.databases_per_server).unwrap_or(1024);
+        job.storage.db_size = Some(ByteSize(self.test_database_size_bytes));
+        job.storage.page_size = self.inputs.page_size;
+        job.cache.min_size = JETSTRESS_CACHE_MIN;
+        job.cache.max_size = JETSTRESS_CACHE_MAX;
+        // A target is set, so let the run find the sessions that reach it (SPEC §3).
+        job.workload.threads = Threads::Auto;
+        job
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn infortrend() -> PlanInputs {
+        PlanInputs {
+            mailboxes: 1000,
+            iops_per_mailbox: Some(0.16),
+            headroom_percent: 0.0,
+            mailbox_size: ByteSize::gib(5),
+            servers: 1,
+            databases_per_server: 3,
+            copies_per_database: 2,
+            ..PlanInputs::default()
+        }
+    }
+
+    fn hitachi() -> PlanInputs {
+        PlanInputs {
+            mailboxes: 40_800,
+            iops_per_mailbox: Some(0.15),
+            headroom_percent: 20.0,
+            mailbox_size: ByteSize::gib(3),
+            servers: 16,
+            databases_per_server: 5,
+            copies_per_database: 2,
+            raid: RaidLevel::Raid5,
+            ..PlanInputs::default()
+        }
+    }
+
+    fn hp(disk_iops: f64) -> PlanInputs {
+        PlanInputs {
+            mailboxes: 5000,
+            iops_per_mailbox: Some(1.0),
+            headroom_percent: 0.0,
+            mailbox_size: ByteSize::mib(100),
+            read_percent: 66.0,
+            write_percent: Some(33.0),
+            raid: RaidLevel::Raid10,
+            disk_iops: Some(disk_iops),
+            capacity_percent: 75,
+            ..PlanInputs::default()
+        }
+    }
+
+    #[test]
+    fn infortrend_1000_mailboxes() {
+        let plan = plan(&infortrend()).expect("plans");
+        assert_eq!(plan.target_iops_total, 160.0);
+        assert_eq!(plan.target_iops_per_server, 160.0);
+        assert_eq!(plan.mailboxes_per_database, 333);
+        assert_eq!(plan.mailboxes_largest_database, 334);
+        assert!(plan.notes.iter().any(|n| n.contains("334")));
+    }
+
+    #[test]
+    fn hitachi_40800_mailboxes() {
+        let plan = plan(&hitachi()).expect("plans");
+        assert_eq!(plan.iops_per_mailbox, 0.18);
+        assert_eq!(plan.mailboxes_per_server, 2550);
+        assert_eq!(plan.mailboxes_per_database, 510);
+        assert_eq!(plan.target_iops_per_server, 459.0);
+        assert_eq!(plan.target_iops_total, 7344.0);
+        // Hitachi's Table 6: 40,800 × 3 GB = 122,400 GB tested; our test size per database is
+        // 510 × 3 GiB at 100% capacity.
+        assert_eq!(plan.test_database_size_bytes, 510 * 3 * ByteSize::GIB);
+    }
+
+    #[test]
+    fn hp_appendix_a() {
+        let a = plan(&hp(180.0)).expect("plans");
+        assert_eq!(a.target_iops_total, 5000.0);
+        assert_eq!(a.read_iops_total, 3300.0);
+        assert_eq!(a.write_iops_total, 1650.0);
+        assert_eq!(a.backend_iops_total, 6600.0);
+        assert_eq!(a.disks_needed, 37);
+        let b = plan(&hp(150.0)).expect("plans");
+        assert_eq!(b.backend_iops_total, 6600.0);
+        assert_eq!(b.disks_needed, 44);
+        assert!(a.notes.iter().any(|n| n.contains("99%")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn raid_penalties_change_the_back_end() {
+        let expected = [
+            (RaidLevel::Raid0, 5000.0),
+            (RaidLevel::Raid10, 7000.0),
+            (RaidLevel::Raid5, 11000.0),
+            (RaidLevel::Raid6, 15000.0),
+        ];
+        for (raid, backend) in expected {
+            let inputs = PlanInputs {
+                raid,
+                write_percent: None,
+                read_percent: 60.0,
+                ..hp(100.0)
+            };
+            let plan = plan(&inputs).expect("plans");
+            assert_eq!(plan.backend_iops_total, backend, "{raid}");
+            assert_eq!(plan.disks_needed, (backend / 100.0) as u64, "{raid}");
+        }
+    }
+
+    #[test]
+    fn messages_per_day_use_the_version_table() {
+        let inputs = PlanInputs {
+            mailboxes: 1000,
+            messages_per_day: Some(200),
+            exchange_version: Some(ExchangeVersion::Exchange2013),
+            databases_per_server: 3,
+            ..PlanInputs::default()
+        };
+        let plan = plan(&inputs).expect("plans");
+        assert_eq!(plan.iops_per_mailbox_base, 0.134);
+        // Infortrend's "0.16 (200 messages, including 20% overhead)" is 0.134 × 1.2 rounded.
+        assert_eq!(plan.iops_per_mailbox, 0.1608);
+        assert_eq!(
+            plan.database_cache_production_bytes,
+            Some(334 * 12 * ByteSize::MIB)
+        );
+    }
+
+    #[test]
+    fn overheads_are_each_shown_and_switchable() {
+        let base = PlanInputs {
+            mailboxes: 100,
+            iops_per_mailbox: Some(0.1),
+            messages_per_day: Some(100),
+            exchange_version: Some(ExchangeVersion::Exchange2010),
+            mailbox_size: ByteSize::gib(1),
+            ..PlanInputs::default()
+        };
+        let all = plan(&base).expect("plans");
+        let quota = ByteSize::GIB as f64;
+        let white = 100.0 * 75.0 * 1024.0;
+        let retention = 100.0 * 75.0 * 1024.0 * 14.0 + quota * 0.07;
+        assert_eq!(all.white_space_bytes, white as u64);
+        assert_eq!(all.deleted_item_retention_bytes, retention.ceil() as u64);
+        let database = 100.0 * (quota + white + retention);
+        assert!((all.database_size_bytes as f64 - database).abs() <= 1.0);
+        assert_eq!(all.content_index_percent, 10.0);
+        let volume = (database * 1.1) / 0.8;
+        assert!((all.database_volume_bytes as f64 - volume).abs() <= 2.0);
+        for step in [
+            "White space",
+            "Deleted item",
+            "Content index",
+            "Database volume",
+        ] {
+            assert!(
+                all.steps.iter().any(|s| s.description.starts_with(step)),
+                "{step}"
+            );
+        }
+
+        let none = plan(&PlanInputs {
+            overheads: Overheads {
+                white_space: false,
+                deleted_item_retention: false,
+                content_index: false,
+                free_space_reserve: false,
+            },
+            ..base
+        })
+        .expect("plans");
+        assert_eq!(none.white_space_bytes, 0);
+        assert_eq!(none.deleted_item_retention_bytes, 0);
+        assert_eq!(none.content_index_bytes, 0);
+        assert_eq!(none.database_size_bytes, 100 * ByteSize::GIB);
+        assert_eq!(none.database_volume_bytes, 100 * ByteSize::GIB);
+    }
+
+    #[test]
+    fn bad_inputs_name_their_flag() {
+        let cases: Vec<(PlanInputs, &str)> = vec![
+            (
+                PlanInputs {
+                    mailboxes: 0,
+                    ..hitachi()
+                },
+                "--mailboxes",
+            ),
+            (
+                PlanInputs {
+                    servers: 0,
+                    ..hitachi()
+                },
+                "--servers",
+            ),
+            (
+                PlanInputs {
+                    read_percent: 101.0,
+                    ..hitachi()
+                },
+                "--read-percent",
+            ),
+            (
+                PlanInputs {
+                    disk_iops: Some(0.0),
+                    ..hitachi()
+                },
+                "--disk-iops",
+            ),
+            (
+                PlanInputs {
+                    iops_per_mailbox: Some(-1.0),
+                    ..hitachi()
+                },
+                "--iops-per-mailbox",
+            ),
+            (
+                PlanInputs {
+                    iops_per_mailbox: None,
+                    messages_per_day: None,
+                    ..hitachi()
+                },
+                "--iops-per-mailbox",
+            ),
+            (
+                PlanInputs {
+                    databases_per_server: 0,
+                    ..hitachi()
+                },
+                "--databases-per-server",
+            ),
+            (
+                PlanInputs {
+                    databases_per_server: 3000,
+                    ..hitachi()
+                },
+                "--databases-per-server",
+            ),
+            (
+                PlanInputs {
+                    mailboxes: 10,
+                    servers: 5,
+                    databases_per_server: 3,
+                    ..hitachi()
+                },
+                "--databases-per-server",
+            ),
+            (
+                PlanInputs {
+                    copies_per_database: 0,
+                    ..hitachi()
+                },
+                "--copies",
+            ),
+            (
+                PlanInputs {
+                    headroom_percent: -5.0,
+                    ..hitachi()
+                },
+                "--headroom",
+            ),
+            (
+                PlanInputs {
+                    write_percent: Some(50.0),
+                    read_percent: 60.0,
+                    ..hitachi()
+                },
+                "--write-percent",
+            ),
+            (
+                PlanInputs {
+                    iops_per_mailbox: None,
+                    messages_per_day: Some(900),
+                    ..hitachi()
+                },
+                "--messages-per-day",
+            ),
+            (
+                PlanInputs {
+                    mailbox_size: ByteSize(10),
+                    ..hitachi()
+                },
+                "--mailbox-size",
+            ),
+        ];
+        for (inputs, flag) in cases {
+            let error = plan(&inputs).expect_err(flag);
+            assert_eq!(error.flag(), flag, "{error}");
+            assert!(error.to_string().contains(flag), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_job_is_valid_and_carries_the_plan() {
+        let plan = plan(&hitachi()).expect("plans");
+        let job = plan.job();
+        job.validate().expect("valid job");
+        let back = Job::parse(&job.to_toml(), "round trip").expect("parses");
+        assert_eq!(back.simulation.mailboxes, 2550);
+        assert_eq!(back.storage.databases, 5);
+        assert_eq!(back.target_iops(), Some(459.0));
+        assert_eq!(back.cache.max_size, ByteSize::mib(256));
+        assert_eq!(back.storage.db_size.map(|s| s.bytes() % 32768), Some(0));
+    }
+
+    #[test]
+    fn json_has_the_named_figures_as_integers_when_whole() {
+        let plan = plan(&hitachi()).expect("plans");
+        let value = serde_json::to_value(&plan).expect("serialises");
+        assert_eq!(value["target_iops_per_server"], serde_json::json!(459));
+        assert_eq!(value["target_iops_total"], serde_json::json!(7344));
+        for key in [
+            "mailboxes_per_server",
+            "mailboxes_per_database",
+            "backend_iops_total",
+            "disks_needed",
+            "steps",
+        ] {
+            assert!(value.get(key).is_some(), "{key}");
+        }
+    }
+
+    #[test]
+    fn numbers_format_as_reports_print_them() {
+        assert_eq!(format_number(7344.0), "7,344");
+        assert_eq!(format_number(0.18000000000000002), "0.18");
+        assert_eq!(format_number(1234567.5), "1,234,567.5");
+        assert_eq!(format_bytes(3 * ByteSize::GIB), "3 GiB");
+        assert_eq!(format_bytes(1536), "1.5 KiB");
+    }
+}
