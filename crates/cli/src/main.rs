@@ -6,6 +6,7 @@
 
 mod commands;
 mod common;
+mod progress;
 
 use clap::{Parser, Subcommand};
 

@@ -1,1 +1,362 @@
-//! The init procedure: create the databases and fill them. Not built yet.
+//! The init procedure: create the job's databases and fill them to size.
+//!
+//! As Jetstress does, the first database is made by the engine — records inserted through the
+//! B+tree until the file reaches the sized capacity — and the others are copies of it made with
+//! large sequential I/O ("Duplicating databases"). Each database is built under a `.partial` name
+//! and renamed only when complete and closed cleanly, so an interrupted init leaves nothing a later
+//! command would mistake for a finished database; the next init removes the leftovers (they are
+//! jetproof's own).
+//!
+//! Every check of the targets (foreign files, devices, free space) runs before the first write:
+//! see [`crate::target`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use jetproof_io::meter::{InstanceStats, MeteredFile};
+use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
+use jetproof_job::{ByteSize, Instance, Job};
+use jetproof_results::{
+    Host, InstanceResult, OutDir, TestKind, TestLog, TestResult, Verdict, io_results,
+};
+
+use crate::target::{self, BadInput, PARTIAL_SUFFIX, Permissions};
+
+/// Size of one read and one write of the duplication step.
+pub const COPY_CHUNK: usize = 4 << 20;
+
+/// How init reports progress: called often, from the working thread.
+pub trait Progress: Sync {
+    /// A new phase begins, with its total in bytes.
+    fn phase(&self, name: &str, total_bytes: u64);
+    /// `done_bytes` of the current phase are complete.
+    fn advance(&self, done_bytes: u64);
+    fn finish(&self);
+}
+
+/// Progress that goes nowhere (tests, scripts).
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn phase(&self, _name: &str, _total_bytes: u64) {}
+    fn advance(&self, _done_bytes: u64) {}
+    fn finish(&self) {}
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InitError {
+    /// Found before any write: nothing was done.
+    #[error(transparent)]
+    BadInput(#[from] BadInput),
+    #[error("{0}")]
+    Io(#[from] IoError),
+    #[error("{path}: {message}")]
+    Engine { path: PathBuf, message: String },
+    #[error(
+        "interrupted; the partial databases are left under *{PARTIAL_SUFFIX} names and removed by the next init"
+    )]
+    Interrupted,
+    #[error("{0}")]
+    Results(String),
+}
+
+/// What init did.
+#[derive(Debug, Clone)]
+pub struct InitSummary {
+    pub result: TestResult,
+    pub result_path: PathBuf,
+}
+
+pub struct InitOptions<'a> {
+    pub permissions: Permissions,
+    pub backend: Arc<dyn IoBackend>,
+    pub progress: &'a dyn Progress,
+    /// Set from a signal handler to stop between records or chunks.
+    pub stop: &'a AtomicBool,
+    /// Seed of the record contents (the workload's randomness is separate).
+    pub seed: u64,
+}
+
+/// Checks everything that can be checked without writing. `init` calls it first; the CLI may call
+/// it before preparing the results directory so bad input costs nothing at all.
+pub fn preflight(job: &Job, permissions: Permissions) -> Result<(), InitError> {
+    target::check_init_targets(job, permissions)?;
+    Ok(())
+}
+
+/// Creates and fills the job's databases.
+pub fn init(
+    job: &Job,
+    out: &OutDir,
+    log: &TestLog,
+    options: &InitOptions<'_>,
+) -> Result<InitSummary, InitError> {
+    preflight(job, options.permissions)?;
+    let started_at = jetproof_results::now_rfc3339();
+    let started = Instant::now();
+    let instances = job.instances();
+    let db_size = job.db_size();
+
+    log.line(format!(
+        "Preparing {} database(s) of {} each ({} pages of {}), direct I/O {}",
+        instances.len(),
+        db_size,
+        db_size.bytes() / job.storage.page_size.bytes(),
+        job.storage.page_size,
+        if job.storage.direct_io { "on" } else { "off" },
+    ));
+    for instance in &instances {
+        log.line(format!(
+            "Instance {}: database {}, logs {}",
+            instance.name,
+            instance.database_path.display(),
+            instance.log_path.display()
+        ));
+    }
+
+    prepare_directories(&instances, options)?;
+
+    let first = instances
+        .first()
+        .ok_or_else(|| BadInput {
+            field: "storage.databases".into(),
+            message: "the job has no database instances".into(),
+        })
+        .map_err(InitError::BadInput)?;
+
+    // Phase 1: the first database, record by record through the engine.
+    let fill_stats = InstanceStats::new(first.name.clone());
+    log.line(format!(
+        "Creating and filling {}",
+        first.database_path.display()
+    ));
+    let fill_started = Instant::now();
+    let fill = fill_database(job, first, &fill_stats, options)?;
+    let fill_elapsed = fill_started.elapsed();
+    log.line(format!(
+        "Filled {}: {} records, {} written in {:.1} s ({:.1} MB/s)",
+        first.name,
+        fill.records,
+        ByteSize(fill.bytes),
+        fill_elapsed.as_secs_f64(),
+        mb_per_sec(fill.bytes, fill_elapsed)
+    ));
+
+    // Phase 2: the others, copied.
+    let mut copy_stats = Vec::new();
+    let copy_started = Instant::now();
+    let mut copied_bytes = 0u64;
+    if instances.len() > 1 {
+        log.line(format!(
+            "Duplicating databases: {} copies of {}",
+            instances.len() - 1,
+            first.name
+        ));
+        let total = fill.bytes * (instances.len() as u64 - 1);
+        options.progress.phase("Duplicating databases", total);
+        for (index, instance) in instances.iter().enumerate().skip(1) {
+            let stats = InstanceStats::new(instance.name.clone());
+            let base = fill.bytes * (index as u64 - 1);
+            copied_bytes += copy_database(
+                job,
+                &first.database_path,
+                &instance.database_path,
+                &stats,
+                options,
+                base,
+            )?;
+            copy_stats.push(stats);
+        }
+        let elapsed = copy_started.elapsed();
+        log.line(format!(
+            "Duplicated {} in {:.1} s ({:.1} MB/s)",
+            ByteSize(copied_bytes),
+            elapsed.as_secs_f64(),
+            mb_per_sec(copied_bytes, elapsed)
+        ));
+    }
+    let copy_elapsed = copy_started.elapsed();
+    options.progress.finish();
+
+    let elapsed = started.elapsed();
+    let written = fill.bytes + copied_bytes;
+    log.line(format!(
+        "Done: {} written in {:.1} s ({:.1} MB/s)",
+        ByteSize(written),
+        elapsed.as_secs_f64(),
+        mb_per_sec(written, elapsed)
+    ));
+
+    let mut instance_results = vec![instance_result(first, &fill_stats, fill_elapsed)];
+    for (instance, stats) in instances.iter().skip(1).zip(&copy_stats) {
+        instance_results.push(instance_result(instance, stats, copy_elapsed));
+    }
+    let mut totals = std::collections::BTreeMap::new();
+    let mut put = |k: &str, v: serde_json::Value| {
+        totals.insert(k.to_string(), v);
+    };
+    put("records_per_database", fill.records.into());
+    put("database_bytes", fill.bytes.into());
+    put("fill_seconds", fill_elapsed.as_secs_f64().into());
+    put(
+        "fill_mb_per_sec",
+        mb_per_sec(fill.bytes, fill_elapsed).into(),
+    );
+    put("duplicate_bytes", copied_bytes.into());
+    put("duplicate_seconds", copy_elapsed.as_secs_f64().into());
+    put(
+        "duplicate_mb_per_sec",
+        mb_per_sec(copied_bytes, copy_elapsed).into(),
+    );
+    put("bytes_written", written.into());
+    put("seconds", elapsed.as_secs_f64().into());
+    put("mb_per_sec", mb_per_sec(written, elapsed).into());
+
+    let result = TestResult {
+        schema_version: jetproof_results::SCHEMA_VERSION,
+        tool_version: jetproof_results::tool_version(),
+        test: TestKind::Init,
+        verdict: Verdict::Pass,
+        reasons: Vec::new(),
+        interrupted: false,
+        host: Host::this(),
+        started: started_at,
+        ended: jetproof_results::now_rfc3339(),
+        duration_s: elapsed.as_secs_f64(),
+        parameters: serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
+        target_iops: None,
+        achieved_iops: None,
+        instances: instance_results,
+        host_counters: None,
+        log_file: Some(log.path().to_path_buf()),
+        samples_file: None,
+        totals,
+    };
+    let result_path = out
+        .write_result(&result)
+        .map_err(|e| InitError::Results(e.to_string()))?;
+    Ok(InitSummary {
+        result,
+        result_path,
+    })
+}
+
+fn mb_per_sec(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / 1_000_000.0 / elapsed.as_secs_f64().max(1e-9)
+}
+
+fn instance_result(
+    instance: &Instance,
+    stats: &InstanceStats,
+    elapsed: Duration,
+) -> InstanceResult {
+    InstanceResult {
+        name: instance.name.clone(),
+        database_path: instance.database_path.clone(),
+        log_path: instance.log_path.clone(),
+        io: io_results(stats, elapsed),
+        extra: Default::default(),
+    }
+}
+
+fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(PARTIAL_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Creates the directories (marked as jetproof's), removes jetproof's own leftovers, and with
+/// `--recreate` the databases jetproof made earlier.
+fn prepare_directories(instances: &[Instance], options: &InitOptions<'_>) -> Result<(), InitError> {
+    for instance in instances {
+        for dir in target::instance_dirs(instance) {
+            target::make_own_dir(&dir).map_err(|source| IoError::Path {
+                op: "create directory",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let partial = partial_path(&instance.database_path);
+        if partial.exists() {
+            options.backend.remove(&partial)?;
+        }
+        if options.permissions.recreate && instance.database_path.is_file() {
+            // check_init_targets made sure this is a jetproof database in a jetproof directory.
+            options.backend.remove(&instance.database_path)?;
+        }
+    }
+    Ok(())
+}
+
+struct Filled {
+    records: u64,
+    bytes: u64,
+}
+
+/// Creates the first database under its partial name, fills it through the engine to the sized
+/// capacity, closes it cleanly and renames it into place.
+fn fill_database(
+    job: &Job,
+    instance: &Instance,
+    stats: &Arc<InstanceStats>,
+    options: &InitOptions<'_>,
+) -> Result<Filled, InitError> {
+    // TEMPORARY (uncommitted): the engine's create/fill API is being written.
+    let _ = (job, instance, stats, options);
+    Err(InitError::Engine {
+        path: PathBuf::new(),
+        message: "the engine's database API is not available yet".into(),
+    })
+}
+
+/// Copies a closed database file with large sequential direct I/O, under the partial name, then
+/// renames it into place. Returns the bytes copied.
+fn copy_database(
+    job: &Job,
+    from: &Path,
+    to: &Path,
+    stats: &Arc<InstanceStats>,
+    options: &InitOptions<'_>,
+    progress_base: u64,
+) -> Result<u64, InitError> {
+    let partial = partial_path(to);
+    let direct = job.storage.direct_io;
+    let source = MeteredFile::wrap(
+        options
+            .backend
+            .open(from, &OpenOptions::read_only().with_direct(direct))?,
+        stats.clone(),
+    );
+    let target = MeteredFile::wrap(
+        options
+            .backend
+            .open(&partial, &OpenOptions::create().with_direct(direct))?,
+        stats.clone(),
+    );
+    let size = source.size()?;
+    target.set_size(size)?;
+    let mut buffer = AlignedBuf::zeroed(COPY_CHUNK);
+    let mut offset = 0u64;
+    while offset < size {
+        if options.stop.load(Ordering::Relaxed) {
+            return Err(InitError::Interrupted);
+        }
+        let length = (size - offset).min(COPY_CHUNK as u64) as usize;
+        // Database files are whole pages, so every chunk stays block-aligned for direct I/O.
+        let chunk = &mut buffer[..length];
+        source.read_at(chunk, offset, IoClass::DbRead)?;
+        target.write_at(chunk, offset, IoClass::DbWrite)?;
+        offset += length as u64;
+        options.progress.advance(progress_base + offset);
+    }
+    target.sync_data(IoClass::DbWrite)?;
+    drop(target);
+    options.backend.rename(&partial, to)?;
+    if let Some(parent) = to.parent() {
+        options.backend.sync_dir(parent)?;
+    }
+    Ok(size)
+}

@@ -1,4 +1,13 @@
-//! `jetproof init`. Not built yet: it reports so and exits 3.
+//! `jetproof init [JOB]`: create the job's databases and fill them to size.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use jetproof_procedures::init::{InitError, InitOptions};
+use jetproof_procedures::target::Permissions;
+use jetproof_results::{OutDir, TestKind, TestLog};
 
 use crate::common::{CliError, JobArgs, Outcome};
 
@@ -6,11 +15,78 @@ use crate::common::{CliError, JobArgs, Outcome};
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
+    /// Results directory (default ./jetproof-results/init-<time>/).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Replace databases that jetproof made earlier (never anything else).
+    #[arg(long)]
+    pub recreate: bool,
+    /// Place jetproof's files in directories that hold other files (those are never touched).
+    #[arg(long)]
+    pub allow_foreign_files: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
-    let _job = args.job.load()?;
-    Err(CliError::runtime(anyhow::anyhow!(
-        "`jetproof init` is not built yet"
-    )))
+    let job = args.job.load()?;
+    let permissions = Permissions {
+        allow_foreign_files: args.allow_foreign_files,
+        recreate: args.recreate,
+    };
+    jetproof_procedures::init::preflight(&job, permissions).map_err(init_error)?;
+    let out = OutDir::prepare(args.out.as_deref(), TestKind::Init).map_err(CliError::bad_input)?;
+    let log = TestLog::create(&out.file("test.log"), false)
+        .context("create the test log")
+        .map_err(CliError::runtime)?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let handler_stop = stop.clone();
+    // A second Ctrl-C is not needed: init checks the flag between records and chunks.
+    let _ = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed));
+
+    let bar = crate::progress::Bar::default();
+    let options = InitOptions {
+        permissions,
+        backend: jetproof_io::std_backend::StdBackend::new(),
+        progress: &bar,
+        stop: &stop,
+        seed: 0x6a65_7470_726f_6f66,
+    };
+    let summary =
+        jetproof_procedures::init::init(&job, &out, &log, &options).map_err(init_error)?;
+    let totals = &summary.result.totals;
+    let figure = |key: &str| totals.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    println!(
+        "Initialised {} database(s) of {} under {}",
+        summary.result.instances.len(),
+        job.db_size(),
+        job.storage.data_dir.display()
+    );
+    println!(
+        "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
+        figure("fill_mb_per_sec"),
+        figure("records_per_database"),
+        figure("fill_seconds")
+    );
+    if summary.result.instances.len() > 1 {
+        println!(
+            "  duplicating: {:>8.1} MB/s  ({:.1} s)",
+            figure("duplicate_mb_per_sec"),
+            figure("duplicate_seconds")
+        );
+    }
+    println!(
+        "  total:       {:>8.1} MB/s  ({:.2} GB written in {:.1} s)",
+        figure("mb_per_sec"),
+        figure("bytes_written") / 1e9,
+        figure("seconds")
+    );
+    println!("Result: {}", summary.result_path.display());
+    Ok(Outcome::Pass)
+}
+
+fn init_error(error: InitError) -> CliError {
+    match error {
+        InitError::BadInput(bad) => CliError::bad_input(bad),
+        other => CliError::runtime(other),
+    }
 }

@@ -1,0 +1,349 @@
+//! Where databases go, and what jetproof may touch there (SPEC §6).
+//!
+//! The rule: jetproof never destroys what it did not create. Every directory jetproof creates
+//! gets a marker file, [`MARKER`]; a directory with the marker is jetproof's, an empty one may
+//! become jetproof's, and one holding anything else is *foreign*: it is refused unless the user
+//! says `--allow-foreign-files`, and even then jetproof only adds its own files beside the foreign
+//! ones and never replaces any of them. Raw block devices are refused unless the job says
+//! `storage.allow_devices = true`.
+//!
+//! All checks here run before any write, so bad input costs nothing.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use jetproof_job::{ByteSize, Instance, Job};
+
+/// The marker file in every directory jetproof creates.
+pub const MARKER: &str = ".jetproof";
+
+/// Suffix of a database still being made. Never opened as a database; removed by the next init.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// Room reserved per instance for log files and the checkpoint, on top of the database.
+pub const LOG_ROOM: ByteSize = ByteSize(64 * ByteSize::MIB);
+
+/// Input that cannot be used, found before any I/O. Names the field or flag and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct BadInput {
+    pub field: String,
+    pub message: String,
+}
+
+pub fn bad(field: impl Into<String>, message: impl Into<String>) -> BadInput {
+    BadInput {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// What a directory is to jetproof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirState {
+    Missing,
+    Empty,
+    Ours,
+    /// Holds entries jetproof did not create (the first is named for the message).
+    Foreign,
+}
+
+pub fn dir_state(dir: &Path) -> Result<(DirState, Option<String>), BadInput> {
+    if !dir.exists() {
+        return Ok((DirState::Missing, None));
+    }
+    if !dir.is_dir() {
+        return Err(bad(
+            dir.display().to_string(),
+            "exists and is not a directory; choose another path",
+        ));
+    }
+    if dir.join(MARKER).exists() {
+        return Ok((DirState::Ours, None));
+    }
+    let mut entries = std::fs::read_dir(dir)
+        .map_err(|e| bad(dir.display().to_string(), format!("cannot be listed: {e}")))?;
+    match entries.next() {
+        None => Ok((DirState::Empty, None)),
+        Some(entry) => Ok((
+            DirState::Foreign,
+            entry
+                .ok()
+                .map(|e| e.file_name().to_string_lossy().to_string()),
+        )),
+    }
+}
+
+/// Is `path` a block device?
+pub fn is_block_device(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+/// Bytes available to an unprivileged writer on the file system holding `path` (or its nearest
+/// existing ancestor), and that file system's device id.
+pub fn free_space(path: &Path) -> Option<(u64, u64)> {
+    let mut probe = path.to_path_buf();
+    while !probe.exists() {
+        if !probe.pop() {
+            probe = PathBuf::from(".");
+            break;
+        }
+    }
+    if probe.as_os_str().is_empty() {
+        probe = PathBuf::from(".");
+    }
+    let device = std::fs::metadata(&probe).ok()?.dev();
+    let cpath = CString::new(probe.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct we own; cpath is NUL-terminated.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::statvfs(cpath.as_ptr(), &mut stat) };
+    if rc != 0 {
+        return None;
+    }
+    Some((stat.f_bavail as u64 * stat.f_frsize as u64, device))
+}
+
+/// Options that widen what may be touched.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Permissions {
+    /// Put jetproof's files into directories that hold foreign files (never replacing them).
+    pub allow_foreign_files: bool,
+    /// Replace databases (and their logs) that jetproof made earlier.
+    pub recreate: bool,
+}
+
+/// The directories an instance needs: the database's folder and the log folder.
+pub fn instance_dirs(instance: &Instance) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(parent) = instance.database_path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        dirs.push(parent.to_path_buf());
+    }
+    if !dirs.contains(&instance.log_path) {
+        dirs.push(instance.log_path.clone());
+    }
+    dirs
+}
+
+/// Checks that `init` may create the job's databases. Runs no write.
+pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), BadInput> {
+    let instances = job.instances();
+    let mut seen = HashMap::new();
+    for instance in &instances {
+        if let Some(other) = seen.insert(instance.database_path.clone(), instance.name.clone()) {
+            return Err(bad(
+                "storage.instance",
+                format!(
+                    "instances {other} and {} share the database path {}; give each its own",
+                    instance.name,
+                    instance.database_path.display()
+                ),
+            ));
+        }
+    }
+
+    // The data directory itself (only when the job uses it).
+    if job.storage.instance.is_empty() {
+        let (state, entry) = dir_state(&job.storage.data_dir)?;
+        if state == DirState::Foreign && !permissions.allow_foreign_files {
+            return Err(foreign_error(
+                "storage.data_dir",
+                &job.storage.data_dir,
+                entry,
+            ));
+        }
+    }
+
+    for instance in &instances {
+        let path = &instance.database_path;
+        if is_block_device(path) {
+            if !job.storage.allow_devices {
+                return Err(bad(
+                    "storage.allow_devices",
+                    format!(
+                        "{} is a block device; its content would be destroyed. Set `storage.allow_devices = true` in the job to allow it",
+                        path.display()
+                    ),
+                ));
+            }
+        } else if path.exists() {
+            if !path.is_file() {
+                return Err(bad(
+                    format!("database path of {}", instance.name),
+                    format!(
+                        "{} exists and is not a file; choose another path",
+                        path.display()
+                    ),
+                ));
+            }
+            let ours = path.parent().is_some_and(|p| p.join(MARKER).exists())
+                && jetproof_engine_signature(path);
+            if !ours {
+                return Err(bad(
+                    format!("database path of {}", instance.name),
+                    format!(
+                        "{} exists and is not a database jetproof made; jetproof never overwrites it. Choose another --data-dir or path",
+                        path.display()
+                    ),
+                ));
+            }
+            if !permissions.recreate {
+                return Err(bad(
+                    "--recreate",
+                    format!(
+                        "{} already holds a jetproof database; run the tests on it, or pass --recreate to replace the databases jetproof made",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        for dir in instance_dirs(instance) {
+            let (state, entry) = dir_state(&dir)?;
+            if state == DirState::Foreign && !permissions.allow_foreign_files {
+                return Err(foreign_error(
+                    &format!("directory of {}", instance.name),
+                    &dir,
+                    entry,
+                ));
+            }
+        }
+    }
+
+    // Free space, summed per file system. A block device needs none.
+    let mut need: HashMap<u64, (u64, u64, PathBuf)> = HashMap::new();
+    for instance in &instances {
+        let db_bytes = if is_block_device(&instance.database_path) {
+            0
+        } else {
+            job.db_size().bytes()
+        };
+        for (path, bytes) in [
+            (&instance.database_path, db_bytes),
+            (&instance.log_path, LOG_ROOM.bytes()),
+        ] {
+            if let Some((available, device)) = free_space(path) {
+                let entry = need.entry(device).or_insert((0, available, path.clone()));
+                entry.0 += bytes;
+            }
+        }
+    }
+    for (needed, available, path) in need.values() {
+        if needed > available {
+            return Err(bad(
+                "storage.db_size",
+                format!(
+                    "the databases and logs need {} on the file system of {}, which has {} free; make the databases smaller (--db-size) or fewer (--databases), or use another --data-dir",
+                    ByteSize(*needed),
+                    path.display(),
+                    ByteSize(*available)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {
+    bad(
+        field,
+        format!(
+            "{} holds files jetproof did not create ({}); choose an empty or new directory, or pass --allow-foreign-files to place jetproof's files beside them (they are never touched)",
+            dir.display(),
+            entry.unwrap_or_default()
+        ),
+    )
+}
+
+/// Does the file start like a jetproof database? Reads its first bytes only.
+fn jetproof_engine_signature(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4096];
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(read) = file.read(&mut head) else {
+        return false;
+    };
+    crate::database::looks_like_database(&head[..read])
+}
+
+/// Creates `dir` (and parents) and marks it as jetproof's, unless it already is.
+pub fn make_own_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let marker = dir.join(MARKER);
+    if !marker.exists() {
+        std::fs::write(
+            &marker,
+            format!(
+                "This directory was created by jetproof {}. jetproof only ever replaces files it made here.\n",
+                env!("CARGO_PKG_VERSION")
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_in(dir: &Path) -> Job {
+        let mut job = Job::default();
+        job.storage.data_dir = dir.join("data");
+        job.storage.db_size = Some(ByteSize::mib(1));
+        job
+    }
+
+    #[test]
+    fn fresh_directory_is_accepted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        check_init_targets(&job_in(dir.path()), Permissions::default()).expect("accepted");
+    }
+
+    #[test]
+    fn foreign_files_are_refused_unless_allowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = job_in(dir.path());
+        std::fs::create_dir_all(&job.storage.data_dir).expect("mkdir");
+        std::fs::write(job.storage.data_dir.join("notes.txt"), "mine").expect("write");
+        let err = check_init_targets(&job, Permissions::default()).expect_err("refused");
+        assert!(err.message.contains("notes.txt"), "{err}");
+        assert!(err.message.contains("--allow-foreign-files"), "{err}");
+        let allowed = Permissions {
+            allow_foreign_files: true,
+            ..Permissions::default()
+        };
+        check_init_targets(&job, allowed).expect("allowed");
+    }
+
+    #[test]
+    fn a_foreign_file_at_the_database_path_is_never_accepted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = job_in(dir.path());
+        let db = &job.instances()[0].database_path;
+        std::fs::create_dir_all(db.parent().expect("parent")).expect("mkdir");
+        std::fs::write(db, "not a database").expect("write");
+        let permissive = Permissions {
+            allow_foreign_files: true,
+            recreate: true,
+        };
+        let err = check_init_targets(&job, permissive).expect_err("refused");
+        assert!(err.message.contains("never overwrites"), "{err}");
+    }
+
+    #[test]
+    fn impossible_size_is_refused_naming_db_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut job = job_in(dir.path());
+        job.storage.db_size = Some(ByteSize(1 << 60));
+        let err = check_init_targets(&job, Permissions::default()).expect_err("refused");
+        assert_eq!(err.field, "storage.db_size");
+    }
+}
