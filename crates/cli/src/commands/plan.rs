@@ -1,16 +1,499 @@
-//! `jetproof plan`. Not built yet: it reports so and exits 3.
+//! `jetproof plan`: sizing. Parses the flags into `jetproof_plan::PlanInputs`, prints the plan
+//! (a table, or one JSON object with `--json`) and, with `--write-job FILE`, writes the job for one
+//! server that `init` and `run` read unchanged.
+//!
+//! Every check happens before anything is written: bad flags, a job the plan would make invalid,
+//! and a `--write-job` path that holds a file jetproof did not write (SPEC §6: never overwrite
+//! what jetproof did not create). Plan takes no job file.
 
-use crate::common::{CliError, JobArgs, Outcome};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use jetproof_job::{ByteSize, Job};
+use jetproof_plan::{
+    DiskKind, ExchangeVersion, JOB_FILE_MARKER, Overheads, Plan, PlanInputs, RaidLevel,
+    format_bytes, format_number,
+};
+
+use crate::common::{CliError, Outcome};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    #[command(flatten)]
-    pub job: JobArgs,
+    /// Mailboxes in the whole solution (all servers).
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
+    pub mailboxes: u64,
+    /// Transactional IOPS per mailbox before headroom (ESRP profiles: 0.03 to 1.5).
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub iops_per_mailbox: Option<f64>,
+    /// Messages sent and received per mailbox per day: looks the IOPS up in the version's table
+    /// when --iops-per-mailbox is not given, and sizes white space, retention and logs.
+    #[arg(long, value_name = "M", value_parser = parse_count_u32, allow_negative_numbers = true)]
+    pub messages_per_day: Option<u32>,
+    /// Exchange version whose tables apply: 2003, 2010, 2013, 2016 or 2019 [default: 2013].
+    #[arg(long, value_name = "V")]
+    pub exchange_version: Option<ExchangeVersion>,
+    /// Headroom added to the IOPS per mailbox, in percent.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 20.0,
+        allow_negative_numbers = true
+    )]
+    pub headroom: f64,
+    /// Mailbox servers carrying active databases.
+    #[arg(long, value_name = "S", default_value_t = 1, value_parser = parse_count, allow_negative_numbers = true)]
+    pub servers: u64,
+    /// Active databases per server.
+    #[arg(long, value_name = "D", default_value_t = 1, value_parser = parse_count, allow_negative_numbers = true)]
+    pub databases_per_server: u64,
+    /// Copies of each database, the active one included (1 = no DAG).
+    #[arg(long, value_name = "C", default_value_t = 1, value_parser = parse_count_u32, allow_negative_numbers = true)]
+    pub copies: u32,
+    /// Mailbox quota, like 2GiB or 500MiB.
+    #[arg(long, value_name = "SIZE", default_value = "2GiB")]
+    pub mailbox_size: ByteSize,
+    /// Share of the quota filled when testing, in percent (Jetstress "capacity percentage").
+    #[arg(long, value_name = "PERCENT", default_value_t = 100, value_parser = parse_count_u32, allow_negative_numbers = true)]
+    pub capacity_percent: u32,
+    /// Share of transactional I/O that is reads, in percent.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 60.0,
+        allow_negative_numbers = true
+    )]
+    pub read_percent: f64,
+    /// Share that is writes, in percent [default: 100 - read]. HP's Appendix A uses 66/33.
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    pub write_percent: Option<f64>,
+    /// RAID level: 0, 1 or 10 (write penalty 2), 5 (4), 6 (6).
+    #[arg(long, value_name = "0|1|10|5|6", default_value = "10")]
+    pub raid: RaidLevel,
+    /// Random IOPS one disk sustains (measure with `jetproof probe`).
+    #[arg(long, value_name = "I", allow_negative_numbers = true)]
+    pub disk_iops: Option<f64>,
+    /// Disk kind whose typical IOPS to assume without --disk-iops: 7.2k (75), 10k (125),
+    /// 15k (180), ssd (5000) [default: 7.2k].
+    #[arg(long, value_name = "KIND")]
+    pub disk_kind: Option<DiskKind>,
+    /// Average message size, for white space and deleted item retention.
+    #[arg(long, value_name = "SIZE", default_value = "75KiB")]
+    pub message_size: ByteSize,
+    /// Deleted item retention window in days.
+    #[arg(long, value_name = "DAYS", default_value_t = 14, value_parser = parse_count_u32, allow_negative_numbers = true)]
+    pub retention_days: u32,
+    /// Content index share of the database in percent [default: 10 for 2010, 20 for 2013 and
+    /// later, 0 for 2003].
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    pub content_index_percent: Option<f64>,
+    /// Free space kept on every database and log volume, in percent.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 20.0,
+        allow_negative_numbers = true
+    )]
+    pub free_space_percent: f64,
+    /// Do not count database white space.
+    #[arg(long)]
+    pub no_white_space: bool,
+    /// Do not count deleted item retention (Recoverable Items).
+    #[arg(long)]
+    pub no_deleted_item_retention: bool,
+    /// Do not count the content index.
+    #[arg(long)]
+    pub no_content_index: bool,
+    /// Do not reserve free space on the volumes.
+    #[arg(long)]
+    pub no_free_space_reserve: bool,
+    /// Database page size of the written job: 4KiB, 8KiB, 16KiB or 32KiB.
+    #[arg(long, value_name = "SIZE", default_value = "32KiB")]
+    pub page_size: ByteSize,
+    /// Data directory written into the job file [default: the built-in job's ./jetproof-data].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the job for one server of the plan to FILE (refuses files jetproof did not write).
+    #[arg(long, value_name = "FILE")]
+    pub write_job: Option<PathBuf>,
+}
+
+fn parse_count(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim().replace([',', '_'], "");
+    if trimmed.starts_with('-') {
+        return Err(format!(
+            "`{text}` is negative; give a whole number of 1 or more"
+        ));
+    }
+    trimmed
+        .parse::<u64>()
+        .map_err(|_| format!("`{text}` is not a whole number; give one like 1000"))
+}
+
+fn parse_count_u32(text: &str) -> Result<u32, String> {
+    let value = parse_count(text)?;
+    u32::try_from(value).map_err(|_| format!("`{text}` is too large"))
+}
+
+impl Args {
+    fn inputs(&self) -> PlanInputs {
+        PlanInputs {
+            mailboxes: self.mailboxes,
+            iops_per_mailbox: self.iops_per_mailbox,
+            messages_per_day: self.messages_per_day,
+            exchange_version: self.exchange_version,
+            headroom_percent: self.headroom,
+            mailbox_size: self.mailbox_size,
+            servers: self.servers,
+            databases_per_server: self.databases_per_server,
+            copies_per_database: self.copies,
+            capacity_percent: self.capacity_percent,
+            read_percent: self.read_percent,
+            write_percent: self.write_percent,
+            raid: self.raid,
+            disk_iops: self.disk_iops,
+            disk_kind: self.disk_kind,
+            overheads: Overheads {
+                white_space: !self.no_white_space,
+                deleted_item_retention: !self.no_deleted_item_retention,
+                content_index: !self.no_content_index,
+                free_space_reserve: !self.no_free_space_reserve,
+            },
+            message_size: self.message_size,
+            deleted_item_retention_days: self.retention_days,
+            content_index_percent: self.content_index_percent,
+            free_space_percent: self.free_space_percent,
+            log_truncation_failure_days: 3,
+            mailbox_move_percent: 1.0,
+            page_size: self.page_size,
+        }
+    }
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
-    let _job = args.job.load()?;
-    Err(CliError::runtime(anyhow::anyhow!(
-        "`jetproof plan` is not built yet"
-    )))
+    let plan = jetproof_plan::plan(&args.inputs()).map_err(CliError::bad_input)?;
+
+    // Everything about the job file is checked before anything is written.
+    let job_text = match &args.write_job {
+        Some(path) => {
+            let text = job_file_text(&plan, args.data_dir.as_deref())?;
+            check_target(path)?;
+            Some((path, text))
+        }
+        None => None,
+    };
+    if let Some((path, text)) = &job_text {
+        std::fs::write(path, text)
+            .map_err(|e| CliError::runtime(anyhow!("write job file {}: {e}", path.display())))?;
+    }
+
+    if args.json {
+        let text = serde_json::to_string_pretty(&plan)
+            .map_err(|e| CliError::runtime(anyhow!("serialise the plan as JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        print!(
+            "{}",
+            render(&plan, job_text.as_ref().map(|(path, _)| path.as_path()))
+        );
+    }
+    Ok(Outcome::Pass)
+}
+
+/// The job file: jetproof's marker, how it was made, then the job as TOML. Parsed back before it
+/// is returned, so a file that `init` would refuse is never written.
+fn job_file_text(plan: &Plan, data_dir: Option<&Path>) -> Result<String, CliError> {
+    let mut job = plan.job();
+    if let Some(dir) = data_dir {
+        job.storage.data_dir = dir.to_path_buf();
+    }
+    let command: Vec<String> = std::env::args().skip(1).collect();
+    let mut text = String::new();
+    let _ = writeln!(text, "{JOB_FILE_MARKER}");
+    let _ = writeln!(
+        text,
+        "# jetproof overwrites this file only while the line above is its first line."
+    );
+    let _ = writeln!(
+        text,
+        "# Made by jetproof {} from: jetproof {}",
+        env!("CARGO_PKG_VERSION"),
+        command.join(" ")
+    );
+    let _ = writeln!(
+        text,
+        "# One server of the plan: {} mailboxes × {} IOPS (headroom included) = {} target IOPS,",
+        format_number(plan.mailboxes_per_server as f64),
+        format_number(plan.iops_per_mailbox),
+        format_number(plan.target_iops_per_server)
+    );
+    let _ = writeln!(
+        text,
+        "# {} databases of {} each ({} mailboxes × {} quota × {}% capacity). Rerun the command for the arithmetic.",
+        plan.inputs.databases_per_server,
+        format_bytes(plan.test_database_size_bytes),
+        format_number(plan.mailboxes_largest_database as f64),
+        format_bytes(plan.mailbox_quota_bytes),
+        plan.inputs.capacity_percent
+    );
+    text.push('\n');
+    text.push_str(&job.to_toml());
+    Job::parse(&text, "the job plan would write").map_err(|e| {
+        CliError::bad_input(anyhow!(
+            "the plan makes a job that init would refuse: {e}; adjust --mailbox-size, --capacity-percent or --databases-per-server"
+        ))
+    })?;
+    Ok(text)
+}
+
+/// Refuses a path that holds something jetproof did not write, or whose directory is missing.
+fn check_target(path: &Path) -> Result<(), CliError> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(CliError::bad_input(anyhow!(
+            "`--write-job` {shown} is a directory; give a file path, like {shown}/job.toml"
+        )));
+    }
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        return Err(CliError::bad_input(anyhow!(
+            "`--write-job` {shown}: the directory {} does not exist; create it first",
+            parent.display()
+        )));
+    }
+    if path.exists() || path.symlink_metadata().is_ok() {
+        let ours = std::fs::read(path)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .is_some_and(|text| text.lines().next() == Some(JOB_FILE_MARKER));
+        if !ours {
+            return Err(CliError::bad_input(anyhow!(
+                "`--write-job` refuses to overwrite {shown}: jetproof did not write it (its first line is not \"{JOB_FILE_MARKER}\"); give another path, or move the file away yourself"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The human report: inputs, the arithmetic step by step, the results, notes.
+fn render(plan: &Plan, job_path: Option<&Path>) -> String {
+    let inputs = &plan.inputs;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "jetproof plan: {} mailboxes on {} server(s), Exchange {}\n",
+        format_number(inputs.mailboxes as f64),
+        inputs.servers,
+        plan.exchange_version
+    );
+
+    let mut rows: Vec<(String, String)> = vec![
+        ("Mailboxes".into(), format_number(inputs.mailboxes as f64)),
+        (
+            "IOPS per mailbox".into(),
+            format!(
+                "{} ({})",
+                format_number(plan.iops_per_mailbox_base),
+                plan.iops_per_mailbox_source
+            ),
+        ),
+        (
+            "Messages per day".into(),
+            inputs
+                .messages_per_day
+                .map_or("not given".to_string(), |m| m.to_string()),
+        ),
+        (
+            "Exchange version".into(),
+            match inputs.exchange_version {
+                Some(v) => v.to_string(),
+                None => format!("{} (default)", plan.exchange_version),
+            },
+        ),
+        (
+            "Headroom".into(),
+            format!("{}%", format_number(inputs.headroom_percent)),
+        ),
+        (
+            "Mailbox quota".into(),
+            format_bytes(plan.mailbox_quota_bytes),
+        ),
+        ("Servers".into(), inputs.servers.to_string()),
+        (
+            "Databases per server".into(),
+            inputs.databases_per_server.to_string(),
+        ),
+        (
+            "Copies per database".into(),
+            inputs.copies_per_database.to_string(),
+        ),
+        (
+            "Capacity percentage".into(),
+            format!("{}%", inputs.capacity_percent),
+        ),
+        (
+            "Read / write share".into(),
+            format!(
+                "{}% / {}%",
+                format_number(inputs.read_percent),
+                format_number(inputs.write_percent.unwrap_or(100.0 - inputs.read_percent))
+            ),
+        ),
+        (
+            "RAID level".into(),
+            format!(
+                "{} (write penalty {})",
+                inputs.raid,
+                inputs.raid.write_penalty()
+            ),
+        ),
+        (
+            "IOPS per disk".into(),
+            format!(
+                "{} ({})",
+                format_number(plan.disk_iops),
+                plan.disk_iops_source
+            ),
+        ),
+    ];
+    let switches = [
+        ("white space", inputs.overheads.white_space),
+        (
+            "deleted item retention",
+            inputs.overheads.deleted_item_retention,
+        ),
+        ("content index", inputs.overheads.content_index),
+        ("free space reserve", inputs.overheads.free_space_reserve),
+    ];
+    rows.push((
+        "Overheads counted".into(),
+        switches
+            .iter()
+            .map(|(name, on)| format!("{name} {}", if *on { "on" } else { "off" }))
+            .collect::<Vec<_>>()
+            .join(", "),
+    ));
+    table(&mut out, "Inputs", &rows);
+
+    let _ = writeln!(out, "Arithmetic");
+    for (index, step) in plan.steps.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {:>2}. {:<56} {}",
+            index + 1,
+            step.description,
+            step.figure
+        );
+        let _ = writeln!(out, "      {}", step.formula);
+    }
+    out.push('\n');
+
+    let mut results: Vec<(String, String)> = vec![
+        (
+            "Mailboxes per server".into(),
+            format_number(plan.mailboxes_per_server as f64),
+        ),
+        (
+            "Mailboxes per database".into(),
+            format_number(plan.mailboxes_per_database as f64),
+        ),
+        (
+            "IOPS per mailbox (with headroom)".into(),
+            format_number(plan.iops_per_mailbox),
+        ),
+        (
+            "Target transactional IOPS per server".into(),
+            format_number(plan.target_iops_per_server),
+        ),
+        (
+            "Target transactional IOPS in total".into(),
+            format_number(plan.target_iops_total),
+        ),
+        (
+            "Back-end IOPS per server".into(),
+            format_number(plan.backend_iops_per_server),
+        ),
+        (
+            "Back-end IOPS in total".into(),
+            format_number(plan.backend_iops_total),
+        ),
+        (
+            "Disks needed in total".into(),
+            format_number(plan.disks_needed as f64),
+        ),
+        (
+            "Disks needed per server".into(),
+            format_number(plan.disks_needed_per_server as f64),
+        ),
+    ];
+    if inputs.copies_per_database > 1 {
+        results.push((
+            "Disks if all copies share the storage".into(),
+            format_number(plan.disks_needed_all_copies as f64),
+        ));
+    }
+    results.extend([
+        (
+            "Database size".into(),
+            format_bytes(plan.database_size_bytes),
+        ),
+        (
+            "Database volume".into(),
+            format_bytes(plan.database_volume_bytes),
+        ),
+        ("Log volume".into(), format_bytes(plan.log_volume_bytes)),
+        (
+            "Storage, all copies".into(),
+            format_bytes(plan.storage_total_bytes),
+        ),
+        (
+            "Test database size (init)".into(),
+            format_bytes(plan.test_database_size_bytes),
+        ),
+        (
+            "Database cache per instance (test)".into(),
+            format!(
+                "{} min / {} max",
+                format_bytes(plan.database_cache_min_bytes),
+                format_bytes(plan.database_cache_max_bytes)
+            ),
+        ),
+    ]);
+    if let Some(bytes) = plan.database_cache_production_bytes {
+        results.push((
+            "Database cache per database (production)".into(),
+            format_bytes(bytes),
+        ));
+    }
+    table(&mut out, "Results", &results);
+
+    if !plan.notes.is_empty() {
+        let _ = writeln!(out, "Notes");
+        for note in &plan.notes {
+            let _ = writeln!(out, "  - {note}");
+        }
+        out.push('\n');
+    }
+    if let Some(path) = job_path {
+        let _ = writeln!(
+            out,
+            "Job file for one server written to {}: run `jetproof init {0}` then `jetproof run {0} --test performance`.",
+            path.display()
+        );
+    }
+    out
+}
+
+fn table(out: &mut String, title: &str, rows: &[(String, String)]) {
+    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let _ = writeln!(out, "{title}");
+    for (name, value) in rows {
+        let _ = writeln!(out, "  {name:<width$}  {value}");
+    }
+    out.push('\n');
 }

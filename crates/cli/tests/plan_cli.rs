@@ -1,0 +1,316 @@
+//! `jetproof plan` through the real binary: the three reference cases of issue 6 (Infortrend,
+//! Hitachi, HP EVA8000 Appendix A), the job file it writes, and the refusals (exit 2 naming the
+//! flag; no overwriting of files jetproof did not write).
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn jetproof() -> Command {
+    match Command::cargo_bin("jetproof") {
+        Ok(command) => command,
+        Err(e) => panic!("the jetproof binary is built for tests: {e}"),
+    }
+}
+
+/// Runs `jetproof plan ARGS --json` and returns the parsed object.
+fn plan_json(args: &[&str]) -> Value {
+    let output = jetproof()
+        .arg("plan")
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is one JSON object")
+}
+
+const INFORTREND: &[&str] = &[
+    "--mailboxes",
+    "1000",
+    "--iops-per-mailbox",
+    "0.16",
+    "--headroom",
+    "0",
+    "--servers",
+    "1",
+    "--databases-per-server",
+    "3",
+    "--copies",
+    "2",
+    "--mailbox-size",
+    "5GiB",
+    "--raid",
+    "1",
+    "--disk-kind",
+    "7.2k",
+];
+
+const HITACHI: &[&str] = &[
+    "--mailboxes",
+    "40800",
+    "--iops-per-mailbox",
+    "0.15",
+    "--headroom",
+    "20",
+    "--servers",
+    "16",
+    "--databases-per-server",
+    "5",
+    "--copies",
+    "2",
+    "--mailbox-size",
+    "3GiB",
+    "--raid",
+    "5",
+    "--disk-kind",
+    "15k",
+];
+
+fn hp(disk_iops: &str) -> Vec<&str> {
+    vec![
+        "--mailboxes",
+        "5000",
+        "--iops-per-mailbox",
+        "1",
+        "--headroom",
+        "0",
+        "--read-percent",
+        "66",
+        "--write-percent",
+        "33",
+        "--raid",
+        "1",
+        "--disk-iops",
+        disk_iops,
+        "--mailbox-size",
+        "100MiB",
+        "--capacity-percent",
+        "75",
+    ]
+}
+
+#[test]
+fn infortrend_1000_mailboxes_160_iops_333_per_database() {
+    let plan = plan_json(INFORTREND);
+    assert_eq!(plan["target_iops_total"], 160);
+    assert_eq!(plan["target_iops_per_server"], 160);
+    assert_eq!(plan["mailboxes_per_server"], 1000);
+    assert_eq!(plan["mailboxes_per_database"], 333);
+}
+
+#[test]
+fn hitachi_40800_mailboxes_on_16_servers() {
+    let plan = plan_json(HITACHI);
+    assert_eq!(plan["iops_per_mailbox"], 0.18);
+    assert_eq!(plan["mailboxes_per_server"], 2550);
+    assert_eq!(plan["mailboxes_per_database"], 510);
+    assert_eq!(plan["target_iops_per_server"], 459);
+    assert_eq!(plan["target_iops_total"], 7344);
+}
+
+#[test]
+fn hp_appendix_a_6600_backend_iops_37_and_44_disks() {
+    let a = plan_json(&hp("180"));
+    assert_eq!(a["target_iops_total"], 5000);
+    assert_eq!(a["backend_iops_total"], 6600);
+    assert_eq!(a["disks_needed"], 37);
+    let b = plan_json(&hp("150"));
+    assert_eq!(b["backend_iops_total"], 6600);
+    assert_eq!(b["disks_needed"], 44);
+}
+
+#[test]
+fn human_output_shows_inputs_steps_and_results() {
+    jetproof()
+        .arg("plan")
+        .args(HITACHI)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Inputs"))
+        .stdout(predicate::str::contains("Arithmetic"))
+        .stdout(predicate::str::contains("2,550 mailboxes × 0.18"))
+        .stdout(predicate::str::contains("7,344"))
+        .stdout(predicate::str::contains("Back-end IOPS"));
+}
+
+#[test]
+fn messages_per_day_use_the_exchange_table() {
+    let plan = plan_json(&[
+        "--mailboxes",
+        "1000",
+        "--messages-per-day",
+        "200",
+        "--exchange-version",
+        "2013",
+        "--databases-per-server",
+        "3",
+    ]);
+    assert_eq!(plan["iops_per_mailbox_base"], 0.134);
+    assert_eq!(plan["iops_per_mailbox"], 0.1608);
+    assert_eq!(plan["target_iops_total"], 160.8);
+}
+
+fn write_job(path: &Path) -> assert_cmd::assert::Assert {
+    jetproof()
+        .arg("plan")
+        .args(HITACHI)
+        .arg("--write-job")
+        .arg(path)
+        .assert()
+}
+
+#[test]
+fn written_job_loads_validates_and_carries_one_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("job.toml");
+    write_job(&path).success();
+    let job = jetproof_job::Job::load(&path).expect("the written job loads");
+    job.validate().expect("and validates");
+    assert_eq!(job.simulation.mailboxes, 2550);
+    assert_eq!(job.simulation.iops_per_mailbox, 0.18);
+    assert_eq!(job.simulation.copies_per_database, 2);
+    assert_eq!(job.storage.databases, 5);
+    assert_eq!(job.target_iops(), Some(459.0));
+    assert_eq!(job.cache.min_size, jetproof_job::ByteSize::mib(32));
+    assert_eq!(job.cache.max_size, jetproof_job::ByteSize::mib(256));
+    let text = std::fs::read_to_string(&path).expect("reads");
+    assert!(text.starts_with(jetproof_plan::JOB_FILE_MARKER), "{text}");
+
+    // A file jetproof wrote may be rewritten.
+    write_job(&path).success();
+}
+
+#[test]
+fn write_job_refuses_a_foreign_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("notes.toml");
+    std::fs::write(&path, "my own notes\n").expect("writes");
+    write_job(&path)
+        .code(2)
+        .stderr(predicate::str::contains("--write-job"))
+        .stderr(predicate::str::contains("refuses to overwrite"));
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("reads"),
+        "my own notes\n",
+        "the foreign file is untouched"
+    );
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--mailboxes", "-5", "--iops-per-mailbox", "0.1"],
+            "--mailboxes",
+        ),
+        (
+            &["--mailboxes", "0", "--iops-per-mailbox", "0.1"],
+            "--mailboxes",
+        ),
+        (
+            &["--mailboxes", "100", "--iops-per-mailbox", "-0.1"],
+            "--iops-per-mailbox",
+        ),
+        (&["--mailboxes", "100"], "--iops-per-mailbox"),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--read-percent",
+                "120",
+            ],
+            "--read-percent",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--disk-iops",
+                "0",
+            ],
+            "--disk-iops",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--servers",
+                "0",
+            ],
+            "--servers",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--servers",
+                "-2",
+            ],
+            "--servers",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--servers",
+                "10",
+                "--databases-per-server",
+                "20",
+            ],
+            "--databases-per-server",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--headroom",
+                "-10",
+            ],
+            "--headroom",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--raid",
+                "4",
+            ],
+            "--raid",
+        ),
+    ];
+    for (args, flag) in cases {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("job.toml");
+        jetproof()
+            .arg("plan")
+            .args(*args)
+            .arg("--write-job")
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(*flag));
+        assert!(!path.exists(), "{args:?} wrote a job file");
+    }
+}
