@@ -39,7 +39,7 @@ pub enum IoError {
         block_size: usize,
     },
     #[error(
-        "{path}: the file system refuses direct I/O (O_DIRECT); put the data on a disk-backed file system, or set `direct_io = false` in the job (results then measure the host's page cache)"
+        "{path}: the file system refuses direct I/O (O_DIRECT), or keeps it in memory as tmpfs does; put the data on a disk-backed file system, or set `storage.direct_io = false` in the job (`--buffered` for probe; results then measure the host's page cache)"
     )]
     DirectIoUnsupported { path: PathBuf },
     #[error("{op} {path} at offset {offset}: injected fault: {what}")]
@@ -49,6 +49,21 @@ pub enum IoError {
         offset: u64,
         what: String,
     },
+    #[error(
+        "{path} is a block device; jetproof writes to a device only when told to: set `storage.allow_devices = true` in the job, or pass `--allow-device` to `jetproof probe`"
+    )]
+    DeviceNotAllowed { path: PathBuf },
+    #[error(
+        "io_uring is not available here ({source}); it may be disabled by the kernel (sysctl kernel.io_uring_disabled) or blocked by a seccomp filter (containers); use the portable backend (`--backend std`)"
+    )]
+    UringUnavailable {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: the simulated machine crashed; reopen the files from the backend returned by crash()"
+    )]
+    Crashed { path: PathBuf },
     #[error("{path}: an earlier write or sync failed; this file accepts no more work")]
     Poisoned { path: PathBuf },
 }

@@ -16,10 +16,12 @@
 pub mod buf;
 pub mod class;
 pub mod error;
+pub mod fault;
 pub mod hist;
 pub mod mem;
 pub mod meter;
 pub mod std_backend;
+pub mod uring;
 
 use std::fmt::Debug;
 use std::path::Path;
@@ -41,6 +43,10 @@ pub struct OpenOptions {
     /// Bypass the host's page cache (O_DIRECT). Buffers, offsets and lengths must then be
     /// multiples of [`IoFile::logical_block_size`].
     pub direct: bool,
+    /// Allow a raw block device as the target. Off by default: jetproof never writes to a device
+    /// unless the user said so (SPEC §6: job key `storage.allow_devices = true`, or
+    /// `probe --allow-device`).
+    pub allow_device: bool,
 }
 
 impl OpenOptions {
@@ -49,6 +55,7 @@ impl OpenOptions {
             create: false,
             write: false,
             direct: true,
+            allow_device: false,
         }
     }
     pub fn read_write() -> Self {
@@ -56,6 +63,7 @@ impl OpenOptions {
             create: false,
             write: true,
             direct: true,
+            allow_device: false,
         }
     }
     pub fn create() -> Self {
@@ -63,6 +71,7 @@ impl OpenOptions {
             create: true,
             write: true,
             direct: true,
+            allow_device: false,
         }
     }
     pub fn buffered(mut self) -> Self {
@@ -71,6 +80,11 @@ impl OpenOptions {
     }
     pub fn with_direct(mut self, direct: bool) -> Self {
         self.direct = direct;
+        self
+    }
+    /// See [`OpenOptions::allow_device`].
+    pub fn with_allow_device(mut self, allow: bool) -> Self {
+        self.allow_device = allow;
         self
     }
 }
@@ -154,4 +168,49 @@ pub trait IoBackend: Send + Sync + Debug {
 
     /// Creates the directory and its parents.
     fn create_dir_all(&self, dir: &Path) -> Result<(), IoError>;
+}
+
+/// Which backend the user asked for (job key or `--backend` flag).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    /// io_uring when it works here, else the portable backend (with a warning).
+    #[default]
+    Auto,
+    /// The portable backend (pread/pwrite).
+    Std,
+    /// io_uring, or an error if it is unavailable.
+    IoUring,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(BackendChoice::Auto),
+            "std" => Ok(BackendChoice::Std),
+            "io_uring" | "io-uring" | "uring" => Ok(BackendChoice::IoUring),
+            other => Err(format!(
+                "`{other}` is not a backend; use std, io_uring or auto"
+            )),
+        }
+    }
+}
+
+/// Opens the backend the user chose. With [`BackendChoice::Auto`] an unusable io_uring falls
+/// back to the portable backend and the second value says why, for the log and the report.
+pub fn select_backend(
+    choice: BackendChoice,
+) -> Result<(Arc<dyn IoBackend>, Option<String>), IoError> {
+    match choice {
+        BackendChoice::Std => Ok((std_backend::StdBackend::new(), None)),
+        BackendChoice::IoUring => Ok((uring::UringBackend::new()?, None)),
+        BackendChoice::Auto => match uring::UringBackend::new() {
+            Ok(backend) => Ok((backend, None)),
+            Err(error) => Ok((
+                std_backend::StdBackend::new(),
+                Some(format!("{error}; using the portable backend instead")),
+            )),
+        },
+    }
 }

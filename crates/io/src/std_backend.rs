@@ -1,12 +1,32 @@
 //! The portable backend: positional reads and writes (pread/pwrite) from any number of threads,
-//! with O_DIRECT when asked.
+//! with O_DIRECT by default.
+//!
+//! What opening checks, before any I/O, so that a bad target is refused with a clear message
+//! (SPEC §6) rather than measured wrongly:
+//! * a raw block device is opened only when [`OpenOptions::allow_device`] is set;
+//! * direct I/O must really bypass the page cache: a file system that rejects O_DIRECT (EINVAL)
+//!   *or* accepts it while keeping data in memory (tmpfs and ramfs, which accept O_DIRECT since
+//!   Linux 6.6) is [`IoError::DirectIoUnsupported`];
+//! * the alignment direct I/O needs is asked of the kernel (statx `STATX_DIOALIGN`, Linux 6.1+;
+//!   `BLKSSZGET` for devices) instead of assumed, and every I/O is checked against it, so an
+//!   unaligned request is a typed [`IoError::Unaligned`] and not a kernel EINVAL.
+//!
+//! After a failed write or sync the file is poisoned: it refuses further work
+//! ([`IoError::Poisoned`]), because after a failed fdatasync the kernel may already have dropped
+//! the dirty pages, and carrying on would report a durability that does not exist.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{IoBackend, IoClass, IoError, IoFile, OpenOptions};
+
+/// Used when the kernel cannot tell (no STATX_DIOALIGN): 4 KiB satisfies 512-byte and 4 KiB
+/// sector devices alike, and [`crate::AlignedBuf`] is aligned to it.
+pub const FALLBACK_DIRECT_ALIGNMENT: usize = 4096;
 
 #[derive(Debug, Default)]
 pub struct StdBackend;
@@ -15,21 +35,159 @@ impl StdBackend {
     pub fn new() -> Arc<StdBackend> {
         Arc::new(StdBackend)
     }
+
+    /// Opens with the concrete type, for callers that want [`StdFile`]'s extras.
+    pub fn open_std(&self, path: &Path, options: &OpenOptions) -> Result<Arc<StdFile>, IoError> {
+        open_file(path, options).map(Arc::new)
+    }
 }
 
+/// An open file or block device of the portable backend.
 #[derive(Debug)]
 pub struct StdFile {
-    path: PathBuf,
-    file: File,
-    block_size: usize,
+    pub(crate) path: PathBuf,
+    pub(crate) file: File,
+    pub(crate) block_size: usize,
+    pub(crate) is_device: bool,
+    pub(crate) direct: bool,
+    pub(crate) poisoned: AtomicBool,
 }
 
-fn path_error(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
+pub(crate) fn path_error(op: &'static str, path: &Path, source: std::io::Error) -> IoError {
     IoError::Path {
         op,
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// Is the file system holding `file` one that keeps "direct" I/O in memory?
+// f_type's width differs between architectures, hence the casts.
+#[allow(clippy::unnecessary_cast)]
+fn is_memory_file_system(file: &File) -> bool {
+    // SAFETY: statfs is plain data; fstatfs fills it or fails.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the fd is valid for the life of `file`, `stat` is a valid out pointer.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } != 0 {
+        return false;
+    }
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let magic = stat.f_type as i64;
+    magic == libc::TMPFS_MAGIC as i64 || magic == RAMFS_MAGIC
+}
+
+/// The direct-I/O alignment the kernel reports for `file`, if it reports one.
+fn statx_dio_alignment(file: &File) -> Option<usize> {
+    // SAFETY: statx is plain data; the kernel fills it or fails.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: valid fd, NUL-terminated empty path with AT_EMPTY_PATH, valid out pointer.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    let offset = stx.stx_dio_offset_align as usize;
+    let memory = stx.stx_dio_mem_align as usize;
+    if offset == 0 {
+        // The kernel says this file does not support direct I/O at all.
+        return Some(0);
+    }
+    Some(offset.max(memory))
+}
+
+/// The logical sector size of a block device.
+fn device_sector_size(file: &File) -> Option<usize> {
+    let mut size: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::BLKSSZGET, &mut size) };
+    (rc == 0 && size > 0).then_some(size as usize)
+}
+
+/// The size in bytes of a block device (its metadata says 0).
+pub(crate) fn device_size(file: &File) -> Option<u64> {
+    // The end of a device is its size; positional I/O never uses the file offset this moves.
+    // SAFETY: lseek on a valid fd has no memory effects.
+    let end = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_END) };
+    u64::try_from(end).ok()
+}
+
+/// Opens `path` as [`OpenOptions`] say, with every check of the module header.
+pub(crate) fn open_file(path: &Path, options: &OpenOptions) -> Result<StdFile, IoError> {
+    // Refuse a device before opening it for writing: opening alone is harmless, but the check
+    // belongs before anything that could lead to I/O.
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.file_type().is_block_device()
+        && !options.allow_device
+    {
+        return Err(IoError::DeviceNotAllowed {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).write(options.write);
+    if options.create {
+        open.create(true);
+    }
+    if options.direct {
+        open.custom_flags(libc::O_DIRECT);
+    }
+    let file = match open.open(path) {
+        Ok(file) => file,
+        Err(error) if options.direct && error.raw_os_error() == Some(libc::EINVAL) => {
+            return Err(IoError::DirectIoUnsupported {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(error) => return Err(path_error("open", path, error)),
+    };
+    let meta = file.metadata().map_err(|e| path_error("stat", path, e))?;
+    let is_device = meta.file_type().is_block_device();
+    if is_device && !options.allow_device {
+        return Err(IoError::DeviceNotAllowed {
+            path: path.to_path_buf(),
+        });
+    }
+    let block_size = if options.direct {
+        if is_memory_file_system(&file) {
+            return Err(IoError::DirectIoUnsupported {
+                path: path.to_path_buf(),
+            });
+        }
+        let reported = statx_dio_alignment(&file);
+        if reported == Some(0) {
+            return Err(IoError::DirectIoUnsupported {
+                path: path.to_path_buf(),
+            });
+        }
+        let device = if is_device {
+            device_sector_size(&file)
+        } else {
+            None
+        };
+        reported
+            .into_iter()
+            .chain(device)
+            .max()
+            .unwrap_or(FALLBACK_DIRECT_ALIGNMENT)
+    } else {
+        1
+    };
+    Ok(StdFile {
+        path: path.to_path_buf(),
+        file,
+        block_size,
+        is_device,
+        direct: options.direct,
+        poisoned: AtomicBool::new(false),
+    })
 }
 
 impl IoBackend for StdBackend {
@@ -38,29 +196,7 @@ impl IoBackend for StdBackend {
     }
 
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError> {
-        let mut open = std::fs::OpenOptions::new();
-        open.read(true).write(options.write);
-        if options.create {
-            open.create(true);
-        }
-        if options.direct {
-            open.custom_flags(libc::O_DIRECT);
-        }
-        let file = match open.open(path) {
-            Ok(file) => file,
-            Err(error) if options.direct && error.raw_os_error() == Some(libc::EINVAL) => {
-                return Err(IoError::DirectIoUnsupported {
-                    path: path.to_path_buf(),
-                });
-            }
-            Err(error) => return Err(path_error("open", path, error)),
-        };
-        let block_size = if options.direct { 4096 } else { 1 };
-        Ok(Arc::new(StdFile {
-            path: path.to_path_buf(),
-            file,
-            block_size,
-        }))
+        Ok(Arc::new(open_file(path, options)?))
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -88,10 +224,31 @@ impl IoBackend for StdBackend {
 }
 
 impl StdFile {
-    fn check_aligned(&self, offset: u64, len: usize, ptr: *const u8) -> Result<(), IoError> {
+    /// Is this a raw block device?
+    pub fn is_device(&self) -> bool {
+        self.is_device
+    }
+
+    /// Was it opened with O_DIRECT?
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    pub(crate) fn raw_fd(&self) -> i32 {
+        self.file.as_raw_fd()
+    }
+
+    pub(crate) fn check_aligned(
+        &self,
+        offset: u64,
+        len: usize,
+        ptr: *const u8,
+    ) -> Result<(), IoError> {
         let block = self.block_size;
         if block > 1
-            && (offset % block as u64 != 0 || len % block != 0 || (ptr as usize) % block != 0)
+            && (!offset.is_multiple_of(block as u64)
+                || !len.is_multiple_of(block)
+                || !(ptr as usize).is_multiple_of(block))
         {
             return Err(IoError::Unaligned {
                 path: self.path.clone(),
@@ -103,7 +260,20 @@ impl StdFile {
         Ok(())
     }
 
-    fn os_error(
+    pub(crate) fn check_poisoned(&self) -> Result<(), IoError> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(IoError::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn os_error(
         &self,
         op: &'static str,
         offset: u64,
@@ -118,16 +288,15 @@ impl StdFile {
             source,
         }
     }
-}
 
-impl IoFile for StdFile {
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64, _class: IoClass) -> Result<(), IoError> {
-        self.check_aligned(offset, buf.len(), buf.as_ptr())?;
-        let mut done = 0;
+    /// pread until `buf` is full; end of file is [`IoError::ShortRead`].
+    pub(crate) fn pread_all(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        from: usize,
+    ) -> Result<(), IoError> {
+        let mut done = from;
         while done < buf.len() {
             match self.file.read_at(&mut buf[done..], offset + done as u64) {
                 Ok(0) => {
@@ -145,21 +314,46 @@ impl IoFile for StdFile {
         }
         Ok(())
     }
+}
+
+impl IoFile for StdFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64, _class: IoClass) -> Result<(), IoError> {
+        self.check_poisoned()?;
+        self.check_aligned(offset, buf.len(), buf.as_ptr())?;
+        self.pread_all(buf, offset, 0)
+    }
 
     fn write_at(&self, data: &[u8], offset: u64, _class: IoClass) -> Result<(), IoError> {
+        self.check_poisoned()?;
         self.check_aligned(offset, data.len(), data.as_ptr())?;
-        self.file
-            .write_all_at(data, offset)
-            .map_err(|e| self.os_error("write", offset, data.len(), e))
+        self.file.write_all_at(data, offset).map_err(|e| {
+            self.poison();
+            self.os_error("write", offset, data.len(), e)
+        })
     }
 
     fn sync_data(&self, _class: IoClass) -> Result<(), IoError> {
-        self.file
-            .sync_data()
-            .map_err(|e| self.os_error("fdatasync", 0, 0, e))
+        self.check_poisoned()?;
+        self.file.sync_data().map_err(|e| {
+            self.poison();
+            self.os_error("fdatasync", 0, 0, e)
+        })
     }
 
     fn size(&self) -> Result<u64, IoError> {
+        if self.is_device {
+            return device_size(&self.file).ok_or_else(|| {
+                path_error(
+                    "size of device",
+                    &self.path,
+                    std::io::Error::last_os_error(),
+                )
+            });
+        }
         self.file
             .metadata()
             .map(|m| m.len())
@@ -167,6 +361,20 @@ impl IoFile for StdFile {
     }
 
     fn set_size(&self, size: u64) -> Result<(), IoError> {
+        if self.is_device {
+            // A device cannot grow; asking for no more than it has is fine.
+            let have = self.size()?;
+            if size <= have {
+                return Ok(());
+            }
+            return Err(path_error(
+                "grow device",
+                &self.path,
+                std::io::Error::other(format!(
+                    "the device holds {have} bytes, {size} were asked for"
+                )),
+            ));
+        }
         self.file
             .set_len(size)
             .map_err(|e| path_error("set length of", &self.path, e))

@@ -1,0 +1,885 @@
+//! A fault-injecting, in-memory backend for crash and corruption tests.
+//!
+//! The model (also in `docs/io.md`):
+//! * Each file has a **current** content (what reads see) and a **durable** content (what
+//!   survives a crash). A write changes the current content and is remembered as *pending*;
+//!   `sync_data` makes the current content durable and forgets the pending writes.
+//! * The **namespace** (create, rename, remove) is likewise current vs durable: a change becomes
+//!   durable only when `sync_dir` is called on the directory holding the name (as POSIX
+//!   requires), unless [`FaultConfig::sync_dir_required`] is off.
+//! * [`FaultBackend::crash`] ends the simulated machine: every handle of this backend fails from
+//!   then on with [`IoError::Crashed`], and a *new* backend is returned holding what survived,
+//!   chosen by [`CrashMode`]: only synced data; synced data plus a seeded random subset of the
+//!   pending writes (applied in their original order); or everything but a torn last write, of
+//!   which only a random prefix of sectors ([`FaultConfig::sector_size`], 512 B or 4 KiB)
+//!   reached the disk.
+//! * While running, with the probabilities of [`FaultConfig`]: a read may return data with one
+//!   bit flipped (transient); a write may store one flipped bit (persistent), land at another
+//!   offset (misdirected: the intended place keeps its old data), or be lost (reported as done,
+//!   never stored). After [`FaultConfig::eio_after_ops`] operations every I/O fails with an
+//!   injected EIO. Every operation can be slowed by [`FaultConfig::added_latency`].
+//! * Targeted faults for named regression tests: [`FaultBackend::flip_bit`].
+//!
+//! Determinism: all random choices come from one RNG seeded by [`FaultConfig::seed`], drawn
+//! under the backend's lock in operation order, and the crash outcome from an RNG seeded by the
+//! seed and the crash number. A single-threaded sequence of operations with the same seed
+//! therefore replays exactly; [`FaultBackend::events`] lists every fault injected, to print with
+//! a failing seed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::{IoBackend, IoClass, IoError, IoFile, OpenOptions};
+
+/// What to inject. The default injects nothing: a plain in-memory backend with crash semantics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultConfig {
+    /// Seeds every random choice (see the module header).
+    pub seed: u64,
+    /// Alignment enforced on offsets, lengths and buffers, like direct I/O (1: none).
+    pub logical_block_size: usize,
+    /// Granularity of a torn write: 512 or 4096 bytes.
+    pub sector_size: usize,
+    /// Chance that a read returns one flipped bit (the stored data stays intact).
+    pub read_bit_flip_probability: f64,
+    /// Chance that a write stores one flipped bit.
+    pub write_bit_flip_probability: f64,
+    /// Chance that a write lands at another offset.
+    pub misdirected_write_probability: f64,
+    /// Chance that a write is reported done but never stored.
+    pub lost_write_probability: f64,
+    /// After this many operations (reads, writes, syncs), every operation fails with EIO.
+    pub eio_after_ops: Option<u64>,
+    /// Added to every read, write and sync.
+    pub added_latency: Duration,
+    /// Namespace changes survive a crash only after `sync_dir` of their directory.
+    pub sync_dir_required: bool,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            seed: 0,
+            logical_block_size: 1,
+            sector_size: 4096,
+            read_bit_flip_probability: 0.0,
+            write_bit_flip_probability: 0.0,
+            misdirected_write_probability: 0.0,
+            lost_write_probability: 0.0,
+            eio_after_ops: None,
+            added_latency: Duration::ZERO,
+            sync_dir_required: true,
+        }
+    }
+}
+
+/// What survives [`FaultBackend::crash`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Only what was synced (data by `sync_data`, names by `sync_dir`).
+    SyncedOnly,
+    /// Synced data plus a seeded random subset of the unsynced writes, in their original order.
+    RandomSubset,
+    /// Every unsynced write except the last one of each file, which is torn: a random strict
+    /// prefix of its sectors reached the disk.
+    TornLast,
+}
+
+/// One injected fault, for printing with a failing seed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultEvent {
+    ReadBitFlip {
+        path: PathBuf,
+        offset: u64,
+        bit: u64,
+    },
+    WriteBitFlip {
+        path: PathBuf,
+        offset: u64,
+        bit: u64,
+    },
+    MisdirectedWrite {
+        path: PathBuf,
+        intended: u64,
+        landed: u64,
+        len: usize,
+    },
+    LostWrite {
+        path: PathBuf,
+        offset: u64,
+        len: usize,
+    },
+    Eio {
+        path: PathBuf,
+        op: &'static str,
+        offset: u64,
+    },
+    TornWrite {
+        path: PathBuf,
+        offset: u64,
+        kept: usize,
+        len: usize,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Pending {
+    Write { offset: u64, data: Vec<u8> },
+    SetSize(u64),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Inode {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+    pending: Vec<Pending>,
+}
+
+type InodeId = usize;
+
+#[derive(Debug)]
+struct State {
+    config: FaultConfig,
+    rng: StdRng,
+    ops: u64,
+    inodes: Vec<Inode>,
+    names: HashMap<PathBuf, InodeId>,
+    durable_names: HashMap<PathBuf, InodeId>,
+    events: Vec<FaultEvent>,
+    crashes: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    crashed: AtomicBool,
+}
+
+/// The fault-injecting backend; see the module header.
+#[derive(Debug)]
+pub struct FaultBackend {
+    shared: Arc<Shared>,
+}
+
+fn apply_write(data: &mut Vec<u8>, offset: u64, src: &[u8]) {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(src.len());
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[start..end].copy_from_slice(src);
+}
+
+fn apply(data: &mut Vec<u8>, pending: &Pending) {
+    match pending {
+        Pending::Write { offset, data: src } => apply_write(data, *offset, src),
+        Pending::SetSize(size) => data.resize(usize::try_from(*size).unwrap_or(usize::MAX), 0),
+    }
+}
+
+fn not_found(op: &'static str, path: &Path) -> IoError {
+    IoError::Path {
+        op,
+        path: path.to_path_buf(),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    }
+}
+
+impl FaultBackend {
+    pub fn new(config: FaultConfig) -> Arc<FaultBackend> {
+        Self::with_state(config, Vec::new(), HashMap::new(), 0)
+    }
+
+    fn with_state(
+        config: FaultConfig,
+        inodes: Vec<Inode>,
+        names: HashMap<PathBuf, InodeId>,
+        crashes: u64,
+    ) -> Arc<FaultBackend> {
+        let rng = StdRng::seed_from_u64(config.seed ^ crashes.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        Arc::new(FaultBackend {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    config,
+                    rng,
+                    ops: 0,
+                    inodes,
+                    durable_names: names.clone(),
+                    names,
+                    events: Vec::new(),
+                    crashes,
+                }),
+                crashed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Changes what is injected from now on (e.g. arm faults after a clean setup).
+    pub fn configure(&self, change: impl FnOnce(&mut FaultConfig)) {
+        change(&mut self.shared.state.lock().config);
+    }
+
+    pub fn config(&self) -> FaultConfig {
+        self.shared.state.lock().config.clone()
+    }
+
+    /// Operations (reads, writes, syncs) seen so far.
+    pub fn operations(&self) -> u64 {
+        self.shared.state.lock().ops
+    }
+
+    /// Every fault injected so far, in order.
+    pub fn events(&self) -> Vec<FaultEvent> {
+        self.shared.state.lock().events.clone()
+    }
+
+    /// What reads of `path` see now.
+    pub fn current_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let state = self.shared.state.lock();
+        state
+            .names
+            .get(path)
+            .map(|&id| state.inodes[id].current.clone())
+    }
+
+    /// What of `path` would survive a [`CrashMode::SyncedOnly`] crash.
+    pub fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let state = self.shared.state.lock();
+        state
+            .durable_names
+            .get(path)
+            .map(|&id| state.inodes[id].durable.clone())
+    }
+
+    /// Flips one bit of the stored data (current and durable): a targeted corruption.
+    pub fn flip_bit(&self, path: &Path, offset: u64, bit: u8) -> Result<(), IoError> {
+        let mut state = self.shared.state.lock();
+        let Some(&id) = state.names.get(path) else {
+            return Err(not_found("flip bit of", path));
+        };
+        let index = usize::try_from(offset).unwrap_or(usize::MAX);
+        let inode = &mut state.inodes[id];
+        for data in [&mut inode.current, &mut inode.durable] {
+            if let Some(byte) = data.get_mut(index) {
+                *byte ^= 1 << (bit % 8);
+            }
+        }
+        Ok(())
+    }
+
+    /// Simulates a power loss; see the module header. This backend and its files fail from now
+    /// on; the returned backend holds what survived, with fresh fault counters and the same
+    /// configuration.
+    pub fn crash(&self, mode: CrashMode) -> Arc<FaultBackend> {
+        self.shared.crashed.store(true, Ordering::SeqCst);
+        let mut state = self.shared.state.lock();
+        let crashes = state.crashes + 1;
+        let mut rng = StdRng::seed_from_u64(
+            state.config.seed.rotate_left(17) ^ crashes.wrapping_mul(0xbf58_476d_1ce4_e5b9),
+        );
+        let sector = state.config.sector_size.max(1);
+        let mut inodes = Vec::new();
+        let mut names = HashMap::new();
+        let mut events = Vec::new();
+        // Sorted so that the RNG draws do not depend on hash order.
+        let mut durable: Vec<(&PathBuf, &InodeId)> = state.durable_names.iter().collect();
+        durable.sort();
+        for (path, &id) in durable {
+            let inode = &state.inodes[id];
+            let mut data = inode.durable.clone();
+            match mode {
+                CrashMode::SyncedOnly => {}
+                CrashMode::RandomSubset => {
+                    for p in &inode.pending {
+                        if rng.random_bool(0.5) {
+                            apply(&mut data, p);
+                        }
+                    }
+                }
+                CrashMode::TornLast => {
+                    let last_write = inode
+                        .pending
+                        .iter()
+                        .rposition(|p| matches!(p, Pending::Write { .. }));
+                    for (i, p) in inode.pending.iter().enumerate() {
+                        match (Some(i) == last_write, p) {
+                            (true, Pending::Write { offset, data: src }) => {
+                                let sectors = src.len().div_ceil(sector);
+                                let kept_sectors = if sectors > 1 {
+                                    rng.random_range(0..sectors)
+                                } else {
+                                    0
+                                };
+                                let kept = (kept_sectors * sector).min(src.len());
+                                apply_write(&mut data, *offset, &src[..kept]);
+                                events.push(FaultEvent::TornWrite {
+                                    path: path.clone(),
+                                    offset: *offset,
+                                    kept,
+                                    len: src.len(),
+                                });
+                            }
+                            _ => apply(&mut data, p),
+                        }
+                    }
+                }
+            }
+            names.insert(path.clone(), inodes.len());
+            inodes.push(Inode {
+                current: data.clone(),
+                durable: data,
+                pending: Vec::new(),
+            });
+        }
+        state.events.extend(events.iter().cloned());
+        let next = Self::with_state(state.config.clone(), inodes, names, crashes);
+        next.shared.state.lock().events = events;
+        next
+    }
+}
+
+/// Outcome of the per-operation fault checks.
+struct Admitted {
+    latency: Duration,
+}
+
+impl Shared {
+    fn admit(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        path: &Path,
+        offset: u64,
+    ) -> Result<Admitted, IoError> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(IoError::Crashed {
+                path: path.to_path_buf(),
+            });
+        }
+        state.ops += 1;
+        if let Some(limit) = state.config.eio_after_ops
+            && state.ops > limit
+        {
+            state.events.push(FaultEvent::Eio {
+                path: path.to_path_buf(),
+                op,
+                offset,
+            });
+            return Err(IoError::Injected {
+                op,
+                path: path.to_path_buf(),
+                offset,
+                what: format!("EIO (every operation after the first {limit} fails)"),
+            });
+        }
+        Ok(Admitted {
+            latency: state.config.added_latency,
+        })
+    }
+}
+
+impl IoBackend for FaultBackend {
+    fn name(&self) -> &'static str {
+        "fault"
+    }
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError> {
+        if self.shared.crashed.load(Ordering::SeqCst) {
+            return Err(IoError::Crashed {
+                path: path.to_path_buf(),
+            });
+        }
+        let mut state = self.shared.state.lock();
+        let id = match state.names.get(path) {
+            Some(&id) => id,
+            None if options.create => {
+                let id = state.inodes.len();
+                state.inodes.push(Inode::default());
+                state.names.insert(path.to_path_buf(), id);
+                if !state.config.sync_dir_required {
+                    state.durable_names.insert(path.to_path_buf(), id);
+                }
+                id
+            }
+            None => return Err(not_found("open", path)),
+        };
+        let block_size = if options.direct {
+            state.config.logical_block_size.max(1)
+        } else {
+            1
+        };
+        Ok(Arc::new(FaultFile {
+            shared: self.shared.clone(),
+            path: path.to_path_buf(),
+            inode: id,
+            block_size,
+            writable: options.write,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.shared.state.lock().names.contains_key(path)
+    }
+
+    fn remove(&self, path: &Path) -> Result<(), IoError> {
+        let mut state = self.shared.state.lock();
+        if state.names.remove(path).is_none() {
+            return Err(not_found("remove", path));
+        }
+        if !state.config.sync_dir_required {
+            state.durable_names.remove(path);
+        }
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        let mut state = self.shared.state.lock();
+        let Some(id) = state.names.remove(from) else {
+            return Err(not_found("rename", from));
+        };
+        state.names.insert(to.to_path_buf(), id);
+        if !state.config.sync_dir_required {
+            state.durable_names.remove(from);
+            state.durable_names.insert(to.to_path_buf(), id);
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
+        if self.shared.crashed.load(Ordering::SeqCst) {
+            return Err(IoError::Crashed {
+                path: dir.to_path_buf(),
+            });
+        }
+        let mut state = self.shared.state.lock();
+        let in_dir = |p: &Path| p.parent() == Some(dir);
+        state.durable_names.retain(|p, _| !in_dir(p));
+        let current: Vec<(PathBuf, InodeId)> = state
+            .names
+            .iter()
+            .filter(|(p, _)| in_dir(p))
+            .map(|(p, &id)| (p.clone(), id))
+            .collect();
+        state.durable_names.extend(current);
+        Ok(())
+    }
+
+    fn create_dir_all(&self, _dir: &Path) -> Result<(), IoError> {
+        // Directories are implicit in this model: a name's directory is its path's parent.
+        Ok(())
+    }
+}
+
+/// A file of the [`FaultBackend`].
+#[derive(Debug)]
+pub struct FaultFile {
+    shared: Arc<Shared>,
+    path: PathBuf,
+    inode: InodeId,
+    block_size: usize,
+    writable: bool,
+}
+
+impl FaultFile {
+    fn check_aligned(&self, offset: u64, len: usize, ptr: *const u8) -> Result<(), IoError> {
+        let block = self.block_size;
+        if block > 1
+            && (!offset.is_multiple_of(block as u64)
+                || !len.is_multiple_of(block)
+                || !(ptr as usize).is_multiple_of(block))
+        {
+            return Err(IoError::Unaligned {
+                path: self.path.clone(),
+                offset,
+                len,
+                block_size: block,
+            });
+        }
+        Ok(())
+    }
+
+    fn pause(admitted: Admitted) {
+        if !admitted.latency.is_zero() {
+            std::thread::sleep(admitted.latency);
+        }
+    }
+}
+
+impl IoFile for FaultFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64, _class: IoClass) -> Result<(), IoError> {
+        self.check_aligned(offset, buf.len(), buf.as_ptr())?;
+        let admitted = {
+            let mut state = self.shared.state.lock();
+            let admitted = self.shared.admit(&mut state, "read", &self.path, offset)?;
+            let data = &state.inodes[self.inode].current;
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            let available = data.len().saturating_sub(start);
+            if available < buf.len() {
+                return Err(IoError::ShortRead {
+                    path: self.path.clone(),
+                    offset,
+                    wanted: buf.len(),
+                    got: available,
+                });
+            }
+            buf.copy_from_slice(&data[start..start + buf.len()]);
+            let p = state.config.read_bit_flip_probability;
+            if p > 0.0 && !buf.is_empty() && state.rng.random_bool(p.min(1.0)) {
+                let bit = state.rng.random_range(0..buf.len() as u64 * 8);
+                buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+                state.events.push(FaultEvent::ReadBitFlip {
+                    path: self.path.clone(),
+                    offset,
+                    bit,
+                });
+            }
+            admitted
+        };
+        Self::pause(admitted);
+        Ok(())
+    }
+
+    fn write_at(&self, src: &[u8], offset: u64, _class: IoClass) -> Result<(), IoError> {
+        self.check_aligned(offset, src.len(), src.as_ptr())?;
+        if !self.writable {
+            return Err(IoError::Os {
+                op: "write",
+                path: self.path.clone(),
+                offset,
+                len: src.len(),
+                source: std::io::Error::from_raw_os_error(libc::EBADF),
+            });
+        }
+        let admitted = {
+            let mut state = self.shared.state.lock();
+            let admitted = self.shared.admit(&mut state, "write", &self.path, offset)?;
+            let config = state.config.clone();
+            let chance = |state: &mut State, p: f64| p > 0.0 && state.rng.random_bool(p.min(1.0));
+            if chance(&mut state, config.lost_write_probability) {
+                state.events.push(FaultEvent::LostWrite {
+                    path: self.path.clone(),
+                    offset,
+                    len: src.len(),
+                });
+            } else {
+                let mut target = offset;
+                if chance(&mut state, config.misdirected_write_probability) && !src.is_empty() {
+                    // Another slot of the same size within the file, as a disk that wrote the
+                    // right data to the wrong sector.
+                    let len = src.len() as u64;
+                    let size = (state.inodes[self.inode].current.len() as u64).max(offset + len);
+                    let slots = size / len;
+                    if slots > 1 {
+                        let mut slot = state.rng.random_range(0..slots - 1);
+                        if slot >= offset / len {
+                            slot += 1;
+                        }
+                        target = slot * len;
+                        state.events.push(FaultEvent::MisdirectedWrite {
+                            path: self.path.clone(),
+                            intended: offset,
+                            landed: target,
+                            len: src.len(),
+                        });
+                    }
+                }
+                let mut data = src.to_vec();
+                if chance(&mut state, config.write_bit_flip_probability) && !data.is_empty() {
+                    let bit = state.rng.random_range(0..data.len() as u64 * 8);
+                    data[(bit / 8) as usize] ^= 1 << (bit % 8);
+                    state.events.push(FaultEvent::WriteBitFlip {
+                        path: self.path.clone(),
+                        offset: target,
+                        bit,
+                    });
+                }
+                let inode = &mut state.inodes[self.inode];
+                apply_write(&mut inode.current, target, &data);
+                inode.pending.push(Pending::Write {
+                    offset: target,
+                    data,
+                });
+            }
+            admitted
+        };
+        Self::pause(admitted);
+        Ok(())
+    }
+
+    fn sync_data(&self, _class: IoClass) -> Result<(), IoError> {
+        let admitted = {
+            let mut state = self.shared.state.lock();
+            let admitted = self.shared.admit(&mut state, "fdatasync", &self.path, 0)?;
+            let inode = &mut state.inodes[self.inode];
+            inode.durable = inode.current.clone();
+            inode.pending.clear();
+            admitted
+        };
+        Self::pause(admitted);
+        Ok(())
+    }
+
+    fn size(&self) -> Result<u64, IoError> {
+        if self.shared.crashed.load(Ordering::SeqCst) {
+            return Err(IoError::Crashed {
+                path: self.path.clone(),
+            });
+        }
+        Ok(self.shared.state.lock().inodes[self.inode].current.len() as u64)
+    }
+
+    fn set_size(&self, size: u64) -> Result<(), IoError> {
+        if self.shared.crashed.load(Ordering::SeqCst) {
+            return Err(IoError::Crashed {
+                path: self.path.clone(),
+            });
+        }
+        let mut state = self.shared.state.lock();
+        let inode = &mut state.inodes[self.inode];
+        let change = Pending::SetSize(size);
+        apply(&mut inode.current, &change);
+        inode.pending.push(change);
+        Ok(())
+    }
+
+    fn logical_block_size(&self) -> usize {
+        self.block_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed() -> u64 {
+        std::env::var("JETPROOF_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(11)
+            })
+    }
+
+    fn open(backend: &FaultBackend, path: &str) -> Arc<dyn IoFile> {
+        backend
+            .open(Path::new(path), &OpenOptions::create().buffered())
+            .expect("open")
+    }
+
+    #[test]
+    fn crash_keeps_only_synced_data_and_names() {
+        let backend = FaultBackend::new(FaultConfig::default());
+        let file = open(&backend, "/d/a.log");
+        file.write_at(b"synced", 0, IoClass::LogWrite).expect("w");
+        file.sync_data(IoClass::LogWrite).expect("sync");
+        backend.sync_dir(Path::new("/d")).expect("sync dir");
+        file.write_at(b"LOST!!", 0, IoClass::LogWrite).expect("w");
+        file.write_at(b"tail", 6, IoClass::LogWrite).expect("w");
+        let unsynced_name = open(&backend, "/d/b.log");
+        unsynced_name
+            .write_at(b"x", 0, IoClass::LogWrite)
+            .expect("w");
+        unsynced_name.sync_data(IoClass::LogWrite).expect("sync");
+
+        let after = backend.crash(CrashMode::SyncedOnly);
+        assert!(matches!(
+            file.write_at(b"z", 0, IoClass::LogWrite),
+            Err(IoError::Crashed { .. })
+        ));
+        assert_eq!(
+            after.current_contents(Path::new("/d/a.log")),
+            Some(b"synced".to_vec())
+        );
+        assert!(
+            !after.exists(Path::new("/d/b.log")),
+            "a name never synced by sync_dir does not survive"
+        );
+        // The survivor is a working backend.
+        let reopened = open(&after, "/d/a.log");
+        let mut buf = [0u8; 6];
+        reopened.read_at(&mut buf, 0, IoClass::LogRead).expect("r");
+        assert_eq!(&buf, b"synced");
+    }
+
+    #[test]
+    fn random_subset_is_seeded_and_in_order() {
+        let seed = seed();
+        let outcome = |seed| {
+            let backend = FaultBackend::new(FaultConfig {
+                seed,
+                sync_dir_required: false,
+                ..FaultConfig::default()
+            });
+            let file = open(&backend, "/f");
+            file.write_at(&[0u8; 64], 0, IoClass::DbWrite).expect("w");
+            file.sync_data(IoClass::DbWrite).expect("s");
+            for i in 0..64u8 {
+                file.write_at(&[i + 1], u64::from(i), IoClass::DbWrite)
+                    .expect("w");
+            }
+            let after = backend.crash(CrashMode::RandomSubset);
+            after.current_contents(Path::new("/f")).expect("file")
+        };
+        let first = outcome(seed);
+        assert_eq!(
+            first,
+            outcome(seed),
+            "seed {seed}: crash outcome must replay"
+        );
+        assert!(
+            first
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == 0 || b == i as u8 + 1),
+            "seed {seed}"
+        );
+        let kept = first.iter().filter(|&&b| b != 0).count();
+        assert!(kept > 5 && kept < 59, "seed {seed}: kept {kept} of 64");
+    }
+
+    #[test]
+    fn torn_last_write_keeps_a_sector_prefix() {
+        let seed = seed();
+        for round in 0..20u64 {
+            let backend = FaultBackend::new(FaultConfig {
+                seed: seed.wrapping_add(round),
+                sector_size: 512,
+                sync_dir_required: false,
+                ..FaultConfig::default()
+            });
+            let file = open(&backend, "/log");
+            file.write_at(&[1u8; 512], 0, IoClass::LogWrite).expect("w");
+            file.write_at(&[2u8; 4096], 512, IoClass::LogWrite)
+                .expect("w");
+            let after = backend.crash(CrashMode::TornLast);
+            let data = after.current_contents(Path::new("/log")).expect("file");
+            assert!(data[..512].iter().all(|&b| b == 1), "seed {seed}");
+            let kept = data.len().saturating_sub(512);
+            assert!(
+                kept.is_multiple_of(512) && kept < 4096,
+                "seed {seed}: kept {kept}"
+            );
+            assert!(data[512..].iter().all(|&b| b == 2), "seed {seed}");
+            assert!(
+                matches!(after.events().as_slice(), [FaultEvent::TornWrite { kept: k, .. }] if *k == kept),
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn eio_after_n_operations() {
+        let backend = FaultBackend::new(FaultConfig {
+            eio_after_ops: Some(3),
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/x");
+        for i in 0..3u64 {
+            file.write_at(&[1], i, IoClass::DbWrite)
+                .expect("first three");
+        }
+        let error = file.sync_data(IoClass::DbWrite).expect_err("fourth fails");
+        assert!(error.to_string().contains("EIO"), "{error}");
+        assert_eq!(backend.operations(), 4);
+    }
+
+    #[test]
+    fn lost_misdirected_and_flipped_writes_are_logged_and_real() {
+        let seed = seed();
+        let backend = FaultBackend::new(FaultConfig {
+            seed,
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/db");
+        for slot in 0..8u64 {
+            file.write_at(&[0u8; 512], slot * 512, IoClass::DbWrite)
+                .expect("w");
+        }
+        backend.configure(|c| c.lost_write_probability = 1.0);
+        file.write_at(&[9u8; 512], 0, IoClass::DbWrite)
+            .expect("lost");
+        assert_eq!(backend.current_contents(Path::new("/db")).expect("f")[0], 0);
+        backend.configure(|c| {
+            c.lost_write_probability = 0.0;
+            c.misdirected_write_probability = 1.0;
+        });
+        file.write_at(&[7u8; 512], 1024, IoClass::DbWrite)
+            .expect("misdirected");
+        let data = backend.current_contents(Path::new("/db")).expect("f");
+        assert!(data[1024..1536].iter().all(|&b| b == 0), "seed {seed}");
+        assert_eq!(data.iter().filter(|&&b| b == 7).count(), 512, "seed {seed}");
+        backend.configure(|c| {
+            c.misdirected_write_probability = 0.0;
+            c.write_bit_flip_probability = 1.0;
+        });
+        file.write_at(&[0u8; 512], 2048, IoClass::DbWrite)
+            .expect("flipped");
+        let data = backend.current_contents(Path::new("/db")).expect("f");
+        let ones: u32 = data[2048..2560].iter().map(|b| b.count_ones()).sum();
+        assert_eq!(ones, 1, "seed {seed}");
+        let events = backend.events();
+        assert!(
+            matches!(events[0], FaultEvent::LostWrite { .. }),
+            "{events:?}"
+        );
+        assert!(
+            matches!(events[1], FaultEvent::MisdirectedWrite { .. }),
+            "{events:?}"
+        );
+        assert!(
+            matches!(events[2], FaultEvent::WriteBitFlip { .. }),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn read_flips_are_transient_and_added_latency_applies() {
+        let backend = FaultBackend::new(FaultConfig {
+            read_bit_flip_probability: 1.0,
+            added_latency: Duration::from_millis(5),
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/r");
+        file.write_at(&[0u8; 64], 0, IoClass::DbWrite).expect("w");
+        let mut buf = [0u8; 64];
+        let start = std::time::Instant::now();
+        file.read_at(&mut buf, 0, IoClass::DbRead).expect("r");
+        assert!(start.elapsed() >= Duration::from_millis(5));
+        assert_eq!(buf.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+        assert!(
+            backend
+                .current_contents(Path::new("/r"))
+                .expect("f")
+                .iter()
+                .all(|&b| b == 0)
+        );
+    }
+
+    #[test]
+    fn targeted_bit_flip_persists_across_crash() {
+        let backend = FaultBackend::new(FaultConfig {
+            sync_dir_required: false,
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/p");
+        file.write_at(&[0u8; 16], 0, IoClass::DbWrite).expect("w");
+        file.sync_data(IoClass::DbWrite).expect("s");
+        backend.flip_bit(Path::new("/p"), 3, 2).expect("flip");
+        let after = backend.crash(CrashMode::SyncedOnly);
+        assert_eq!(after.current_contents(Path::new("/p")).expect("f")[3], 4);
+    }
+}

@@ -1,0 +1,570 @@
+//! The io_uring backend (Linux): same checks and semantics as [`crate::std_backend`] (it opens
+//! files through the same code), but I/O goes through rings, so a batch is truly overlapped:
+//! [`IoFile::read_batch`] and [`IoFile::write_batch`] put every operation in flight with one
+//! system call and wait for all of them.
+//!
+//! Rings: each open file keeps a small pool of rings, each with the file registered (fixed file:
+//! the kernel skips the fd lookup per I/O). A thread takes a ring from the pool for one call and
+//! gives it back, so any number of sessions can share the file without sharing a ring.
+//!
+//! [`UringQueue`] is the streaming form used by `jetproof probe`: a fixed number of buffers,
+//! registered with the kernel (no page pinning per I/O), each always in flight; a completion is
+//! reaped and the slot resubmitted at once, as fio's io_uring engine does, so the device sees a
+//! constant queue depth.
+//!
+//! Safety invariant of this module: a buffer handed to the kernel is neither freed nor reused
+//! until its completion has been reaped. Every function that submits waits for all of its
+//! completions before returning, even when one of them failed; [`UringQueue`] drains its
+//! in-flight operations in `Drop` before its buffers are freed.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use io_uring::{IoUring, opcode, squeue, types};
+use parking_lot::Mutex;
+
+use crate::std_backend::{StdFile, open_file, path_error};
+use crate::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions, ReadOp, WriteOp};
+
+/// Entries per ring of a file's pool: the largest batch put in flight at once (bigger batches
+/// go in chunks of this size).
+pub const RING_ENTRIES: u32 = 128;
+
+#[derive(Debug)]
+pub struct UringBackend {
+    _probe: (),
+}
+
+impl UringBackend {
+    /// Checks that io_uring works here (a ring can be made and a no-op completes), so that an
+    /// unusable io_uring is reported once, clearly, instead of on the first I/O.
+    pub fn new() -> Result<Arc<UringBackend>, IoError> {
+        let unavailable = |source| IoError::UringUnavailable { source };
+        let mut ring = IoUring::new(4).map_err(unavailable)?;
+        let nop = opcode::Nop::new().build().user_data(7);
+        // SAFETY: a no-op references no memory.
+        unsafe { ring.submission().push(&nop) }
+            .map_err(|_| unavailable(std::io::Error::other("submission queue full")))?;
+        ring.submit_and_wait(1).map_err(unavailable)?;
+        let done = ring.completion().next();
+        match done {
+            Some(cqe) if cqe.result() >= 0 => Ok(Arc::new(UringBackend { _probe: () })),
+            Some(cqe) => Err(unavailable(std::io::Error::from_raw_os_error(
+                -cqe.result(),
+            ))),
+            None => Err(unavailable(std::io::Error::other(
+                "no completion for a no-op",
+            ))),
+        }
+    }
+
+    /// Opens with the concrete type, for [`UringFile::queue`].
+    pub fn open_uring(
+        &self,
+        path: &Path,
+        options: &OpenOptions,
+    ) -> Result<Arc<UringFile>, IoError> {
+        let inner = open_file(path, options)?;
+        Ok(Arc::new(UringFile {
+            inner,
+            rings: Mutex::new(Vec::new()),
+        }))
+    }
+}
+
+impl IoBackend for UringBackend {
+    fn name(&self) -> &'static str {
+        "io_uring"
+    }
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError> {
+        Ok(self.open_uring(path, options)?)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn remove(&self, path: &Path) -> Result<(), IoError> {
+        std::fs::remove_file(path).map_err(|e| path_error("remove", path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        std::fs::rename(from, to).map_err(|e| path_error("rename", from, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
+        let handle = std::fs::File::open(dir).map_err(|e| path_error("open directory", dir, e))?;
+        handle
+            .sync_all()
+            .map_err(|e| path_error("sync directory", dir, e))
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<(), IoError> {
+        std::fs::create_dir_all(dir).map_err(|e| path_error("create directory", dir, e))
+    }
+}
+
+/// One ring, with the file registered as fixed file 0 when the kernel allowed it.
+struct Ring {
+    ring: IoUring,
+    fixed_file: bool,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ring(fixed_file: {})", self.fixed_file)
+    }
+}
+
+impl Ring {
+    fn new(fd: i32, entries: u32) -> Result<Ring, IoError> {
+        let ring = IoUring::new(entries).map_err(|source| IoError::UringUnavailable { source })?;
+        let fixed_file = ring.submitter().register_files(&[fd]).is_ok();
+        Ok(Ring { ring, fixed_file })
+    }
+
+    /// Submits what is queued and waits until `want` completions are available, retrying on
+    /// interruption.
+    fn submit_and_wait(&mut self, want: usize) -> std::io::Result<()> {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What one operation of a batch is, for [`UringFile::run`].
+#[derive(Clone, Copy)]
+enum Op {
+    Read {
+        ptr: *mut u8,
+        len: usize,
+        offset: u64,
+    },
+    Write {
+        ptr: *const u8,
+        len: usize,
+        offset: u64,
+    },
+    Sync,
+}
+
+/// An open file of the io_uring backend.
+#[derive(Debug)]
+pub struct UringFile {
+    inner: StdFile,
+    rings: Mutex<Vec<Ring>>,
+}
+
+impl UringFile {
+    fn take_ring(&self) -> Result<Ring, IoError> {
+        if let Some(ring) = self.rings.lock().pop() {
+            return Ok(ring);
+        }
+        Ring::new(self.inner.raw_fd(), RING_ENTRIES)
+    }
+
+    fn entry(&self, ring: &Ring, op: Op, user_data: u64) -> squeue::Entry {
+        let fd = self.inner.raw_fd();
+        macro_rules! target {
+            ($builder:ident, $($arg:expr),*) => {
+                if ring.fixed_file {
+                    opcode::$builder::new(types::Fixed(0), $($arg),*)
+                } else {
+                    opcode::$builder::new(types::Fd(fd), $($arg),*)
+                }
+            };
+        }
+        let entry = match op {
+            Op::Read { ptr, len, offset } => target!(Read, ptr, len as u32).offset(offset).build(),
+            Op::Write { ptr, len, offset } => {
+                target!(Write, ptr, len as u32).offset(offset).build()
+            }
+            Op::Sync => target!(Fsync,).flags(types::FsyncFlags::DATASYNC).build(),
+        };
+        entry.user_data(user_data)
+    }
+
+    /// Puts `ops` in flight (in chunks of the ring size) and waits for all of them. Returns each
+    /// operation's raw result (bytes moved, or a negative errno).
+    fn run(&self, ops: &[Op]) -> Result<Vec<i32>, IoError> {
+        let mut results = vec![0i32; ops.len()];
+        let mut ring = self.take_ring()?;
+        let mut failure = None;
+        for (chunk_index, chunk) in ops.chunks(RING_ENTRIES as usize).enumerate() {
+            let base = chunk_index * RING_ENTRIES as usize;
+            let mut pushed = 0;
+            for (i, op) in chunk.iter().enumerate() {
+                let entry = self.entry(&ring, *op, (base + i) as u64);
+                // SAFETY: the buffers of `ops` are borrowed by our caller for the whole call, and
+                // we wait below for every completion before returning (module invariant).
+                if unsafe { ring.ring.submission().push(&entry) }.is_err() {
+                    break;
+                }
+                pushed += 1;
+            }
+            let mut reaped = 0;
+            while reaped < pushed {
+                if let Err(e) = ring.submit_and_wait(1) {
+                    // Nothing left in the kernel's hands if the queue was never consumed.
+                    let unsubmitted = ring.ring.submission().len();
+                    if reaped + unsubmitted >= pushed {
+                        failure = Some(IoError::Os {
+                            op: "io_uring submit",
+                            path: self.inner.path.clone(),
+                            offset: 0,
+                            len: 0,
+                            source: e,
+                        });
+                        // Drop the queued entries: they reference our caller's buffers.
+                        ring = Ring::new(self.inner.raw_fd(), RING_ENTRIES)?;
+                        break;
+                    }
+                    continue;
+                }
+                for cqe in ring.ring.completion() {
+                    if let Some(slot) = results.get_mut(cqe.user_data() as usize) {
+                        *slot = cqe.result();
+                    }
+                    reaped += 1;
+                }
+            }
+            if failure.is_some() {
+                break;
+            }
+            if pushed < chunk.len() {
+                // The ring was smaller than promised; finish the rest one by one.
+                let rest = self.run(&chunk[pushed..])?;
+                results[base + pushed..base + chunk.len()].copy_from_slice(&rest);
+            }
+        }
+        self.rings.lock().push(ring);
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(results),
+        }
+    }
+
+    /// Turns a read's raw result into success, finishing a short read with pread.
+    fn finish_read(&self, result: i32, buf: &mut [u8], offset: u64) -> Result<(), IoError> {
+        if result < 0 {
+            return Err(self.inner.os_error(
+                "read",
+                offset,
+                buf.len(),
+                std::io::Error::from_raw_os_error(-result),
+            ));
+        }
+        let done = result as usize;
+        if done < buf.len() {
+            return self.inner.pread_all(buf, offset, done);
+        }
+        Ok(())
+    }
+
+    fn finish_write(&self, result: i32, data: &[u8], offset: u64) -> Result<(), IoError> {
+        if result < 0 {
+            self.inner.poison();
+            return Err(self.inner.os_error(
+                "write",
+                offset,
+                data.len(),
+                std::io::Error::from_raw_os_error(-result),
+            ));
+        }
+        let done = result as usize;
+        if done < data.len() {
+            use std::os::unix::fs::FileExt;
+            self.inner
+                .file
+                .write_all_at(&data[done..], offset + done as u64)
+                .map_err(|e| {
+                    self.inner.poison();
+                    self.inner.os_error("write", offset, data.len(), e)
+                })?;
+        }
+        Ok(())
+    }
+
+    /// A streaming queue of `depth` registered buffers of `buffer_size` bytes each.
+    pub fn queue(
+        self: &Arc<Self>,
+        depth: usize,
+        buffer_size: usize,
+    ) -> Result<UringQueue, IoError> {
+        let entries = depth.next_power_of_two().max(1) as u32;
+        let ring = Ring::new(self.inner.raw_fd(), entries)?;
+        let buffers: Vec<AlignedBuf> = (0..depth)
+            .map(|_| AlignedBuf::zeroed(buffer_size))
+            .collect();
+        let iovecs: Vec<libc::iovec> = buffers
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: the buffers live as long as the queue and are dropped after the ring (Drop).
+        let registered_buffers = unsafe { ring.ring.submitter().register_buffers(&iovecs) }.is_ok();
+        Ok(UringQueue {
+            ring,
+            buffers,
+            busy: vec![false; depth],
+            in_flight: 0,
+            registered_buffers,
+            file: self.clone(),
+        })
+    }
+}
+
+impl IoFile for UringFile {
+    fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+        let mut ops = [ReadOp { offset, buf }];
+        self.read_batch(&mut ops, class)
+    }
+
+    fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+        self.write_batch(&[WriteOp { offset, data }], class)
+    }
+
+    fn sync_data(&self, _class: IoClass) -> Result<(), IoError> {
+        self.inner.check_poisoned()?;
+        let result = self.run(&[Op::Sync])?;
+        match result.first() {
+            Some(&r) if r < 0 => {
+                self.inner.poison();
+                Err(self
+                    .inner
+                    .os_error("fdatasync", 0, 0, std::io::Error::from_raw_os_error(-r)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn size(&self) -> Result<u64, IoError> {
+        self.inner.size()
+    }
+
+    fn set_size(&self, size: u64) -> Result<(), IoError> {
+        self.inner.set_size(size)
+    }
+
+    fn logical_block_size(&self) -> usize {
+        self.inner.block_size
+    }
+
+    fn read_batch(&self, ops: &mut [ReadOp<'_>], _class: IoClass) -> Result<(), IoError> {
+        self.inner.check_poisoned()?;
+        let mut raw = Vec::with_capacity(ops.len());
+        for op in ops.iter_mut() {
+            self.inner
+                .check_aligned(op.offset, op.buf.len(), op.buf.as_ptr())?;
+            raw.push(Op::Read {
+                ptr: op.buf.as_mut_ptr(),
+                len: op.buf.len(),
+                offset: op.offset,
+            });
+        }
+        let results = self.run(&raw)?;
+        let mut first_error = None;
+        for (op, result) in ops.iter_mut().zip(results) {
+            if let Err(e) = self.finish_read(result, op.buf, op.offset) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn write_batch(&self, ops: &[WriteOp<'_>], _class: IoClass) -> Result<(), IoError> {
+        self.inner.check_poisoned()?;
+        let mut raw = Vec::with_capacity(ops.len());
+        for op in ops {
+            self.inner
+                .check_aligned(op.offset, op.data.len(), op.data.as_ptr())?;
+            raw.push(Op::Write {
+                ptr: op.data.as_ptr(),
+                len: op.data.len(),
+                offset: op.offset,
+            });
+        }
+        let results = self.run(&raw)?;
+        let mut first_error = None;
+        for (op, result) in ops.iter().zip(results) {
+            if let Err(e) = self.finish_write(result, op.data, op.offset) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// One completion of a [`UringQueue`]: which slot, and bytes moved or the error.
+#[derive(Debug)]
+pub struct Completion {
+    pub slot: usize,
+    pub result: Result<usize, std::io::Error>,
+}
+
+/// A fixed set of buffers kept in flight against one file; see the module header.
+pub struct UringQueue {
+    ring: Ring,
+    buffers: Vec<AlignedBuf>,
+    busy: Vec<bool>,
+    in_flight: usize,
+    registered_buffers: bool,
+    file: Arc<UringFile>,
+}
+
+impl std::fmt::Debug for UringQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringQueue")
+            .field("depth", &self.buffers.len())
+            .field("in_flight", &self.in_flight)
+            .field("registered_buffers", &self.registered_buffers)
+            .field("fixed_file", &self.ring.fixed_file)
+            .finish()
+    }
+}
+
+impl UringQueue {
+    pub fn depth(&self) -> usize {
+        self.buffers.len()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Did the kernel accept the buffers as registered (fixed) buffers?
+    pub fn registered_buffers(&self) -> bool {
+        self.registered_buffers
+    }
+
+    /// The buffer of an idle slot, to fill before a write or read after a completion.
+    /// `None` while the slot is in flight.
+    pub fn buffer_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
+        if self.busy.get(slot).copied().unwrap_or(true) {
+            return None;
+        }
+        self.buffers.get_mut(slot).map(|b| &mut b[..])
+    }
+
+    /// Queues slot `slot` for a read (or write) of its whole buffer at `offset`. Takes effect at
+    /// the next [`UringQueue::submit_and_wait`].
+    pub fn push(&mut self, slot: usize, offset: u64, write: bool) -> Result<(), IoError> {
+        let file = &self.file.inner;
+        file.check_poisoned()?;
+        let Some(buffer) = self.buffers.get(slot) else {
+            return Err(path_error(
+                "queue",
+                &file.path,
+                std::io::Error::other(format!("no slot {slot}")),
+            ));
+        };
+        if self.busy[slot] {
+            return Err(path_error(
+                "queue",
+                &file.path,
+                std::io::Error::other(format!("slot {slot} is in flight")),
+            ));
+        }
+        file.check_aligned(offset, buffer.len(), buffer.as_ptr())?;
+        let ptr = buffer.as_ptr() as *mut u8;
+        let len = buffer.len() as u32;
+        let fd = file.raw_fd();
+        let index = slot as u16;
+        macro_rules! build {
+            ($plain:ident, $fixed:ident) => {
+                match (self.ring.fixed_file, self.registered_buffers) {
+                    (true, true) => opcode::$fixed::new(types::Fixed(0), ptr, len, index)
+                        .offset(offset)
+                        .build(),
+                    (false, true) => opcode::$fixed::new(types::Fd(fd), ptr, len, index)
+                        .offset(offset)
+                        .build(),
+                    (true, false) => opcode::$plain::new(types::Fixed(0), ptr, len)
+                        .offset(offset)
+                        .build(),
+                    (false, false) => opcode::$plain::new(types::Fd(fd), ptr, len)
+                        .offset(offset)
+                        .build(),
+                }
+            };
+        }
+        let entry = if write {
+            build!(Write, WriteFixed)
+        } else {
+            build!(Read, ReadFixed)
+        }
+        .user_data(slot as u64);
+        // SAFETY: the buffer belongs to this queue and is not freed before its completion is
+        // reaped (Drop drains); the slot is marked busy so it is not handed out meanwhile.
+        if unsafe { self.ring.ring.submission().push(&entry) }.is_err() {
+            // The ring has an entry per slot, so it cannot be full; submit and retry once.
+            self.ring
+                .ring
+                .submit()
+                .map_err(|e| file.os_error("io_uring submit", offset, len as usize, e))?;
+            // SAFETY: as above.
+            unsafe { self.ring.ring.submission().push(&entry) }
+                .map_err(|_| path_error("queue", &file.path, std::io::Error::other("ring full")))?;
+        }
+        self.busy[slot] = true;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Submits what was pushed and waits until at least `want` completions are ready.
+    pub fn submit_and_wait(&mut self, want: usize) -> Result<(), IoError> {
+        let want = want.min(self.in_flight);
+        self.ring
+            .submit_and_wait(want)
+            .map_err(|e| self.file.inner.os_error("io_uring submit", 0, 0, e))
+    }
+
+    /// Moves the ready completions into `out` and frees their slots.
+    pub fn reap(&mut self, out: &mut Vec<Completion>) {
+        for cqe in self.ring.ring.completion() {
+            let slot = cqe.user_data() as usize;
+            if let Some(busy) = self.busy.get_mut(slot) {
+                *busy = false;
+                self.in_flight -= 1;
+            }
+            let r = cqe.result();
+            let result = if r < 0 {
+                Err(std::io::Error::from_raw_os_error(-r))
+            } else {
+                Ok(r as usize)
+            };
+            out.push(Completion { slot, result });
+        }
+    }
+}
+
+impl Drop for UringQueue {
+    fn drop(&mut self) {
+        // Module invariant: no buffer is freed while the kernel may still write into it.
+        let mut sink = Vec::new();
+        while self.in_flight > 0 {
+            if self.ring.submit_and_wait(1).is_err() {
+                // The ring is unusable; leaking the buffers is the only safe choice left.
+                std::mem::forget(std::mem::take(&mut self.buffers));
+                return;
+            }
+            sink.clear();
+            self.reap(&mut sink);
+        }
+    }
+}
