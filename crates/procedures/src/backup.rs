@@ -257,7 +257,7 @@ pub fn backup(
         samples_file: None,
         totals,
     };
-    out.write_result(&result)
+    out.write_result_and_report(&result)
         .map_err(|e| BackupError::Results(e.to_string()))?;
     Ok(result)
 }

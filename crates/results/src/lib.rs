@@ -8,7 +8,9 @@
 
 pub mod host;
 pub mod outdir;
+pub mod report;
 pub mod testlog;
+pub mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -102,6 +102,19 @@ impl OutDir {
             })?;
         Ok(path)
     }
+
+    /// Writes `result.json` and the Markdown report made from it (`report.md`).
+    pub fn write_result_and_report(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
+        let path = self.write_result(result)?;
+        let report = self.file("report.md");
+        std::fs::write(&report, crate::report::markdown(result)).map_err(|source| {
+            OutDirError::Write {
+                path: report.clone(),
+                source,
+            }
+        })?;
+        Ok(path)
+    }
 }
 
 #[cfg(test)]

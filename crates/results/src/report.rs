@@ -1,0 +1,393 @@
+//! Reports made from a [`TestResult`]: a Markdown document that can stand beside a Jetstress
+//! report (same section titles and column names, SPEC §7) with the modern figures added beside
+//! them (percentiles, maxima), and a plain-text summary for the terminal. Both are views of
+//! `result.json` and compute nothing the result does not hold.
+
+use std::fmt::Write as _;
+
+use crate::{ClassResult, InstanceResult, TestResult, Verdict};
+
+/// A table: a header row and data rows, rendered as Markdown or aligned text.
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn markdown(&self, out: &mut String) {
+        let _ = writeln!(out, "| {} |", self.header.join(" | "));
+        let _ = writeln!(
+            out,
+            "|{}",
+            self.header
+                .iter()
+                .enumerate()
+                .map(|(i, _)| if i == 0 { " --- |" } else { " ---: |" })
+                .collect::<String>()
+        );
+        for row in &self.rows {
+            let _ = writeln!(out, "| {} |", row.join(" | "));
+        }
+        out.push('\n');
+    }
+
+    fn text(&self, out: &mut String) {
+        let columns = self.header.len();
+        let mut widths = vec![0usize; columns];
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            for (i, cell) in row.iter().enumerate().take(columns) {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            let mut line = String::from("  ");
+            for (i, cell) in row.iter().enumerate().take(columns) {
+                if i == 0 {
+                    let _ = write!(line, "{cell:<width$}", width = widths[i]);
+                } else {
+                    let _ = write!(line, "  {cell:>width$}", width = widths[i]);
+                }
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        out.push('\n');
+    }
+}
+
+fn ms(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+fn rate(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+fn class<'a>(instance: &'a InstanceResult, key: &str) -> Option<&'a ClassResult> {
+    instance.io.get(key)
+}
+
+fn or_zero(class: Option<&ClassResult>, f: impl Fn(&ClassResult) -> f64) -> f64 {
+    class.map(f).unwrap_or(0.0)
+}
+
+/// The "Transactional I/O Performance" table in Jetstress's column names.
+fn transactional_table(result: &TestResult) -> Table {
+    let mut table = Table::new(&[
+        "Instance",
+        "I/O Database Reads Average Latency (msec)",
+        "I/O Database Writes Average Latency (msec)",
+        "I/O Database Reads/sec",
+        "I/O Database Writes/sec",
+        "I/O Database Reads Average Bytes",
+        "I/O Database Writes Average Bytes",
+        "I/O Log Writes Average Latency (msec)",
+        "I/O Log Writes/sec",
+        "I/O Log Writes Average Bytes",
+    ]);
+    for instance in &result.instances {
+        let read = class(instance, "db_read");
+        let write = class(instance, "db_write");
+        let log = class(instance, "log_write");
+        table.row(vec![
+            instance.name.clone(),
+            ms(or_zero(read, |c| c.avg_latency_ms)),
+            ms(or_zero(write, |c| c.avg_latency_ms)),
+            rate(or_zero(read, |c| c.ops_per_sec)),
+            rate(or_zero(write, |c| c.ops_per_sec)),
+            rate(or_zero(read, |c| c.avg_bytes)),
+            rate(or_zero(write, |c| c.avg_bytes)),
+            ms(or_zero(log, |c| c.avg_latency_ms)),
+            rate(or_zero(log, |c| c.ops_per_sec)),
+            rate(or_zero(log, |c| c.avg_bytes)),
+        ]);
+    }
+    table
+}
+
+/// Latency distributions of every class that occurred: the figures Jetstress does not have.
+fn distribution_table(result: &TestResult) -> Table {
+    let mut table = Table::new(&[
+        "Instance",
+        "I/O class",
+        "I/Os",
+        "Average (msec)",
+        "p50",
+        "p95",
+        "p99",
+        "p99.9",
+        "Maximum",
+        "Maximum of interval averages",
+    ]);
+    for instance in &result.instances {
+        for (key, c) in &instance.io {
+            table.row(vec![
+                instance.name.clone(),
+                key.clone(),
+                c.count.to_string(),
+                ms(c.avg_latency_ms),
+                ms(c.p50_ms),
+                ms(c.p95_ms),
+                ms(c.p99_ms),
+                ms(c.p999_ms),
+                ms(c.max_ms),
+                c.max_interval_avg_ms.map(ms).unwrap_or_else(|| "-".into()),
+            ]);
+        }
+    }
+    table
+}
+
+fn class_table(result: &TestResult, key: &str, header: &[&str]) -> Option<Table> {
+    let mut table = Table::new(header);
+    for instance in &result.instances {
+        if let Some(c) = class(instance, key) {
+            table.row(vec![
+                instance.name.clone(),
+                rate(c.ops_per_sec),
+                rate(c.avg_bytes),
+                ms(c.avg_latency_ms),
+            ]);
+        }
+    }
+    (!table.rows.is_empty()).then_some(table)
+}
+
+/// Sections of a report, in order: (title, table).
+fn sections(result: &TestResult) -> Vec<(&'static str, Table)> {
+    let mut sections = Vec::new();
+    let has = |key: &str| result.instances.iter().any(|i| i.io.contains_key(key));
+    if has("db_read") || has("db_write") || has("log_write") {
+        sections.push(("Transactional I/O Performance", transactional_table(result)));
+    }
+    if let Some(t) = class_table(
+        result,
+        "bdm_read",
+        &[
+            "Instance",
+            "Database Maintenance IO Reads/sec",
+            "Database Maintenance IO Reads Average Bytes",
+            "Average Latency (msec)",
+        ],
+    ) {
+        sections.push(("Background Database Maintenance I/O Performance", t));
+    }
+    if let Some(t) = class_table(
+        result,
+        "replication_read",
+        &[
+            "Instance",
+            "I/O Log Reads/sec",
+            "I/O Log Reads Average Bytes",
+            "Average Latency (msec)",
+        ],
+    ) {
+        sections.push(("Log Replication I/O Performance", t));
+    }
+    if let Some(t) = class_table(
+        result,
+        "backup_read",
+        &[
+            "Instance",
+            "Database Reads/sec",
+            "Database Reads Average Bytes",
+            "Average Latency (msec)",
+        ],
+    ) {
+        sections.push(("Database Backup I/O Performance", t));
+    }
+    if !result.instances.iter().all(|i| i.io.is_empty()) {
+        sections.push(("Latency Distribution", distribution_table(result)));
+    }
+    if let Some(counters) = &result.host_counters {
+        let mut t = Table::new(&["Counter", "Average", "Minimum", "Maximum"]);
+        for (name, stat) in [
+            ("% Processor Time", &counters.cpu_percent),
+            ("Available MBytes", &counters.available_memory_mb),
+        ] {
+            t.row(vec![
+                name.into(),
+                rate(stat.average),
+                rate(stat.min),
+                rate(stat.max),
+            ]);
+        }
+        sections.push(("Host System Performance", t));
+    }
+    sections
+}
+
+fn headline(result: &TestResult) -> Vec<(String, String)> {
+    let mut lines = vec![
+        (
+            "Overall Test Result".to_string(),
+            match result.verdict {
+                Verdict::Pass => "Pass".to_string(),
+                Verdict::Fail => "Fail".to_string(),
+            },
+        ),
+        ("Test".into(), result.test.name().into()),
+        ("Machine Name".into(), result.host.name.clone()),
+        (
+            "Operating System".into(),
+            format!("{} (kernel {})", result.host.os, result.host.kernel),
+        ),
+        ("Test Start Time".into(), result.started.clone()),
+        ("Test End Time".into(), result.ended.clone()),
+        (
+            "Test Duration".into(),
+            format!("{:.1} s", result.duration_s),
+        ),
+        ("jetproof Version".into(), result.tool_version.clone()),
+    ];
+    if result.interrupted {
+        lines.push((
+            "Interrupted".into(),
+            "yes: the figures cover what ran".into(),
+        ));
+    }
+    if let Some(achieved) = result.achieved_iops {
+        lines.push((
+            "Achieved Transactional I/O per Second".into(),
+            format!("{achieved:.3}"),
+        ));
+    }
+    if let Some(target) = result.target_iops {
+        lines.push((
+            "Target Transactional I/O per Second".into(),
+            format!("{target:.3}"),
+        ));
+    }
+    lines
+}
+
+/// The Markdown report (written as `report.md`).
+pub fn markdown(result: &TestResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# jetproof {} test report\n", result.test.name());
+    let _ = writeln!(out, "## Test Summary\n");
+    let mut summary = Table::new(&["", ""]);
+    for (k, v) in headline(result) {
+        summary.row(vec![k, v]);
+    }
+    summary.markdown(&mut out);
+    if !result.reasons.is_empty() {
+        let _ = writeln!(out, "### Why the test failed\n");
+        for reason in &result.reasons {
+            let _ = writeln!(out, "- {reason}");
+        }
+        out.push('\n');
+    }
+    for (title, table) in sections(result) {
+        let _ = writeln!(out, "## {title}\n");
+        table.markdown(&mut out);
+    }
+    out
+}
+
+/// The summary printed on the terminal at the end of a test.
+pub fn text(result: &TestResult) -> String {
+    let mut out = String::new();
+    for (k, v) in headline(result) {
+        let _ = writeln!(out, "{k}: {v}");
+    }
+    for reason in &result.reasons {
+        let _ = writeln!(out, "  FAIL: {reason}");
+    }
+    out.push('\n');
+    for (title, table) in sections(result) {
+        let _ = writeln!(out, "{title}");
+        table.text(&mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Host, TestKind, io_results};
+    use jetproof_io::IoClass;
+    use jetproof_io::meter::InstanceStats;
+
+    fn sample() -> TestResult {
+        let stats = InstanceStats::new("db1");
+        stats.class(IoClass::DbRead).record(32768, 15_000_000);
+        stats.class(IoClass::LogWrite).record(6000, 2_000_000);
+        stats.class(IoClass::BdmRead).record(262144, 9_000_000);
+        TestResult {
+            schema_version: 1,
+            tool_version: "0.1.0".into(),
+            test: TestKind::Performance,
+            verdict: Verdict::Fail,
+            reasons: vec!["db1: too slow".into()],
+            interrupted: false,
+            host: Host::this(),
+            started: "2026-01-01T00:00:00Z".into(),
+            ended: "2026-01-01T00:02:00Z".into(),
+            duration_s: 120.0,
+            parameters: serde_json::Value::Null,
+            target_iops: Some(100.0),
+            achieved_iops: Some(90.0),
+            instances: vec![InstanceResult {
+                name: "db1".into(),
+                database_path: "/d".into(),
+                log_path: "/l".into(),
+                io: io_results(&stats, Duration::from_secs(1)),
+                extra: BTreeMap::new(),
+            }],
+            host_counters: None,
+            log_file: None,
+            samples_file: None,
+            totals: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn markdown_uses_jetstress_words_and_adds_distributions() {
+        let md = markdown(&sample());
+        for words in [
+            "Overall Test Result | Fail",
+            "Achieved Transactional I/O per Second | 90.000",
+            "## Transactional I/O Performance",
+            "I/O Database Reads Average Latency (msec)",
+            "## Background Database Maintenance I/O Performance",
+            "Database Maintenance IO Reads Average Bytes",
+            "## Latency Distribution",
+            "- db1: too slow",
+        ] {
+            assert!(md.contains(words), "missing {words:?} in\n{md}");
+        }
+        assert!(
+            !md.contains("Log Replication"),
+            "no replication I/O occurred:\n{md}"
+        );
+    }
+
+    #[test]
+    fn text_tables_are_aligned() {
+        let text = text(&sample());
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Latency Distribution")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(table.len(), 4, "{text}");
+        // Right-aligned columns: every data row ends at the same column as the header.
+        let width = table[0].len();
+        assert!(table.iter().all(|l| l.len() == width), "{text}");
+    }
+}
