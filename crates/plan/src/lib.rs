@@ -552,9 +552,9 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
                 figure.row,
                 format_number(figure.value)
             ));
-            (iops, "given (--iops-per-mailbox)".to_string())
+            (iops, "given with --iops-per-mailbox".to_string())
         }
-        (Some(iops), None) => (iops, "given (--iops-per-mailbox)".to_string()),
+        (Some(iops), None) => (iops, "given with --iops-per-mailbox".to_string()),
         (None, Some(figure)) => (figure.value, format!("{} ({})", figure.row, figure.source)),
         (None, None) => {
             // validate() refuses this combination; kept as an error, not a panic.
@@ -713,10 +713,10 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
     );
 
     let (disk_iops, disk_source) = match (inputs.disk_iops, inputs.disk_kind) {
-        (Some(disk), _) => (disk, "given (--disk-iops)".to_string()),
+        (Some(disk), _) => (disk, "given with --disk-iops".to_string()),
         (None, Some(kind)) => (
             kind.typical_iops(),
-            format!("typical for {kind} (--disk-kind; measure with `jetproof probe`)"),
+            format!("typical for {kind}, from --disk-kind; measure with `jetproof probe`"),
         ),
         (None, None) => {
             let kind = DiskKind::Rpm7200;

@@ -210,7 +210,16 @@ fn job_file_text(plan: &Plan, data_dir: Option<&Path>) -> Result<String, CliErro
     if let Some(dir) = data_dir {
         job.storage.data_dir = dir.to_path_buf();
     }
-    let command: Vec<String> = std::env::args().skip(1).collect();
+    let command: Vec<String> = std::env::args()
+        .skip(1)
+        .map(|arg| {
+            if arg.is_empty() || arg.contains(char::is_whitespace) {
+                format!("{arg:?}")
+            } else {
+                arg
+            }
+        })
+        .collect();
     let mut text = String::new();
     let _ = writeln!(text, "{JOB_FILE_MARKER}");
     let _ = writeln!(
@@ -297,7 +306,7 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
         (
             "IOPS per mailbox".into(),
             format!(
-                "{} ({})",
+                "{}, {}",
                 format_number(plan.iops_per_mailbox_base),
                 plan.iops_per_mailbox_source
             ),
@@ -355,7 +364,7 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
         (
             "IOPS per disk".into(),
             format!(
-                "{} ({})",
+                "{}, {}",
                 format_number(plan.disk_iops),
                 plan.disk_iops_source
             ),
