@@ -8,8 +8,3 @@ pub mod database;
 pub mod init;
 pub mod target;
 
-/// The key of the `n`th record a database was filled with: big-endian, so that keys sort in
-/// insertion order and the workload can address any record by number.
-pub fn workload_key(n: u64) -> [u8; 8] {
-    n.to_be_bytes()
-}
