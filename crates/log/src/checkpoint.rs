@@ -1,0 +1,267 @@
+//! The checkpoint file: the oldest log position the database still needs.
+//!
+//! Atomicity comes from two slots, not from the disk: the file holds two 4 KiB slots and each
+//! update writes the slot the previous update did *not* write, with a sequence number one higher,
+//! then syncs. A crash in the middle of an update can damage only the slot being written; the
+//! other slot still holds the previous checkpoint, and the reader takes the valid slot with the
+//! highest sequence. So the checkpoint is always either the old or the new value, never neither.
+//! (Write-temp-then-rename would need a directory sync per update; two slots need one fdatasync.)
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
+
+use crate::error::{LogError, Result};
+use crate::format::checkpoint_path;
+use crate::lsn::Lsn;
+
+pub const CHECKPOINT_MAGIC: [u8; 8] = *b"JPLOGCHK";
+pub const CHECKPOINT_VERSION: u32 = 1;
+/// Each slot is one 4 KiB block, so it can be written with direct I/O on its own.
+pub const SLOT_BYTES: usize = 4096;
+const SLOT_MEANINGFUL_BYTES: usize = 76;
+
+/// One checkpoint.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub database_id: u128,
+    /// Increases by one with every update; picks the newer slot.
+    pub sequence: u64,
+    /// Replay starts here: every record before it is reflected in the database file.
+    pub lsn: Lsn,
+    /// Size of the log's generation files, so a reader needs no other configuration.
+    pub log_file_size_bytes: u64,
+    pub written_unix_ms: u64,
+}
+
+impl Checkpoint {
+    fn encode(&self, slot: &mut [u8]) {
+        slot.fill(0);
+        slot[0..8].copy_from_slice(&CHECKPOINT_MAGIC);
+        slot[8..12].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
+        slot[16..32].copy_from_slice(&self.database_id.to_le_bytes());
+        slot[32..40].copy_from_slice(&self.sequence.to_le_bytes());
+        slot[40..48].copy_from_slice(&self.lsn.generation.to_le_bytes());
+        slot[48..56].copy_from_slice(&self.lsn.offset.to_le_bytes());
+        slot[56..64].copy_from_slice(&self.log_file_size_bytes.to_le_bytes());
+        slot[64..72].copy_from_slice(&self.written_unix_ms.to_le_bytes());
+        let crc = crc32c::crc32c(&slot[..72]);
+        slot[72..76].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    fn decode(slot: &[u8]) -> Option<Checkpoint> {
+        let slot = slot.get(..SLOT_MEANINGFUL_BYTES)?;
+        if slot[0..8] != CHECKPOINT_MAGIC {
+            return None;
+        }
+        let field = |at: usize| -> u64 {
+            let mut raw = [0u8; 8];
+            raw.copy_from_slice(&slot[at..at + 8]);
+            u64::from_le_bytes(raw)
+        };
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&slot[72..76]);
+        if u32::from_le_bytes(crc) != crc32c::crc32c(&slot[..72]) {
+            return None;
+        }
+        let mut version = [0u8; 4];
+        version.copy_from_slice(&slot[8..12]);
+        if u32::from_le_bytes(version) != CHECKPOINT_VERSION {
+            return None;
+        }
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&slot[16..32]);
+        Some(Checkpoint {
+            database_id: u128::from_le_bytes(id),
+            sequence: field(32),
+            lsn: Lsn::new(field(40), field(48)),
+            log_file_size_bytes: field(56),
+            written_unix_ms: field(64),
+        })
+    }
+}
+
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What the reader found in each slot, for the verifier's report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointRead {
+    pub path: PathBuf,
+    /// The newest valid slot.
+    pub checkpoint: Checkpoint,
+    /// Slots that held no valid checkpoint (a torn update, or never written).
+    pub invalid_slots: Vec<usize>,
+}
+
+/// Reads the checkpoint of the log in `dir`. `Ok(None)` when there is no checkpoint file; an
+/// error when the file exists but neither slot is valid, or belongs to another database.
+pub fn read_checkpoint(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    database_id: Option<u128>,
+) -> Result<Option<CheckpointRead>> {
+    let path = checkpoint_path(dir);
+    if !backend.exists(&path) {
+        return Ok(None);
+    }
+    let file = backend.open(&path, &OpenOptions::read_only().with_direct(false))?;
+    let mut bytes = vec![0u8; 2 * SLOT_BYTES];
+    let size = file.size()?;
+    let readable = size.min(bytes.len() as u64) as usize;
+    file.read_at(&mut bytes[..readable], 0, IoClass::LogRead)?;
+    let mut best: Option<Checkpoint> = None;
+    let mut invalid_slots = Vec::new();
+    for (slot_index, slot) in bytes.chunks(SLOT_BYTES).enumerate() {
+        match Checkpoint::decode(slot) {
+            Some(found) if best.is_none_or(|b| found.sequence > b.sequence) => best = Some(found),
+            Some(_) => {}
+            None => invalid_slots.push(slot_index),
+        }
+    }
+    let Some(checkpoint) = best else {
+        return Err(LogError::BadCheckpoint {
+            path,
+            reason: "neither of its two slots holds a valid checkpoint".into(),
+        });
+    };
+    if let Some(expected) = database_id
+        && checkpoint.database_id != expected
+    {
+        return Err(LogError::WrongDatabase {
+            path,
+            expected,
+            found: checkpoint.database_id,
+        });
+    }
+    Ok(Some(CheckpointRead {
+        path,
+        checkpoint,
+        invalid_slots,
+    }))
+}
+
+/// Writes checkpoints, alternating slots. One per log.
+#[derive(Debug)]
+pub struct CheckpointWriter {
+    file: Arc<dyn IoFile>,
+    last: Checkpoint,
+    slot: AlignedBuf,
+}
+
+impl CheckpointWriter {
+    /// Creates the checkpoint file of a new log with its first checkpoint.
+    pub(crate) fn create(
+        backend: &dyn IoBackend,
+        dir: &Path,
+        direct: bool,
+        first: Checkpoint,
+    ) -> Result<CheckpointWriter> {
+        let path = checkpoint_path(dir);
+        let file = backend.open(&path, &OpenOptions::create().with_direct(direct))?;
+        let mut writer = CheckpointWriter {
+            file,
+            last: Checkpoint {
+                sequence: first.sequence.wrapping_sub(1),
+                ..first
+            },
+            slot: AlignedBuf::zeroed(SLOT_BYTES),
+        };
+        // Both slots exist from the start, so a later update never extends the file (an
+        // extending write would need the file size, i.e. metadata, to be synced too).
+        writer.file.set_size(2 * SLOT_BYTES as u64)?;
+        writer.write(first.lsn)?;
+        backend.sync_dir(dir)?;
+        Ok(writer)
+    }
+
+    /// Opens the checkpoint file of an existing log, continuing after `last`.
+    pub(crate) fn open(
+        backend: &dyn IoBackend,
+        dir: &Path,
+        direct: bool,
+        last: Checkpoint,
+    ) -> Result<CheckpointWriter> {
+        let path = checkpoint_path(dir);
+        let file = backend.open(&path, &OpenOptions::read_write().with_direct(direct))?;
+        if file.size()? < 2 * SLOT_BYTES as u64 {
+            file.set_size(2 * SLOT_BYTES as u64)?;
+        }
+        Ok(CheckpointWriter {
+            file,
+            last,
+            slot: AlignedBuf::zeroed(SLOT_BYTES),
+        })
+    }
+
+    pub fn last(&self) -> Checkpoint {
+        self.last
+    }
+
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// Durably records `lsn` as the new checkpoint (one 4 KiB write and one fdatasync).
+    pub fn write(&mut self, lsn: Lsn) -> Result<Checkpoint, IoError> {
+        let next = Checkpoint {
+            sequence: self.last.sequence.wrapping_add(1),
+            lsn,
+            written_unix_ms: unix_ms(),
+            ..self.last
+        };
+        next.encode(&mut self.slot);
+        let offset = (next.sequence % 2) * SLOT_BYTES as u64;
+        self.file.write_at(&self.slot, offset, IoClass::LogWrite)?;
+        self.file.sync_data(IoClass::LogWrite)?;
+        self.last = next;
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jetproof_io::mem::MemBackend;
+
+    #[test]
+    fn newest_valid_slot_wins_and_a_torn_slot_falls_back() {
+        let backend = MemBackend::new();
+        let dir = Path::new("/log");
+        let first = Checkpoint {
+            database_id: 7,
+            sequence: 1,
+            lsn: Lsn::new(1, 4096),
+            log_file_size_bytes: 1 << 20,
+            written_unix_ms: 0,
+        };
+        let mut writer = CheckpointWriter::create(&*backend, dir, false, first).expect("create");
+        writer.write(Lsn::new(2, 4096)).expect("write 2");
+        writer.write(Lsn::new(3, 8192)).expect("write 3");
+        let read = read_checkpoint(&*backend, dir, Some(7))
+            .expect("read")
+            .expect("present");
+        assert_eq!(read.checkpoint.lsn, Lsn::new(3, 8192));
+        // Tear the newest slot (sequence 3 lives in slot 1): the previous checkpoint remains.
+        let file = backend
+            .open(&checkpoint_path(dir), &OpenOptions::read_write())
+            .expect("open");
+        file.write_at(&[0xff; 100], SLOT_BYTES as u64 + 30, IoClass::LogWrite)
+            .expect("tear");
+        let read = read_checkpoint(&*backend, dir, Some(7))
+            .expect("read")
+            .expect("present");
+        assert_eq!(read.checkpoint.lsn, Lsn::new(2, 4096));
+        assert_eq!(read.invalid_slots, vec![1]);
+        assert!(matches!(
+            read_checkpoint(&*backend, dir, Some(8)),
+            Err(LogError::WrongDatabase { .. })
+        ));
+    }
+}

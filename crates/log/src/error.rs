@@ -1,0 +1,86 @@
+//! The log's errors. Every variant that concerns a file names it, and where a byte position
+//! matters (corruption, a torn tail) the offset too, so `jetproof recover` and `jetproof checksum`
+//! can say exactly where the log is damaged.
+
+use std::path::PathBuf;
+
+use jetproof_io::IoError;
+
+use crate::lsn::Lsn;
+
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The device or file system failed; the I/O error names the file and offset.
+    #[error(transparent)]
+    Io(#[from] IoError),
+
+    /// An earlier write or sync failed, so the log accepts no more work (a storage tester must
+    /// report the failure, not limp on with a log whose durable end is unknown).
+    #[error("log {dir} is poisoned by an earlier failure and accepts no more work: {cause}")]
+    Poisoned { dir: PathBuf, cause: String },
+
+    /// The log was closed.
+    #[error("log {dir} is closed")]
+    Closed { dir: PathBuf },
+
+    #[error("log record of {size_bytes} bytes exceeds the maximum of {max_bytes} bytes")]
+    RecordTooLarge { size_bytes: usize, max_bytes: usize },
+
+    #[error("log option `{field}`: {reason}")]
+    InvalidOptions { field: &'static str, reason: String },
+
+    /// Damage inside the range that must be replayed: later valid data (or a later generation)
+    /// shows that the damaged bytes had been written and made durable.
+    #[error("log file {path} is corrupt at offset {offset}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+
+    #[error("log file {path} has a bad header: {reason}")]
+    BadHeader { path: PathBuf, reason: String },
+
+    #[error(
+        "log file {path} belongs to database {found:#034x}, expected {expected:#034x}; \
+         the log directory holds another database's logs"
+    )]
+    WrongDatabase {
+        path: PathBuf,
+        expected: u128,
+        found: u128,
+    },
+
+    /// A generation needed for replay does not exist although a later one does, or the
+    /// checkpoint names a generation that is gone.
+    #[error("log generation {generation} ({path}) is missing: {reason}")]
+    MissingGeneration {
+        generation: u64,
+        path: PathBuf,
+        reason: String,
+    },
+
+    #[error("checkpoint file {path}: {reason}")]
+    BadCheckpoint { path: PathBuf, reason: String },
+
+    /// The checkpoint says the database needs the log from a position the log never reached.
+    #[error("checkpoint {path} names log position {checkpoint} but the log ends at {log_end}")]
+    CheckpointBeyondLog {
+        path: PathBuf,
+        checkpoint: Lsn,
+        log_end: Lsn,
+    },
+
+    /// A replay was asked to start at a position that is not the start of a record.
+    #[error("log file {path}: offset {offset} is not the start of a log record")]
+    NotARecordBoundary { path: PathBuf, offset: u64 },
+
+    #[error("log directory {dir} already holds a log ({path}); open it instead of creating one")]
+    AlreadyExists { dir: PathBuf, path: PathBuf },
+
+    #[error("log directory {dir} holds no log (no checkpoint file {path})")]
+    NotFound { dir: PathBuf, path: PathBuf },
+}
+
+pub type Result<T, E = LogError> = std::result::Result<T, E>;

@@ -1,0 +1,937 @@
+//! The log writer: the log buffer, log writes, group commit, generation rollover, checkpoints.
+//!
+//! Invariants (see `docs/log.md` for the protocol and crash table):
+//! * Records are appended to the buffer under one mutex; a record's LSN is the file position its
+//!   frame will occupy. The buffer mirrors the file from `buffer_start` (a sector boundary) to
+//!   `append_end`; bytes past `append_end` are zero.
+//! * At most one log write is in flight (`flushing`). A write covers everything appended when it
+//!   starts, ends with a flush frame, starts at the sector holding the durable end (rewriting the
+//!   partial last sector with the same bytes plus new ones) and is followed by `fdatasync` before
+//!   the durable end moves. So every acknowledged write is on stable storage, the durable end is
+//!   always a frame boundary, and only the one write in flight can be torn by a crash.
+//! * Committers that find a write in flight wait for it and then one of them writes everything
+//!   appended meanwhile: that is group commit; no timer is needed for it.
+//! * A generation is finished by a write that ends with a generation-end frame, is synced, and
+//!   only then is the next generation's file given its header, renamed into place and the
+//!   directory synced. Records of generation g+1 are never durable unless g is complete.
+//! * A failed write or sync poisons the log: the durable end is then unknown, so every later call
+//!   fails with [`LogError::Poisoned`] instead of acknowledging commits it cannot vouch for.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use jetproof_io::meter::{InstanceStats, MeteredFile};
+use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
+use parking_lot::{Condvar, Mutex};
+
+use crate::checkpoint::{Checkpoint, CheckpointWriter, read_checkpoint, unix_ms};
+use crate::error::{LogError, Result};
+use crate::format::{
+    DATA_START, FLUSH_FRAME_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES, GenerationHeader,
+    align_down, align_up, checkpoint_path, encode_frame, frame_bytes, generation_path, spare_path,
+};
+use crate::lsn::{Durability, Lsn, Record};
+use crate::scan::{ReadOptions, TornTail, analyse_generation};
+
+/// What happens to generation files the checkpoint no longer needs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Retention {
+    /// Keep every generation (replication and soft-recovery tests need them).
+    KeepAll,
+    /// Delete generations wholly before the checkpoint.
+    DeleteBeforeCheckpoint,
+    /// Circular logging: reuse generations wholly before the checkpoint as the next generation's
+    /// file, without reformatting it.
+    Circular,
+}
+
+/// How a log is opened.
+#[derive(Clone, Debug)]
+pub struct LogOptions {
+    /// Directory of the generation files and the checkpoint file.
+    pub dir: PathBuf,
+    /// Ties every file to its database; a file of another database is refused.
+    pub database_id: u128,
+    /// Size of each generation file (1 MiB, as ESE's).
+    pub file_size_bytes: u64,
+    /// Size of the log buffer; also the largest log write.
+    pub buffer_size_bytes: usize,
+    /// Open the files with O_DIRECT.
+    pub direct_io: bool,
+    /// Log writes start and end on multiples of this (at least the file's logical block size,
+    /// 4 KiB under direct I/O). Tests raise it to exercise the partial-sector rewrite.
+    pub sector_size_bytes: usize,
+    /// A lazy commit is written by the background flusher within this time.
+    pub lazy_flush_interval: Duration,
+    pub retention: Retention,
+    /// Every log I/O is recorded here when given.
+    pub stats: Option<Arc<InstanceStats>>,
+}
+
+impl LogOptions {
+    pub fn new(dir: impl Into<PathBuf>, database_id: u128) -> LogOptions {
+        LogOptions {
+            dir: dir.into(),
+            database_id,
+            file_size_bytes: 1 << 20,
+            buffer_size_bytes: 256 << 10,
+            direct_io: false,
+            sector_size_bytes: 4096,
+            lazy_flush_interval: Duration::from_millis(5),
+            retention: Retention::KeepAll,
+            stats: None,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let invalid = |field, reason: String| Err(LogError::InvalidOptions { field, reason });
+        if !self.sector_size_bytes.is_power_of_two() || self.sector_size_bytes > 65536 {
+            return invalid(
+                "sector_size_bytes",
+                format!(
+                    "{} is not a power of two up to 64 KiB",
+                    self.sector_size_bytes
+                ),
+            );
+        }
+        if !self.file_size_bytes.is_multiple_of(4096)
+            || self.file_size_bytes < 64 << 10
+            || self.file_size_bytes > 1 << 32
+        {
+            return invalid(
+                "file_size_bytes",
+                format!(
+                    "{} must be a multiple of 4096 between 64 KiB and 4 GiB",
+                    self.file_size_bytes
+                ),
+            );
+        }
+        if self.buffer_size_bytes < 4 * self.sector_size_bytes
+            || self.buffer_size_bytes as u64 > self.file_size_bytes - DATA_START
+        {
+            return invalid(
+                "buffer_size_bytes",
+                format!(
+                    "{} must hold at least 4 sectors and fit in a generation file",
+                    self.buffer_size_bytes
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The largest record payload: a record must fit in the buffer and in a generation together
+    /// with the frames every write and every generation end need.
+    pub fn max_payload_bytes(&self) -> usize {
+        let room = (self.buffer_size_bytes as u64 - self.sector_size_bytes as u64)
+            .min(self.file_size_bytes - DATA_START)
+            - FLUSH_FRAME_BYTES
+            - GEN_END_FRAME_BYTES
+            - 64;
+        room as usize
+    }
+}
+
+/// Counters of the log's own work (the I/O latencies are in the [`InstanceStats`]).
+#[derive(Debug, Default)]
+pub struct LogStats {
+    pub records: AtomicU64,
+    pub record_bytes: AtomicU64,
+    pub durable_commits: AtomicU64,
+    pub lazy_commits: AtomicU64,
+    /// Log writes (each followed by an fdatasync).
+    pub writes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub generations_created: AtomicU64,
+    /// Bytes written to preformat new generation files.
+    pub format_bytes: AtomicU64,
+    pub checkpoints: AtomicU64,
+}
+
+impl LogStats {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// What opening an existing log found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The checkpoint recorded in the log directory.
+    pub checkpoint: Lsn,
+    /// Where the previous run's valid log ended; the new generation's header names it.
+    pub previous_end: Lsn,
+    /// A torn write at the previous end, abandoned (its records were never acknowledged).
+    pub torn_tail: Option<TornTail>,
+    /// The generation new records go to.
+    pub generation: u64,
+}
+
+struct State {
+    generation: u64,
+    file: Arc<dyn IoFile>,
+    buffer: AlignedBuf,
+    /// File offset of `buffer[0]`; a sector boundary.
+    buffer_start: u64,
+    /// File offset where the next frame goes.
+    append_end: u64,
+    /// Everything before this is on stable storage. Always a frame boundary.
+    durable: Lsn,
+    flushing: bool,
+    /// A record did not fit in this generation: the next write ends it.
+    rollover_requested: bool,
+    poisoned: Option<String>,
+    closed: bool,
+    write_sequence: u64,
+    /// Reused for every write, so the buffer can take appends while a write is in flight.
+    write_buffer: Option<AlignedBuf>,
+    /// Oldest generation file that still exists.
+    oldest_generation: u64,
+}
+
+struct Inner {
+    backend: Arc<dyn IoBackend>,
+    options: LogOptions,
+    sector: u64,
+    state: Mutex<State>,
+    /// Signalled whenever the durable end, the generation or the poisoned state changes.
+    changed: Condvar,
+    /// Wakes the background flusher.
+    wake_flusher: Condvar,
+    /// The preformatted next generation file, if ready.
+    spare: Mutex<Option<Arc<dyn IoFile>>>,
+    checkpoint: Mutex<CheckpointWriter>,
+    stats: LogStats,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.options.dir)
+            .finish()
+    }
+}
+
+/// One log stream (one per database instance). Shared by the sessions: every method takes `&self`.
+#[derive(Debug)]
+pub struct Log {
+    inner: Arc<Inner>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl Log {
+    /// Creates a new, empty log in `options.dir`: generation 1 and a checkpoint at its start.
+    pub fn create(backend: Arc<dyn IoBackend>, options: LogOptions) -> Result<Log> {
+        options.validate()?;
+        let dir = options.dir.clone();
+        backend.create_dir_all(&dir)?;
+        for existing in [checkpoint_path(&dir), generation_path(&dir, 1)] {
+            if backend.exists(&existing) {
+                return Err(LogError::AlreadyExists {
+                    dir: dir.clone(),
+                    path: existing,
+                });
+            }
+        }
+        let first = Lsn::new(1, DATA_START);
+        let file = install_generation(&*backend, &options, None, 1, Lsn::ZERO, None)?;
+        // The generation exists (and its directory entry is synced) before a checkpoint names it.
+        let checkpoint = CheckpointWriter::create(
+            &*backend,
+            &dir,
+            options.direct_io,
+            Checkpoint {
+                database_id: options.database_id,
+                sequence: 1,
+                lsn: first,
+                log_file_size_bytes: options.file_size_bytes,
+                written_unix_ms: unix_ms(),
+            },
+        )?;
+        Ok(Log::start(backend, options, file, first, 1, checkpoint))
+    }
+
+    /// Opens an existing log to continue writing: finds the end of the valid log (tolerating and
+    /// reporting a torn tail), then starts a new generation after it. Recovery must have replayed
+    /// the log first; opening does not replay.
+    pub fn open(backend: Arc<dyn IoBackend>, options: LogOptions) -> Result<(Log, OpenReport)> {
+        options.validate()?;
+        let dir = options.dir.clone();
+        let Some(checkpoint) = read_checkpoint(&*backend, &dir, Some(options.database_id))? else {
+            return Err(LogError::NotFound {
+                path: checkpoint_path(&dir),
+                dir,
+            });
+        };
+        let checkpoint = checkpoint.checkpoint;
+        if checkpoint.log_file_size_bytes != options.file_size_bytes {
+            return Err(LogError::InvalidOptions {
+                field: "file_size_bytes",
+                reason: format!(
+                    "{} differs from the {} bytes this log was created with",
+                    options.file_size_bytes, checkpoint.log_file_size_bytes
+                ),
+            });
+        }
+        let start = checkpoint.lsn.generation;
+        if !backend.exists(&generation_path(&dir, start)) {
+            return Err(LogError::MissingGeneration {
+                generation: start,
+                path: generation_path(&dir, start),
+                reason: format!("the checkpoint names {}", checkpoint.lsn),
+            });
+        }
+        let mut last = start;
+        while backend.exists(&generation_path(&dir, last + 1)) {
+            last += 1;
+        }
+        let mut oldest = start;
+        while oldest > 1 && backend.exists(&generation_path(&dir, oldest - 1)) {
+            oldest -= 1;
+        }
+        let read_options = ReadOptions {
+            direct_io: options.direct_io,
+            stats: options.stats.clone(),
+            ..ReadOptions::default()
+        };
+        let Some(analysis) = analyse_generation(
+            &*backend,
+            &dir,
+            last,
+            Some(options.database_id),
+            &read_options,
+        )?
+        else {
+            return Err(LogError::MissingGeneration {
+                generation: last,
+                path: generation_path(&dir, last),
+                reason: "it disappeared while the log was being opened".into(),
+            });
+        };
+        if checkpoint.lsn > analysis.end {
+            return Err(LogError::CheckpointBeyondLog {
+                path: checkpoint_path(&dir),
+                checkpoint: checkpoint.lsn,
+                log_end: analysis.end,
+            });
+        }
+        let generation = last + 1;
+        // A stale spare from the previous run may hold anything; reformat it.
+        if backend.exists(&spare_path(&dir)) {
+            backend.remove(&spare_path(&dir))?;
+        }
+        let file = install_generation(&*backend, &options, None, generation, analysis.end, None)?;
+        let checkpoint_writer =
+            CheckpointWriter::open(&*backend, &dir, options.direct_io, checkpoint)?;
+        let report = OpenReport {
+            checkpoint: checkpoint.lsn,
+            previous_end: analysis.end,
+            torn_tail: analysis.torn_tail,
+            generation,
+        };
+        let log = Log::start(
+            backend,
+            options,
+            file,
+            Lsn::new(generation, DATA_START),
+            oldest,
+            checkpoint_writer,
+        );
+        Ok((log, report))
+    }
+
+    fn start(
+        backend: Arc<dyn IoBackend>,
+        options: LogOptions,
+        file: Arc<dyn IoFile>,
+        start: Lsn,
+        oldest_generation: u64,
+        checkpoint: CheckpointWriter,
+    ) -> Log {
+        let sector = options.sector_size_bytes.max(file.logical_block_size()) as u64;
+        let capacity = options.buffer_size_bytes + sector as usize;
+        let state = State {
+            generation: start.generation,
+            file,
+            buffer: AlignedBuf::zeroed(capacity),
+            buffer_start: start.offset,
+            append_end: start.offset,
+            durable: start,
+            flushing: false,
+            rollover_requested: false,
+            poisoned: None,
+            closed: false,
+            write_sequence: 0,
+            write_buffer: Some(AlignedBuf::zeroed(capacity)),
+            oldest_generation,
+        };
+        let inner = Arc::new(Inner {
+            backend,
+            options,
+            sector,
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            wake_flusher: Condvar::new(),
+            spare: Mutex::new(None),
+            checkpoint: Mutex::new(checkpoint),
+            stats: LogStats::default(),
+        });
+        let thread_inner = inner.clone();
+        let flusher = std::thread::Builder::new()
+            .name("jetproof-log-flusher".into())
+            .spawn(move || background_flusher(&thread_inner))
+            .ok();
+        Log { inner, flusher }
+    }
+
+    /// Appends a record to the log buffer and returns its LSN. Does not wait for the disk unless
+    /// the buffer is full or the generation must roll over.
+    pub fn append(&self, record: &Record<'_>) -> Result<Lsn> {
+        let inner = &*self.inner;
+        let max = inner.options.max_payload_bytes();
+        if record.payload.len() > max {
+            return Err(LogError::RecordTooLarge {
+                size_bytes: record.payload.len(),
+                max_bytes: max,
+            });
+        }
+        let size = frame_bytes(record.payload.len());
+        let mut state = inner.state.lock();
+        loop {
+            inner.check_usable(&state)?;
+            if state.rollover_requested {
+                if !state.flushing {
+                    inner.write(&mut state)?;
+                } else {
+                    inner.changed.wait(&mut state);
+                }
+                continue;
+            }
+            let end_in_file = state.append_end + size + FLUSH_FRAME_BYTES + GEN_END_FRAME_BYTES;
+            if end_in_file > inner.options.file_size_bytes {
+                state.rollover_requested = true;
+                continue;
+            }
+            let end_in_buffer = state.append_end + size + FLUSH_FRAME_BYTES - state.buffer_start;
+            if end_in_buffer > inner.options.buffer_size_bytes as u64 {
+                if !state.flushing {
+                    inner.write(&mut state)?;
+                } else {
+                    inner.changed.wait(&mut state);
+                }
+                continue;
+            }
+            let lsn = Lsn::new(state.generation, state.append_end);
+            let at = (state.append_end - state.buffer_start) as usize;
+            encode_frame(
+                &mut state.buffer[at..at + size as usize],
+                FrameKind::Record,
+                lsn,
+                record.record_type,
+                record.transaction_id,
+                record.payload,
+            );
+            state.append_end += size;
+            // Start a write early when the buffer is a quarter full (ESE starts log writes well
+            // before the buffer fills, so appenders rarely wait for space).
+            if !state.flushing && end_in_buffer > inner.options.buffer_size_bytes as u64 / 4 {
+                inner.wake_flusher.notify_one();
+            }
+            drop(state);
+            inner.stats.records.fetch_add(1, Ordering::Relaxed);
+            inner
+                .stats
+                .record_bytes
+                .fetch_add(record.payload.len() as u64, Ordering::Relaxed);
+            return Ok(lsn);
+        }
+    }
+
+    /// Commits a transaction whose last record is at `lsn`: a durable commit returns once that
+    /// record is on stable storage, a lazy one at once.
+    pub fn commit(&self, lsn: Lsn, durability: Durability) -> Result<()> {
+        match durability {
+            Durability::Durable => {
+                self.inner
+                    .stats
+                    .durable_commits
+                    .fetch_add(1, Ordering::Relaxed);
+                self.wait_durable(lsn)
+            }
+            Durability::Lazy => {
+                self.inner
+                    .stats
+                    .lazy_commits
+                    .fetch_add(1, Ordering::Relaxed);
+                self.inner.check_usable(&self.inner.state.lock())
+            }
+        }
+    }
+
+    /// Appends a record and commits with it as the transaction's last record.
+    pub fn append_and_commit(&self, record: &Record<'_>, durability: Durability) -> Result<Lsn> {
+        let lsn = self.append(record)?;
+        self.commit(lsn, durability)?;
+        Ok(lsn)
+    }
+
+    /// Waits until the record at `lsn` (and everything before it) is on stable storage, writing
+    /// the log itself if no write is in flight. This is the write-ahead rule's gate: the cache
+    /// calls it before writing a page whose last change is logged at `lsn`.
+    pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        let inner = &*self.inner;
+        let mut state = inner.state.lock();
+        loop {
+            if let Some(cause) = &state.poisoned {
+                return Err(inner.poisoned(cause));
+            }
+            if state.durable > lsn {
+                return Ok(());
+            }
+            if state.closed {
+                return Err(LogError::Closed {
+                    dir: inner.options.dir.clone(),
+                });
+            }
+            if Lsn::new(state.generation, state.append_end) <= lsn {
+                return Err(LogError::InvalidOptions {
+                    field: "lsn",
+                    reason: format!(
+                        "{lsn} was never appended (the log ends at {}:{})",
+                        state.generation, state.append_end
+                    ),
+                });
+            }
+            if state.flushing {
+                inner.changed.wait(&mut state);
+            } else {
+                inner.write(&mut state)?;
+            }
+        }
+    }
+
+    /// Writes and syncs everything appended so far.
+    pub fn flush(&self) -> Result<()> {
+        let inner = &*self.inner;
+        let mut state = inner.state.lock();
+        let target = Lsn::new(state.generation, state.append_end);
+        loop {
+            if let Some(cause) = &state.poisoned {
+                return Err(inner.poisoned(cause));
+            }
+            if state.durable >= target && !state.rollover_requested {
+                return Ok(());
+            }
+            if state.flushing {
+                inner.changed.wait(&mut state);
+            } else {
+                inner.write(&mut state)?;
+            }
+        }
+    }
+
+    /// Everything before this position is on stable storage (a frame boundary).
+    pub fn flushed_lsn(&self) -> Lsn {
+        self.inner.state.lock().durable
+    }
+
+    /// Where the next record will go (the end of the log buffer).
+    pub fn end_lsn(&self) -> Lsn {
+        let state = self.inner.state.lock();
+        Lsn::new(state.generation, state.append_end)
+    }
+
+    /// The last checkpoint written.
+    pub fn checkpoint(&self) -> Lsn {
+        self.inner.checkpoint.lock().last().lsn
+    }
+
+    /// Durably records `lsn` as the oldest position recovery needs, then applies the retention
+    /// rule to generations wholly before it. `lsn` must not be ahead of the durable log.
+    pub fn write_checkpoint(&self, lsn: Lsn) -> Result<()> {
+        let inner = &*self.inner;
+        let durable = {
+            let state = inner.state.lock();
+            inner.check_usable(&state)?;
+            state.durable
+        };
+        if lsn > durable {
+            return Err(LogError::CheckpointBeyondLog {
+                path: checkpoint_path(&inner.options.dir),
+                checkpoint: lsn,
+                log_end: durable,
+            });
+        }
+        let mut checkpoint = inner.checkpoint.lock();
+        if lsn < checkpoint.last().lsn {
+            return Err(LogError::InvalidOptions {
+                field: "checkpoint",
+                reason: format!(
+                    "{lsn} is before the current checkpoint {}",
+                    checkpoint.last().lsn
+                ),
+            });
+        }
+        if let Err(error) = checkpoint.write(lsn) {
+            return Err(inner.poison(error));
+        }
+        drop(checkpoint);
+        inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        inner.apply_retention(lsn.generation)
+    }
+
+    pub fn stats(&self) -> &LogStats {
+        &self.inner.stats
+    }
+
+    pub fn options(&self) -> &LogOptions {
+        &self.inner.options
+    }
+
+    /// The oldest generation file still present.
+    pub fn oldest_generation(&self) -> u64 {
+        self.inner.state.lock().oldest_generation
+    }
+
+    /// Writes everything appended, stops the background flusher and refuses further work.
+    pub fn close(mut self) -> Result<()> {
+        let result = self.flush();
+        self.stop();
+        result
+    }
+
+    fn stop(&mut self) {
+        {
+            let mut state = self.inner.state.lock();
+            state.closed = true;
+        }
+        self.inner.wake_flusher.notify_all();
+        self.inner.changed.notify_all();
+        if let Some(handle) = self.flusher.take() {
+            // A panic in the flusher thread has already poisoned nothing we could recover here.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Log {
+    /// Dropping without [`Log::close`] is like a crash of the process: appended records that no
+    /// write covered are lost, which is what crash tests want.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Inner {
+    fn check_usable(&self, state: &State) -> Result<()> {
+        if let Some(cause) = &state.poisoned {
+            return Err(self.poisoned(cause));
+        }
+        if state.closed {
+            return Err(LogError::Closed {
+                dir: self.options.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn poisoned(&self, cause: &str) -> LogError {
+        LogError::Poisoned {
+            dir: self.options.dir.clone(),
+            cause: cause.to_string(),
+        }
+    }
+
+    /// Marks the log unusable after a failed write or sync and returns the original error.
+    fn poison(&self, error: IoError) -> LogError {
+        let mut state = self.state.lock();
+        if state.poisoned.is_none() {
+            state.poisoned = Some(error.to_string());
+        }
+        drop(state);
+        self.changed.notify_all();
+        LogError::Io(error)
+    }
+
+    /// One log write: everything appended so far plus a flush frame (and a generation-end frame
+    /// when rolling over), then fdatasync. Called with the state locked and no write in flight;
+    /// unlocks around the I/O.
+    fn write(&self, state: &mut parking_lot::MutexGuard<'_, State>) -> Result<()> {
+        let rollover = state.rollover_requested;
+        if state.durable.generation == state.generation
+            && state.durable.offset >= state.append_end
+            && !rollover
+        {
+            return Ok(());
+        }
+        state.flushing = true;
+        let write_start = state.durable.offset;
+        let info = FlushInfo {
+            durable_before: state.durable,
+            write_start,
+            write_sequence: state.write_sequence,
+        };
+        self.append_internal(state, FrameKind::Flush, &info.encode());
+        if rollover {
+            self.append_internal(state, FrameKind::GenerationEnd, &[]);
+        }
+        let end = state.append_end;
+        let first = align_down(write_start, self.sector);
+        let last = align_up(end, self.sector);
+        let from = (first - state.buffer_start) as usize;
+        let length = (last - first) as usize;
+        let mut write_buffer = state
+            .write_buffer
+            .take()
+            .unwrap_or_else(|| AlignedBuf::zeroed(state.buffer.len()));
+        write_buffer[..length].copy_from_slice(&state.buffer[from..from + length]);
+        let file = state.file.clone();
+        let generation = state.generation;
+        let previous_end = Lsn::new(generation, end);
+
+        let result = parking_lot::MutexGuard::unlocked(
+            state,
+            || -> Result<Option<Arc<dyn IoFile>>, IoError> {
+                file.write_at(&write_buffer[..length], first, IoClass::LogWrite)?;
+                file.sync_data(IoClass::LogWrite)?;
+                if rollover {
+                    let spare = self.spare.lock().take();
+                    let next = install_generation(
+                        &*self.backend,
+                        &self.options,
+                        spare,
+                        generation + 1,
+                        previous_end,
+                        Some(&self.stats),
+                    )
+                    .map_err(|error| match error {
+                        LogError::Io(io) => io,
+                        other => IoError::Injected {
+                            op: "create generation",
+                            path: generation_path(&self.options.dir, generation + 1),
+                            offset: 0,
+                            what: other.to_string(),
+                        },
+                    })?;
+                    return Ok(Some(next));
+                }
+                Ok(None)
+            },
+        );
+        state.write_buffer = Some(write_buffer);
+        state.flushing = false;
+        let next_file = match result {
+            Ok(next_file) => next_file,
+            Err(error) => {
+                if state.poisoned.is_none() {
+                    state.poisoned = Some(error.to_string());
+                }
+                self.changed.notify_all();
+                return Err(LogError::Io(error));
+            }
+        };
+        self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .write_bytes
+            .fetch_add(length as u64, Ordering::Relaxed);
+        state.write_sequence += 1;
+        match next_file {
+            Some(next) => {
+                state.generation = generation + 1;
+                state.file = next;
+                state.buffer.fill(0);
+                state.buffer_start = DATA_START;
+                state.append_end = DATA_START;
+                state.durable = Lsn::new(generation + 1, DATA_START);
+                state.rollover_requested = false;
+                self.stats
+                    .generations_created
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                state.durable = Lsn::new(generation, end);
+                // Keep the sector holding the durable end (it is rewritten by the next write)
+                // and everything appended while this write was in flight.
+                let keep_from = align_down(end, self.sector);
+                let shift = (keep_from - state.buffer_start) as usize;
+                let used = (state.append_end - state.buffer_start) as usize;
+                state.buffer.copy_within(shift..used, 0);
+                state.buffer[used - shift..used].fill(0);
+                state.buffer_start = keep_from;
+            }
+        }
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Appends a log-internal frame; room for it was reserved by [`Log::append`].
+    fn append_internal(&self, state: &mut State, kind: FrameKind, payload: &[u8]) {
+        let size = frame_bytes(payload.len());
+        let lsn = Lsn::new(state.generation, state.append_end);
+        let at = (state.append_end - state.buffer_start) as usize;
+        encode_frame(
+            &mut state.buffer[at..at + size as usize],
+            kind,
+            lsn,
+            0,
+            0,
+            payload,
+        );
+        state.append_end += size;
+    }
+
+    fn apply_retention(&self, checkpoint_generation: u64) -> Result<()> {
+        if self.options.retention == Retention::KeepAll {
+            return Ok(());
+        }
+        let dir = &self.options.dir;
+        let oldest = self.state.lock().oldest_generation;
+        for generation in oldest..checkpoint_generation {
+            let path = generation_path(dir, generation);
+            let mut spare = self.spare.lock();
+            if self.options.retention == Retention::Circular && spare.is_none() {
+                // Reuse the file as the next generation: its old frames carry an older
+                // generation number, so readers treat them as unwritten space.
+                self.backend.rename(&path, &spare_path(dir))?;
+                let file = self.backend.open(
+                    &spare_path(dir),
+                    &OpenOptions::read_write().with_direct(self.options.direct_io),
+                )?;
+                *spare = Some(self.meter(file));
+            } else {
+                self.backend.remove(&path)?;
+            }
+            drop(spare);
+            self.state.lock().oldest_generation = generation + 1;
+        }
+        self.backend.sync_dir(dir)?;
+        Ok(())
+    }
+
+    fn meter(&self, file: Arc<dyn IoFile>) -> Arc<dyn IoFile> {
+        match &self.options.stats {
+            Some(stats) => MeteredFile::wrap(file, stats.clone()),
+            None => file,
+        }
+    }
+
+    /// Preformats the next generation's file ahead of time, so rollover costs one header write,
+    /// a rename and two syncs instead of writing a whole file.
+    fn prepare_spare(&self) -> Result<()> {
+        let mut spare = self.spare.lock();
+        if spare.is_some() {
+            return Ok(());
+        }
+        *spare = Some(format_spare(
+            &*self.backend,
+            &self.options,
+            Some(&self.stats),
+        )?);
+        Ok(())
+    }
+}
+
+fn background_flusher(inner: &Inner) {
+    loop {
+        {
+            let mut state = inner.state.lock();
+            if state.closed || state.poisoned.is_some() {
+                return;
+            }
+            inner
+                .wake_flusher
+                .wait_for(&mut state, inner.options.lazy_flush_interval);
+            if state.closed || state.poisoned.is_some() {
+                return;
+            }
+            let pending = state.append_end > state.durable.offset
+                && state.durable.generation == state.generation;
+            if !state.flushing && (pending || state.rollover_requested) {
+                // A failure poisons the log; the waiting sessions see it.
+                let _ = inner.write(&mut state);
+            }
+        }
+        // Outside the state lock: formatting takes a while and appends must not wait for it.
+        if inner.prepare_spare().is_err() {
+            // Not fatal here: the rollover formats the file itself and reports the error.
+            std::thread::sleep(inner.options.lazy_flush_interval);
+        }
+    }
+}
+
+/// Creates and zero-fills the spare file (ESE's `edbtmp.log`) and syncs it.
+fn format_spare(
+    backend: &dyn IoBackend,
+    options: &LogOptions,
+    stats: Option<&LogStats>,
+) -> Result<Arc<dyn IoFile>> {
+    let path = spare_path(&options.dir);
+    let file = backend.open(&path, &OpenOptions::create().with_direct(options.direct_io))?;
+    let file = match &options.stats {
+        Some(stats) => MeteredFile::wrap(file, stats.clone()),
+        None => file,
+    };
+    let chunk_bytes = (256usize << 10).min(options.file_size_bytes as usize);
+    let zeros = AlignedBuf::zeroed(chunk_bytes);
+    let mut offset = 0;
+    while offset < options.file_size_bytes {
+        let length = chunk_bytes.min((options.file_size_bytes - offset) as usize);
+        file.write_at(&zeros[..length], offset, IoClass::LogWrite)?;
+        offset += length as u64;
+    }
+    file.sync_data(IoClass::LogWrite)?;
+    if let Some(stats) = stats {
+        stats
+            .format_bytes
+            .fetch_add(options.file_size_bytes, Ordering::Relaxed);
+    }
+    Ok(file)
+}
+
+/// Turns the spare (formatting one if none is given) into generation `generation`: writes its
+/// header, syncs, renames it into place, syncs the directory, and reopens it for writing.
+fn install_generation(
+    backend: &dyn IoBackend,
+    options: &LogOptions,
+    spare: Option<Arc<dyn IoFile>>,
+    generation: u64,
+    previous_end: Lsn,
+    stats: Option<&LogStats>,
+) -> Result<Arc<dyn IoFile>> {
+    let dir = &options.dir;
+    let spare = match spare {
+        Some(spare) => spare,
+        None => format_spare(backend, options, stats)?,
+    };
+    let mut block = AlignedBuf::zeroed(DATA_START as usize);
+    GenerationHeader {
+        database_id: options.database_id,
+        generation,
+        file_size_bytes: options.file_size_bytes,
+        previous_end,
+        created_unix_ms: unix_ms(),
+    }
+    .encode(&mut block);
+    spare.write_at(&block, 0, IoClass::LogWrite)?;
+    spare.sync_data(IoClass::LogWrite)?;
+    drop(spare);
+    let path = generation_path(dir, generation);
+    backend.rename(&spare_path(dir), &path)?;
+    backend.sync_dir(dir)?;
+    let file = backend.open(
+        &path,
+        &OpenOptions::read_write().with_direct(options.direct_io),
+    )?;
+    Ok(match &options.stats {
+        Some(stats) => MeteredFile::wrap(file, stats.clone()),
+        None => file,
+    })
+}
+
+/// Path helpers re-exported for tools.
+pub fn log_file_path(dir: &Path, generation: u64) -> PathBuf {
+    generation_path(dir, generation)
+}

@@ -1,0 +1,456 @@
+//! The log's behaviour tests: commits, group commit, lazy flush timer, rollover and retention,
+//! poisoning. Crash and corruption cases are in `crash.rs`. Randomised tests print their seed;
+//! replay one with `JETPROOF_SEED=<seed> cargo nextest run -p jetproof-log <test>`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{CrashBackend, rng, seed};
+use jetproof_io::IoBackend;
+use jetproof_io::IoClass;
+use jetproof_io::meter::InstanceStats;
+use jetproof_log::format::DATA_START;
+use jetproof_log::{
+    Durability, Log, LogError, LogOptions, LogReader, LogStats, Lsn, ReadOptions, Record,
+    Retention, log_file_path, verify_log_dir,
+};
+use rand::Rng;
+
+fn options(dir: &Path) -> LogOptions {
+    LogOptions {
+        file_size_bytes: 64 << 10,
+        buffer_size_bytes: 16 << 10,
+        lazy_flush_interval: Duration::from_millis(2),
+        ..LogOptions::new(dir, 0xD8_0000_0000_0000_0000_0000_0000_0001)
+    }
+}
+
+fn payload(index: u64, size: usize) -> Vec<u8> {
+    (0..size)
+        .map(|byte| (index.wrapping_mul(31).wrapping_add(byte as u64 * 7) % 251) as u8)
+        .collect()
+}
+
+fn read_all(backend: Arc<dyn IoBackend>, dir: &Path, from: Lsn) -> Vec<jetproof_log::LogRecord> {
+    let reader = LogReader::open(backend, dir, None, from, ReadOptions::default()).expect("open");
+    reader.collect::<Result<Vec<_>, _>>().expect("read")
+}
+
+#[test]
+fn records_round_trip_across_generations() {
+    let seed = seed("records_round_trip_across_generations");
+    let mut rng = rng(seed);
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    let mut expected = Vec::new();
+    for index in 0..600u64 {
+        let size = rng.random_range(0..3000);
+        let body = payload(index, size);
+        let durability = if rng.random_bool(0.3) {
+            Durability::Durable
+        } else {
+            Durability::Lazy
+        };
+        let lsn = log
+            .append_and_commit(
+                &Record {
+                    record_type: (index % 7) as u8,
+                    transaction_id: index,
+                    payload: &body,
+                },
+                durability,
+            )
+            .expect("append");
+        expected.push((lsn, index, body));
+    }
+    let last_generation = log.end_lsn().generation;
+    assert!(
+        last_generation > 10,
+        "seed {seed}: only {last_generation} generations"
+    );
+    log.close().expect("close");
+    let records = read_all(backend.clone(), &dir, Lsn::new(1, DATA_START));
+    assert_eq!(records.len(), expected.len(), "seed {seed}");
+    for (record, (lsn, index, body)) in records.iter().zip(&expected) {
+        assert_eq!(record.lsn, *lsn, "seed {seed}");
+        assert_eq!(record.transaction_id, *index, "seed {seed}");
+        assert_eq!(record.record_type, (*index % 7) as u8, "seed {seed}");
+        assert_eq!(&record.payload, body, "seed {seed}");
+    }
+    // Reading from the middle starts exactly at that record.
+    let (middle_lsn, middle_index, _) = &expected[300];
+    let tail = read_all(backend.clone(), &dir, *middle_lsn);
+    assert_eq!(tail.len(), 300, "seed {seed}");
+    assert_eq!(tail[0].transaction_id, *middle_index, "seed {seed}");
+    let report = verify_log_dir(&*backend, &dir, None, &ReadOptions::default()).expect("verify");
+    assert!(report.is_clean(), "seed {seed}: {report:#?}");
+    assert_eq!(report.files.len() as u64, last_generation, "seed {seed}");
+    assert_eq!(
+        report.files.iter().map(|file| file.records).sum::<u64>(),
+        600,
+        "seed {seed}"
+    );
+}
+
+#[test]
+fn a_record_inside_a_frame_is_not_a_start_position() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    let body = payload(1, 100);
+    let record = Record {
+        record_type: 1,
+        transaction_id: 1,
+        payload: &body,
+    };
+    let lsn = log
+        .append_and_commit(&record, Durability::Durable)
+        .expect("append");
+    log.close().expect("close");
+    let inside = Lsn::new(lsn.generation, lsn.offset + 8);
+    let error = LogReader::open(backend, &dir, None, inside, ReadOptions::default())
+        .expect("open")
+        .next()
+        .expect("an item")
+        .expect_err("inside a frame");
+    assert!(
+        matches!(error, LogError::NotARecordBoundary { .. }),
+        "{error}"
+    );
+}
+
+fn group_commit_run(committers: usize, commits_each: usize) -> (u64, u64) {
+    let backend = CrashBackend::new();
+    backend.set_sync_delay(Duration::from_millis(2));
+    let dir = PathBuf::from("/db/log");
+    let log = Arc::new(
+        Log::create(
+            backend.clone(),
+            LogOptions {
+                file_size_bytes: 1 << 20,
+                buffer_size_bytes: 64 << 10,
+                // Keep the timer out of the way: only the committers write.
+                lazy_flush_interval: Duration::from_secs(10),
+                ..options(&dir)
+            },
+        )
+        .expect("create"),
+    );
+    let writes_before = LogStats::get(&log.stats().writes);
+    std::thread::scope(|scope| {
+        for thread in 0..committers {
+            let log = log.clone();
+            scope.spawn(move || {
+                for commit in 0..commits_each {
+                    let body = payload((thread * 1000 + commit) as u64, 200);
+                    let record = Record {
+                        record_type: 2,
+                        transaction_id: (thread * 1000 + commit) as u64,
+                        payload: &body,
+                    };
+                    let lsn = log
+                        .append_and_commit(&record, Durability::Durable)
+                        .expect("commit");
+                    assert!(
+                        log.flushed_lsn() > lsn,
+                        "durable commit returned before its write"
+                    );
+                }
+            });
+        }
+    });
+    let writes = LogStats::get(&log.stats().writes) - writes_before;
+    let commits = LogStats::get(&log.stats().durable_commits);
+    (commits, writes)
+}
+
+#[test]
+fn concurrent_durable_commits_share_log_writes() {
+    let (commits, writes) = group_commit_run(1, 20);
+    assert_eq!(
+        (commits, writes),
+        (20, 20),
+        "one committer: one write per commit"
+    );
+    let (commits, writes) = group_commit_run(16, 20);
+    assert_eq!(commits, 320);
+    assert!(
+        writes * 3 <= commits,
+        "16 committers: {writes} log writes for {commits} durable commits; expected sharing"
+    );
+}
+
+#[test]
+fn lazy_commits_become_durable_within_the_timer() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            lazy_flush_interval: Duration::from_millis(5),
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    for round in 0..20u64 {
+        let body = payload(round, 300);
+        let record = Record {
+            record_type: 3,
+            transaction_id: round,
+            payload: &body,
+        };
+        let started = Instant::now();
+        let lsn = log
+            .append_and_commit(&record, Durability::Lazy)
+            .expect("lazy");
+        assert!(
+            started.elapsed() < Duration::from_millis(5),
+            "lazy commit waited"
+        );
+        while log.flushed_lsn() <= lsn {
+            assert!(
+                started.elapsed() < Duration::from_millis(500),
+                "round {round}: lazy commit not durable after 500 ms (timer 5 ms)"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    // Made durable by the timer, not by a commit: nobody waited, yet every record is synced.
+    assert_eq!(LogStats::get(&log.stats().durable_commits), 0);
+    assert!(LogStats::get(&log.stats().writes) >= 1);
+    let synced = backend.crash_keep_prefix(0);
+    log.close().expect("close");
+    assert_eq!(read_all(synced, &dir, Lsn::new(1, DATA_START)).len(), 20);
+}
+
+#[test]
+fn log_writes_are_metered_and_sized_by_the_traffic() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let stats = InstanceStats::new("db1");
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            stats: Some(stats.clone()),
+            sector_size_bytes: 512,
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let before_count = stats.class(IoClass::LogWrite).count();
+    let before_bytes = stats.class(IoClass::LogWrite).bytes();
+    let body = payload(9, 100);
+    let record = Record {
+        record_type: 1,
+        transaction_id: 1,
+        payload: &body,
+    };
+    log.append_and_commit(&record, Durability::Durable)
+        .expect("commit");
+    let count = stats.class(IoClass::LogWrite).count() - before_count;
+    let bytes = stats.class(IoClass::LogWrite).bytes() - before_bytes;
+    // One write of the record and the flush frame, rounded to one 512-byte sector. (The
+    // background flusher may have preformatted the spare meanwhile, in 64 KiB writes.)
+    let format_bytes = LogStats::get(&log.stats().format_bytes);
+    assert_eq!(bytes - format_bytes, 512, "count {count}");
+    log.close().expect("close");
+}
+
+#[test]
+fn rollover_deletes_generations_before_the_checkpoint() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            retention: Retention::DeleteBeforeCheckpoint,
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let mut checkpoint_index = 0;
+    let mut lsns = Vec::new();
+    for index in 0..2000u64 {
+        let body = payload(index, 1500);
+        let record = Record {
+            record_type: 1,
+            transaction_id: index,
+            payload: &body,
+        };
+        lsns.push(
+            log.append_and_commit(&record, Durability::Lazy)
+                .expect("append"),
+        );
+        if index % 300 == 299 {
+            log.flush().expect("flush");
+            checkpoint_index = index as usize - 100;
+            log.write_checkpoint(lsns[checkpoint_index])
+                .expect("checkpoint");
+        }
+    }
+    log.flush().expect("flush");
+    let checkpoint = log.checkpoint();
+    assert_eq!(checkpoint, lsns[checkpoint_index]);
+    assert_eq!(log.oldest_generation(), checkpoint.generation);
+    for generation in 1..checkpoint.generation {
+        assert!(
+            !backend.exists(&log_file_path(&dir, generation)),
+            "generation {generation} kept"
+        );
+    }
+    log.close().expect("close");
+    let (reader, _) =
+        LogReader::from_checkpoint(backend.clone(), &dir, None, ReadOptions::default())
+            .expect("from checkpoint");
+    let records = reader.collect::<Result<Vec<_>, _>>().expect("read");
+    assert_eq!(records.len(), 2000 - checkpoint_index);
+    assert_eq!(records[0].lsn, checkpoint);
+    // A position in a deleted generation is reported as missing.
+    let error = LogReader::open(backend, &dir, None, lsns[0], ReadOptions::default())
+        .expect_err("deleted generation");
+    assert!(
+        matches!(error, LogError::MissingGeneration { generation: 1, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn circular_logging_reuses_old_files() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            retention: Retention::Circular,
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let mut lsns = Vec::new();
+    for index in 0..3000u64 {
+        let body = payload(index, 700);
+        let record = Record {
+            record_type: 1,
+            transaction_id: index,
+            payload: &body,
+        };
+        lsns.push(
+            log.append_and_commit(&record, Durability::Lazy)
+                .expect("append"),
+        );
+        if index % 100 == 99 {
+            log.flush().expect("flush");
+            log.write_checkpoint(lsns[index as usize - 50])
+                .expect("checkpoint");
+        }
+    }
+    log.close().expect("close");
+    let (reader, checkpoint) =
+        LogReader::from_checkpoint(backend.clone(), &dir, None, ReadOptions::default())
+            .expect("from checkpoint");
+    let records = reader
+        .collect::<Result<Vec<_>, _>>()
+        .expect("read recycled files");
+    assert_eq!(records[0].lsn, checkpoint.checkpoint.lsn);
+    assert_eq!(records.last().map(|r| r.transaction_id), Some(2999));
+    let report = verify_log_dir(&*backend, &dir, None, &ReadOptions::default()).expect("verify");
+    assert!(report.is_clean(), "{report:#?}");
+    assert!(
+        report.files.len() <= 4,
+        "old generations were not recycled: {}",
+        report.files.len()
+    );
+}
+
+#[test]
+fn a_failed_sync_poisons_the_log() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    let body = payload(1, 100);
+    let record = Record {
+        record_type: 1,
+        transaction_id: 1,
+        payload: &body,
+    };
+    log.append_and_commit(&record, Durability::Durable)
+        .expect("first commit");
+    backend.fail_syncs(true);
+    let error = log
+        .append_and_commit(&record, Durability::Durable)
+        .expect_err("sync fails");
+    assert!(matches!(error, LogError::Io(_)), "{error}");
+    backend.fail_syncs(false);
+    for attempt in [
+        log.append(&record).map(|_| ()),
+        log.commit(Lsn::new(1, DATA_START), Durability::Lazy),
+        log.flush(),
+        log.write_checkpoint(Lsn::new(1, DATA_START)),
+    ] {
+        assert!(
+            matches!(attempt, Err(LogError::Poisoned { .. })),
+            "{attempt:?}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_write_poisons_the_log() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    let body = payload(1, 100);
+    let record = Record {
+        record_type: 1,
+        transaction_id: 1,
+        payload: &body,
+    };
+    backend.fail_after(0);
+    assert!(log.append_and_commit(&record, Durability::Durable).is_err());
+    assert!(matches!(
+        log.append(&record),
+        Err(LogError::Poisoned { .. })
+    ));
+}
+
+#[test]
+fn oversized_records_and_foreign_logs_are_refused() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    let max = log.options().max_payload_bytes();
+    let big = vec![0u8; max + 1];
+    let error = log
+        .append(&Record {
+            record_type: 1,
+            transaction_id: 1,
+            payload: &big,
+        })
+        .expect_err("too large");
+    assert!(matches!(error, LogError::RecordTooLarge { .. }), "{error}");
+    let fits = vec![1u8; max];
+    log.append_and_commit(
+        &Record {
+            record_type: 1,
+            transaction_id: 1,
+            payload: &fits,
+        },
+        Durability::Durable,
+    )
+    .expect("largest record fits");
+    log.close().expect("close");
+    assert!(matches!(
+        Log::create(backend.clone(), options(&dir)),
+        Err(LogError::AlreadyExists { .. })
+    ));
+    let mut other = options(&dir);
+    other.database_id = 99;
+    assert!(matches!(
+        Log::open(backend, other),
+        Err(LogError::WrongDatabase { .. })
+    ));
+}
