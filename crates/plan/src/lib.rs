@@ -64,7 +64,7 @@ pub struct PlanInputs {
     pub iops_per_mailbox: Option<f64>,
     /// Messages sent and received per mailbox per day. Also sizes white space, retention and logs.
     pub messages_per_day: Option<u32>,
-    /// Unset: 2013 (whose table Microsoft keeps for 2016 and 2019).
+    /// Unset: 2013 (whose table `plan` also applies to 2016 and 2019; see `docs/plan.md`).
     pub exchange_version: Option<ExchangeVersion>,
     /// Growth allowance added to the IOPS per mailbox, in percent (ESRP: 20).
     pub headroom_percent: f64,
