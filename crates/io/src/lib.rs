@@ -20,6 +20,7 @@ pub mod fault;
 pub mod hist;
 pub mod mem;
 pub mod meter;
+pub mod probe;
 pub mod sample;
 pub mod std_backend;
 pub mod uring;
