@@ -1,1 +1,864 @@
-//! The checksum test: verify every page of every database and log file. Not built yet.
+//! The checksum test: read every page of every database of the job and check it, never writing.
+//!
+//! This is Jetstress's "Checksum Statistics" pass: per file, the pages seen, bad, correctable and
+//! with a wrong page number, the size and the time taken, plus (our addition) the number of every
+//! damaged page, so that damage is reported with its location (SPEC §6). The engine's page
+//! checksum ([`jetproof_engine::checksum`]) decides each page's fate; this module only has to read
+//! fast and count right.
+//!
+//! Speed is the point of its design: it must keep up with the storage (≥ 80% of fio's sequential
+//! read bandwidth). Every file is read by its own reader thread in large sequential reads
+//! (1 MiB by default, direct I/O unless the job says otherwise), and its pages are verified by a
+//! second thread while the next reads are under way: a small ring of buffers passes between the
+//! two, so the disk never waits for the CPU nor the CPU for the disk. All files go at once, as
+//! Jetstress does.
+//!
+//! Before any page is read, every database's header is read and checked: a missing file is bad
+//! input (run `jetproof init` first), a truncated, foreign or garbage file is a runtime error
+//! naming the file. Damage inside a readable file is never an error: it is counted, located and
+//! makes the verdict fail.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use jetproof_engine::checksum::{self, PageCheck};
+use jetproof_engine::{DbHeader, HeaderError};
+use jetproof_io::meter::{InstanceStats, MeteredFile};
+use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
+use jetproof_job::{Instance, Job};
+use jetproof_results::{Host, InstanceResult, TestKind, TestResult, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// Default size of each sequential read.
+pub const DEFAULT_READ_SIZE: usize = 1 << 20;
+
+/// Buffers in flight per file: one being read, others waiting to be verified or being verified.
+const BUFFERS_PER_FILE: usize = 4;
+
+/// At most this many damaged pages are listed per file (all are counted). A file of garbage
+/// would otherwise list every page it has.
+pub const MAX_LISTED_DAMAGED_PAGES: usize = 100_000;
+
+/// Jetstress's "MBytes" are mebibytes (its tables: 50,150,498 pages of 32 KiB = 1,567,203 MBytes).
+const BYTES_PER_MB: f64 = (1u64 << 20) as f64;
+
+/// How the test reads.
+#[derive(Clone, Debug)]
+pub struct ChecksumOptions {
+    /// Bypass the host's page cache (the job's `storage.direct_io`).
+    pub direct_io: bool,
+    /// Size of each sequential read; rounded down to whole pages.
+    pub read_size_bytes: usize,
+}
+
+impl ChecksumOptions {
+    pub fn from_job(job: &Job) -> ChecksumOptions {
+        ChecksumOptions {
+            direct_io: job.storage.direct_io,
+            read_size_bytes: DEFAULT_READ_SIZE,
+        }
+    }
+}
+
+/// How the test reports progress. Called from several threads at once.
+pub trait Progress: Sync {
+    /// The scan starts; `total_bytes` will be read across all files.
+    fn start(&self, total_bytes: u64);
+    /// `bytes` more have been read and checked (by any file's thread).
+    fn advance(&self, bytes: u64);
+    fn finish(&self);
+}
+
+/// Progress that goes nowhere (tests, scripts).
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _total_bytes: u64) {}
+    fn advance(&self, _bytes: u64) {}
+    fn finish(&self) {}
+}
+
+/// What is wrong with a damaged page.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Damage {
+    /// Damaged beyond correction (Jetstress: bad page).
+    Bad,
+    /// One flipped bit, which the checksum can correct (Jetstress: correctable page).
+    Correctable,
+    /// A sound page that belongs elsewhere: a misdirected write (Jetstress: wrong page-number).
+    WrongPageNumber,
+}
+
+/// One damaged page, located.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedPage {
+    /// The page's position in the file (byte offset = page_number × page size).
+    pub page_number: u64,
+    pub damage: Damage,
+    /// For a wrong page-number page: the number the page carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_page_number: Option<u32>,
+    /// For a correctable page: the flipped bit's index within the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bit: Option<u64>,
+}
+
+/// The checksum figures of one database file: a row of the seeds' "Checksum Statistics" table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileChecksum {
+    pub instance: String,
+    pub path: PathBuf,
+    pub page_size: u32,
+    /// Bytes checked (the pages of the file, as its header counts them).
+    pub size_bytes: u64,
+    /// Bytes past the last page the header counts (a growth that did not finish); not checked.
+    pub trailing_bytes: u64,
+    pub pages_seen: u64,
+    pub pages_bad: u64,
+    pub pages_correctable: u64,
+    pub pages_wrong_number: u64,
+    pub seconds: f64,
+    /// MiB per second, as Jetstress's MBytes.
+    pub mb_per_sec: f64,
+    /// Every damaged page (up to [`MAX_LISTED_DAMAGED_PAGES`]), in file order.
+    pub damaged_pages: Vec<DamagedPage>,
+    /// Damaged pages counted but not listed, beyond the cap.
+    #[serde(default)]
+    pub damaged_pages_not_listed: u64,
+}
+
+impl FileChecksum {
+    /// True when every page is perfect.
+    pub fn is_clean(&self) -> bool {
+        self.pages_bad == 0 && self.pages_correctable == 0 && self.pages_wrong_number == 0
+    }
+
+    pub fn pages_damaged(&self) -> u64 {
+        self.pages_bad + self.pages_correctable + self.pages_wrong_number
+    }
+}
+
+/// The whole pass.
+#[derive(Debug)]
+pub struct ChecksumRun {
+    /// One per database, in the job's instance order.
+    pub files: Vec<FileChecksum>,
+    /// The I/O counters of each instance (class `checksum_read`), same order.
+    pub stats: Vec<Arc<InstanceStats>>,
+    pub instances: Vec<Instance>,
+    pub elapsed: Duration,
+}
+
+/// Sums over all files: the "(Sum)" row.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChecksumTotals {
+    pub files: u64,
+    pub size_bytes: u64,
+    pub pages_seen: u64,
+    pub pages_bad: u64,
+    pub pages_correctable: u64,
+    pub pages_wrong_number: u64,
+    /// Wall-clock seconds of the whole pass (the files are read at once).
+    pub seconds: f64,
+    pub mb_per_sec: f64,
+}
+
+impl ChecksumRun {
+    pub fn totals(&self) -> ChecksumTotals {
+        let seconds = self.elapsed.as_secs_f64();
+        let mut totals = ChecksumTotals {
+            files: self.files.len() as u64,
+            seconds,
+            ..ChecksumTotals::default()
+        };
+        for file in &self.files {
+            totals.size_bytes += file.size_bytes;
+            totals.pages_seen += file.pages_seen;
+            totals.pages_bad += file.pages_bad;
+            totals.pages_correctable += file.pages_correctable;
+            totals.pages_wrong_number += file.pages_wrong_number;
+        }
+        totals.mb_per_sec = mb_per_sec(totals.size_bytes, seconds);
+        totals
+    }
+
+    /// True when every page of every file is perfect.
+    pub fn is_clean(&self) -> bool {
+        self.files.iter().all(FileChecksum::is_clean)
+    }
+}
+
+fn mb_per_sec(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / BYTES_PER_MB / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Why the pass could not be made. Damage found in pages is not an error: it is the result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChecksumError {
+    #[error(
+        "database {path} of instance {instance} does not exist; run `jetproof init` first with the same job and flags"
+    )]
+    MissingDatabase { instance: String, path: PathBuf },
+    #[error(
+        "{path} (instance {instance}) is a directory, not a database file; check the job's database paths"
+    )]
+    NotAFile { instance: String, path: PathBuf },
+    #[error("{0}")]
+    Header(#[from] HeaderError),
+    #[error(
+        "{path}: the header counts {page_count} pages, more than page numbers can address; the header is damaged"
+    )]
+    TooManyPages { path: PathBuf, page_count: u64 },
+    #[error("{0}")]
+    Io(#[from] IoError),
+}
+
+impl ChecksumError {
+    /// Errors that are the user's input (exit 2) rather than a failure while working (exit 3).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            ChecksumError::MissingDatabase { .. }
+                | ChecksumError::NotAFile { .. }
+                | ChecksumError::Io(IoError::DirectIoUnsupported { .. })
+        )
+    }
+}
+
+/// A database file opened and its header checked, ready to scan.
+struct Target {
+    instance: Instance,
+    file: Arc<dyn IoFile>,
+    stats: Arc<InstanceStats>,
+    header: DbHeader,
+    trailing_bytes: u64,
+}
+
+/// Opens every database of the job and checks its header. Reads nothing else.
+fn open_targets(
+    instances: &[Instance],
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+) -> Result<Vec<Target>, ChecksumError> {
+    for instance in instances {
+        let path = &instance.database_path;
+        if !backend.exists(path) {
+            return Err(ChecksumError::MissingDatabase {
+                instance: instance.name.clone(),
+                path: path.clone(),
+            });
+        }
+        if path.is_dir() {
+            return Err(ChecksumError::NotAFile {
+                instance: instance.name.clone(),
+                path: path.clone(),
+            });
+        }
+    }
+    let mut targets = Vec::with_capacity(instances.len());
+    for instance in instances {
+        let open = OpenOptions::read_only().with_direct(options.direct_io);
+        let raw = backend.open(&instance.database_path, &open)?;
+        let stats = InstanceStats::new(instance.name.clone());
+        let file = MeteredFile::wrap(raw, stats.clone());
+        let header = DbHeader::read_with_class(file.as_ref(), IoClass::ChecksumRead)?;
+        if header.page_count > u64::from(u32::MAX) + 1 {
+            return Err(ChecksumError::TooManyPages {
+                path: instance.database_path.clone(),
+                page_count: header.page_count,
+            });
+        }
+        let trailing_bytes = file.size()?.saturating_sub(header.file_size_bytes());
+        targets.push(Target {
+            instance: instance.clone(),
+            file,
+            stats,
+            header,
+            trailing_bytes,
+        });
+    }
+    Ok(targets)
+}
+
+/// Runs the checksum pass over every database of `job`. Never writes.
+pub fn run(
+    job: &Job,
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+    progress: &dyn Progress,
+) -> Result<ChecksumRun, ChecksumError> {
+    check_instances(&job.instances(), backend, options, progress)
+}
+
+/// Like [`run`], over explicit instances (their log paths are not used here).
+pub fn check_instances(
+    instances: &[Instance],
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+    progress: &dyn Progress,
+) -> Result<ChecksumRun, ChecksumError> {
+    let targets = open_targets(instances, backend, options)?;
+    let total_bytes = targets.iter().map(|t| t.header.file_size_bytes()).sum();
+    progress.start(total_bytes);
+    let started = Instant::now();
+    let outcomes: Vec<Result<FileChecksum, IoError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|target| scope.spawn(|| scan_target(target, options, progress)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| match handle.join() {
+                Ok(outcome) => outcome,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    let elapsed = started.elapsed();
+    progress.finish();
+    let mut files = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        files.push(outcome?);
+    }
+    Ok(ChecksumRun {
+        files,
+        stats: targets.iter().map(|t| t.stats.clone()).collect(),
+        instances: targets.into_iter().map(|t| t.instance).collect(),
+        elapsed,
+    })
+}
+
+/// Counts of one file, filled as its pages are verified.
+struct Tally {
+    pages_seen: u64,
+    pages_bad: u64,
+    pages_correctable: u64,
+    pages_wrong_number: u64,
+    damaged_pages: Vec<DamagedPage>,
+    damaged_pages_not_listed: u64,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            pages_seen: 0,
+            pages_bad: 0,
+            pages_correctable: 0,
+            pages_wrong_number: 0,
+            damaged_pages: Vec::new(),
+            damaged_pages_not_listed: 0,
+        }
+    }
+
+    /// Verifies the whole pages in `bytes`, the first of which is page `first_page`.
+    fn check(&mut self, bytes: &[u8], page_size: usize, first_page: u64) {
+        for (index, page) in bytes.chunks_exact(page_size).enumerate() {
+            let page_number = first_page + index as u64;
+            self.pages_seen += 1;
+            // Page numbers above u32::MAX cannot occur: open_targets refuses such files.
+            let expected = u32::try_from(page_number).unwrap_or(u32::MAX);
+            let damaged = match checksum::verify(page, expected) {
+                PageCheck::Good => continue,
+                PageCheck::Correctable { bit } => {
+                    self.pages_correctable += 1;
+                    DamagedPage {
+                        page_number,
+                        damage: Damage::Correctable,
+                        found_page_number: None,
+                        bit: Some(bit as u64),
+                    }
+                }
+                PageCheck::WrongPageNumber { found } => {
+                    self.pages_wrong_number += 1;
+                    DamagedPage {
+                        page_number,
+                        damage: Damage::WrongPageNumber,
+                        found_page_number: Some(found),
+                        bit: None,
+                    }
+                }
+                PageCheck::Bad => {
+                    self.pages_bad += 1;
+                    DamagedPage {
+                        page_number,
+                        damage: Damage::Bad,
+                        found_page_number: None,
+                        bit: None,
+                    }
+                }
+            };
+            if self.damaged_pages.len() < MAX_LISTED_DAMAGED_PAGES {
+                self.damaged_pages.push(damaged);
+            } else {
+                self.damaged_pages_not_listed += 1;
+            }
+        }
+    }
+}
+
+/// A buffer on its way from the reader to the verifier.
+struct Filled {
+    offset: u64,
+    len: usize,
+    buf: AlignedBuf,
+}
+
+/// Reads one file from start to end on a reader thread and verifies its pages on this one.
+fn scan_target(
+    target: &Target,
+    options: &ChecksumOptions,
+    progress: &dyn Progress,
+) -> Result<FileChecksum, IoError> {
+    let page_size = target.header.page_size as usize;
+    let total = target.header.file_size_bytes();
+    let chunk = (options.read_size_bytes / page_size).max(1) * page_size;
+    let file = target.file.as_ref();
+    let started = Instant::now();
+
+    let (filled_tx, filled_rx) = mpsc::sync_channel::<Filled>(BUFFERS_PER_FILE);
+    let (empty_tx, empty_rx) = mpsc::channel::<AlignedBuf>();
+    for _ in 0..BUFFERS_PER_FILE {
+        // The receiver is alive: it is ours until the reader takes it below.
+        let _ = empty_tx.send(AlignedBuf::zeroed(chunk));
+    }
+    let stop_flag = AtomicBool::new(false);
+    let stop = &stop_flag;
+    let mut tally = Tally::new();
+    let read_result = std::thread::scope(|scope| {
+        // The reader owns the sending side: when it ends (done or failed), the channel closes and
+        // the verifying loop below ends.
+        let reader = scope.spawn(move || -> Result<(), IoError> {
+            let mut offset = 0u64;
+            while offset < total && !stop.load(Ordering::Relaxed) {
+                let Ok(mut buf) = empty_rx.recv() else {
+                    break;
+                };
+                let len = chunk.min(usize::try_from(total - offset).unwrap_or(chunk));
+                file.read_at(&mut buf[..len], offset, IoClass::ChecksumRead)?;
+                if filled_tx.send(Filled { offset, len, buf }).is_err() {
+                    break;
+                }
+                offset += len as u64;
+            }
+            Ok(())
+        });
+        for filled in filled_rx.iter() {
+            let first_page = filled.offset / page_size as u64;
+            tally.check(&filled.buf[..filled.len], page_size, first_page);
+            progress.advance(filled.len as u64);
+            // Once the reader has read its last chunk it stops taking buffers back: ignore that.
+            let _ = empty_tx.send(filled.buf);
+        }
+        stop.store(true, Ordering::Relaxed);
+        match reader.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    read_result?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(FileChecksum {
+        instance: target.instance.name.clone(),
+        path: target.instance.database_path.clone(),
+        page_size: target.header.page_size,
+        size_bytes: total,
+        trailing_bytes: target.trailing_bytes,
+        pages_seen: tally.pages_seen,
+        pages_bad: tally.pages_bad,
+        pages_correctable: tally.pages_correctable,
+        pages_wrong_number: tally.pages_wrong_number,
+        seconds,
+        mb_per_sec: mb_per_sec(total, seconds),
+        damaged_pages: tally.damaged_pages,
+        damaged_pages_not_listed: tally.damaged_pages_not_listed,
+    })
+}
+
+/// The seeds' "Checksum Statistics - All" table, in Jetstress's words, for the terminal and the
+/// test log.
+pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
+    let mut rows = vec![format!(
+        "{:<40} {:>12} {:>10} {:>18} {:>24}  {}",
+        "Database",
+        "Seen pages",
+        "Bad pages",
+        "Correctable pages",
+        "Wrong page-number pages",
+        "File length / seconds taken"
+    )];
+    for file in &run.files {
+        rows.push(format!(
+            "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.1} sec ({:.0} MB/s)",
+            file.path.display(),
+            file.pages_seen,
+            file.pages_bad,
+            file.pages_correctable,
+            file.pages_wrong_number,
+            file.size_bytes as f64 / BYTES_PER_MB,
+            file.seconds,
+            file.mb_per_sec
+        ));
+    }
+    let totals = run.totals();
+    rows.push(format!(
+        "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.1} sec ({:.0} MB/s)",
+        "(Sum)",
+        totals.pages_seen,
+        totals.pages_bad,
+        totals.pages_correctable,
+        totals.pages_wrong_number,
+        totals.size_bytes as f64 / BYTES_PER_MB,
+        totals.seconds,
+        totals.mb_per_sec
+    ));
+    rows
+}
+
+/// One line per damaged page (at most `limit` per file), with its location.
+pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for file in &run.files {
+        for page in file.damaged_pages.iter().take(limit) {
+            let offset = page.page_number * u64::from(file.page_size);
+            let what = match page.damage {
+                Damage::Bad => "bad page (damaged beyond correction)".to_string(),
+                Damage::Correctable => match page.bit {
+                    Some(bit) => format!(
+                        "correctable page (one flipped bit: byte {} bit {} of the page)",
+                        bit / 8,
+                        bit % 8
+                    ),
+                    None => "correctable page".to_string(),
+                },
+                Damage::WrongPageNumber => match page.found_page_number {
+                    Some(found) => format!(
+                        "wrong page-number page (it carries page number {found}: a misdirected write)"
+                    ),
+                    None => "wrong page-number page".to_string(),
+                },
+            };
+            lines.push(format!(
+                "{}: page {} (byte offset {offset}): {what}",
+                file.path.display(),
+                page.page_number
+            ));
+        }
+        let shown = file.damaged_pages.len().min(limit) as u64;
+        let more = file.pages_damaged().saturating_sub(shown);
+        if more > 0 {
+            lines.push(format!(
+                "{}: {more} more damaged pages (listed in result.json up to {MAX_LISTED_DAMAGED_PAGES})",
+                file.path.display()
+            ));
+        }
+    }
+    lines
+}
+
+/// When and where the pass ran, for its `result.json`.
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    /// RFC 3339, UTC.
+    pub started: String,
+    pub ended: String,
+    pub log_file: Option<PathBuf>,
+}
+
+/// The `result.json` of a checksum pass (SPEC §5): verdict fail with one reason per damaged file;
+/// per instance the `checksum_read` I/O figures and, in `extra`, the file's row of the
+/// "Checksum Statistics" table (`pages_seen`, `pages_bad`, `pages_correctable`,
+/// `pages_wrong_number`, `mb_per_sec`, …, and the damaged pages); in `totals` the "(Sum)" row.
+pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult {
+    let mut reasons = Vec::new();
+    for file in run.files.iter().filter(|f| !f.is_clean()) {
+        reasons.push(format!(
+            "{}: {} bad, {} correctable, {} wrong page-number pages",
+            file.path.display(),
+            file.pages_bad,
+            file.pages_correctable,
+            file.pages_wrong_number
+        ));
+    }
+    let instances = run
+        .instances
+        .iter()
+        .zip(&run.files)
+        .zip(&run.stats)
+        .map(|((instance, file), stats)| {
+            let extra = match serde_json::to_value(file) {
+                Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+                _ => BTreeMap::new(),
+            };
+            InstanceResult {
+                name: instance.name.clone(),
+                database_path: instance.database_path.clone(),
+                log_path: instance.log_path.clone(),
+                io: jetproof_results::io_results(stats, Duration::from_secs_f64(file.seconds)),
+                extra,
+            }
+        })
+        .collect();
+    let totals = match serde_json::to_value(run.totals()) {
+        Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+        _ => BTreeMap::new(),
+    };
+    let mut parameters = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
+    if let serde_json::Value::Object(map) = &mut parameters {
+        map.insert(
+            "checksum".to_string(),
+            serde_json::json!({ "read_size_bytes": DEFAULT_READ_SIZE, "direct_io": job.storage.direct_io }),
+        );
+    }
+    TestResult {
+        schema_version: jetproof_results::SCHEMA_VERSION,
+        tool_version: jetproof_results::tool_version(),
+        test: TestKind::Checksum,
+        verdict: if reasons.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        reasons,
+        interrupted: false,
+        host: Host::this(),
+        started: record.started.clone(),
+        ended: record.ended.clone(),
+        duration_s: run.elapsed.as_secs_f64(),
+        parameters,
+        target_iops: None,
+        achieved_iops: None,
+        instances,
+        host_counters: None,
+        log_file: record.log_file.clone(),
+        samples_file: None,
+        totals,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    use jetproof_engine::DbState;
+    use jetproof_engine::header::{FORMAT_VERSION, HEADER_PAGES};
+    use jetproof_engine::page::{HEADER_SIZE, OFFSET_PAGE_NUMBER, OFFSET_PAGE_TYPE};
+    use jetproof_io::std_backend::StdBackend;
+    use rand::rngs::StdRng;
+    use rand::{Rng, RngCore, SeedableRng};
+
+    /// Writes a database file of `pages` sealed pages (two header pages, then leaves with random
+    /// bodies) and returns its bytes.
+    fn write_database(path: &Path, page_size: u32, pages: u64, seed: u64) -> Vec<u8> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let size = page_size as usize;
+        let mut bytes = vec![0u8; size * pages as usize];
+        let header = DbHeader {
+            format_version: FORMAT_VERSION,
+            page_size,
+            page_count: pages,
+            state: DbState::Clean,
+            root_page: HEADER_PAGES,
+            recovery_position: Default::default(),
+            database_id: u128::from(seed),
+            created_unix_ns: 1,
+            next_update_stamp: 1,
+            sequence: 1,
+            extent_pages: 16,
+            used_pages: pages,
+        };
+        for (number, page) in bytes.chunks_exact_mut(size).enumerate() {
+            if (number as u32) < HEADER_PAGES {
+                header.encode(page, number as u32);
+                continue;
+            }
+            page[OFFSET_PAGE_NUMBER..OFFSET_PAGE_NUMBER + 4]
+                .copy_from_slice(&(number as u32).to_le_bytes());
+            page[OFFSET_PAGE_TYPE] = 5;
+            rng.fill_bytes(&mut page[HEADER_SIZE..]);
+            checksum::seal(page);
+        }
+        std::fs::write(path, &bytes).expect("write test database");
+        bytes
+    }
+
+    fn instance(dir: &Path, name: &str) -> Instance {
+        Instance {
+            name: name.to_string(),
+            database_path: dir.join(format!("{name}.jpdb")),
+            log_path: dir.join(format!("{name}-logs")),
+        }
+    }
+
+    fn buffered(read_size_bytes: usize) -> ChecksumOptions {
+        ChecksumOptions {
+            direct_io: false,
+            read_size_bytes,
+        }
+    }
+
+    fn scan(instances: &[Instance], options: &ChecksumOptions) -> ChecksumRun {
+        let backend = StdBackend::new();
+        check_instances(instances, backend.as_ref(), options, &NoProgress).expect("scan")
+    }
+
+    #[test]
+    fn checksum_clean_files_count_every_page() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = instance(dir.path(), "db1");
+        let b = instance(dir.path(), "db2");
+        write_database(&a.database_path, 8192, 300, 1);
+        write_database(&b.database_path, 32768, 70, 2);
+        // A read size that does not divide the file, to exercise the last short read.
+        let run = scan(&[a, b], &buffered(5 * 32768));
+        assert!(run.is_clean(), "{:?}", run.files);
+        assert_eq!(run.files[0].pages_seen, 300, "{:?}", run.files[0]);
+        assert_eq!(run.files[1].pages_seen, 70);
+        let totals = run.totals();
+        assert_eq!(totals.pages_seen, 370);
+        assert_eq!(totals.size_bytes, 300 * 8192 + 70 * 32768);
+        let reads = run.stats[1].class(IoClass::ChecksumRead).count();
+        assert!(
+            reads >= 70 / 5,
+            "reads counted under checksum_read: {reads}"
+        );
+    }
+
+    #[test]
+    fn checksum_damage_is_counted_and_located() {
+        let seed = 0xC4EC;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        let page = 4096usize;
+        let pages = 200u64;
+        let mut bytes = write_database(&db.database_path, page as u32, pages, seed);
+        // One flipped bit in page 17, page 40 copied over page 90, garbage in page 150.
+        let bit = rng.random_range(0..page * 8);
+        bytes[17 * page + bit / 8] ^= 1 << (bit % 8);
+        let forty = bytes[40 * page..41 * page].to_vec();
+        bytes[90 * page..91 * page].copy_from_slice(&forty);
+        rng.fill_bytes(&mut bytes[150 * page..151 * page]);
+        std::fs::write(&db.database_path, &bytes).expect("rewrite");
+
+        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        let file = &run.files[0];
+        assert_eq!(file.pages_seen, pages);
+        assert_eq!(
+            (
+                file.pages_correctable,
+                file.pages_wrong_number,
+                file.pages_bad
+            ),
+            (1, 1, 1),
+            "seed {seed}: {file:?}"
+        );
+        assert_eq!(
+            file.damaged_pages,
+            vec![
+                DamagedPage {
+                    page_number: 17,
+                    damage: Damage::Correctable,
+                    found_page_number: None,
+                    bit: Some(bit as u64),
+                },
+                DamagedPage {
+                    page_number: 90,
+                    damage: Damage::WrongPageNumber,
+                    found_page_number: Some(40),
+                    bit: None,
+                },
+                DamagedPage {
+                    page_number: 150,
+                    damage: Damage::Bad,
+                    found_page_number: None,
+                    bit: None,
+                },
+            ]
+        );
+        assert!(!run.is_clean());
+        let lines = damage_lines(&run, 10);
+        assert!(
+            lines[1].contains("page 90") && lines[1].contains("40"),
+            "{lines:?}"
+        );
+        // The file was only read.
+        assert_eq!(std::fs::read(&db.database_path).expect("read back"), bytes);
+
+        let record = RunRecord {
+            started: "2026-01-01T00:00:00Z".into(),
+            ended: "2026-01-01T00:00:01Z".into(),
+            log_file: None,
+        };
+        let result = to_result(&run, &Job::default(), &record);
+        let json = serde_json::to_value(&result).expect("serialises");
+        assert_eq!(json["test"], "checksum");
+        assert_eq!(json["verdict"], "fail");
+        assert_eq!(json["reasons"].as_array().map(Vec::len), Some(1), "{json}");
+        let figures = &json["instances"][0]["extra"];
+        assert_eq!(figures["pages_seen"], 200, "{json}");
+        assert_eq!(figures["pages_correctable"], 1, "{json}");
+        assert_eq!(figures["pages_wrong_number"], 1, "{json}");
+        assert_eq!(figures["pages_bad"], 1, "{json}");
+        assert!(figures["mb_per_sec"].is_number(), "{json}");
+        assert_eq!(
+            figures["damaged_pages"][1]["found_page_number"], 40,
+            "{json}"
+        );
+        assert!(
+            json["instances"][0]["checksum_read"]["count"].as_u64() > Some(0),
+            "{json}"
+        );
+        assert_eq!(json["totals"]["pages_seen"], 200, "{json}");
+    }
+
+    #[test]
+    fn checksum_missing_database_is_bad_input() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        let backend = StdBackend::new();
+        let err = check_instances(&[db], backend.as_ref(), &buffered(4096), &NoProgress)
+            .expect_err("missing");
+        assert!(err.is_bad_input());
+        assert!(err.to_string().contains("jetproof init"), "{err}");
+    }
+
+    #[test]
+    fn checksum_truncated_foreign_and_garbage_files_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        let bytes = write_database(&db.database_path, 8192, 64, 3);
+        let backend = StdBackend::new();
+        let mut garbage = vec![0u8; 1 << 20];
+        StdRng::seed_from_u64(3).fill_bytes(&mut garbage);
+        let cases: [(&str, Vec<u8>); 4] = [
+            ("truncated", bytes[..bytes.len() / 2].to_vec()),
+            ("empty", Vec::new()),
+            ("foreign", b"#!/bin/sh\necho precious\n".repeat(1000)),
+            ("garbage", garbage),
+        ];
+        for (what, content) in cases {
+            std::fs::write(&db.database_path, &content).expect("write case");
+            let err = check_instances(
+                std::slice::from_ref(&db),
+                backend.as_ref(),
+                &buffered(1 << 20),
+                &NoProgress,
+            )
+            .expect_err(what);
+            assert!(!err.is_bad_input(), "{what}: {err}");
+            let text = err.to_string();
+            assert!(text.contains("db1.jpdb"), "{what}: {text}");
+        }
+    }
+}
