@@ -3,9 +3,24 @@
 //! database reads and writes come from a real tree behind a real cache, not from a random-number
 //! generator. It knows nothing of tests or reports, and reads and writes only through
 //! `jetproof_io::IoFile`.
+//!
+//! Layering (each module uses only those listed before it): `page` (header layout) and `checksum`;
+//! `header` (the database header page); `cache` (buffers, latches, flushing); `space` (space maps
+//! and growth, over the cache); `node` (slotted B+tree pages); `btree` (the tree, over cache and
+//! space); `db` (the public `Database`).
 
+pub mod btree;
+pub mod cache;
 pub mod checksum;
+pub mod db;
+pub mod error;
 pub mod header;
+pub mod node;
 pub mod page;
+pub mod space;
 
+pub use btree::{Op, TreeStats};
+pub use cache::{CacheStats, NoLog, WriteAheadGate};
+pub use db::{Database, DatabaseOptions, FillProgress, record_key};
+pub use error::EngineError;
 pub use header::{DbHeader, DbState, HeaderError, LogPosition};

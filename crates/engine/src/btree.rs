@@ -1,0 +1,763 @@
+//! The B+tree of variable-size records, over the page cache.
+//!
+//! Concurrency (many sessions at once, page latches, no global lock):
+//! * Readers descend with shared latches, latching the child before releasing the parent
+//!   (latch coupling), so a reader never follows a pointer that a split or merge is changing.
+//! * A writer first tries the optimistic path: shared latches down to the leaf's parent, an
+//!   exclusive latch on the leaf, and a change that fits in the leaf (no split, no merge). Most
+//!   changes end there.
+//! * Otherwise it takes the pessimistic path: exclusive latches from the root down, releasing
+//!   every ancestor as soon as a node is *safe* (it cannot split or underflow whatever happens
+//!   below), and latching one sibling of each unsafe node for a possible merge. Latches are always
+//!   taken top-down, and siblings only under their parent's exclusive latch, so there is no
+//!   deadlock.
+//! * No latch is held across a read from disk on the descent: when a child is not resident, the
+//!   session releases everything, reads the child with no latch held, and starts again from the
+//!   root (after a few restarts it reads with the parent latched, so progress is guaranteed). A
+//!   split may still wait on a stall flush or on file growth while holding the latches of the
+//!   nodes it is splitting; both are rare and both are waits every session would share.
+//! * The root page never moves: a root split moves the root's entries into two new pages, and a
+//!   root left with one child takes that child's entries. The header names the root once.
+//!
+//! Node layout is in [`crate::node`]; interior entry 0's key stands for "everything below entry
+//! 1". Separators are the first key of the right node at the time of the split.
+#![deny(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cache::{PageCache, PageMut, PageRef};
+use crate::error::{EngineError, Result};
+use crate::node::{self, Entries};
+use crate::page::{self, PageType};
+use crate::space::Space;
+
+/// How many leaves a scan reads ahead (adjacent ones in one I/O).
+const READ_AHEAD_PAGES: usize = 16;
+/// Restarts (after reading a missing child with no latch) before reading under the latch.
+const MAX_RESTARTS: u32 = 8;
+
+/// A change to one record.
+#[derive(Clone, Copy, Debug)]
+pub enum Op<'a> {
+    /// Adds a record; no change if the key exists. `append` says the caller believes the key is
+    /// the largest so far (bulk load), which selects append splits at the right edge.
+    Insert { key: &'a [u8], value: &'a [u8] },
+    /// Replaces the value of an existing record; no change if the key is absent.
+    Replace { key: &'a [u8], value: &'a [u8] },
+    /// Removes a record; no change if the key is absent.
+    Delete { key: &'a [u8] },
+}
+
+impl<'a> Op<'a> {
+    fn key(&self) -> &'a [u8] {
+        match *self {
+            Op::Insert { key, .. } | Op::Replace { key, .. } | Op::Delete { key } => key,
+        }
+    }
+}
+
+/// What a full walk of the tree found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    pub records: u64,
+    pub leaf_pages: u64,
+    pub interior_pages: u64,
+    /// Levels, leaves included (1 = the root is a leaf).
+    pub height: u32,
+    pub record_bytes: u64,
+}
+
+/// A B+tree rooted at a fixed page.
+#[derive(Debug)]
+pub struct Tree<'a> {
+    pub cache: &'a PageCache,
+    pub space: &'a Space,
+    pub stamp: &'a AtomicU64,
+    pub root: u32,
+    pub tree_id: u32,
+}
+
+struct PathNode<'a> {
+    node: PageMut<'a>,
+    /// The child followed from this node.
+    child_index: usize,
+    /// This node is the rightmost at its level.
+    rightmost: bool,
+    /// A sibling of this node (and its index in the parent), latched for a merge.
+    sibling: Option<(PageMut<'a>, usize)>,
+}
+
+impl<'a> Tree<'a> {
+    fn inconsistent(&self, page: u32, what: impl Into<String>) -> EngineError {
+        EngineError::Inconsistent {
+            path: self.cache.file().path().to_path_buf(),
+            page,
+            what: what.into(),
+        }
+    }
+
+    fn next_stamp(&self) -> u64 {
+        self.stamp.fetch_add(1, Ordering::AcqRel)
+    }
+
+    fn check_node(&self, page: u32, data: &[u8], level: Option<u16>) -> Result<u16> {
+        if !node::is_node(data) {
+            return Err(self.inconsistent(page, "expected a B+tree page"));
+        }
+        let found = node::level(data);
+        if let Some(expected) = level
+            && found != expected
+        {
+            return Err(self.inconsistent(
+                page,
+                format!("node at level {found} where level {expected} was expected"),
+            ));
+        }
+        if (page::page_type(data) == Some(PageType::Leaf)) != (found == 0) {
+            return Err(self.inconsistent(page, "page type and level disagree"));
+        }
+        Ok(found)
+    }
+
+    fn child_of(&self, page: u32, data: &[u8], key: &[u8]) -> Result<(usize, u32)> {
+        let index = node::interior_search(data, key)
+            .ok_or_else(|| self.inconsistent(page, "malformed interior node"))?;
+        let (_, child) = node::interior_entry(data, index)
+            .ok_or_else(|| self.inconsistent(page, "malformed interior entry"))?;
+        Ok((index, child))
+    }
+
+    /// Formats the tree's (empty) root leaf into a freshly created page.
+    pub fn format_root(&self) -> Result<()> {
+        let mut root = self.cache.create(self.root)?;
+        let stamp = self.next_stamp();
+        page::write_common(root.data_mut(), self.root, PageType::Leaf, stamp);
+        page::put_u32(root.data_mut(), page::OFFSET_TREE, self.tree_id);
+        Entries::Leaf(Vec::new()).encode(root.data_mut(), 0);
+        Ok(())
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let leaf = self.read_leaf(key, &mut None)?;
+        let page = leaf.page_number();
+        let data = leaf.data();
+        match node::leaf_search(data, key).ok_or_else(|| self.inconsistent(page, "bad leaf"))? {
+            Ok(i) => {
+                let (_, value) = node::leaf_entry(data, i)
+                    .ok_or_else(|| self.inconsistent(page, "malformed leaf entry"))?;
+                Ok(Some(value.to_vec()))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Descends with shared latches to the leaf that covers `key`. If `scan` is given, fills it
+    /// with the lowest separator above the leaf's range (the next leaf's first key) and the pages
+    /// to read ahead.
+    fn read_leaf(&self, key: &[u8], scan: &mut Option<ScanHints>) -> Result<PageRef<'a>> {
+        let mut restarts = 0;
+        'restart: loop {
+            if let Some(hints) = scan.as_mut() {
+                *hints = ScanHints::default();
+            }
+            let mut node = self.cache.read(self.root)?;
+            let mut level = self.check_node(self.root, node.data(), None)?;
+            while level > 0 {
+                let page = node.page_number();
+                let data = node.data();
+                let (index, child) = self.child_of(page, data, key)?;
+                if let Some(hints) = scan.as_mut() {
+                    if let Some((upper, _)) = node::interior_entry(data, index + 1) {
+                        hints.upper = Some(upper.to_vec());
+                    }
+                    if level == 1 {
+                        hints.read_ahead = (index + 1..index + 1 + READ_AHEAD_PAGES)
+                            .filter_map(|i| node::interior_entry(data, i).map(|(_, c)| c))
+                            .collect();
+                    }
+                }
+                let child_ref = match self.cache.read_if_resident(child) {
+                    Some(child_ref) => child_ref,
+                    None if restarts < MAX_RESTARTS => {
+                        drop(node);
+                        drop(self.cache.read(child)?);
+                        restarts += 1;
+                        continue 'restart;
+                    }
+                    None => self.cache.read(child)?,
+                };
+                self.check_node(child, child_ref.data(), Some(level - 1))?;
+                node = child_ref;
+                level -= 1;
+            }
+            return Ok(node);
+        }
+    }
+
+    /// Up to `limit` records with keys at or above `start`, in key order, appended to `out`.
+    /// Leaves ahead are read in before they are needed (read-ahead), adjacent ones in one I/O.
+    pub fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        let mut cursor = start.to_vec();
+        let wanted = out.len() + limit;
+        while out.len() < wanted {
+            let mut hints = Some(ScanHints::default());
+            let leaf = self.read_leaf(&cursor, &mut hints)?;
+            let page = leaf.page_number();
+            let data = leaf.data();
+            let from = match node::leaf_search(data, &cursor)
+                .ok_or_else(|| self.inconsistent(page, "bad leaf"))?
+            {
+                Ok(i) | Err(i) => i,
+            };
+            for i in from..node::count(data) {
+                if out.len() >= wanted {
+                    break;
+                }
+                let (k, v) = node::leaf_entry(data, i)
+                    .ok_or_else(|| self.inconsistent(page, "malformed leaf entry"))?;
+                out.push((k.to_vec(), v.to_vec()));
+            }
+            drop(leaf);
+            let hints = hints.unwrap_or_default();
+            match hints.upper {
+                Some(upper) if out.len() < wanted => {
+                    if hints
+                        .read_ahead
+                        .first()
+                        .is_some_and(|&next| !self.cache.is_resident(next))
+                    {
+                        self.cache.prefetch(&hints.read_ahead);
+                    }
+                    cursor = upper;
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `op`; returns whether it changed anything.
+    pub fn modify(&self, op: Op<'_>, log_position: u64) -> Result<bool> {
+        if let Some(done) = self.modify_optimistic(op, log_position)? {
+            return Ok(done);
+        }
+        self.modify_pessimistic(op, log_position)
+    }
+
+    fn modify_optimistic(&self, op: Op<'_>, log_position: u64) -> Result<Option<bool>> {
+        let key = op.key();
+        let mut restarts = 0;
+        'restart: loop {
+            let mut node = self.cache.read(self.root)?;
+            let mut level = self.check_node(self.root, node.data(), None)?;
+            if level == 0 {
+                drop(node);
+                let mut leaf = self.cache.write(self.root)?;
+                if self.check_node(self.root, leaf.data(), None)? != 0 {
+                    continue 'restart;
+                }
+                return self.leaf_try(&mut leaf, op, true, log_position);
+            }
+            loop {
+                let page = node.page_number();
+                let (_, child) = self.child_of(page, node.data(), key)?;
+                if level == 1 {
+                    let mut leaf = match self.cache.write_if_resident(child) {
+                        Some(leaf) => leaf,
+                        None if restarts < MAX_RESTARTS => {
+                            drop(node);
+                            drop(self.cache.read(child)?);
+                            restarts += 1;
+                            continue 'restart;
+                        }
+                        None => self.cache.write(child)?,
+                    };
+                    drop(node);
+                    self.check_node(child, leaf.data(), Some(0))?;
+                    return self.leaf_try(&mut leaf, op, false, log_position);
+                }
+                let child_ref = match self.cache.read_if_resident(child) {
+                    Some(child_ref) => child_ref,
+                    None if restarts < MAX_RESTARTS => {
+                        drop(node);
+                        drop(self.cache.read(child)?);
+                        restarts += 1;
+                        continue 'restart;
+                    }
+                    None => self.cache.read(child)?,
+                };
+                self.check_node(child, child_ref.data(), Some(level - 1))?;
+                node = child_ref;
+                level -= 1;
+            }
+        }
+    }
+
+    /// The change within one latched leaf, if it needs no split and no merge.
+    fn leaf_try(
+        &self,
+        leaf: &mut PageMut<'_>,
+        op: Op<'_>,
+        is_root: bool,
+        log_position: u64,
+    ) -> Result<Option<bool>> {
+        let page = leaf.page_number();
+        let ps = leaf.data().len();
+        let threshold = node::merge_threshold(ps);
+        let found = node::leaf_search(leaf.data(), op.key())
+            .ok_or_else(|| self.inconsistent(page, "bad leaf"))?;
+        let used = node::used_bytes(leaf.data());
+        let existing = match found {
+            Ok(i) => {
+                let (k, v) = node::leaf_entry(leaf.data(), i)
+                    .ok_or_else(|| self.inconsistent(page, "malformed leaf entry"))?;
+                Some((i, node::leaf_entry_bytes(k.len(), v.len())))
+            }
+            Err(_) => None,
+        };
+        match (op, existing, found) {
+            (Op::Insert { .. }, Some(_), _) | (Op::Replace { .. } | Op::Delete { .. }, None, _) => {
+                Ok(Some(false))
+            }
+            (Op::Insert { key, value }, None, Err(index)) => {
+                if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
+                    return Ok(None);
+                }
+                leaf.stamp(self.next_stamp(), log_position);
+                Ok(Some(true))
+            }
+            (Op::Replace { key, value }, Some((index, old)), _) => {
+                let new_used = used - old + node::leaf_entry_bytes(key.len(), value.len());
+                if new_used > node::capacity(ps) || (new_used < threshold && !is_root) {
+                    return Ok(None);
+                }
+                let mut entries = self.decode(page, leaf.data())?;
+                if let Entries::Leaf(e) = &mut entries
+                    && let Some(slot) = e.get_mut(index)
+                {
+                    slot.1 = value.to_vec();
+                }
+                entries.encode(leaf.data_mut(), 0);
+                leaf.stamp(self.next_stamp(), log_position);
+                Ok(Some(true))
+            }
+            (Op::Delete { .. }, Some((index, old)), _) => {
+                if used - old < threshold && !is_root {
+                    return Ok(None);
+                }
+                let mut entries = self.decode(page, leaf.data())?;
+                if let Entries::Leaf(e) = &mut entries {
+                    e.remove(index);
+                }
+                entries.encode(leaf.data_mut(), 0);
+                leaf.stamp(self.next_stamp(), log_position);
+                Ok(Some(true))
+            }
+            (Op::Insert { .. }, None, Ok(_)) => Err(self.inconsistent(page, "search disagrees")),
+        }
+    }
+
+    fn decode(&self, page: u32, data: &[u8]) -> Result<Entries> {
+        Entries::decode(data).ok_or_else(|| self.inconsistent(page, "malformed node"))
+    }
+
+    /// Can anything below `data` (a node at `level`) make it split or underflow, given `op`?
+    fn is_safe(&self, data: &[u8], level: u16, op: Op<'_>) -> bool {
+        let ps = data.len();
+        let threshold = node::merge_threshold(ps);
+        let used = node::used_bytes(data);
+        let free = node::free_bytes(data);
+        if level == 0 {
+            let existing = match node::leaf_search(data, op.key()) {
+                Some(Ok(i)) => node::leaf_entry(data, i)
+                    .map_or(0, |(k, v)| node::leaf_entry_bytes(k.len(), v.len())),
+                _ => 0,
+            };
+            return match op {
+                Op::Insert { key, value } => {
+                    existing != 0 || free >= node::leaf_entry_bytes(key.len(), value.len())
+                }
+                Op::Delete { .. } => used - existing >= threshold,
+                Op::Replace { key, value } => {
+                    let new_used = used - existing + node::leaf_entry_bytes(key.len(), value.len());
+                    existing == 0 || (new_used <= node::capacity(ps) && new_used >= threshold)
+                }
+            };
+        }
+        let worst = node::interior_entry_bytes(node::MAX_KEY_BYTES);
+        let no_split = free >= worst;
+        let no_underflow = used >= threshold + worst;
+        match op {
+            Op::Insert { .. } => no_split,
+            Op::Delete { .. } => no_underflow,
+            Op::Replace { .. } => no_split && no_underflow,
+        }
+    }
+
+    fn modify_pessimistic(&self, op: Op<'_>, log_position: u64) -> Result<bool> {
+        let key = op.key();
+        let mut restarts = 0;
+        'restart: loop {
+            let mut path: Vec<PathNode<'a>> = Vec::with_capacity(8);
+            let root = self.cache.write(self.root)?;
+            let mut level = self.check_node(self.root, root.data(), None)?;
+            path.push(PathNode {
+                node: root,
+                child_index: 0,
+                rightmost: true,
+                sibling: None,
+            });
+            while level > 0 {
+                let Some(top) = path.last_mut() else {
+                    return Err(self.inconsistent(self.root, "empty path"));
+                };
+                let page = top.node.page_number();
+                let data = top.node.data();
+                let (index, child) = self.child_of(page, data, key)?;
+                let count = node::count(data);
+                let rightmost = top.rightmost && index + 1 == count;
+                top.child_index = index;
+                let sibling_choice = if index > 0 {
+                    node::interior_entry(data, index - 1).map(|(_, c)| (c, index - 1))
+                } else {
+                    node::interior_entry(data, index + 1).map(|(_, c)| (c, index + 1))
+                };
+                let child_node = match self.cache.write_if_resident(child) {
+                    Some(n) => n,
+                    None if restarts < MAX_RESTARTS => {
+                        drop(path);
+                        drop(self.cache.read(child)?);
+                        restarts += 1;
+                        continue 'restart;
+                    }
+                    None => self.cache.write(child)?,
+                };
+                self.check_node(child, child_node.data(), Some(level - 1))?;
+                let safe = self.is_safe(child_node.data(), level - 1, op);
+                let sibling = if safe {
+                    None
+                } else if let Some((sibling_page, sibling_index)) = sibling_choice {
+                    let sibling_node = match self.cache.write_if_resident(sibling_page) {
+                        Some(n) => n,
+                        None if restarts < MAX_RESTARTS => {
+                            drop(child_node);
+                            drop(path);
+                            drop(self.cache.read(sibling_page)?);
+                            restarts += 1;
+                            continue 'restart;
+                        }
+                        None => self.cache.write(sibling_page)?,
+                    };
+                    self.check_node(sibling_page, sibling_node.data(), Some(level - 1))?;
+                    Some((sibling_node, sibling_index))
+                } else {
+                    None
+                };
+                if safe {
+                    path.clear();
+                }
+                path.push(PathNode {
+                    node: child_node,
+                    child_index: 0,
+                    rightmost,
+                    sibling,
+                });
+                level -= 1;
+            }
+            return self.apply_at_leaf(path, op, log_position);
+        }
+    }
+
+    fn apply_at_leaf(
+        &self,
+        mut path: Vec<PathNode<'a>>,
+        op: Op<'_>,
+        log_position: u64,
+    ) -> Result<bool> {
+        let Some(leaf) = path.last() else {
+            return Err(self.inconsistent(self.root, "empty path"));
+        };
+        let page = leaf.node.page_number();
+        let mut entries = self.decode(page, leaf.node.data())?;
+        let Entries::Leaf(records) = &mut entries else {
+            return Err(self.inconsistent(page, "expected a leaf"));
+        };
+        let found = records.binary_search_by(|(k, _)| k.as_slice().cmp(op.key()));
+        let old_len = records.len();
+        let mut append = false;
+        match (op, found) {
+            (Op::Insert { key, value }, Err(i)) => {
+                append = i == old_len && leaf.rightmost;
+                records.insert(i, (key.to_vec(), value.to_vec()));
+            }
+            (Op::Replace { value, .. }, Ok(i)) => {
+                if let Some(slot) = records.get_mut(i) {
+                    slot.1 = value.to_vec();
+                }
+            }
+            (Op::Delete { .. }, Ok(i)) => {
+                records.remove(i);
+            }
+            _ => return Ok(false),
+        }
+        let last = path.len() - 1;
+        self.rebalance(&mut path, last, entries, append, log_position)?;
+        Ok(true)
+    }
+
+    fn write_node(&self, node: &mut PageMut<'_>, entries: &Entries, level: u16, lp: u64) {
+        entries.encode(node.data_mut(), level);
+        node.stamp(self.next_stamp(), lp);
+    }
+
+    fn new_node(&self, entries: &Entries, level: u16, lp: u64) -> Result<u32> {
+        let page = self.space.allocate(self.cache)?;
+        let mut node = self.cache.create(page)?;
+        let page_type = if level == 0 {
+            PageType::Leaf
+        } else {
+            PageType::Interior
+        };
+        page::write_common(node.data_mut(), page, page_type, 0);
+        page::put_u32(node.data_mut(), page::OFFSET_TREE, self.tree_id);
+        self.write_node(&mut node, entries, level, lp);
+        Ok(page)
+    }
+
+    fn free_node(&self, node: &mut PageMut<'_>, lp: u64) -> Result<()> {
+        let page = node.page_number();
+        let stamp = self.next_stamp();
+        page::format_free(node.data_mut(), page);
+        node.stamp(stamp, lp);
+        self.space.free(self.cache, page)
+    }
+
+    /// Writes `pending` (the new entries of `path[at]`), splitting or merging as needed and
+    /// carrying the change up the latched path.
+    fn rebalance(
+        &self,
+        path: &mut [PathNode<'a>],
+        mut at: usize,
+        mut pending: Entries,
+        mut append: bool,
+        lp: u64,
+    ) -> Result<()> {
+        let ps = self.cache.config().page_size;
+        let capacity = node::capacity(ps);
+        let threshold = node::merge_threshold(ps);
+        loop {
+            let Some(current) = path.get_mut(at) else {
+                return Err(self.inconsistent(self.root, "path too short"));
+            };
+            let page = current.node.page_number();
+            let level = node::level(current.node.data());
+            let is_root = page == self.root;
+            if pending.bytes() > capacity {
+                let split = pending.split_point(ps, append);
+                let mut right = pending.split_off(split);
+                let separator = right.first_key().unwrap_or_default().to_vec();
+                if let Entries::Interior(e) = &mut right
+                    && let Some(first) = e.first_mut()
+                {
+                    first.0.clear();
+                }
+                if is_root {
+                    let left_page = self.new_node(&pending, level, lp)?;
+                    let right_page = self.new_node(&right, level, lp)?;
+                    let root_entries =
+                        Entries::Interior(vec![(Vec::new(), left_page), (separator, right_page)]);
+                    self.write_node(&mut current.node, &root_entries, level + 1, lp);
+                    return Ok(());
+                }
+                let right_page = self.new_node(&right, level, lp)?;
+                self.write_node(&mut current.node, &pending, level, lp);
+                if at == 0 {
+                    return Err(self.inconsistent(page, "split with no latched parent"));
+                }
+                at -= 1;
+                let Some(parent) = path.get(at) else {
+                    return Err(self.inconsistent(page, "path too short"));
+                };
+                let parent_page = parent.node.page_number();
+                let mut parent_entries = self.decode(parent_page, parent.node.data())?;
+                let index = parent.child_index + 1;
+                if let Entries::Interior(e) = &mut parent_entries {
+                    append = append && parent.rightmost && index == e.len();
+                    e.insert(index.min(e.len()), (separator, right_page));
+                }
+                pending = parent_entries;
+                continue;
+            }
+            if pending.bytes() < threshold
+                && !is_root
+                && at > 0
+                && let Some((mut sibling, sibling_index)) = current.sibling.take()
+            {
+                {
+                    let parent_at = at - 1;
+                    let Some(parent) = path.get(parent_at) else {
+                        return Err(self.inconsistent(page, "path too short"));
+                    };
+                    let parent_page = parent.node.page_number();
+                    let child_index = parent.child_index;
+                    let Entries::Interior(mut parent_entries) =
+                        self.decode(parent_page, parent.node.data())?
+                    else {
+                        return Err(self.inconsistent(parent_page, "expected an interior node"));
+                    };
+                    let sibling_entries = self.decode(sibling.page_number(), sibling.data())?;
+                    let (left_index, right_index) = if sibling_index < child_index {
+                        (sibling_index, child_index)
+                    } else {
+                        (child_index, sibling_index)
+                    };
+                    let separator = parent_entries
+                        .get(right_index)
+                        .map(|(k, _)| k.clone())
+                        .unwrap_or_default();
+                    let (mut combined, right_part) = if sibling_index < child_index {
+                        (sibling_entries, pending.clone())
+                    } else {
+                        (pending.clone(), sibling_entries)
+                    };
+                    combined.append(right_part, &separator);
+                    if combined.bytes() <= capacity {
+                        let Some(current) = path.get_mut(at) else {
+                            return Err(self.inconsistent(page, "path too short"));
+                        };
+                        let survivor_page = if sibling_index < child_index {
+                            self.write_node(&mut sibling, &combined, level, lp);
+                            self.free_node(&mut current.node, lp)?;
+                            sibling.page_number()
+                        } else {
+                            self.write_node(&mut current.node, &combined, level, lp);
+                            self.free_node(&mut sibling, lp)?;
+                            current.node.page_number()
+                        };
+                        let _ = left_index;
+                        parent_entries.remove(right_index);
+                        at = parent_at;
+                        // A root left with one child takes the child's entries: the tree
+                        // loses a level and the root stays where the header says.
+                        if at == 0
+                            && parent_page == self.root
+                            && parent_entries.len() == 1
+                            && parent_entries.first().map(|(_, c)| *c) == Some(survivor_page)
+                        {
+                            let Some(root) = path.get_mut(0) else {
+                                return Err(self.inconsistent(page, "path too short"));
+                            };
+                            self.write_node(&mut root.node, &combined, level, lp);
+                            if survivor_page == page {
+                                if let Some(current) = path.get_mut(1) {
+                                    self.free_node(&mut current.node, lp)?;
+                                }
+                            } else {
+                                self.free_node(&mut sibling, lp)?;
+                            }
+                            return Ok(());
+                        }
+                        pending = Entries::Interior(parent_entries);
+                        append = false;
+                        continue;
+                    }
+                }
+            }
+            let Some(current) = path.get_mut(at) else {
+                return Err(self.inconsistent(page, "path too short"));
+            };
+            self.write_node(&mut current.node, &pending, level, lp);
+            return Ok(());
+        }
+    }
+
+    /// Walks the whole tree and checks its invariants: page types and levels, key order within
+    /// every node and within the bounds its parent gives it, every page marked in use by the
+    /// space map and reached once. Meant for tests and for `check` after a run; takes shared
+    /// latches one path at a time.
+    pub fn check(&self) -> Result<TreeStats> {
+        let mut stats = TreeStats::default();
+        let mut seen = std::collections::HashSet::new();
+        let height = self.check_subtree(self.root, None, None, None, &mut stats, &mut seen)?;
+        stats.height = u32::from(height) + 1;
+        Ok(stats)
+    }
+
+    fn check_subtree(
+        &self,
+        page: u32,
+        level: Option<u16>,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        stats: &mut TreeStats,
+        seen: &mut std::collections::HashSet<u32>,
+    ) -> Result<u16> {
+        if !seen.insert(page) {
+            return Err(self.inconsistent(page, "page reached twice"));
+        }
+        if !self.space.is_used(self.cache, page)? {
+            return Err(self.inconsistent(page, "tree page marked free in the space map"));
+        }
+        let node_ref = self.cache.read(page)?;
+        let data = node_ref.data();
+        let found_level = self.check_node(page, data, level)?;
+        node::validate(data).ok_or_else(|| self.inconsistent(page, "malformed node"))?;
+        let entries = self.decode(page, data)?;
+        drop(node_ref);
+        let in_bounds = |key: &[u8]| low.is_none_or(|l| key >= l) && high.is_none_or(|h| key < h);
+        match entries {
+            Entries::Leaf(records) => {
+                stats.leaf_pages += 1;
+                for (i, (key, value)) in records.iter().enumerate() {
+                    if !in_bounds(key) {
+                        return Err(self.inconsistent(page, "key outside its parent's range"));
+                    }
+                    if i > 0 && records.get(i - 1).is_some_and(|(prev, _)| prev >= key) {
+                        return Err(self.inconsistent(page, "keys out of order"));
+                    }
+                    stats.records += 1;
+                    stats.record_bytes += (key.len() + value.len()) as u64;
+                }
+            }
+            Entries::Interior(children) => {
+                stats.interior_pages += 1;
+                if children.is_empty() {
+                    return Err(self.inconsistent(page, "interior node without children"));
+                }
+                for (i, (key, child)) in children.iter().enumerate() {
+                    if i > 0 {
+                        if !in_bounds(key) {
+                            return Err(self.inconsistent(page, "separator outside its range"));
+                        }
+                        if i > 1 && children.get(i - 1).is_some_and(|(prev, _)| prev >= key) {
+                            return Err(self.inconsistent(page, "separators out of order"));
+                        }
+                    }
+                    let child_low = if i == 0 { low } else { Some(key.as_slice()) };
+                    let child_high = children.get(i + 1).map(|(k, _)| k.as_slice()).or(high);
+                    self.check_subtree(
+                        *child,
+                        Some(found_level - 1),
+                        child_low,
+                        child_high,
+                        stats,
+                        seen,
+                    )?;
+                }
+            }
+        }
+        Ok(found_level)
+    }
+}
+
+#[derive(Debug, Default)]
+struct ScanHints {
+    upper: Option<Vec<u8>>,
+    read_ahead: Vec<u32>,
+}

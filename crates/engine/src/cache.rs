@@ -1,0 +1,1065 @@
+//! The page cache: a bounded set of page buffers between the B+tree and the file.
+//!
+//! Invariants, and why:
+//! * A page is in at most one frame (`MapState::table`), so a latch on the frame is a latch on the
+//!   page. Frames change page only under the map mutex, and only when unpinned and clean: a pinned
+//!   frame is never reused under its holder, and a dirty page is never dropped unwritten.
+//! * The map mutex is never held across an I/O. A page being read in is latched exclusively by its
+//!   reader; other sessions wanting it wait on that page's latch, not on the cache.
+//! * Every page read is verified (`checksum::correct`) before anyone sees it: single-bit flips are
+//!   repaired in memory and counted, anything worse is a typed error naming the file and page.
+//! * Every page written is sealed in a private copy right before the write, so the checksum always
+//!   matches what goes to disk, and sessions are never blocked by a write in progress (the flusher
+//!   holds a page's latch only while copying it).
+//! * Before writing, the flusher asks the [`WriteAheadGate`] to make the log durable up to the
+//!   highest log position of the pages in the write (the write-ahead rule; a no-op until the log
+//!   exists).
+//! * Flushing starts when clean buffers fall under `max_pages / 100` and stops at `max_pages / 50`
+//!   (SPEC §2, ESE's thresholds), and writes runs of adjacent dirty pages as one I/O of up to
+//!   512 KiB.
+//!
+//! Frame indices are created by the cache and always below `frames.len()`, so indexing the frame
+//! table cannot fail; disk data is never used as an index here.
+#![allow(clippy::indexing_slicing)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use jetproof_io::{AlignedBuf, IoClass, IoFile};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::checksum::{self, PageCheck};
+use crate::error::{EngineError, Result};
+use crate::page;
+
+/// The largest single write (and read-ahead read) the cache issues: SPEC §2.
+pub const MAX_IO_BYTES: usize = 512 * 1024;
+
+const NO_PAGE: u32 = u32::MAX;
+
+/// The write-ahead rule's hook. Before the cache writes a dirty page, it calls
+/// [`WriteAheadGate::ensure_durable`] with the highest log position among the pages of the write;
+/// the log makes itself durable up to there (or fails, and the write does not happen).
+pub trait WriteAheadGate: Send + Sync + std::fmt::Debug {
+    /// Is the log already durable up to `log_position`? Cheap; used to skip the call below.
+    fn is_durable(&self, log_position: u64) -> bool;
+    /// Returns once the log is durable up to `log_position`.
+    fn ensure_durable(&self, log_position: u64) -> Result<()>;
+}
+
+/// The gate used while there is no log: everything counts as durable.
+#[derive(Debug, Default)]
+pub struct NoLog;
+
+impl WriteAheadGate for NoLog {
+    fn is_durable(&self, _log_position: u64) -> bool {
+        true
+    }
+    fn ensure_durable(&self, _log_position: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Sizes and behaviour of a cache.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    pub page_size: usize,
+    /// Buffers allocated up front.
+    pub min_pages: usize,
+    /// Buffers at most; eviction starts when all are in use.
+    pub max_pages: usize,
+    /// Flush from a background thread (true, as ESE does) or inline in the session that crosses
+    /// the start threshold (false: deterministic, for tests).
+    pub flush_thread: bool,
+}
+
+impl CacheConfig {
+    /// Flushing starts when clean buffers fall below this many (ESE: pages / 100).
+    pub fn flush_start_clean_pages(&self) -> usize {
+        (self.max_pages / 100).max(1)
+    }
+    /// Flushing stops when clean buffers reach this many (ESE: pages / 50).
+    pub fn flush_stop_clean_pages(&self) -> usize {
+        (self.max_pages / 50).max(2)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+    page_fault_stalls: AtomicU64,
+    pages_read: AtomicU64,
+    read_ios: AtomicU64,
+    pages_written: AtomicU64,
+    write_ios: AtomicU64,
+    pages_corrected: AtomicU64,
+    readahead_pages: AtomicU64,
+    flushes: AtomicU64,
+}
+
+/// A snapshot of the cache's counters (monotonic since the cache was made) and levels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    /// Times a session found no free buffer and had to wait for a flush (Jetstress: Database Page
+    /// Fault Stalls).
+    pub page_fault_stalls: u64,
+    pub pages_read: u64,
+    pub read_ios: u64,
+    pub pages_written: u64,
+    pub write_ios: u64,
+    /// Pages read with one flipped bit, repaired in memory.
+    pub pages_corrected: u64,
+    /// Pages brought in by read-ahead (also counted in `pages_read`).
+    pub readahead_pages: u64,
+    /// Flush passes run (threshold, stall or close).
+    pub flushes: u64,
+    pub resident_pages: usize,
+    pub dirty_pages: usize,
+    pub max_pages: usize,
+}
+
+#[derive(Debug)]
+struct FrameData {
+    buf: AlignedBuf,
+}
+
+#[derive(Debug)]
+struct Frame {
+    latch: RwLock<FrameData>,
+    page: AtomicU32,
+    pins: AtomicU32,
+    referenced: AtomicBool,
+    dirty: AtomicBool,
+    valid: AtomicBool,
+    version: AtomicU64,
+}
+
+#[derive(Debug)]
+struct MapState {
+    table: HashMap<u32, usize>,
+    free: Vec<usize>,
+    allocated: usize,
+    clock_hand: usize,
+}
+
+#[derive(Debug)]
+struct FlushSignal {
+    wanted: bool,
+    stop: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct CacheInner {
+    file: Arc<dyn IoFile>,
+    config: CacheConfig,
+    frames: Vec<Frame>,
+    map: Mutex<MapState>,
+    dirty_count: AtomicUsize,
+    counters: Counters,
+    gate: RwLock<Arc<dyn WriteAheadGate>>,
+    flush_lock: Mutex<u32>,
+    signal: Mutex<FlushSignal>,
+    signal_cv: Condvar,
+    poisoned: AtomicBool,
+}
+
+/// The page cache of one database file. Cheap to share: all methods take `&self`.
+#[derive(Debug)]
+pub struct PageCache {
+    inner: Arc<CacheInner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A page latched shared. The page stays resident while this lives.
+pub struct PageRef<'a> {
+    cache: &'a CacheInner,
+    frame: usize,
+    guard: Option<RwLockReadGuard<'a, FrameData>>,
+    page: u32,
+}
+
+/// A page latched exclusively. Changes made through [`PageMut::data_mut`] mark it dirty.
+pub struct PageMut<'a> {
+    cache: &'a CacheInner,
+    frame: usize,
+    guard: Option<RwLockWriteGuard<'a, FrameData>>,
+    page: u32,
+    modified: bool,
+}
+
+impl PageRef<'_> {
+    pub fn data(&self) -> &[u8] {
+        match &self.guard {
+            Some(guard) => &guard.buf,
+            None => &[],
+        }
+    }
+    pub fn page_number(&self) -> u32 {
+        self.page
+    }
+}
+
+impl Drop for PageRef<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.cache.frames[self.frame]
+            .pins
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl PageMut<'_> {
+    pub fn data(&self) -> &[u8] {
+        match &self.guard {
+            Some(guard) => &guard.buf,
+            None => &[],
+        }
+    }
+    /// The page's bytes, for changing. The page is dirty from now on.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.modified = true;
+        match &mut self.guard {
+            Some(guard) => &mut guard.buf,
+            None => &mut [],
+        }
+    }
+    pub fn page_number(&self) -> u32 {
+        self.page
+    }
+    /// Records a change: sets the page's update stamp and log position.
+    pub fn stamp(&mut self, update_stamp: u64, log_position: u64) {
+        let data = self.data_mut();
+        page::put_u64(data, page::OFFSET_UPDATE_STAMP, update_stamp);
+        page::put_u64(data, page::OFFSET_LOG_POSITION, log_position);
+    }
+}
+
+impl Drop for PageMut<'_> {
+    fn drop(&mut self) {
+        let frame = &self.cache.frames[self.frame];
+        if self.modified {
+            // Under the exclusive latch, so the flusher (which compares versions under a shared
+            // latch) never misses a change.
+            frame.version.fetch_add(1, Ordering::AcqRel);
+            if !frame.dirty.swap(true, Ordering::AcqRel) {
+                self.cache.dirty_count.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        drop(self.guard.take());
+        frame.pins.fetch_sub(1, Ordering::AcqRel);
+        if self.modified {
+            self.cache.after_dirty();
+        }
+    }
+}
+
+enum Lookup {
+    /// Resident: the frame, pinned.
+    Hit(usize),
+    /// Not resident: a frame now mapped to the page, pinned, latched exclusively, not valid.
+    Load(usize),
+    /// No free buffer.
+    Stall,
+}
+
+impl PageCache {
+    /// A cache over `file`. Starts the flusher thread if the config asks for it.
+    pub fn new(file: Arc<dyn IoFile>, config: CacheConfig) -> Result<PageCache> {
+        if !page::PAGE_SIZES.contains(&config.page_size) {
+            return Err(EngineError::InvalidOption {
+                field: "page_size",
+                reason: format!(
+                    "{} is not one of 4096, 8192, 16384, 32768",
+                    config.page_size
+                ),
+            });
+        }
+        if config.max_pages < 16 || config.min_pages > config.max_pages {
+            return Err(EngineError::InvalidOption {
+                field: "cache_max_bytes",
+                reason: format!(
+                    "the cache needs at least 16 pages and min ({}) <= max ({})",
+                    config.min_pages, config.max_pages
+                ),
+            });
+        }
+        let frames = (0..config.max_pages)
+            .map(|i| Frame {
+                latch: RwLock::new(FrameData {
+                    buf: if i < config.min_pages {
+                        AlignedBuf::zeroed(config.page_size)
+                    } else {
+                        AlignedBuf::zeroed(0)
+                    },
+                }),
+                page: AtomicU32::new(NO_PAGE),
+                pins: AtomicU32::new(0),
+                referenced: AtomicBool::new(false),
+                dirty: AtomicBool::new(false),
+                valid: AtomicBool::new(false),
+                version: AtomicU64::new(0),
+            })
+            .collect();
+        let inner = Arc::new(CacheInner {
+            file,
+            frames,
+            map: Mutex::new(MapState {
+                table: HashMap::new(),
+                free: (0..config.min_pages).rev().collect(),
+                allocated: config.min_pages,
+                clock_hand: 0,
+            }),
+            dirty_count: AtomicUsize::new(0),
+            counters: Counters::default(),
+            gate: RwLock::new(Arc::new(NoLog)),
+            flush_lock: Mutex::new(0),
+            signal: Mutex::new(FlushSignal {
+                wanted: false,
+                stop: false,
+            }),
+            signal_cv: Condvar::new(),
+            poisoned: AtomicBool::new(false),
+            config,
+        });
+        let flusher = if inner.config.flush_thread {
+            let worker = inner.clone();
+            let handle = std::thread::Builder::new()
+                .name("jetproof-flush".into())
+                .spawn(move || worker.flusher_loop())
+                .map_err(|e| EngineError::InvalidOption {
+                    field: "flush_thread",
+                    reason: format!("cannot start the flush thread: {e}"),
+                })?;
+            Some(handle)
+        } else {
+            None
+        };
+        Ok(PageCache {
+            inner,
+            flusher: Mutex::new(flusher),
+        })
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.inner.config
+    }
+
+    pub fn file(&self) -> &Arc<dyn IoFile> {
+        &self.inner.file
+    }
+
+    /// Installs the write-ahead gate (the log, once it exists).
+    pub fn set_write_ahead_gate(&self, gate: Arc<dyn WriteAheadGate>) {
+        *self.inner.gate.write() = gate;
+    }
+
+    /// The page, latched shared; read from the file if not resident.
+    pub fn read(&self, page: u32) -> Result<PageRef<'_>> {
+        self.inner.read(page)
+    }
+
+    /// The page, latched exclusively; read from the file if not resident.
+    pub fn write(&self, page: u32) -> Result<PageMut<'_>> {
+        self.inner.write(page)
+    }
+
+    /// The page latched shared if it is resident and loaded, without any I/O or waiting for one.
+    pub fn read_if_resident(&self, page: u32) -> Option<PageRef<'_>> {
+        self.inner.if_resident(page).map(|(frame, guard)| PageRef {
+            cache: &self.inner,
+            frame,
+            guard: Some(guard),
+            page,
+        })
+    }
+
+    /// The page latched exclusively if it is resident and loaded, without any I/O.
+    pub fn write_if_resident(&self, page: u32) -> Option<PageMut<'_>> {
+        self.inner
+            .if_resident_write(page)
+            .map(|(frame, guard)| PageMut {
+                cache: &self.inner,
+                frame,
+                guard: Some(guard),
+                page,
+                modified: false,
+            })
+    }
+
+    /// Is the page resident and loaded (a hint: it may be evicted right after)?
+    pub fn is_resident(&self, page: u32) -> bool {
+        let map = self.inner.map.lock();
+        map.table
+            .get(&page)
+            .is_some_and(|&f| self.inner.frames[f].valid.load(Ordering::Acquire))
+    }
+
+    /// A page just allocated: latched exclusively, without reading it (its content on disk is a
+    /// formatted free page the caller is about to replace). The buffer is zeroed.
+    pub fn create(&self, page: u32) -> Result<PageMut<'_>> {
+        self.inner.create(page)
+    }
+
+    /// Keeps `page` resident for the life of the cache (space map pages).
+    pub fn pin_forever(&self, page: u32) -> Result<()> {
+        let page_ref = self.read(page)?;
+        self.inner.frames[page_ref.frame]
+            .pins
+            .fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Reads the non-resident pages among `pages` in runs of adjacent pages, each run one I/O of
+    /// at most 512 KiB. Best effort: stops when no buffer is free, and leaves errors to be
+    /// reported by the read that needs the page.
+    pub fn prefetch(&self, pages: &[u32]) {
+        self.inner.prefetch(pages);
+    }
+
+    /// Writes every dirty page (adjacent ones coalesced). Used by close.
+    pub fn flush_all(&self) -> Result<()> {
+        self.inner.check_poisoned()?;
+        let mut guard = self.inner.flush_lock.lock();
+        for _ in 0..64 {
+            if self.inner.dirty_count.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            self.inner.flush_pass(&mut guard, usize::MAX)?;
+        }
+        if self.inner.dirty_count.load(Ordering::Acquire) != 0 {
+            return Err(EngineError::InvalidOption {
+                field: "close",
+                reason: "dirty pages remain latched by running sessions; stop them before close"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs one threshold flush now, as the flusher would (for tests and for sessions that want
+    /// to help).
+    pub fn flush_to_threshold(&self) -> Result<()> {
+        let mut guard = self.inner.flush_lock.lock();
+        let stop = self.inner.config.flush_stop_clean_pages();
+        self.inner.flush_pass(&mut guard, stop)
+    }
+
+    /// Clean (reusable) buffers: allocated clean frames plus those not yet allocated.
+    pub fn clean_pages(&self) -> usize {
+        self.inner.clean_pages()
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.inner.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CacheStats {
+            hits: load(&c.hits),
+            misses: load(&c.misses),
+            evictions: load(&c.evictions),
+            page_fault_stalls: load(&c.page_fault_stalls),
+            pages_read: load(&c.pages_read),
+            read_ios: load(&c.read_ios),
+            pages_written: load(&c.pages_written),
+            write_ios: load(&c.write_ios),
+            pages_corrected: load(&c.pages_corrected),
+            readahead_pages: load(&c.readahead_pages),
+            flushes: load(&c.flushes),
+            resident_pages: self.inner.map.lock().table.len(),
+            dirty_pages: self.inner.dirty_count.load(Ordering::Relaxed),
+            max_pages: self.inner.config.max_pages,
+        }
+    }
+
+    /// Stops the flusher thread (dirty pages stay dirty; call [`PageCache::flush_all`] first).
+    pub fn stop(&self) {
+        {
+            let mut signal = self.inner.signal.lock();
+            signal.stop = true;
+        }
+        self.inner.signal_cv.notify_all();
+        if let Some(handle) = self.flusher.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for PageCache {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl CacheInner {
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(EngineError::Poisoned {
+                path: self.path().to_path_buf(),
+            });
+        }
+        Ok(())
+    }
+
+    fn clean_pages(&self) -> usize {
+        self.config
+            .max_pages
+            .saturating_sub(self.dirty_count.load(Ordering::Acquire))
+    }
+
+    fn after_dirty(&self) {
+        if self.clean_pages() >= self.config.flush_start_clean_pages() {
+            return;
+        }
+        if self.config.flush_thread {
+            let mut signal = self.signal.lock();
+            if !signal.wanted {
+                signal.wanted = true;
+                self.signal_cv.notify_one();
+            }
+        } else if let Some(mut guard) = self.flush_lock.try_lock() {
+            // Errors poison the cache; the next operation reports them.
+            let _ = self.flush_pass(&mut guard, self.config.flush_stop_clean_pages());
+        }
+    }
+
+    fn flusher_loop(&self) {
+        loop {
+            {
+                let mut signal = self.signal.lock();
+                while !signal.wanted && !signal.stop {
+                    self.signal_cv
+                        .wait_for(&mut signal, Duration::from_millis(200));
+                    if self.clean_pages() < self.config.flush_start_clean_pages() {
+                        signal.wanted = true;
+                    }
+                }
+                if signal.stop {
+                    return;
+                }
+                signal.wanted = false;
+            }
+            if self.poisoned.load(Ordering::Acquire) {
+                continue;
+            }
+            let mut guard = self.flush_lock.lock();
+            let _ = self.flush_pass(&mut guard, self.config.flush_stop_clean_pages());
+        }
+    }
+
+    /// Finds the page's frame, pinning it, or maps a new frame to it. Never does I/O.
+    fn lookup(&self, page: u32, create: bool) -> Lookup {
+        let mut map = self.map.lock();
+        if let Some(&f) = map.table.get(&page) {
+            let frame = &self.frames[f];
+            frame.pins.fetch_add(1, Ordering::AcqRel);
+            frame.referenced.store(true, Ordering::Relaxed);
+            if !create {
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            }
+            return Lookup::Hit(f);
+        }
+        let Some(f) = self.take_frame(&mut map) else {
+            return Lookup::Stall;
+        };
+        let frame = &self.frames[f];
+        frame.page.store(page, Ordering::Release);
+        frame.pins.store(1, Ordering::Release);
+        frame.valid.store(false, Ordering::Release);
+        frame.referenced.store(true, Ordering::Relaxed);
+        map.table.insert(page, f);
+        if !create {
+            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        Lookup::Load(f)
+    }
+
+    /// A frame to reuse: free, never used, or evicted by the clock. Under the map mutex.
+    fn take_frame(&self, map: &mut MapState) -> Option<usize> {
+        if let Some(f) = map.free.pop() {
+            return Some(f);
+        }
+        if map.allocated < self.frames.len() {
+            map.allocated += 1;
+            return Some(map.allocated - 1);
+        }
+        let count = map.allocated;
+        for _ in 0..2 * count {
+            let f = map.clock_hand;
+            map.clock_hand = (map.clock_hand + 1) % count;
+            let frame = &self.frames[f];
+            if frame.pins.load(Ordering::Acquire) != 0 || frame.dirty.load(Ordering::Acquire) {
+                continue;
+            }
+            if frame.referenced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let old = frame.page.load(Ordering::Acquire);
+            if old != NO_PAGE {
+                if map.table.get(&old) == Some(&f) {
+                    map.table.remove(&old);
+                }
+                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+            frame.page.store(NO_PAGE, Ordering::Release);
+            frame.valid.store(false, Ordering::Release);
+            return Some(f);
+        }
+        None
+    }
+
+    /// Called when a session finds no free buffer: count the stall and flush.
+    fn stall(&self, attempt: u32) -> Result<()> {
+        self.check_poisoned()?;
+        self.counters
+            .page_fault_stalls
+            .fetch_add(1, Ordering::Relaxed);
+        if attempt > 50 {
+            return Err(EngineError::CacheExhausted {
+                frames: self.frames.len(),
+            });
+        }
+        let mut guard = self.flush_lock.lock();
+        if self.dirty_count.load(Ordering::Acquire) == 0 {
+            // Everything is clean but pinned or just referenced: let others move on.
+            drop(guard);
+            std::thread::sleep(Duration::from_micros(100));
+            return Ok(());
+        }
+        self.flush_pass(&mut guard, self.config.flush_stop_clean_pages())
+    }
+
+    /// Undoes a failed load: the frame no longer holds the page.
+    fn abandon(&self, f: usize, page: u32) {
+        let mut map = self.map.lock();
+        if map.table.get(&page) == Some(&f) {
+            map.table.remove(&page);
+        }
+        let frame = &self.frames[f];
+        frame.page.store(NO_PAGE, Ordering::Release);
+        frame.valid.store(false, Ordering::Release);
+    }
+
+    /// Reads `page` into the frame's buffer and verifies it.
+    fn load_into(&self, data: &mut FrameData, page: u32) -> Result<()> {
+        if data.buf.len() != self.config.page_size {
+            data.buf = AlignedBuf::zeroed(self.config.page_size);
+        }
+        let offset = u64::from(page) * self.config.page_size as u64;
+        self.file.read_at(&mut data.buf, offset, IoClass::DbRead)?;
+        self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
+        self.counters.read_ios.fetch_add(1, Ordering::Relaxed);
+        self.verify(&mut data.buf, page)
+    }
+
+    fn verify(&self, buf: &mut [u8], page: u32) -> Result<()> {
+        match checksum::correct(buf, page) {
+            PageCheck::Good => Ok(()),
+            PageCheck::Correctable { .. } => {
+                self.counters
+                    .pages_corrected
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            PageCheck::WrongPageNumber { found } => Err(EngineError::WrongPageNumber {
+                path: self.path().to_path_buf(),
+                page,
+                found,
+            }),
+            _ => Err(EngineError::BadPage {
+                path: self.path().to_path_buf(),
+                page,
+            }),
+        }
+    }
+
+    fn read(&self, page: u32) -> Result<PageRef<'_>> {
+        self.check_poisoned()?;
+        let mut attempt = 0;
+        loop {
+            match self.lookup(page, false) {
+                Lookup::Hit(f) => {
+                    let frame = &self.frames[f];
+                    let guard = frame.latch.read();
+                    if frame.valid.load(Ordering::Acquire)
+                        && frame.page.load(Ordering::Acquire) == page
+                    {
+                        return Ok(PageRef {
+                            cache: self,
+                            frame: f,
+                            guard: Some(guard),
+                            page,
+                        });
+                    }
+                    // Its loader failed; try again (and likely fail the same way, reporting it).
+                    drop(guard);
+                    frame.pins.fetch_sub(1, Ordering::AcqRel);
+                }
+                Lookup::Load(f) => {
+                    let frame = &self.frames[f];
+                    let mut guard = frame.latch.write();
+                    match self.load_into(&mut guard, page) {
+                        Ok(()) => {
+                            frame.valid.store(true, Ordering::Release);
+                            return Ok(PageRef {
+                                cache: self,
+                                frame: f,
+                                guard: Some(RwLockWriteGuard::downgrade(guard)),
+                                page,
+                            });
+                        }
+                        Err(e) => {
+                            self.abandon(f, page);
+                            drop(guard);
+                            frame.pins.fetch_sub(1, Ordering::AcqRel);
+                            return Err(e);
+                        }
+                    }
+                }
+                Lookup::Stall => {
+                    attempt += 1;
+                    self.stall(attempt)?;
+                }
+            }
+        }
+    }
+
+    fn write(&self, page: u32) -> Result<PageMut<'_>> {
+        self.check_poisoned()?;
+        let mut attempt = 0;
+        loop {
+            match self.lookup(page, false) {
+                Lookup::Hit(f) => {
+                    let frame = &self.frames[f];
+                    let guard = frame.latch.write();
+                    if frame.valid.load(Ordering::Acquire)
+                        && frame.page.load(Ordering::Acquire) == page
+                    {
+                        return Ok(PageMut {
+                            cache: self,
+                            frame: f,
+                            guard: Some(guard),
+                            page,
+                            modified: false,
+                        });
+                    }
+                    drop(guard);
+                    frame.pins.fetch_sub(1, Ordering::AcqRel);
+                }
+                Lookup::Load(f) => {
+                    let frame = &self.frames[f];
+                    let mut guard = frame.latch.write();
+                    match self.load_into(&mut guard, page) {
+                        Ok(()) => {
+                            frame.valid.store(true, Ordering::Release);
+                            return Ok(PageMut {
+                                cache: self,
+                                frame: f,
+                                guard: Some(guard),
+                                page,
+                                modified: false,
+                            });
+                        }
+                        Err(e) => {
+                            self.abandon(f, page);
+                            drop(guard);
+                            frame.pins.fetch_sub(1, Ordering::AcqRel);
+                            return Err(e);
+                        }
+                    }
+                }
+                Lookup::Stall => {
+                    attempt += 1;
+                    self.stall(attempt)?;
+                }
+            }
+        }
+    }
+
+    fn create(&self, page: u32) -> Result<PageMut<'_>> {
+        self.check_poisoned()?;
+        let mut attempt = 0;
+        loop {
+            match self.lookup(page, true) {
+                Lookup::Hit(f) | Lookup::Load(f) => {
+                    let frame = &self.frames[f];
+                    let mut guard = frame.latch.write();
+                    if frame.page.load(Ordering::Acquire) != page {
+                        drop(guard);
+                        frame.pins.fetch_sub(1, Ordering::AcqRel);
+                        continue;
+                    }
+                    if guard.buf.len() != self.config.page_size {
+                        guard.buf = AlignedBuf::zeroed(self.config.page_size);
+                    } else {
+                        guard.buf.fill(0);
+                    }
+                    frame.valid.store(true, Ordering::Release);
+                    return Ok(PageMut {
+                        cache: self,
+                        frame: f,
+                        guard: Some(guard),
+                        page,
+                        modified: true,
+                    });
+                }
+                Lookup::Stall => {
+                    attempt += 1;
+                    self.stall(attempt)?;
+                }
+            }
+        }
+    }
+
+    fn pin_if_valid(&self, page: u32) -> Option<usize> {
+        let map = self.map.lock();
+        let &f = map.table.get(&page)?;
+        let frame = &self.frames[f];
+        if !frame.valid.load(Ordering::Acquire) {
+            return None;
+        }
+        frame.pins.fetch_add(1, Ordering::AcqRel);
+        frame.referenced.store(true, Ordering::Relaxed);
+        Some(f)
+    }
+
+    fn if_resident_write(&self, page: u32) -> Option<(usize, RwLockWriteGuard<'_, FrameData>)> {
+        let f = self.pin_if_valid(page)?;
+        let frame = &self.frames[f];
+        let guard = frame.latch.write();
+        if frame.valid.load(Ordering::Acquire) && frame.page.load(Ordering::Acquire) == page {
+            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            Some((f, guard))
+        } else {
+            drop(guard);
+            frame.pins.fetch_sub(1, Ordering::AcqRel);
+            None
+        }
+    }
+
+    fn if_resident(&self, page: u32) -> Option<(usize, RwLockReadGuard<'_, FrameData>)> {
+        let f = {
+            let map = self.map.lock();
+            let &f = map.table.get(&page)?;
+            let frame = &self.frames[f];
+            if !frame.valid.load(Ordering::Acquire) {
+                return None;
+            }
+            frame.pins.fetch_add(1, Ordering::AcqRel);
+            frame.referenced.store(true, Ordering::Relaxed);
+            f
+        };
+        let frame = &self.frames[f];
+        // A valid frame is latched exclusively only by a session changing it in memory, never
+        // across an I/O, so waiting here is short.
+        let guard = frame.latch.read();
+        if frame.valid.load(Ordering::Acquire) && frame.page.load(Ordering::Acquire) == page {
+            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            Some((f, guard))
+        } else {
+            drop(guard);
+            frame.pins.fetch_sub(1, Ordering::AcqRel);
+            None
+        }
+    }
+
+    fn prefetch(&self, pages: &[u32]) {
+        if self.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let mut wanted: Vec<u32> = pages.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
+        let mut index = 0;
+        while index < wanted.len() {
+            // Map a run of adjacent non-resident pages to frames, latched exclusively.
+            let mut run: Vec<(u32, usize)> = Vec::new();
+            {
+                let mut map = self.map.lock();
+                while index < wanted.len() {
+                    let page = wanted[index];
+                    if let Some(&(last, _)) = run.last()
+                        && (page != last + 1 || run.len() >= max_run)
+                    {
+                        break;
+                    }
+                    index += 1;
+                    if map.table.contains_key(&page) {
+                        if run.is_empty() {
+                            continue;
+                        }
+                        break;
+                    }
+                    // Read-ahead never forces a stall: it only uses buffers that are free now.
+                    if self.clean_pages() <= self.config.flush_start_clean_pages() {
+                        index = wanted.len();
+                        break;
+                    }
+                    let Some(f) = self.take_frame(&mut map) else {
+                        index = wanted.len();
+                        break;
+                    };
+                    let frame = &self.frames[f];
+                    frame.page.store(page, Ordering::Release);
+                    frame.pins.store(1, Ordering::Release);
+                    frame.valid.store(false, Ordering::Release);
+                    frame.referenced.store(false, Ordering::Relaxed);
+                    map.table.insert(page, f);
+                    run.push((page, f));
+                }
+            }
+            let Some(&(first, _)) = run.first() else {
+                continue;
+            };
+            let mut guards: Vec<RwLockWriteGuard<'_, FrameData>> = run
+                .iter()
+                .map(|&(_, f)| self.frames[f].latch.write())
+                .collect();
+            let ps = self.config.page_size;
+            let mut buf = AlignedBuf::zeroed(ps * run.len());
+            let offset = u64::from(first) * ps as u64;
+            let read_ok = self.file.read_at(&mut buf, offset, IoClass::DbRead).is_ok();
+            if read_ok {
+                self.counters.read_ios.fetch_add(1, Ordering::Relaxed);
+            }
+            for (i, (&(page, f), guard)) in run.iter().zip(guards.iter_mut()).enumerate() {
+                let frame = &self.frames[f];
+                let mut ok = false;
+                if read_ok {
+                    if guard.buf.len() != ps {
+                        guard.buf = AlignedBuf::zeroed(ps);
+                    }
+                    guard.buf.copy_from_slice(&buf[i * ps..(i + 1) * ps]);
+                    ok = self.verify(&mut guard.buf, page).is_ok();
+                    self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .readahead_pages
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                if ok {
+                    frame.valid.store(true, Ordering::Release);
+                } else {
+                    self.abandon(f, page);
+                }
+            }
+            drop(guards);
+            for &(_, f) in &run {
+                self.frames[f].pins.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// One flush pass: writes runs of dirty pages, in page order starting after where the last
+    /// pass stopped, until `clean_goal` buffers are clean (or every dirty page was tried). The
+    /// caller holds the flush lock; `hand` is the page the last pass stopped at.
+    fn flush_pass(&self, hand: &mut u32, clean_goal: usize) -> Result<()> {
+        self.check_poisoned()?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        let mut dirty: Vec<(u32, usize)> = {
+            let map = self.map.lock();
+            (0..map.allocated)
+                .filter_map(|f| {
+                    let frame = &self.frames[f];
+                    let page = frame.page.load(Ordering::Acquire);
+                    (frame.dirty.load(Ordering::Acquire) && page != NO_PAGE).then_some((page, f))
+                })
+                .collect()
+        };
+        dirty.sort_unstable();
+        // Start after the hand, wrapping around: every dirty page gets its turn.
+        let start = dirty.partition_point(|&(page, _)| page < *hand);
+        dirty.rotate_left(start);
+        let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
+        let ps = self.config.page_size;
+        let mut index = 0;
+        while index < dirty.len() && self.clean_pages() < clean_goal {
+            // Gather a run of adjacent pages whose latches are free right now.
+            let mut run: Vec<(u32, usize, RwLockReadGuard<'_, FrameData>)> = Vec::new();
+            while let Some(&(page, f)) = dirty.get(index) {
+                if let Some((last, _, _)) = run.last()
+                    && (page != last + 1 || run.len() >= max_run)
+                {
+                    break;
+                }
+                index += 1;
+                let frame = &self.frames[f];
+                let Some(guard) = frame.latch.try_read() else {
+                    if run.is_empty() {
+                        continue;
+                    }
+                    break;
+                };
+                if frame.page.load(Ordering::Acquire) != page
+                    || !frame.dirty.load(Ordering::Acquire)
+                {
+                    drop(guard);
+                    if run.is_empty() {
+                        continue;
+                    }
+                    break;
+                }
+                run.push((page, f, guard));
+            }
+            let Some(first) = run.first().map(|(page, _, _)| *page) else {
+                continue;
+            };
+            let mut buf = AlignedBuf::zeroed(ps * run.len());
+            let mut versions = Vec::with_capacity(run.len());
+            let mut max_log_position = 0u64;
+            for (i, (_, f, guard)) in run.iter().enumerate() {
+                let slot = &mut buf[i * ps..(i + 1) * ps];
+                slot.copy_from_slice(&guard.buf);
+                checksum::seal(slot);
+                versions.push(self.frames[*f].version.load(Ordering::Acquire));
+                max_log_position = max_log_position.max(page::log_position(slot).unwrap_or(0));
+            }
+            let frames: Vec<(u32, usize)> = run.iter().map(|(p, f, _)| (*p, *f)).collect();
+            drop(run);
+            let gate = self.gate.read().clone();
+            if !gate.is_durable(max_log_position)
+                && let Err(e) = gate.ensure_durable(max_log_position)
+            {
+                self.poisoned.store(true, Ordering::Release);
+                return Err(e);
+            }
+            let offset = u64::from(first) * ps as u64;
+            if let Err(e) = self.file.write_at(&buf, offset, IoClass::DbWrite) {
+                // STYLE: after a failed write the instance stops rather than limping on.
+                self.poisoned.store(true, Ordering::Release);
+                return Err(e.into());
+            }
+            self.counters.write_ios.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .pages_written
+                .fetch_add(frames.len() as u64, Ordering::Relaxed);
+            for (&(page, f), version) in frames.iter().zip(versions) {
+                let frame = &self.frames[f];
+                let _guard = frame.latch.read();
+                if frame.page.load(Ordering::Acquire) == page
+                    && frame.version.load(Ordering::Acquire) == version
+                    && frame.dirty.swap(false, Ordering::AcqRel)
+                {
+                    self.dirty_count.fetch_sub(1, Ordering::AcqRel);
+                }
+                *hand = page.wrapping_add(1);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! A database: one file, its header, its space maps, its page cache and its record tree.
+//!
+//! Life cycle and what the header says at each step:
+//! * `create`: formats the whole initial file (every page sealed), writes both header copies
+//!   marked *dirty*, creates the root leaf. A crash during create leaves a dirty file that `open`
+//!   refuses, so it can never be mistaken for a finished database.
+//! * `open`: refuses a dirty database (unless `accept_dirty`, for recovery), then marks it dirty
+//!   before any other write.
+//! * `close`: flushes every dirty page, syncs, then marks the header clean (copy 0, sync, copy 1,
+//!   sync). Dropping a `Database` without `close` is an unclean stop: the header stays dirty.
+//!
+//! Header writes always go copy 0, sync, copy 1, sync, each with a higher sequence, so that a
+//! torn header write leaves the other copy intact (see [`crate::header`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use jetproof_io::meter::{InstanceStats, MeteredFile};
+use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
+use parking_lot::Mutex;
+
+use crate::btree::{Op, Tree, TreeStats};
+use crate::cache::{CacheConfig, CacheStats, PageCache, WriteAheadGate};
+use crate::error::{EngineError, Result};
+use crate::header::{DbHeader, DbState, FORMAT_VERSION, HEADER_PAGES, LogPosition};
+use crate::node;
+use crate::space::{self, OnGrow, Space};
+
+/// The tree id stored in the pages of the record tree.
+const RECORD_TREE_ID: u32 = 1;
+
+/// How a database is created or opened.
+#[derive(Clone, Debug)]
+pub struct DatabaseOptions {
+    /// Page size for `create` (4096, 8192, 16384 or 32768); `open` uses the file's.
+    pub page_size: usize,
+    /// Size the file is created with (rounded up to whole pages, at least 16 pages).
+    pub initial_size_bytes: u64,
+    /// The file grows by this much at a time (rounded up to whole pages).
+    pub extent_bytes: u64,
+    /// Cache buffers allocated up front (Jetstress default: 32 MiB).
+    pub cache_min_bytes: u64,
+    /// Cache buffers at most (Jetstress default: 256 MiB); flush thresholds derive from it.
+    pub cache_max_bytes: u64,
+    /// Open the file with O_DIRECT.
+    pub direct_io: bool,
+    /// Every I/O of the database is recorded here (latency per class), if given.
+    pub stats: Option<Arc<InstanceStats>>,
+    /// Flush from a background thread (normal) or inline (deterministic tests).
+    pub flush_thread: bool,
+    /// Open a database whose header says dirty (for log replay).
+    pub accept_dirty: bool,
+}
+
+impl Default for DatabaseOptions {
+    fn default() -> Self {
+        DatabaseOptions {
+            page_size: 32 * 1024,
+            initial_size_bytes: 8 * 1024 * 1024,
+            extent_bytes: 8 * 1024 * 1024,
+            cache_min_bytes: 32 * 1024 * 1024,
+            cache_max_bytes: 256 * 1024 * 1024,
+            direct_io: true,
+            stats: None,
+            flush_thread: true,
+            accept_dirty: false,
+        }
+    }
+}
+
+/// Progress of [`Database::fill_sequential`].
+#[derive(Clone, Debug, Default)]
+pub struct FillProgress {
+    pub records: u64,
+    pub file_size_bytes: u64,
+    pub target_bytes: u64,
+}
+
+/// Keeps the two header copies and writes them in order.
+#[derive(Debug)]
+struct HeaderStore {
+    file: Arc<dyn IoFile>,
+    header: Mutex<DbHeader>,
+}
+
+impl HeaderStore {
+    /// Applies `change` and writes copy 0, sync, copy 1, sync.
+    fn update(&self, change: impl FnOnce(&mut DbHeader)) -> Result<()> {
+        let mut header = self.header.lock();
+        change(&mut header);
+        header.sequence += 1;
+        let page_size = header.page_size as usize;
+        let mut page = AlignedBuf::zeroed(page_size);
+        for number in 0..HEADER_PAGES {
+            header.encode(&mut page, number);
+            self.file.write_at(
+                &page,
+                u64::from(number) * page_size as u64,
+                IoClass::DbWrite,
+            )?;
+            self.file.sync_data(IoClass::DbWrite)?;
+        }
+        Ok(())
+    }
+}
+
+/// An open database. All operations take `&self` and may be called from many threads at once.
+#[derive(Debug)]
+pub struct Database {
+    path: PathBuf,
+    header: Arc<HeaderStore>,
+    cache: PageCache,
+    space: Space,
+    stamp: Arc<AtomicU64>,
+    root: u32,
+    closed: bool,
+}
+
+fn round_pages(bytes: u64, page_size: usize, at_least: u64) -> u64 {
+    bytes.div_ceil(page_size as u64).max(at_least)
+}
+
+fn random_id() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut id = 0u128;
+    for _ in 0..2 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u128(now_ns().into());
+        id = (id << 64) | u128::from(hasher.finish());
+    }
+    id
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
+fn validate(options: &DatabaseOptions) -> Result<()> {
+    if !crate::page::PAGE_SIZES.contains(&options.page_size) {
+        return Err(EngineError::InvalidOption {
+            field: "page_size",
+            reason: format!(
+                "{} bytes; choose 4096, 8192, 16384 or 32768",
+                options.page_size
+            ),
+        });
+    }
+    if options.cache_max_bytes < 16 * options.page_size as u64 {
+        return Err(EngineError::InvalidOption {
+            field: "cache_max_bytes",
+            reason: format!(
+                "{} bytes is less than 16 pages; raise it",
+                options.cache_max_bytes
+            ),
+        });
+    }
+    if options.cache_min_bytes > options.cache_max_bytes {
+        return Err(EngineError::InvalidOption {
+            field: "cache_min_bytes",
+            reason: "larger than cache_max_bytes".into(),
+        });
+    }
+    Ok(())
+}
+
+impl Database {
+    /// Creates a new database file at `path` (refusing an existing one) and opens it.
+    pub fn create(
+        backend: &dyn IoBackend,
+        path: &Path,
+        options: DatabaseOptions,
+    ) -> Result<Database> {
+        validate(&options)?;
+        if backend.exists(path) {
+            return Err(EngineError::AlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
+        let file = backend.open(path, &OpenOptions::create().with_direct(options.direct_io))?;
+        let file = match &options.stats {
+            Some(stats) => MeteredFile::wrap(file, stats.clone()),
+            None => file,
+        };
+        let ps = options.page_size;
+        let page_count = round_pages(options.initial_size_bytes, ps, 16);
+        space::format_range(file.as_ref(), ps, 0, page_count)?;
+        let header = DbHeader {
+            format_version: FORMAT_VERSION,
+            page_size: ps as u32,
+            page_count,
+            state: DbState::Dirty,
+            // The root is the first page the allocator hands out: right after map page 2.
+            root_page: 3,
+            recovery_position: LogPosition::default(),
+            database_id: random_id(),
+            created_unix_ns: now_ns(),
+            next_update_stamp: 1,
+            sequence: 0,
+            extent_pages: round_pages(options.extent_bytes, ps, 1) as u32,
+            used_pages: 0,
+        };
+        let store = Arc::new(HeaderStore {
+            file: file.clone(),
+            header: Mutex::new(header.clone()),
+        });
+        store.update(|_| {})?;
+        let db = Self::assemble(path, file, store, header, &options)?;
+        let root = db.space.allocate(&db.cache)?;
+        if root != db.root {
+            return Err(EngineError::Inconsistent {
+                path: path.to_path_buf(),
+                page: root,
+                what: format!("the first allocation should be page {}", db.root),
+            });
+        }
+        db.tree().format_root()?;
+        Ok(db)
+    }
+
+    /// Opens an existing database. Refuses one that was not closed cleanly unless
+    /// `options.accept_dirty`.
+    pub fn open(
+        backend: &dyn IoBackend,
+        path: &Path,
+        options: DatabaseOptions,
+    ) -> Result<Database> {
+        let file = backend.open(
+            path,
+            &OpenOptions::read_write().with_direct(options.direct_io),
+        )?;
+        let file = match &options.stats {
+            Some(stats) => MeteredFile::wrap(file, stats.clone()),
+            None => file,
+        };
+        let header = DbHeader::read(file.as_ref())?;
+        if header.state == DbState::Dirty && !options.accept_dirty {
+            return Err(EngineError::DirtyShutdown {
+                path: path.to_path_buf(),
+            });
+        }
+        let options = DatabaseOptions {
+            page_size: header.page_size as usize,
+            ..options
+        };
+        validate(&options)?;
+        let store = Arc::new(HeaderStore {
+            file: file.clone(),
+            header: Mutex::new(header.clone()),
+        });
+        store.update(|h| h.state = DbState::Dirty)?;
+        Self::assemble(path, file, store, header, &options)
+    }
+
+    fn assemble(
+        path: &Path,
+        file: Arc<dyn IoFile>,
+        store: Arc<HeaderStore>,
+        header: DbHeader,
+        options: &DatabaseOptions,
+    ) -> Result<Database> {
+        let ps = header.page_size as usize;
+        let cache = PageCache::new(
+            file,
+            CacheConfig {
+                page_size: ps,
+                min_pages: (options.cache_min_bytes / ps as u64) as usize,
+                max_pages: (options.cache_max_bytes / ps as u64) as usize,
+                flush_thread: options.flush_thread,
+            },
+        )?;
+        let stamp = Arc::new(AtomicU64::new(header.next_update_stamp.max(1)));
+        let grow_store = store.clone();
+        let on_grow = OnGrow(Box::new(move |page_count| {
+            grow_store.update(|h| h.page_count = page_count)
+        }));
+        let space = Space::load(
+            &cache,
+            header.page_count,
+            u64::from(header.extent_pages),
+            stamp.clone(),
+            on_grow,
+        )?;
+        Ok(Database {
+            path: path.to_path_buf(),
+            header: store,
+            cache,
+            space,
+            stamp,
+            root: header.root_page,
+            closed: false,
+        })
+    }
+
+    fn tree(&self) -> Tree<'_> {
+        Tree {
+            cache: &self.cache,
+            space: &self.space,
+            stamp: &self.stamp,
+            root: self.root,
+            tree_id: RECORD_TREE_ID,
+        }
+    }
+
+    fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let max = self.max_record_bytes();
+        if key.len() > node::MAX_KEY_BYTES || key.len() + value.len() > max {
+            return Err(EngineError::RecordTooLarge {
+                size_bytes: key.len() + value.len(),
+                key_bytes: key.len(),
+                max_bytes: max.min(key.len().max(node::MAX_KEY_BYTES)),
+            });
+        }
+        Ok(())
+    }
+
+    /// The largest key + value this database accepts (keys are at most 512 bytes).
+    pub fn max_record_bytes(&self) -> usize {
+        node::max_leaf_entry_bytes(self.page_size()) - node::leaf_entry_bytes(0, 0)
+    }
+
+    /// Adds a record. Returns false (and changes nothing) if the key exists.
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.check_record(key, value)?;
+        self.tree().modify(Op::Insert { key, value }, 0)
+    }
+
+    /// Replaces a record's value. Returns false if the key is absent.
+    pub fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.check_record(key, value)?;
+        self.tree().modify(Op::Replace { key, value }, 0)
+    }
+
+    /// Removes a record. Returns false if the key is absent.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.tree().modify(Op::Delete { key }, 0)
+    }
+
+    /// Like insert/replace/delete, with the log position of the log record that describes the
+    /// change (stamped on every page it touches, for the write-ahead rule and for redo).
+    pub fn modify_logged(&self, op: Op<'_>, log_position: u64) -> Result<bool> {
+        if let Op::Insert { key, value } | Op::Replace { key, value } = op {
+            self.check_record(key, value)?;
+        }
+        self.tree().modify(op, log_position)
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.tree().get(key)
+    }
+
+    /// Up to `limit` records from `start` on, in key order (with read-ahead).
+    pub fn scan(&self, start: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.tree().scan(start, limit, &mut out)?;
+        Ok(out)
+    }
+
+    /// Adds records with ascending keys (8-byte big-endian record numbers from `first_record`)
+    /// and `value_bytes`-byte values until the file reaches `target_bytes`. Sequential keys take
+    /// the append split, so leaves are packed full and written in large adjacent runs. `value`
+    /// makes each record's value; `progress` is called every 1024 records. Returns the number of
+    /// records added.
+    pub fn fill_sequential(
+        &self,
+        target_bytes: u64,
+        first_record: u64,
+        value_bytes: usize,
+        mut value: impl FnMut(u64, &mut Vec<u8>),
+        mut progress: impl FnMut(&FillProgress),
+    ) -> Result<u64> {
+        let mut buf = Vec::with_capacity(value_bytes);
+        let mut record = first_record;
+        loop {
+            // Stop when the pages in use reach the target: the file is then at most one extent
+            // larger, and every extent is formatted.
+            let used_bytes = self.space.used_pages() * self.page_size() as u64;
+            if used_bytes >= target_bytes {
+                break;
+            }
+            for _ in 0..1024 {
+                buf.clear();
+                value(record, &mut buf);
+                buf.resize(value_bytes, 0);
+                let key = record_key(record);
+                self.check_record(&key, &buf)?;
+                self.tree().modify(
+                    Op::Insert {
+                        key: &key,
+                        value: &buf,
+                    },
+                    0,
+                )?;
+                record += 1;
+            }
+            progress(&FillProgress {
+                records: record - first_record,
+                file_size_bytes: self.file_size_bytes(),
+                target_bytes,
+            });
+        }
+        Ok(record - first_record)
+    }
+
+    /// Flushes every dirty page, syncs, and marks the header clean.
+    pub fn close(mut self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<()> {
+        self.cache.flush_all()?;
+        self.cache.stop();
+        self.cache.file().sync_data(IoClass::DbWrite)?;
+        let next = self.stamp.load(Ordering::Acquire);
+        let used = self.space.used_pages();
+        let page_count = self.space.page_count();
+        self.header.update(|h| {
+            h.state = DbState::Clean;
+            h.next_update_stamp = next;
+            h.used_pages = used;
+            h.page_count = page_count;
+        })?;
+        self.closed = true;
+        Ok(())
+    }
+
+    /// Writes every dirty page now (a checkpoint of the cache), without closing.
+    pub fn flush(&self) -> Result<()> {
+        self.cache.flush_all()?;
+        self.cache.file().sync_data(IoClass::DbWrite)?;
+        Ok(())
+    }
+
+    /// Checks the tree's and the space map's invariants (a full walk; for tests and checks).
+    pub fn check(&self) -> Result<TreeStats> {
+        self.tree().check()
+    }
+
+    /// Installs the log's write-ahead gate.
+    pub fn set_write_ahead_gate(&self, gate: Arc<dyn WriteAheadGate>) {
+        self.cache.set_write_ahead_gate(gate);
+    }
+
+    /// Records where recovery must start (the checkpoint), in both header copies.
+    pub fn set_recovery_position(&self, position: LogPosition) -> Result<()> {
+        self.header.update(|h| h.recovery_position = position)
+    }
+
+    pub fn header(&self) -> DbHeader {
+        self.header.header.lock().clone()
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    pub fn cache(&self) -> &PageCache {
+        &self.cache
+    }
+
+    /// The next update stamp (dbtime) to be given out.
+    pub fn next_update_stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Acquire)
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.cache.config().page_size
+    }
+
+    pub fn page_count(&self) -> u64 {
+        self.space.page_count()
+    }
+
+    pub fn used_pages(&self) -> u64 {
+        self.space.used_pages()
+    }
+
+    pub fn file_size_bytes(&self) -> u64 {
+        self.page_count() * self.page_size() as u64
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&self) -> &Arc<dyn IoFile> {
+        self.cache.file()
+    }
+}
+
+/// The key of record number `n` in sequentially filled databases: 8 bytes, big-endian, so that
+/// key order is number order.
+pub fn record_key(n: u64) -> [u8; 8] {
+    n.to_be_bytes()
+}

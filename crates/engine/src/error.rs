@@ -1,0 +1,62 @@
+//! The engine's error type. Every variant that concerns stored data names the file and, where it
+//! applies, the page, so that a storage tester can report where the damage is.
+
+use std::path::PathBuf;
+
+use jetproof_io::IoError;
+
+use crate::header::HeaderError;
+
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// A page failed its checksum and could not be corrected.
+    #[error(
+        "{path}: page {page} is damaged (checksum mismatch that one bit flip does not explain)"
+    )]
+    BadPage { path: PathBuf, page: u32 },
+    /// A page's checksum is good but it names another position: a misdirected write.
+    #[error("{path}: page {page} holds page {found} (a wrong page-number page: misdirected write)")]
+    WrongPageNumber {
+        path: PathBuf,
+        page: u32,
+        found: u32,
+    },
+    /// A page's checksum is good but its content breaks the B+tree's or space map's rules.
+    #[error("{path}: page {page} is inconsistent: {what}")]
+    Inconsistent {
+        path: PathBuf,
+        page: u32,
+        what: String,
+    },
+    #[error("invalid database option `{field}`: {reason}")]
+    InvalidOption { field: &'static str, reason: String },
+    #[error(
+        "record of {size_bytes} bytes (key {key_bytes}) exceeds the maximum of {max_bytes} bytes for this page size"
+    )]
+    RecordTooLarge {
+        size_bytes: usize,
+        key_bytes: usize,
+        max_bytes: usize,
+    },
+    #[error(
+        "{path}: the database was not shut down cleanly; replay its logs first (`jetproof recover`)"
+    )]
+    DirtyShutdown { path: PathBuf },
+    #[error("{path}: the database already exists; refusing to overwrite it")]
+    AlreadyExists { path: PathBuf },
+    #[error("{path}: the database file cannot grow beyond {max_pages} pages")]
+    Full { path: PathBuf, max_pages: u64 },
+    #[error("page cache: every one of its {frames} buffers is pinned; raise cache_max_bytes")]
+    CacheExhausted { frames: usize },
+    #[error("{path}: an earlier write failed; the database accepts no more work")]
+    Poisoned { path: PathBuf },
+    #[error("appended key is not greater than the last key of the tree")]
+    AppendOutOfOrder,
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,0 +1,426 @@
+//! B+tree node layout: a slotted page.
+//!
+//! | offset | size | field (type-specific area of the page header) |
+//! |-------:|-----:|-------|
+//! | 68 | 2 | entry count |
+//! | 70 | 2 | level (0 = leaf) |
+//! | 72 | 2 | data start: offset of the lowest record byte |
+//! | 74 | 6 | reserved, zero |
+//!
+//! After the header (offset 80) comes the slot array, one u16 record offset per entry in key
+//! order; records are packed from the end of the page downwards. Leaf record: key length u16,
+//! value length u16, key, value. Interior record: key length u16, child page u32, key; the key of
+//! entry 0 of an interior node is ignored (it stands for "anything below entry 1"), and is stored
+//! empty.
+//!
+//! Invariant: records are always packed (every change that removes bytes rebuilds the page), so
+//! free space is exactly `data_start - (80 + 2 * count)` and needs no fragmentation bookkeeping.
+//!
+//! Everything here parses bytes that came from disk: no indexing that can panic, no unwrap. A
+//! malformed node yields `None`, which the tree turns into an error naming the page.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use std::cmp::Ordering;
+
+use crate::page::{self, HEADER_SIZE, OFFSET_TYPE_SPECIFIC, PageType};
+
+const OFFSET_COUNT: usize = OFFSET_TYPE_SPECIFIC;
+const OFFSET_LEVEL: usize = OFFSET_TYPE_SPECIFIC + 2;
+const OFFSET_DATA_START: usize = OFFSET_TYPE_SPECIFIC + 4;
+const SLOT_BYTES: usize = 2;
+const LEAF_RECORD_OVERHEAD: usize = 4;
+const INTERIOR_RECORD_OVERHEAD: usize = 6;
+
+/// Longest key the tree accepts (keeps interior nodes wide even with 4 KiB pages).
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// Bytes available for slots and records.
+pub fn capacity(page_size: usize) -> usize {
+    page_size - HEADER_SIZE
+}
+
+/// Bytes a leaf entry occupies (slot included).
+pub fn leaf_entry_bytes(key: usize, value: usize) -> usize {
+    SLOT_BYTES + LEAF_RECORD_OVERHEAD + key + value
+}
+
+/// Bytes an interior entry occupies (slot included).
+pub fn interior_entry_bytes(key: usize) -> usize {
+    SLOT_BYTES + INTERIOR_RECORD_OVERHEAD + key
+}
+
+/// The largest leaf entry: any node holding entries no larger than half its capacity can always
+/// be split into two nodes that fit.
+pub fn max_leaf_entry_bytes(page_size: usize) -> usize {
+    capacity(page_size) / 2
+}
+
+/// Below this many used bytes a node tries to merge with a sibling.
+pub fn merge_threshold(page_size: usize) -> usize {
+    capacity(page_size) / 4
+}
+
+pub fn count(page: &[u8]) -> usize {
+    page::get_u16(page, OFFSET_COUNT).unwrap_or(0) as usize
+}
+
+pub fn level(page: &[u8]) -> u16 {
+    page::get_u16(page, OFFSET_LEVEL).unwrap_or(0)
+}
+
+pub fn is_node(page: &[u8]) -> bool {
+    matches!(
+        page::page_type(page),
+        Some(PageType::Leaf | PageType::Interior)
+    )
+}
+
+fn data_start(page: &[u8]) -> usize {
+    page::get_u16(page, OFFSET_DATA_START).unwrap_or(0) as usize
+}
+
+/// Bytes used by slots and records.
+pub fn used_bytes(page: &[u8]) -> usize {
+    count(page) * SLOT_BYTES + page.len().saturating_sub(data_start(page))
+}
+
+pub fn free_bytes(page: &[u8]) -> usize {
+    capacity(page.len()).saturating_sub(used_bytes(page))
+}
+
+/// Checks the node's framing: count, data start and every slot within bounds.
+pub fn validate(page: &[u8]) -> Option<()> {
+    let n = count(page);
+    let slots_end = HEADER_SIZE.checked_add(n.checked_mul(SLOT_BYTES)?)?;
+    let start = data_start(page);
+    if start < slots_end || start > page.len() {
+        return None;
+    }
+    let is_leaf = page::page_type(page)? == PageType::Leaf;
+    if is_leaf != (level(page) == 0) {
+        return None;
+    }
+    for i in 0..n {
+        let offset = slot(page, i)?;
+        if offset < start {
+            return None;
+        }
+        if is_leaf {
+            leaf_entry(page, i)?;
+        } else {
+            interior_entry(page, i)?;
+        }
+    }
+    Some(())
+}
+
+fn slot(page: &[u8], i: usize) -> Option<usize> {
+    page::get_u16(page, HEADER_SIZE + i * SLOT_BYTES).map(usize::from)
+}
+
+/// Entry `i` of a leaf: (key, value).
+pub fn leaf_entry(page: &[u8], i: usize) -> Option<(&[u8], &[u8])> {
+    let offset = slot(page, i)?;
+    let key_len = usize::from(page::get_u16(page, offset)?);
+    let value_len = usize::from(page::get_u16(page, offset + 2)?);
+    let key_start = offset + LEAF_RECORD_OVERHEAD;
+    let value_start = key_start + key_len;
+    let key = page.get(key_start..value_start)?;
+    let value = page.get(value_start..value_start + value_len)?;
+    Some((key, value))
+}
+
+/// Entry `i` of an interior node: (key, child page).
+pub fn interior_entry(page: &[u8], i: usize) -> Option<(&[u8], u32)> {
+    let offset = slot(page, i)?;
+    let key_len = usize::from(page::get_u16(page, offset)?);
+    let child = page::get_u32(page, offset + 2)?;
+    let key_start = offset + INTERIOR_RECORD_OVERHEAD;
+    let key = page.get(key_start..key_start + key_len)?;
+    Some((key, child))
+}
+
+fn key_at(page: &[u8], i: usize, leaf: bool) -> Option<&[u8]> {
+    if leaf {
+        leaf_entry(page, i).map(|(k, _)| k)
+    } else {
+        interior_entry(page, i).map(|(k, _)| k)
+    }
+}
+
+/// Leaf search: `Ok(i)` if entry `i` has the key, `Err(i)` for the position it would take.
+pub fn leaf_search(page: &[u8], key: &[u8]) -> Option<Result<usize, usize>> {
+    let (mut low, mut high) = (0usize, count(page));
+    while low < high {
+        let mid = low + (high - low) / 2;
+        match key_at(page, mid, true)?.cmp(key) {
+            Ordering::Less => low = mid + 1,
+            Ordering::Greater => high = mid,
+            Ordering::Equal => return Some(Ok(mid)),
+        }
+    }
+    Some(Err(low))
+}
+
+/// Interior search: the index of the child whose range holds `key` (the last entry whose key is
+/// at most `key`, entry 0 standing for everything below entry 1).
+pub fn interior_search(page: &[u8], key: &[u8]) -> Option<usize> {
+    let n = count(page);
+    if n == 0 {
+        return None;
+    }
+    let (mut low, mut high) = (1usize, n);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if key_at(page, mid, false)? <= key {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    Some(low - 1)
+}
+
+/// A node's entries, decoded for a structural change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entries {
+    Leaf(Vec<(Vec<u8>, Vec<u8>)>),
+    Interior(Vec<(Vec<u8>, u32)>),
+}
+
+impl Entries {
+    pub fn decode(page: &[u8]) -> Option<Entries> {
+        let n = count(page);
+        if level(page) == 0 {
+            (0..n)
+                .map(|i| leaf_entry(page, i).map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Option<Vec<_>>>()
+                .map(Entries::Leaf)
+        } else {
+            (0..n)
+                .map(|i| interior_entry(page, i).map(|(k, c)| (k.to_vec(), c)))
+                .collect::<Option<Vec<_>>>()
+                .map(Entries::Interior)
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Entries::Leaf(e) => e.len(),
+            Entries::Interior(e) => e.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn entry_bytes(&self, i: usize) -> usize {
+        match self {
+            Entries::Leaf(e) => e
+                .get(i)
+                .map_or(0, |(k, v)| leaf_entry_bytes(k.len(), v.len())),
+            Entries::Interior(e) => e.get(i).map_or(0, |(k, _)| interior_entry_bytes(k.len())),
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        (0..self.len()).map(|i| self.entry_bytes(i)).sum()
+    }
+
+    pub fn first_key(&self) -> Option<&[u8]> {
+        match self {
+            Entries::Leaf(e) => e.first().map(|(k, _)| k.as_slice()),
+            Entries::Interior(e) => e.first().map(|(k, _)| k.as_slice()),
+        }
+    }
+
+    /// Splits off entries `[at..]`.
+    pub fn split_off(&mut self, at: usize) -> Entries {
+        match self {
+            Entries::Leaf(e) => Entries::Leaf(e.split_off(at)),
+            Entries::Interior(e) => Entries::Interior(e.split_off(at)),
+        }
+    }
+
+    /// Appends `other` (its first interior key replaced by `separator`, which is needed once the
+    /// entry is no longer first).
+    pub fn append(&mut self, other: Entries, separator: &[u8]) {
+        match (self, other) {
+            (Entries::Leaf(a), Entries::Leaf(b)) => a.extend(b),
+            (Entries::Interior(a), Entries::Interior(mut b)) => {
+                if let Some(first) = b.first_mut() {
+                    first.0 = separator.to_vec();
+                }
+                a.extend(b);
+            }
+            // Levels are checked before merging; mixing kinds cannot happen.
+            _ => debug_assert!(false, "merging a leaf with an interior node"),
+        }
+    }
+
+    /// The split point for a node that overflowed: both halves fit, as balanced as possible by
+    /// bytes; or, for an append at the right edge of the tree, everything but the last entry on
+    /// the left (ESE's append split, which packs sequentially filled pages full).
+    pub fn split_point(&self, page_size: usize, append: bool) -> usize {
+        let n = self.len();
+        let cap = capacity(page_size);
+        let total = self.bytes();
+        if append && n >= 2 && total - self.entry_bytes(n - 1) <= cap {
+            return n - 1;
+        }
+        let mut left = 0usize;
+        let mut best = (usize::MAX, 1usize);
+        for i in 1..n {
+            left += self.entry_bytes(i - 1);
+            let right = total - left;
+            if left <= cap && right <= cap {
+                let imbalance = left.abs_diff(right);
+                if imbalance < best.0 {
+                    best = (imbalance, i);
+                }
+            }
+        }
+        best.1
+    }
+
+    /// Writes the entries into `page` as a node at `level`, packed. Keeps the common header
+    /// fields (number, stamps, tree) and sets the type. The caller checked that they fit.
+    pub fn encode(&self, page: &mut [u8], level: u16) {
+        let page_type = if level == 0 {
+            PageType::Leaf
+        } else {
+            PageType::Interior
+        };
+        page::put(page, page::OFFSET_PAGE_TYPE, &[page_type as u8]);
+        page::put_u16(page, OFFSET_COUNT, self.len() as u16);
+        page::put_u16(page, OFFSET_LEVEL, level);
+        if let Some(body) = page.get_mut(HEADER_SIZE..) {
+            body.fill(0);
+        }
+        let mut end = page.len();
+        for i in 0..self.len() {
+            let (record_bytes, key, tail): (usize, &[u8], Vec<u8>) = match self {
+                Entries::Leaf(e) => {
+                    let Some((k, v)) = e.get(i) else { break };
+                    let mut tail = Vec::with_capacity(LEAF_RECORD_OVERHEAD);
+                    tail.extend_from_slice(&(k.len() as u16).to_le_bytes());
+                    tail.extend_from_slice(&(v.len() as u16).to_le_bytes());
+                    (LEAF_RECORD_OVERHEAD + k.len() + v.len(), k, tail)
+                }
+                Entries::Interior(e) => {
+                    let Some((k, c)) = e.get(i) else { break };
+                    let mut tail = Vec::with_capacity(INTERIOR_RECORD_OVERHEAD);
+                    tail.extend_from_slice(&(k.len() as u16).to_le_bytes());
+                    tail.extend_from_slice(&c.to_le_bytes());
+                    (INTERIOR_RECORD_OVERHEAD + k.len(), k, tail)
+                }
+            };
+            end -= record_bytes;
+            page::put(page, end, &tail);
+            page::put(page, end + tail.len(), key);
+            if let Entries::Leaf(e) = self
+                && let Some((_, v)) = e.get(i)
+            {
+                page::put(page, end + tail.len() + key.len(), v);
+            }
+            page::put_u16(page, HEADER_SIZE + i * SLOT_BYTES, end as u16);
+        }
+        page::put_u16(page, OFFSET_DATA_START, end as u16);
+    }
+}
+
+/// Inserts a leaf entry at position `index` without rebuilding the page, if the free space
+/// allows. Returns false (page untouched) if it does not.
+pub fn leaf_insert_in_place(page: &mut [u8], index: usize, key: &[u8], value: &[u8]) -> bool {
+    let n = count(page);
+    let need = leaf_entry_bytes(key.len(), value.len());
+    if need > free_bytes(page) || index > n {
+        return false;
+    }
+    let record = LEAF_RECORD_OVERHEAD + key.len() + value.len();
+    let end = data_start(page) - record;
+    page::put_u16(page, end, key.len() as u16);
+    page::put_u16(page, end + 2, value.len() as u16);
+    page::put(page, end + LEAF_RECORD_OVERHEAD, key);
+    page::put(page, end + LEAF_RECORD_OVERHEAD + key.len(), value);
+    let slot_at = HEADER_SIZE + index * SLOT_BYTES;
+    let slots_end = HEADER_SIZE + n * SLOT_BYTES;
+    page.copy_within(slot_at..slots_end, slot_at + SLOT_BYTES);
+    page::put_u16(page, slot_at, end as u16);
+    page::put_u16(page, OFFSET_COUNT, (n + 1) as u16);
+    page::put_u16(page, OFFSET_DATA_START, end as u16);
+    true
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn leaf(page_size: usize, entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut page = vec![0u8; page_size];
+        Entries::Leaf(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+        )
+        .encode(&mut page, 0);
+        page
+    }
+
+    #[test]
+    fn encode_search_and_in_place_insert_agree() {
+        let mut page = leaf(4096, &[(b"b", b"2"), (b"d", b"4")]);
+        validate(&page).unwrap();
+        assert_eq!(leaf_search(&page, b"b"), Some(Ok(0)));
+        assert_eq!(leaf_search(&page, b"c"), Some(Err(1)));
+        assert_eq!(leaf_search(&page, b"e"), Some(Err(2)));
+        assert!(leaf_insert_in_place(&mut page, 1, b"c", b"33"));
+        validate(&page).unwrap();
+        assert_eq!(leaf_entry(&page, 1), Some((&b"c"[..], &b"33"[..])));
+        assert_eq!(leaf_entry(&page, 2), Some((&b"d"[..], &b"4"[..])));
+        let decoded = Entries::decode(&page).unwrap();
+        assert_eq!(decoded.len(), 3);
+        assert_eq!(used_bytes(&page), decoded.bytes());
+    }
+
+    #[test]
+    fn interior_search_picks_the_covering_child() {
+        let mut page = vec![0u8; 4096];
+        Entries::Interior(vec![(vec![], 10), (b"m".to_vec(), 11), (b"t".to_vec(), 12)])
+            .encode(&mut page, 1);
+        validate(&page).unwrap();
+        assert_eq!(interior_search(&page, b"a"), Some(0));
+        assert_eq!(interior_search(&page, b"m"), Some(1));
+        assert_eq!(interior_search(&page, b"s"), Some(1));
+        assert_eq!(interior_search(&page, b"z"), Some(2));
+    }
+
+    #[test]
+    fn garbage_is_rejected_without_panicking() {
+        let mut page = leaf(4096, &[(b"k", b"v")]);
+        page::put_u16(&mut page, HEADER_SIZE, 4095);
+        assert!(validate(&page).is_none());
+        let mut page = leaf(4096, &[(b"k", b"v")]);
+        page::put_u16(&mut page, OFFSET_COUNT, 5000);
+        assert!(validate(&page).is_none());
+        assert!(Entries::decode(&page).is_none());
+    }
+
+    #[test]
+    fn split_point_keeps_both_halves_within_capacity() {
+        let value = vec![7u8; max_leaf_entry_bytes(4096) - 20];
+        let entries = Entries::Leaf(
+            (0..3u8)
+                .map(|i| (vec![i], if i == 1 { value.clone() } else { vec![1; 10] }))
+                .collect(),
+        );
+        let at = entries.split_point(4096, false);
+        let mut left = entries.clone();
+        let right = left.split_off(at);
+        assert!(left.bytes() <= capacity(4096) && right.bytes() <= capacity(4096));
+        assert!(!left.is_empty() && !right.is_empty());
+    }
+}

@@ -1,0 +1,295 @@
+//! Free-space management: space map pages, and growth of the file in extents.
+//!
+//! The file is divided into groups of `B = (page_size - 80) * 8` pages; one space map page per
+//! group holds one bit per page of the group (1 = in use). The map page of group 0 is page 2
+//! (pages 0 and 1 are the header copies); the map page of group k > 0 is the group's first page,
+//! `k * B`. Fixed positions mean the maps need no directory, and a 32 KiB map covers 8 GiB.
+//!
+//! Invariants, and why:
+//! * Every page below `page_count` is formatted and sealed on disk, free or not: growth writes
+//!   whole extents of formatted free pages (and the new groups' map pages) in large sequential
+//!   writes, syncs them, and only then raises the page count in the header. A crash in between
+//!   leaves formatted pages beyond the count, never unformatted pages below it.
+//! * Map pages stay pinned in the cache for the life of the database, so that allocating or
+//!   freeing a page changes a map page in memory without any I/O; they are written by the
+//!   cache's flusher like every other page.
+//! * The allocator's mutex is held only for the bitmap search, except during growth, which
+//!   writes while holding it: growth is rare (one extent at a time) and every session that needs a
+//!   page would have to wait for it anyway.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jetproof_io::{AlignedBuf, IoClass, IoFile};
+use parking_lot::Mutex;
+
+use crate::cache::PageCache;
+use crate::checksum;
+use crate::error::{EngineError, Result};
+use crate::header::HEADER_PAGES;
+use crate::page::{self, HEADER_SIZE, PageType};
+
+/// The largest write growth issues.
+const GROWTH_WRITE_BYTES: usize = 1024 * 1024;
+/// Page numbers stay below this (u32::MAX marks "no page" in the cache).
+const MAX_PAGES: u64 = u32::MAX as u64 - 1;
+
+/// Pages covered by one space map page.
+pub fn pages_per_map(page_size: usize) -> u64 {
+    ((page_size - HEADER_SIZE) * 8) as u64
+}
+
+/// The space map page of the group that holds `page`.
+pub fn map_page_for(page: u64, page_size: usize) -> u64 {
+    let group = page / pages_per_map(page_size);
+    if group == 0 {
+        u64::from(HEADER_PAGES)
+    } else {
+        group * pages_per_map(page_size)
+    }
+}
+
+/// Is `page` a space map page?
+pub fn is_map_page(page: u64, page_size: usize) -> bool {
+    map_page_for(page, page_size) == page
+}
+
+/// Formats pages `[from, to)` of a file as free pages (map pages as maps marking themselves, and
+/// for group 0 the header pages, in use), in sequential writes of up to 1 MiB, then syncs.
+pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> Result<()> {
+    let per_write = (GROWTH_WRITE_BYTES / page_size) as u64;
+    let mut buf = AlignedBuf::zeroed(per_write as usize * page_size);
+    let mut start = from;
+    while start < to {
+        let count = per_write.min(to - start);
+        for i in 0..count {
+            let number = start + i;
+            let offset = (i as usize) * page_size;
+            let Some(slot) = buf.get_mut(offset..offset + page_size) else {
+                break;
+            };
+            let number32 = number as u32;
+            if is_map_page(number, page_size) {
+                format_map(slot, number32);
+            } else {
+                page::format_free(slot, number32);
+            }
+        }
+        let bytes = count as usize * page_size;
+        let Some(data) = buf.get(..bytes) else {
+            break;
+        };
+        file.write_at(data, start * page_size as u64, IoClass::DbWrite)?;
+        start += count;
+    }
+    file.sync_data(IoClass::DbWrite)?;
+    Ok(())
+}
+
+/// A fresh map page: marks itself in use, and in group 0 the two header pages too.
+fn format_map(slot: &mut [u8], number: u32) {
+    slot.fill(0);
+    page::write_common(slot, number, PageType::SpaceMap, 0);
+    let page_size = slot.len();
+    let group_start = (u64::from(number) / pages_per_map(page_size)) * pages_per_map(page_size);
+    set_bit(slot, u64::from(number) - group_start, true);
+    if group_start == 0 {
+        for header in 0..u64::from(HEADER_PAGES) {
+            set_bit(slot, header, true);
+        }
+    }
+    checksum::seal(slot);
+}
+
+fn set_bit(map: &mut [u8], bit: u64, used: bool) {
+    let index = HEADER_SIZE + (bit / 8) as usize;
+    if let Some(byte) = map.get_mut(index) {
+        let mask = 1u8 << (bit % 8);
+        if used {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+fn get_bit(map: &[u8], bit: u64) -> bool {
+    let index = HEADER_SIZE + (bit / 8) as usize;
+    map.get(index)
+        .is_some_and(|byte| byte & (1u8 << (bit % 8)) != 0)
+}
+
+#[derive(Debug)]
+struct SpaceState {
+    page_count: u64,
+    /// Search starts here: the lowest page that may be free.
+    hint: u64,
+    used: u64,
+}
+
+/// The page allocator of one database.
+#[derive(Debug)]
+pub struct Space {
+    page_size: usize,
+    extent_pages: u64,
+    state: Mutex<SpaceState>,
+    /// Called after growth with the new page count, to persist it in the header.
+    on_grow: OnGrow,
+    stamp: Arc<AtomicU64>,
+}
+
+/// Persists a new page count after growth (the database writes it into both header copies).
+pub struct OnGrow(pub Box<dyn Fn(u64) -> Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for OnGrow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnGrow")
+    }
+}
+
+impl Space {
+    /// Loads the maps of a file of `page_count` pages, pinning them in `cache`.
+    pub fn load(
+        cache: &PageCache,
+        page_count: u64,
+        extent_pages: u64,
+        stamp: Arc<AtomicU64>,
+        on_grow: OnGrow,
+    ) -> Result<Space> {
+        let page_size = cache.config().page_size;
+        let per_map = pages_per_map(page_size);
+        let mut used = 0u64;
+        let mut group_start = 0u64;
+        while group_start < page_count {
+            let map_page = map_page_for(group_start, page_size) as u32;
+            cache.pin_forever(map_page)?;
+            let map = cache.read(map_page)?;
+            if page::page_type(map.data()) != Some(PageType::SpaceMap) {
+                return Err(EngineError::Inconsistent {
+                    path: cache.file().path().to_path_buf(),
+                    page: map_page,
+                    what: "expected a space map page".into(),
+                });
+            }
+            let in_group = per_map.min(page_count - group_start);
+            used += (0..in_group).filter(|&b| get_bit(map.data(), b)).count() as u64;
+            group_start += per_map;
+        }
+        Ok(Space {
+            page_size,
+            extent_pages: extent_pages.max(1),
+            state: Mutex::new(SpaceState {
+                page_count,
+                hint: 0,
+                used,
+            }),
+            on_grow,
+            stamp,
+        })
+    }
+
+    pub fn page_count(&self) -> u64 {
+        self.state.lock().page_count
+    }
+
+    pub fn used_pages(&self) -> u64 {
+        self.state.lock().used
+    }
+
+    /// Allocates a free page, growing the file by an extent if none is free.
+    pub fn allocate(&self, cache: &PageCache) -> Result<u32> {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(page) = self.find_free(cache, &state)? {
+                self.mark(cache, page, true)?;
+                state.used += 1;
+                state.hint = page + 1;
+                return Ok(page as u32);
+            }
+            self.grow(cache, &mut state)?;
+        }
+    }
+
+    /// Returns `page` to the free pool. The caller has already reformatted it as a free page.
+    pub fn free(&self, cache: &PageCache, page: u32) -> Result<()> {
+        let mut state = self.state.lock();
+        self.mark(cache, u64::from(page), false)?;
+        state.used = state.used.saturating_sub(1);
+        state.hint = state.hint.min(u64::from(page));
+        Ok(())
+    }
+
+    /// Is `page` marked in use? (For consistency checks.)
+    pub fn is_used(&self, cache: &PageCache, page: u32) -> Result<bool> {
+        let map_page = map_page_for(u64::from(page), self.page_size) as u32;
+        let map = cache.read(map_page)?;
+        Ok(get_bit(
+            map.data(),
+            u64::from(page) % pages_per_map(self.page_size),
+        ))
+    }
+
+    fn mark(&self, cache: &PageCache, page: u64, used: bool) -> Result<()> {
+        let map_page = map_page_for(page, self.page_size) as u32;
+        let mut map = cache.write(map_page)?;
+        let stamp = self.stamp.fetch_add(1, Ordering::AcqRel);
+        set_bit(map.data_mut(), page % pages_per_map(self.page_size), used);
+        map.stamp(stamp, 0);
+        Ok(())
+    }
+
+    /// The first free page at or after the hint, wrapping around once.
+    fn find_free(&self, cache: &PageCache, state: &SpaceState) -> Result<Option<u64>> {
+        let per_map = pages_per_map(self.page_size);
+        let count = state.page_count;
+        for (from, to) in [(state.hint.min(count), count), (0, state.hint.min(count))] {
+            let mut page = from;
+            while page < to {
+                let group_start = page - page % per_map;
+                let group_end = (group_start + per_map).min(to);
+                let map_page = map_page_for(page, self.page_size) as u32;
+                let map = cache.read(map_page)?;
+                let data = map.data();
+                let mut bit = page - group_start;
+                while group_start + bit < group_end {
+                    // Skip whole bytes that are full.
+                    if bit.is_multiple_of(8) && group_start + bit + 8 <= group_end {
+                        let index = HEADER_SIZE + (bit / 8) as usize;
+                        if data.get(index) == Some(&0xFF) {
+                            bit += 8;
+                            continue;
+                        }
+                    }
+                    if !get_bit(data, bit) {
+                        return Ok(Some(group_start + bit));
+                    }
+                    bit += 1;
+                }
+                page = group_end;
+            }
+        }
+        Ok(None)
+    }
+
+    fn grow(&self, cache: &PageCache, state: &mut SpaceState) -> Result<()> {
+        let old = state.page_count;
+        let new = (old + self.extent_pages).min(MAX_PAGES);
+        if new <= old {
+            return Err(EngineError::Full {
+                path: cache.file().path().to_path_buf(),
+                max_pages: MAX_PAGES,
+            });
+        }
+        format_range(cache.file().as_ref(), self.page_size, old, new)?;
+        let per_map = pages_per_map(self.page_size);
+        let mut group_start = old.div_ceil(per_map) * per_map;
+        while group_start < new {
+            cache.pin_forever(map_page_for(group_start, self.page_size) as u32)?;
+            state.used += 1;
+            group_start += per_map;
+        }
+        state.page_count = new;
+        state.hint = state.hint.min(old);
+        (self.on_grow.0)(new)
+    }
+}
