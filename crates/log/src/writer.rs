@@ -698,11 +698,13 @@ impl Inner {
                 file.write_at(&write_buffer[..length], first, IoClass::LogWrite)?;
                 file.sync_data(IoClass::LogWrite)?;
                 if rollover {
-                    let spare = self.spare.lock().take();
+                    // Hold the spare's lock through the install, so the background flusher
+                    // cannot format a spare at the same path while it is renamed into place.
+                    let mut spare = self.spare.lock();
                     let next = install_generation(
                         &*self.backend,
                         &self.options,
-                        spare,
+                        spare.take(),
                         generation + 1,
                         previous_end,
                         Some(&self.stats),

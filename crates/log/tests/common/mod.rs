@@ -174,6 +174,15 @@ impl CrashBackend {
         content.synced[at] ^= 1 << bit;
     }
 
+    /// Zeroes `[from, to)` of a file's durable and current content (lost data).
+    pub fn zero_range(&self, path: &Path, from: u64, to: u64) {
+        let files = self.files.lock();
+        let content = files.get(path).expect("file to damage exists");
+        let mut content = content.lock();
+        content.current[from as usize..to as usize].fill(0);
+        content.synced[from as usize..to as usize].fill(0);
+    }
+
     pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
         self.files
             .lock()
