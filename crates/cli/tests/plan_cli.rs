@@ -314,3 +314,47 @@ fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
         assert!(!path.exists(), "{args:?} wrote a job file");
     }
 }
+
+#[test]
+fn exchange_2010_table_follows_the_copies() {
+    let base = [
+        "--mailboxes",
+        "1000",
+        "--messages-per-day",
+        "150",
+        "--exchange-version",
+        "2010",
+        "--headroom",
+        "20%",
+    ];
+    let single = plan_json(&base);
+    assert_eq!(single["iops_per_mailbox_base"], 0.18);
+    let mut with_copies = base.to_vec();
+    with_copies.extend(["--copies", "2"]);
+    let dag = plan_json(&with_copies);
+    // Hitachi's 0.15 + 20% = 0.18 is this row.
+    assert_eq!(dag["iops_per_mailbox_base"], 0.15);
+    assert_eq!(dag["iops_per_mailbox"], 0.18);
+}
+
+#[test]
+fn overheads_can_be_switched_off() {
+    let plan = plan_json(&[
+        "--mailboxes",
+        "100",
+        "--iops-per-mailbox",
+        "0.1",
+        "--mailbox-size",
+        "1GiB",
+        "--messages-per-day",
+        "100",
+        "--no-white-space",
+        "--no-deleted-item-retention",
+        "--no-content-index",
+        "--no-free-space-reserve",
+    ]);
+    assert_eq!(plan["white_space_bytes"], 0);
+    assert_eq!(plan["deleted_item_retention_bytes"], 0);
+    assert_eq!(plan["content_index_bytes"], 0);
+    assert_eq!(plan["database_volume_bytes"], 100u64 << 30);
+}

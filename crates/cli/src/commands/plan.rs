@@ -38,7 +38,8 @@ pub struct Args {
         long,
         value_name = "PERCENT",
         default_value_t = 20.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = parse_percent
     )]
     pub headroom: f64,
     /// Mailbox servers carrying active databases.
@@ -54,18 +55,19 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", default_value = "2GiB")]
     pub mailbox_size: ByteSize,
     /// Share of the quota filled when testing, in percent (Jetstress "capacity percentage").
-    #[arg(long, value_name = "PERCENT", default_value_t = 100, value_parser = parse_count_u32, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 100, value_parser = parse_percent_u32, allow_negative_numbers = true)]
     pub capacity_percent: u32,
     /// Share of transactional I/O that is reads, in percent.
     #[arg(
         long,
         value_name = "R",
         default_value_t = 60.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = parse_percent
     )]
     pub read_percent: f64,
     /// Share that is writes, in percent [default: 100 - read]. HP's Appendix A uses 66/33.
-    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    #[arg(long, value_name = "W", allow_negative_numbers = true, value_parser = parse_percent)]
     pub write_percent: Option<f64>,
     /// RAID level: 0, 1 or 10 (write penalty 2), 5 (4), 6 (6).
     #[arg(long, value_name = "0|1|10|5|6", default_value = "10")]
@@ -85,14 +87,15 @@ pub struct Args {
     pub retention_days: u32,
     /// Content index share of the database in percent [default: 10 for 2010, 20 for 2013 and
     /// later, 0 for 2003].
-    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true, value_parser = parse_percent)]
     pub content_index_percent: Option<f64>,
     /// Free space kept on every database and log volume, in percent.
     #[arg(
         long,
         value_name = "PERCENT",
         default_value_t = 20.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = parse_percent
     )]
     pub free_space_percent: f64,
     /// Do not count database white space.
@@ -131,6 +134,21 @@ fn parse_count(text: &str) -> Result<u64, String> {
     trimmed
         .parse::<u64>()
         .map_err(|_| format!("`{text}` is not a whole number; give one like 1000"))
+}
+
+/// A percentage, with or without a trailing `%`. Range checks are the plan library's, so its
+/// message names the flag and the fix.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|value| value.is_finite())
+        .ok_or_else(|| format!("`{text}` is not a percentage; give a number like 20"))
+}
+
+fn parse_percent_u32(text: &str) -> Result<u32, String> {
+    parse_count_u32(text.trim().trim_end_matches('%').trim())
 }
 
 fn parse_count_u32(text: &str) -> Result<u32, String> {
