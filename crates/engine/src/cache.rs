@@ -641,7 +641,11 @@ impl CacheInner {
             std::thread::sleep(Duration::from_micros(100));
             return Ok(());
         }
-        self.flush_pass(&mut guard, self.config.flush_stop_clean_pages())
+        // The clean buffers there are must all be pinned or in use: write some dirty ones,
+        // whatever the thresholds say.
+        let goal =
+            (self.clean_pages() + self.config.flush_stop_clean_pages()).min(self.config.max_pages);
+        self.flush_pass(&mut guard, goal)
     }
 
     /// Undoes a failed load: the frame no longer holds the page.

@@ -115,6 +115,9 @@ pub fn validate(page: &[u8]) -> Option<()> {
 }
 
 fn slot(page: &[u8], i: usize) -> Option<usize> {
+    if i >= count(page) {
+        return None;
+    }
     page::get_u16(page, HEADER_SIZE + i * SLOT_BYTES).map(usize::from)
 }
 
