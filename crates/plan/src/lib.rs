@@ -597,6 +597,12 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         ),
         format_number(per_server as f64),
     );
+    if !inputs.mailboxes.is_multiple_of(inputs.servers) {
+        notes.push(format!(
+            "{} mailboxes do not divide evenly over {} servers: the busiest server carries {per_server}, and the per-server figures and the job file are for it",
+            inputs.mailboxes, inputs.servers
+        ));
+    }
     let per_database = per_server / inputs.databases_per_server;
     let largest_database = per_server.div_ceil(inputs.databases_per_server);
     steps.push(
@@ -1128,6 +1134,24 @@ mod tests {
         assert_eq!(plan.mailboxes_per_database, 333);
         assert_eq!(plan.mailboxes_largest_database, 334);
         assert!(plan.notes.iter().any(|n| n.contains("334")));
+    }
+
+    #[test]
+    fn uneven_servers_size_the_busiest() {
+        let plan = plan(&PlanInputs {
+            servers: 3,
+            databases_per_server: 1,
+            ..infortrend()
+        })
+        .expect("plans");
+        assert_eq!(plan.mailboxes_per_server, 334);
+        assert_eq!(plan.target_iops_per_server, 53.44);
+        assert_eq!(plan.target_iops_total, 160.0);
+        assert!(
+            plan.notes.iter().any(|n| n.contains("busiest")),
+            "{:?}",
+            plan.notes
+        );
     }
 
     #[test]
