@@ -131,6 +131,17 @@ pub(crate) fn open_file(path: &Path, options: &OpenOptions) -> Result<StdFile, I
             path: path.to_path_buf(),
         });
     }
+    // A refusal leaves nothing behind: a file this call created is removed again.
+    let existed = path.exists();
+    open_checked(path, options).inspect_err(|_| {
+        if !existed && options.create {
+            let _ = std::fs::remove_file(path);
+        }
+    })
+}
+
+/// [`open_file`] without the clean-up of a file it created before refusing it.
+fn open_checked(path: &Path, options: &OpenOptions) -> Result<StdFile, IoError> {
     let mut open = std::fs::OpenOptions::new();
     open.read(true).write(options.write);
     if options.create {

@@ -344,10 +344,12 @@ fn direct_io_on_tmpfs_is_refused_with_the_fix() {
         let message = error.to_string();
         assert!(message.contains("storage.direct_io = false"), "{message}");
         assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(!path.exists(), "a refused open leaves no file behind");
         // Buffered I/O is what the message offers, and it works.
         backend
             .open(&path, &OpenOptions::create().buffered())
             .expect("buffered open on tmpfs");
+        std::fs::remove_file(&path).expect("clean up for the next backend");
     }
 }
 
