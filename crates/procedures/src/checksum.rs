@@ -213,13 +213,13 @@ pub enum ChecksumError {
         "{path} (instance {instance}) is a directory, not a database file; check the job's database paths"
     )]
     NotAFile { instance: String, path: PathBuf },
-    #[error("{0}")]
+    #[error(transparent)]
     Header(#[from] HeaderError),
     #[error(
         "{path}: the header counts {page_count} pages, more than page numbers can address; the header is damaged"
     )]
     TooManyPages { path: PathBuf, page_count: u64 },
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] IoError),
 }
 
@@ -244,12 +244,13 @@ struct Target {
     trailing_bytes: u64,
 }
 
-/// Opens every database of the job and checks its header. Reads nothing else.
-fn open_targets(
-    instances: &[Instance],
-    backend: &dyn IoBackend,
-    options: &ChecksumOptions,
-) -> Result<Vec<Target>, ChecksumError> {
+/// Checks, before anything is written or read, that every database of the job exists: a
+/// missing one is bad input.
+pub fn preflight(job: &Job, backend: &dyn IoBackend) -> Result<(), ChecksumError> {
+    check_exist(&job.instances(), backend)
+}
+
+fn check_exist(instances: &[Instance], backend: &dyn IoBackend) -> Result<(), ChecksumError> {
     for instance in instances {
         let path = &instance.database_path;
         if !backend.exists(path) {
@@ -265,6 +266,16 @@ fn open_targets(
             });
         }
     }
+    Ok(())
+}
+
+/// Opens every database and checks its header. Reads nothing else.
+fn open_targets(
+    instances: &[Instance],
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+) -> Result<Vec<Target>, ChecksumError> {
+    check_exist(instances, backend)?;
     let mut targets = Vec::with_capacity(instances.len());
     for instance in instances {
         let open = OpenOptions::read_only().with_direct(options.direct_io);
@@ -498,7 +509,7 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
     )];
     for file in &run.files {
         rows.push(format!(
-            "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.1} sec ({:.0} MB/s)",
+            "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.2} sec ({:.0} MB/s)",
             file.path.display(),
             file.pages_seen,
             file.pages_bad,
@@ -511,7 +522,7 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
     }
     let totals = run.totals();
     rows.push(format!(
-        "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.1} sec ({:.0} MB/s)",
+        "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.2} sec ({:.0} MB/s)",
         "(Sum)",
         totals.pages_seen,
         totals.pages_bad,

@@ -1,16 +1,171 @@
-//! `jetproof checksum`. Not built yet: it reports so and exits 3.
+//! `jetproof checksum [JOB]`: verify every page of every database of the job, never writing, and
+//! print the seeds' "Checksum Statistics" table with the location of every damaged page.
+//!
+//! Exit codes: 0 every page is perfect; 1 some page is bad, correctable or has a wrong page
+//! number (the verdict is fail: damage is reported, never repaired); 2 bad input (a missing
+//! database: run `jetproof init` first; a bad job field; an unusable `--out`); 3 a file that
+//! cannot be checked (truncated, foreign, garbage) or an I/O error.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use jetproof_io::std_backend::StdBackend;
+use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, RunRecord};
+use jetproof_results::{OutDir, TestKind, TestLog};
 
 use crate::common::{CliError, JobArgs, Outcome};
+
+/// Damaged pages printed per file on the terminal; result.json lists them all.
+const DAMAGE_LINES_PER_FILE: usize = 20;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
+    /// Results directory (default ./jetproof-results/checksum-<time>/).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
-    let _job = args.job.load()?;
-    Err(CliError::runtime(anyhow::anyhow!(
-        "`jetproof checksum` is not built yet"
-    )))
+    let job = args.job.load()?;
+    let backend = StdBackend::new();
+    checksum::preflight(&job, backend.as_ref()).map_err(checksum_error)?;
+    let out =
+        OutDir::prepare(args.out.as_deref(), TestKind::Checksum).map_err(CliError::bad_input)?;
+    let log = TestLog::create(&out.file("test.log"), false)
+        .context("create the test log")
+        .map_err(CliError::runtime)?;
+
+    let options = ChecksumOptions::from_job(&job);
+    log.line(format!(
+        "jetproof {} checksum: verifying every page of {} database(s)",
+        jetproof_results::tool_version(),
+        job.instances().len()
+    ));
+    for instance in job.instances() {
+        log.line(format!(
+            "Instance {}: database {}",
+            instance.name,
+            instance.database_path.display()
+        ));
+    }
+    log.line(format!(
+        "Reading each file in {} KiB sequential reads, {}, one reader and one verifier thread per file",
+        options.read_size_bytes / 1024,
+        if options.direct_io {
+            "direct I/O"
+        } else {
+            "buffered I/O (storage.direct_io = false: figures include the host's page cache)"
+        }
+    ));
+
+    let started = jetproof_results::now_rfc3339();
+    let bar = Bar::new();
+    let run = match checksum::run(&job, backend.as_ref(), &options, &bar) {
+        Ok(run) => run,
+        Err(error) => {
+            log.line(format!("Checksum stopped: {error}"));
+            return Err(checksum_error(error));
+        }
+    };
+    let ended = jetproof_results::now_rfc3339();
+
+    let table = checksum::statistics_table(&run);
+    let damage = checksum::damage_lines(&run, DAMAGE_LINES_PER_FILE);
+    log.line("Checksum Statistics - All");
+    for row in &table {
+        log.line(row);
+    }
+    for line in checksum::damage_lines(&run, checksum::MAX_LISTED_DAMAGED_PAGES) {
+        log.line(line);
+    }
+    for file in run.files.iter().filter(|f| f.trailing_bytes > 0) {
+        log.line(format!(
+            "{}: {} bytes past the last page the header counts were not checked (an unfinished growth)",
+            file.path.display(),
+            file.trailing_bytes
+        ));
+    }
+    let clean = run.is_clean();
+    log.line(if clean {
+        "Verdict: pass (no errors in the database checksum process)"
+    } else {
+        "Verdict: fail (damaged pages found; see the lines above)"
+    });
+
+    let record = RunRecord {
+        started,
+        ended,
+        log_file: Some(log.path().to_path_buf()),
+    };
+    let result = checksum::to_result(&run, &job, &record);
+    let result_path = out.write_result(&result).map_err(CliError::runtime)?;
+
+    println!("Checksum Statistics - All");
+    for row in &table {
+        println!("{row}");
+    }
+    if !damage.is_empty() {
+        println!();
+        println!("Damaged pages:");
+        for line in &damage {
+            println!("  {line}");
+        }
+    }
+    println!();
+    println!(
+        "Verdict: {}",
+        if clean {
+            "pass, every page is perfect"
+        } else {
+            "FAIL, damaged pages found"
+        }
+    );
+    println!("Results: {}", result_path.display());
+    Ok(if clean { Outcome::Pass } else { Outcome::Fail })
+}
+
+fn checksum_error(error: ChecksumError) -> CliError {
+    if error.is_bad_input() {
+        CliError::bad_input(error)
+    } else {
+        CliError::runtime(error)
+    }
+}
+
+/// One progress bar for the whole pass, fed by every file's thread. Hidden when stderr is not a
+/// terminal.
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new() -> Bar {
+        let style = ProgressStyle::with_template(
+            "Checksum [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        let bar = ProgressBar::hidden();
+        bar.set_style(style);
+        Bar { bar }
+    }
+}
+
+impl checksum::Progress for Bar {
+    fn start(&self, total_bytes: u64) {
+        self.bar.set_length(total_bytes);
+        self.bar
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    }
+
+    fn advance(&self, bytes: u64) {
+        self.bar.inc(bytes);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
