@@ -112,7 +112,8 @@ pub fn read_checkpoint(
         return Ok(None);
     }
     let file = backend.open(&path, &OpenOptions::read_only().with_direct(false))?;
-    let mut bytes = vec![0u8; 2 * SLOT_BYTES];
+    // Aligned, so that the read also works on a backend that enforces direct I/O's rules.
+    let mut bytes = AlignedBuf::zeroed(2 * SLOT_BYTES);
     let size = file.size()?;
     let readable = size.min(bytes.len() as u64) as usize;
     file.read_at(&mut bytes[..readable], 0, IoClass::LogRead)?;

@@ -68,8 +68,14 @@ fn crash_run(seed: u64) {
         Retention::DeleteBeforeCheckpoint
     };
     let mut backend = CrashBackend::new();
-    let mut log = Log::create(backend.clone(), LogOptions { retention, ..options(&dir) })
-        .expect("create");
+    let mut log = Log::create(
+        backend.clone(),
+        LogOptions {
+            retention,
+            ..options(&dir)
+        },
+    )
+    .expect("create");
     let mut model: Vec<Expected> = Vec::new();
     let mut next_transaction = 0u64;
     for cycle in 0..3 {
@@ -92,7 +98,8 @@ fn crash_run(seed: u64) {
                 payload: payload.clone(),
             });
             if rng.random_bool(0.3) {
-                log.commit(lsn, Durability::Durable).expect("durable commit");
+                log.commit(lsn, Durability::Durable)
+                    .expect("durable commit");
                 must_survive = model.len();
             } else {
                 log.commit(lsn, Durability::Lazy).expect("lazy commit");
@@ -147,15 +154,24 @@ fn crash_run(seed: u64) {
         );
         for (record, expected) in records.iter().zip(&model[first..]) {
             assert_eq!(record.lsn, expected.lsn, "seed {seed} cycle {cycle}");
-            assert_eq!(record.transaction_id, expected.transaction_id, "seed {seed}");
+            assert_eq!(
+                record.transaction_id, expected.transaction_id,
+                "seed {seed}"
+            );
             assert_eq!(record.record_type, expected.record_type, "seed {seed}");
-            assert!(record.payload == expected.payload, "seed {seed}: payload differs");
+            assert!(
+                record.payload == expected.payload,
+                "seed {seed}: payload differs"
+            );
         }
         // Lost (never acknowledged) records leave the model.
         model.truncate(first + records.len());
         let end = summary.end.expect("a finished read knows its end");
         if let Some(torn) = &summary.torn_tail {
-            assert_eq!(torn.offset, end.offset, "seed {seed}: torn tail starts at the end");
+            assert_eq!(
+                torn.offset, end.offset,
+                "seed {seed}: torn tail starts at the end"
+            );
             assert!(torn.bytes > 0, "seed {seed}");
         }
         let report = verify_log_dir(&*crashed, &dir, Some(DATABASE), &ReadOptions::default())
@@ -164,19 +180,34 @@ fn crash_run(seed: u64) {
 
         backend = crashed;
         backend.fail_syncs(false);
-        let (reopened, open_report) =
-            Log::open(backend.clone(), LogOptions { retention, ..options(&dir) })
-                .unwrap_or_else(|error| panic!("seed {seed} cycle {cycle}: reopen: {error}"));
+        let (reopened, open_report) = Log::open(
+            backend.clone(),
+            LogOptions {
+                retention,
+                ..options(&dir)
+            },
+        )
+        .unwrap_or_else(|error| panic!("seed {seed} cycle {cycle}: reopen: {error}"));
         assert_eq!(open_report.previous_end, end, "seed {seed} cycle {cycle}");
-        assert_eq!(open_report.torn_tail, summary.torn_tail, "seed {seed} cycle {cycle}");
+        assert_eq!(
+            open_report.torn_tail, summary.torn_tail,
+            "seed {seed} cycle {cycle}"
+        );
         log = reopened;
     }
     log.close().expect("close");
     let (records, summary, checkpoint) =
         read_from_checkpoint(backend.clone(), &dir).expect("final read");
     let first = model.partition_point(|expected| expected.lsn < checkpoint);
-    assert_eq!(records.len(), model.len() - first, "seed {seed}: final read");
-    assert!(summary.torn_tail.is_none(), "seed {seed}: a closed log has no torn tail");
+    assert_eq!(
+        records.len(),
+        model.len() - first,
+        "seed {seed}: final read"
+    );
+    assert!(
+        summary.torn_tail.is_none(),
+        "seed {seed}: a closed log has no torn tail"
+    );
 }
 
 #[test]
@@ -212,7 +243,10 @@ fn torn_write(keep_new_bytes: u64) -> (Arc<CrashBackend>, Vec<Lsn>, Lsn) {
             transaction_id: index,
             payload: &payload,
         };
-        durable.push(log.append_and_commit(&record, Durability::Durable).expect("commit"));
+        durable.push(
+            log.append_and_commit(&record, Durability::Durable)
+                .expect("commit"),
+        );
     }
     let end = log.flushed_lsn();
     backend.fail_syncs(true);
@@ -241,23 +275,39 @@ fn a_torn_tail_is_tolerated_and_reported() {
         let (records, summary, _) = read_from_checkpoint(backend.clone(), &dir).expect("read");
         let lsns: Vec<Lsn> = records.iter().map(|record| record.lsn).collect();
         // A whole record that survived the tear may be read; nothing torn is.
-        assert!(lsns.starts_with(&durable), "keep {keep_new_bytes}: {lsns:?}");
-        assert!(records.iter().all(|record| record.payload == vec![0x5a; 1000]));
+        assert!(
+            lsns.starts_with(&durable),
+            "keep {keep_new_bytes}: {lsns:?}"
+        );
+        assert!(
+            records
+                .iter()
+                .all(|record| record.payload == vec![0x5a; 1000])
+        );
         let report = verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default())
             .expect("verify");
         assert!(report.is_clean(), "{report:#?}");
         if keep_new_bytes == 0 {
             assert_eq!(lsns, durable);
-            assert_eq!(summary.torn_tail, None, "nothing written after the end: no torn tail");
+            assert_eq!(
+                summary.torn_tail, None,
+                "nothing written after the end: no torn tail"
+            );
             continue;
         }
         let torn = summary.torn_tail.clone().expect("torn tail reported");
         let read_end = summary.end.expect("end known");
         assert_eq!(torn.path, log_file_path(&dir, 1));
-        assert_eq!((torn.generation, torn.offset), (read_end.generation, read_end.offset));
+        assert_eq!(
+            (torn.generation, torn.offset),
+            (read_end.generation, read_end.offset)
+        );
         // Counted up to the last non-zero byte, so trailing zero bytes of the tear are not.
         assert!(torn.bytes > 0, "keep {keep_new_bytes}: {torn:?}");
-        assert!(torn.offset + torn.bytes <= end.offset + keep_new_bytes, "{torn:?}");
+        assert!(
+            torn.offset + torn.bytes <= end.offset + keep_new_bytes,
+            "{torn:?}"
+        );
         if keep_new_bytes < 1040 {
             // Not even the first new record (1040 bytes) is whole: the log ends where it was durable.
             assert_eq!(lsns, durable, "keep {keep_new_bytes}");
@@ -301,7 +351,11 @@ fn a_torn_tail_is_tolerated_and_reported() {
     }
 }
 
-fn committed_log(records: u64, payload_bytes: usize, file_size_bytes: u64) -> (Arc<CrashBackend>, Vec<Lsn>) {
+fn committed_log(
+    records: u64,
+    payload_bytes: usize,
+    file_size_bytes: u64,
+) -> (Arc<CrashBackend>, Vec<Lsn>) {
     let backend = CrashBackend::new();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
@@ -345,8 +399,14 @@ fn corruption_in_the_middle_is_an_error_with_file_and_offset() {
         }
         let error = read_from_checkpoint(backend.clone(), &dir).expect_err("corrupt");
         match &error {
-            LogError::Corrupt { path: at, offset, .. } => {
-                assert_eq!((at, *offset), (&path, victim.offset), "damage {damage}: {error}");
+            LogError::Corrupt {
+                path: at, offset, ..
+            } => {
+                assert_eq!(
+                    (at, *offset),
+                    (&path, victim.offset),
+                    "damage {damage}: {error}"
+                );
             }
             other => panic!("damage {damage}: expected Corrupt, got {other}"),
         }
@@ -370,8 +430,7 @@ fn corruption_at_the_end_of_a_generation_followed_by_another_is_an_error() {
     let (backend, lsns) = committed_log(100, 2000, 64 << 10);
     let last_of_first = *lsns
         .iter()
-        .filter(|lsn| lsn.generation == 1)
-        .last()
+        .rfind(|lsn| lsn.generation == 1)
         .expect("generation 1 has records");
     let path = log_file_path(&dir, 1);
     backend.flip_bit(&path, last_of_first.offset + 200, 1);
@@ -405,13 +464,16 @@ fn a_missing_generation_is_an_error() {
     assert!(last >= 3);
     backend.remove(&log_file_path(&dir, 2)).expect("remove");
     let error = read_from_checkpoint(backend.clone(), &dir).expect_err("gap");
-    assert!(matches!(error, LogError::MissingGeneration { generation: 2, .. }), "{error}");
+    assert!(
+        matches!(error, LogError::MissingGeneration { generation: 2, .. }),
+        "{error}"
+    );
     assert!(matches!(
         Log::open(backend.clone(), options(&dir)),
         Err(LogError::MissingGeneration { generation: 2, .. })
     ));
-    let report = verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default())
-        .expect("verify");
+    let report =
+        verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
     assert!(!report.is_clean(), "{report:#?}");
 }
 
@@ -442,9 +504,15 @@ fn a_checkpoint_ahead_of_the_log_is_refused() {
     let path = log_file_path(&dir, 1);
     backend.zero_range(&path, lsns[3].offset, 64 << 10);
     let error = read_from_checkpoint(backend.clone(), &dir).expect_err("ahead");
-    assert!(matches!(error, LogError::CheckpointBeyondLog { .. }), "{error}");
+    assert!(
+        matches!(error, LogError::CheckpointBeyondLog { .. }),
+        "{error}"
+    );
     let error = Log::open(backend, options(&dir)).expect_err("ahead");
-    assert!(matches!(error, LogError::CheckpointBeyondLog { .. }), "{error}");
+    assert!(
+        matches!(error, LogError::CheckpointBeyondLog { .. }),
+        "{error}"
+    );
 }
 
 #[test]
@@ -471,7 +539,8 @@ fn the_checkpoint_survives_a_crash_mid_write() {
                 .expect("commit"),
             );
             if rng.random_bool(0.3) {
-                log.write_checkpoint(*lsns.last().expect("one")).expect("checkpoint");
+                log.write_checkpoint(*lsns.last().expect("one"))
+                    .expect("checkpoint");
             }
         }
         let old = log.checkpoint();
@@ -490,7 +559,10 @@ fn the_checkpoint_survives_a_crash_mid_write() {
         );
         let (records, _, _) = read_from_checkpoint(crashed, &dir)
             .unwrap_or_else(|error| panic!("seed {seed}: {error}"));
-        assert_eq!(records.first().map(|record| record.lsn), Some(read.checkpoint.lsn));
+        assert_eq!(
+            records.first().map(|record| record.lsn),
+            Some(read.checkpoint.lsn)
+        );
     }
 }
 
@@ -521,9 +593,19 @@ fn rollover_across_many_generations_survives_a_crash() {
     let crashed = backend.crash_keep_prefix(0);
     drop(log);
     assert!(last.generation > 50, "only {} generations", last.generation);
-    let reader = LogReader::open(crashed, &dir, Some(DATABASE), Lsn::new(1, DATA_START), ReadOptions::default())
-        .expect("open");
+    let reader = LogReader::open(
+        crashed,
+        &dir,
+        Some(DATABASE),
+        Lsn::new(1, DATA_START),
+        ReadOptions::default(),
+    )
+    .expect("open");
     let records = reader.collect::<Result<Vec<_>, _>>().expect("read");
     assert_eq!(records.len(), 3000);
-    assert!(records.windows(2).all(|pair| pair[0].transaction_id + 1 == pair[1].transaction_id));
+    assert!(
+        records
+            .windows(2)
+            .all(|pair| pair[0].transaction_id + 1 == pair[1].transaction_id)
+    );
 }
