@@ -128,6 +128,43 @@ fn hp_appendix_a_6600_backend_iops_37_and_44_disks() {
 }
 
 #[test]
+fn hp_split_can_be_written_as_read_slash_write() {
+    let plan = plan_json(&[
+        "--mailboxes",
+        "5000",
+        "--iops-per-mailbox",
+        "1",
+        "--headroom",
+        "0",
+        "--read-percent",
+        "66/33",
+        "--raid",
+        "1",
+        "--disk-iops",
+        "180",
+    ]);
+    assert_eq!(plan["backend_iops_total"], 6600);
+    assert_eq!(plan["disks_needed"], 37);
+    // Without the write share it is 100 - 66 = 34%: 3,300 + 2 × 1,700.
+    let plain = plan_json(&[
+        "--mailboxes",
+        "5000",
+        "--iops-per-mailbox",
+        "1",
+        "--headroom",
+        "0",
+        "--read-percent",
+        "66",
+        "--raid",
+        "1",
+        "--disk-iops",
+        "180",
+    ]);
+    assert_eq!(plain["backend_iops_total"], 6700);
+    assert_eq!(plain["disks_needed"], 38);
+}
+
+#[test]
 fn human_output_shows_inputs_steps_and_results() {
     jetproof()
         .arg("plan")

@@ -57,15 +57,16 @@ pub struct Args {
     /// Share of the quota filled when testing, in percent (Jetstress "capacity percentage").
     #[arg(long, value_name = "PERCENT", default_value_t = 100, value_parser = parse_percent_u32, allow_negative_numbers = true)]
     pub capacity_percent: u32,
-    /// Share of transactional I/O that is reads, in percent.
+    /// Share of transactional I/O that is reads, in percent; "R/W" gives both shares, as in
+    /// HP's Appendix A "66/33" (which sums to 99).
     #[arg(
         long,
         value_name = "R",
-        default_value_t = 60.0,
+        default_value = "60",
         allow_negative_numbers = true,
-        value_parser = parse_percent
+        value_parser = parse_read_share
     )]
-    pub read_percent: f64,
+    pub read_percent: ReadShare,
     /// Share that is writes, in percent [default: 100 - read]. HP's Appendix A uses 66/33.
     #[arg(long, value_name = "W", allow_negative_numbers = true, value_parser = parse_percent)]
     pub write_percent: Option<f64>,
@@ -147,6 +148,26 @@ fn parse_percent(text: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("`{text}` is not a percentage; give a number like 20"))
 }
 
+/// `--read-percent`: the read share, optionally with the write share after a slash.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadShare {
+    pub read: f64,
+    pub write: Option<f64>,
+}
+
+fn parse_read_share(text: &str) -> Result<ReadShare, String> {
+    match text.split_once('/') {
+        Some((read, write)) => Ok(ReadShare {
+            read: parse_percent(read)?,
+            write: Some(parse_percent(write)?),
+        }),
+        None => Ok(ReadShare {
+            read: parse_percent(text)?,
+            write: None,
+        }),
+    }
+}
+
 fn parse_percent_u32(text: &str) -> Result<u32, String> {
     parse_count_u32(text.trim().trim_end_matches('%').trim())
 }
@@ -157,8 +178,16 @@ fn parse_count_u32(text: &str) -> Result<u32, String> {
 }
 
 impl Args {
-    fn inputs(&self) -> PlanInputs {
-        PlanInputs {
+    fn inputs(&self) -> Result<PlanInputs, CliError> {
+        let write_percent = match (self.read_percent.write, self.write_percent) {
+            (Some(_), Some(_)) => {
+                return Err(CliError::bad_input(anyhow!(
+                    "`--write-percent` repeats the write share already given in --read-percent R/W; give one of them"
+                )));
+            }
+            (from_read, from_flag) => from_read.or(from_flag),
+        };
+        Ok(PlanInputs {
             mailboxes: self.mailboxes,
             iops_per_mailbox: self.iops_per_mailbox,
             messages_per_day: self.messages_per_day,
@@ -169,8 +198,8 @@ impl Args {
             databases_per_server: self.databases_per_server,
             copies_per_database: self.copies,
             capacity_percent: self.capacity_percent,
-            read_percent: self.read_percent,
-            write_percent: self.write_percent,
+            read_percent: self.read_percent.read,
+            write_percent,
             raid: self.raid,
             disk_iops: self.disk_iops,
             disk_kind: self.disk_kind,
@@ -187,12 +216,12 @@ impl Args {
             log_truncation_failure_days: 3,
             mailbox_move_percent: 1.0,
             page_size: self.page_size,
-        }
+        })
     }
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
-    let plan = jetproof_plan::plan(&args.inputs()).map_err(CliError::bad_input)?;
+    let plan = jetproof_plan::plan(&args.inputs()?).map_err(CliError::bad_input)?;
 
     // Everything about the job file is checked before anything is written.
     let job_text = match &args.write_job {
