@@ -16,7 +16,7 @@ fn small_job(dir: &Path) -> std::path::PathBuf {
     let job = dir.join("job.toml");
     std::fs::write(
         &job,
-        "[storage]\ndatabases = 2\ndb_size = \"4MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n[cache]\nmin_size = \"1MiB\"\nmax_size = \"2MiB\"\n",
+        "[storage]\ndatabases = 2\ndb_size = \"4MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n[workload]\nrecord_size = \"1KiB\"\n[cache]\nmin_size = \"1MiB\"\nmax_size = \"2MiB\"\n",
     )
     .expect("write job");
     job

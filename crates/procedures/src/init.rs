@@ -15,14 +15,33 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use jetproof_engine::{Database, DatabaseOptions};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{ByteSize, Instance, Job};
 use jetproof_results::{
     Host, InstanceResult, OutDir, TestKind, TestLog, TestResult, Verdict, io_results,
 };
+use jetproof_workload::keys::FillPlan;
+use rand::{Rng, SeedableRng};
 
 use crate::target::{self, BadInput, PARTIAL_SUFFIX, Permissions};
+
+/// First guess of what a record costs in the file beyond its value (key, node entry, leaf
+/// slack); the fill plan corrects it from the file's real growth.
+const RECORD_OVERHEAD_GUESS: u64 = 600;
+
+/// Mailboxes served by each database: the job's mailboxes spread over its databases.
+pub fn mailboxes_per_database(job: &Job) -> u32 {
+    let per = job.simulation.mailboxes / job.instance_count().max(1) as u64;
+    u32::try_from(per.max(1)).unwrap_or(u32::MAX)
+}
+
+/// Size a database file starts at before it grows.
+const INITIAL_SIZE: u64 = 8 << 20;
+
+/// The file grows by this much at a time while it is filled.
+const EXTENT_SIZE: u64 = 32 << 20;
 
 /// Size of one read and one write of the duplication step.
 pub const COPY_CHUNK: usize = 4 << 20;
@@ -117,7 +136,7 @@ pub fn init(
         ));
     }
 
-    prepare_directories(&instances, options)?;
+    prepare_directories(job, &instances, options)?;
 
     let first = instances
         .first()
@@ -236,7 +255,7 @@ pub fn init(
         totals,
     };
     let result_path = out
-        .write_result(&result)
+        .write_result_and_report(&result)
         .map_err(|e| InitError::Results(e.to_string()))?;
     Ok(InitSummary {
         result,
@@ -270,14 +289,24 @@ fn partial_path(path: &Path) -> PathBuf {
 
 /// Creates the directories (marked as jetproof's), removes jetproof's own leftovers, and with
 /// `--recreate` the databases jetproof made earlier.
-fn prepare_directories(instances: &[Instance], options: &InitOptions<'_>) -> Result<(), InitError> {
+fn prepare_directories(
+    job: &Job,
+    instances: &[Instance],
+    options: &InitOptions<'_>,
+) -> Result<(), InitError> {
+    let own_dir = |dir: &Path| {
+        target::make_own_dir(dir).map_err(|source| IoError::Path {
+            op: "create directory",
+            path: dir.to_path_buf(),
+            source,
+        })
+    };
+    if job.storage.instance.is_empty() {
+        own_dir(&job.storage.data_dir)?;
+    }
     for instance in instances {
         for dir in target::instance_dirs(instance) {
-            target::make_own_dir(&dir).map_err(|source| IoError::Path {
-                op: "create directory",
-                path: dir.clone(),
-                source,
-            })?;
+            own_dir(&dir)?;
         }
         let partial = partial_path(&instance.database_path);
         if partial.exists() {
@@ -304,12 +333,74 @@ fn fill_database(
     stats: &Arc<InstanceStats>,
     options: &InitOptions<'_>,
 ) -> Result<Filled, InitError> {
-    // TEMPORARY (uncommitted): the engine's create/fill API is being written.
-    let _ = (job, instance, stats, options);
-    Err(InitError::Engine {
-        path: PathBuf::new(),
-        message: "the engine's database API is not available yet".into(),
-    })
+    let partial = partial_path(&instance.database_path);
+    let target_bytes = job.db_size().bytes();
+    let engine_error = |e: &dyn std::fmt::Display| InitError::Engine {
+        path: partial.clone(),
+        message: e.to_string(),
+    };
+    let page_size = job.storage.page_size.bytes();
+    let db_options = DatabaseOptions {
+        page_size: page_size as usize,
+        // Start small and grow in extents as the tree fills: every extent is formatted with
+        // large sequential writes when it is added.
+        initial_size_bytes: (16 * page_size).max(INITIAL_SIZE.min(target_bytes)),
+        extent_bytes: EXTENT_SIZE,
+        cache_min_bytes: job.cache.min_size.bytes(),
+        cache_max_bytes: job.cache.max_size.bytes(),
+        direct_io: job.storage.direct_io,
+        stats: Some(stats.clone()),
+        ..DatabaseOptions::default()
+    };
+    let database = Database::create(options.backend.as_ref(), &partial, db_options)
+        .map_err(|e| engine_error(&e))?;
+
+    options
+        .progress
+        .phase(&format!("Filling {}", instance.name), target_bytes);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(options.seed);
+    let record_size = job.workload.record_size.bytes() as usize;
+    let mut value = vec![0u8; record_size * 2];
+    rng.fill(&mut value[..]);
+    // The database is full when the pages in use reach the target; the file is then at most one
+    // extent larger, every page of it formatted.
+    let used_bytes = |db: &Database| db.used_pages() * page_size;
+    // Records are mail items: each mailbox of this database gets its share, in key order.
+    let mut plan = FillPlan::new(
+        mailboxes_per_database(job),
+        target_bytes,
+        used_bytes(&database),
+        record_size as u64 + RECORD_OVERHEAD_GUESS,
+    );
+    loop {
+        if options.stop.load(Ordering::Relaxed) {
+            return Err(InitError::Interrupted);
+        }
+        let used = used_bytes(&database);
+        if plan.records() % 64 == 0 {
+            options.progress.advance(used.min(target_bytes));
+        }
+        let Some(key) = plan.next(used) else {
+            break;
+        };
+        // Record sizes vary around the average, as mail items do: half to one and a half.
+        let length = rng.random_range(record_size / 2..=record_size * 3 / 2);
+        let start = rng.random_range(0..value.len() - length);
+        database
+            .insert(&key.encode(), &value[start..start + length])
+            .map_err(|e| engine_error(&e))?;
+    }
+    let records = plan.records();
+    database.close().map_err(|e| engine_error(&e))?;
+    let bytes = std::fs::metadata(&partial)
+        .map(|m| m.len())
+        .unwrap_or(target_bytes);
+    options.backend.rename(&partial, &instance.database_path)?;
+    if let Some(parent) = instance.database_path.parent() {
+        options.backend.sync_dir(parent)?;
+    }
+    options.progress.advance(target_bytes);
+    Ok(Filled { records, bytes })
 }
 
 /// Copies a closed database file with large sequential direct I/O, under the partial name, then
