@@ -377,7 +377,7 @@ fn fill_database(
             return Err(InitError::Interrupted);
         }
         let used = used_bytes(&database);
-        if plan.records() % 64 == 0 {
+        if plan.records().is_multiple_of(64) {
             options.progress.advance(used.min(target_bytes));
         }
         let Some(key) = plan.next(used) else {
