@@ -15,9 +15,7 @@ use crate::checkpoint::{CheckpointRead, read_checkpoint};
 use crate::error::{LogError, Result};
 use crate::format::{DATA_START, FrameKind, checkpoint_path, generation_path};
 use crate::lsn::{LogRecord, Lsn};
-use crate::scan::{
-    Analysis, GAP_PROBE_GENERATIONS, ReadOptions, Stop, TornTail, analyse_generation,
-};
+use crate::scan::{Analysis, GAP_PROBE_GENERATIONS, ReadOptions, TornTail, analyse_generation};
 
 /// What a completed read saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -307,7 +305,19 @@ pub fn verify_log_dir(
     loop {
         let path = generation_path(dir, generation);
         if !backend.exists(&path) {
-            break;
+            // A gap: report it and verify what lies beyond, so one lost file hides nothing.
+            match (generation + 1..=generation + GAP_PROBE_GENERATIONS)
+                .find(|&later| backend.exists(&generation_path(dir, later)))
+            {
+                Some(later) => {
+                    report
+                        .files
+                        .push(missing_report(dir, generation, "later generations exist"));
+                    generation = later;
+                    continue;
+                }
+                None => break,
+            }
         }
         let file_report = match analyse_generation(backend, dir, generation, database_id, options) {
             Ok(Some(analysis)) => good_report(&analysis),
@@ -390,7 +400,6 @@ fn bad_report(
                     .iter()
                     .filter(|frame| frame.kind == FrameKind::Record)
                     .count() as u64;
-                let _ = matches!(scan.stop, Stop::Clean);
                 (
                     scan.frames.len() as u64,
                     records,

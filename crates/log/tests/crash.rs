@@ -475,6 +475,23 @@ fn a_missing_generation_is_an_error() {
     let report =
         verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
     assert!(!report.is_clean(), "{report:#?}");
+    // Generation 1 is bad (the log breaks after it), 2 is reported missing, 3.. are verified.
+    let statuses: Vec<(u64, bool)> = report
+        .files
+        .iter()
+        .map(|file| {
+            (
+                file.generation,
+                matches!(file.status, FileStatus::Bad { .. }),
+            )
+        })
+        .collect();
+    assert_eq!(
+        &statuses[..3],
+        &[(1, true), (2, true), (3, false)],
+        "{report:#?}"
+    );
+    assert_eq!(report.files.len() as u64, last, "{report:#?}");
 }
 
 #[test]
@@ -607,5 +624,81 @@ fn rollover_across_many_generations_survives_a_crash() {
         records
             .windows(2)
             .all(|pair| pair[0].transaction_id + 1 == pair[1].transaction_id)
+    );
+}
+
+#[test]
+fn a_crash_during_rollover_leaves_a_readable_log() {
+    // The write that ends generation 1 reaches the disk but its sync fails: generation 2 is never
+    // installed. The log must read to the generation-end frame and reopen after it.
+    let dir = PathBuf::from("/db/log");
+    let backend = CrashBackend::new();
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            lazy_flush_interval: Duration::from_secs(10),
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let payload = vec![4u8; 3000];
+    let mut lsns = Vec::new();
+    loop {
+        let lsn = log
+            .append(&Record {
+                record_type: 1,
+                transaction_id: lsns.len() as u64,
+                payload: &payload,
+            })
+            .expect("append");
+        if lsn.generation > 1 {
+            break;
+        }
+        lsns.push(lsn);
+        log.commit(lsn, Durability::Durable).expect("commit");
+        let next_end = log.end_lsn().offset + 3040 + 72 + 40;
+        if next_end > 64 << 10 {
+            // The next append must roll over; make that write's sync fail.
+            backend.fail_syncs(true);
+            let error = log
+                .append(&Record {
+                    record_type: 1,
+                    transaction_id: 999,
+                    payload: &payload,
+                })
+                .expect_err("rollover write fails");
+            assert!(matches!(error, LogError::Io(_)), "{error}");
+            break;
+        }
+    }
+    // Everything written survives, including the unsynced generation-end write.
+    let crashed = backend.crash_keep_prefix(usize::MAX);
+    drop(log);
+    assert!(!crashed.exists(&log_file_path(&dir, 2)));
+    let (records, summary, _) = read_from_checkpoint(crashed.clone(), &dir).expect("read");
+    assert_eq!(records.len(), lsns.len());
+    assert_eq!(summary.torn_tail, None);
+    let end = summary.end.expect("end");
+    let (log, report) = Log::open(crashed.clone(), options(&dir)).expect("reopen");
+    assert_eq!((report.previous_end, report.generation), (end, 2));
+    log.close().expect("close");
+    let report =
+        verify_log_dir(&*crashed, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
+    assert!(report.is_clean(), "{report:#?}");
+    assert_eq!(report.files.len(), 2);
+}
+
+#[test]
+fn a_damaged_generation_header_is_an_error() {
+    let dir = PathBuf::from("/db/log");
+    let (backend, _) = committed_log(10, 100, 64 << 10);
+    backend.flip_bit(&log_file_path(&dir, 1), 20, 2);
+    let error = read_from_checkpoint(backend.clone(), &dir).expect_err("bad header");
+    assert!(matches!(error, LogError::BadHeader { .. }), "{error}");
+    let report =
+        verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
+    assert!(
+        matches!(report.files[0].status, FileStatus::Bad { .. }),
+        "{report:#?}"
     );
 }
