@@ -7,14 +7,17 @@
 # Usage: bench/log-group-commit.sh            (results in bench/results/<date>-log-group-commit.md)
 # Environment:
 #   JETPROOF_BENCH_DIR  directory on the disk under test (default /var/tmp/jetproof-bench-log)
-#   RUN_SECONDS         seconds per measurement (default 10)
+#   RUN_SECONDS         seconds per measurement (default 5)
+#   ROUNDS              rounds of (fio, then jetproof with each committer count) (default 3);
+#                       the disk and CPUs are shared, so rounds show how much the figures move
 #   COMMITTERS          comma-separated committer counts (default 1,4,16)
 #   PAYLOAD_BYTES       record payload per commit (default 300)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${JETPROOF_BENCH_DIR:-/var/tmp/jetproof-bench-log}
-RUN_SECONDS=${RUN_SECONDS:-10}
+RUN_SECONDS=${RUN_SECONDS:-5}
+ROUNDS=${ROUNDS:-3}
 COMMITTERS=${COMMITTERS:-1,4,16}
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-300}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -48,15 +51,23 @@ print("%.0f %.0f" % (job["write"]["iops"], job["sync"]["lat_ns"]["mean"] / 1000)
 }
 
 FIO_CMD="fio --name=ref --directory=$DIR --rw=write --bs=4k --fdatasync=1 --size=64m --runtime=$RUN_SECONDS --time_based --ioengine=sync --output-format=json"
-echo "fio reference (buffered, as --rw=write --bs=4k --fdatasync=1)" >&2
-read -r FIO_IOPS FIO_SYNC_US < <(fio_run ref-buffered "")
-echo "fio reference (direct)" >&2
-read -r FIO_DIRECT_IOPS FIO_DIRECT_SYNC_US < <(fio_run ref-direct "--direct=1")
-
 JP_CMD="$BIN --dir $DIR --committers $COMMITTERS --seconds $RUN_SECONDS --payload-bytes $PAYLOAD_BYTES"
-echo "jetproof log: $JP_CMD" >&2
-RESULTS=$($JP_CMD)
-echo "$RESULTS" >&2
+FIO_ROWS=""
+JP_ROWS=""
+for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round: fio reference (buffered, as --rw=write --bs=4k --fdatasync=1)" >&2
+    read -r iops sync_us < <(fio_run ref-buffered "")
+    echo "round $round: fio reference (direct)" >&2
+    read -r direct_iops direct_sync_us < <(fio_run ref-direct "--direct=1")
+    FIO_ROWS+="| $round | $iops | $sync_us µs | $direct_iops | $direct_sync_us µs |"$'\n'
+    echo "round $round: jetproof log: $JP_CMD" >&2
+    results=$($JP_CMD)
+    echo "$results" >&2
+    while read -r line; do
+        [ -n "$line" ] || continue
+        JP_ROWS+="$round $direct_iops $line"$'\n'
+    done <<<"$results"
+done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 field() { # $1: line, $2: key
@@ -81,7 +92,7 @@ field() { # $1: line, $2: key
     echo "## Commands"
     echo
     echo '```'
-    echo "bench/log-group-commit.sh   # RUN_SECONDS=$RUN_SECONDS COMMITTERS=$COMMITTERS PAYLOAD_BYTES=$PAYLOAD_BYTES"
+    echo "bench/log-group-commit.sh   # RUN_SECONDS=$RUN_SECONDS ROUNDS=$ROUNDS COMMITTERS=$COMMITTERS PAYLOAD_BYTES=$PAYLOAD_BYTES"
     echo "$FIO_CMD"
     echo "$FIO_CMD --direct=1"
     echo "$JP_CMD"
@@ -89,26 +100,28 @@ field() { # $1: line, $2: key
     echo
     echo "## Reference: fio, 4 KiB sequential writes, fdatasync after each"
     echo
-    echo "| fio | IOPS (= durable writes/s) | mean fdatasync latency |"
-    echo "| --- | ---: | ---: |"
-    echo "| buffered | $FIO_IOPS | ${FIO_SYNC_US} µs |"
-    echo "| direct | $FIO_DIRECT_IOPS | ${FIO_DIRECT_SYNC_US} µs |"
+    echo "| round | buffered IOPS | buffered mean fdatasync | direct IOPS | direct mean fdatasync |"
+    echo "| ---: | ---: | ---: | ---: | ---: |"
+    printf "%s" "$FIO_ROWS"
     echo
-    echo "## jetproof log"
+    echo "## jetproof log (direct I/O)"
     echo
-    echo "| committers | durable commits/s | log writes/s | commits per log write | mean commit latency | mean log write | commits/s ÷ fio direct IOPS |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    while read -r line; do
+    echo "The last column compares durable commits/s with what fio's one serial durable writer"
+    echo "got in the same round, just before."
+    echo
+    echo "| round | committers | durable commits/s | log writes/s | commits per log write | mean commit latency | mean log write | commits/s ÷ fio direct IOPS |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    while read -r round direct_iops line; do
         [ -n "$line" ] || continue
         commits=$(field "$line" commits_per_s)
-        ratio=$(python3 -c "print('%.2f' % ($commits / max($FIO_DIRECT_IOPS, 1)))")
-        echo "| $(field "$line" committers) | $commits | $(field "$line" log_writes_per_s) | $(field "$line" commits_per_write) | $(field "$line" mean_commit_latency_us) µs | $(field "$line" mean_write_bytes) B | $ratio |"
-    done <<<"$RESULTS"
+        ratio=$(python3 -c "print('%.2f' % ($commits / max($direct_iops, 1)))")
+        echo "| $round | $(field "$line" committers) | $commits | $(field "$line" log_writes_per_s) | $(field "$line" commits_per_write) | $(field "$line" mean_commit_latency_us) µs | $(field "$line" mean_write_bytes) B | $ratio |"
+    done <<<"$JP_ROWS"
     echo
-    echo "Raw output:"
+    echo "Raw output (round, fio direct IOPS, benchmark line):"
     echo
     echo '```'
-    echo "$RESULTS"
+    printf "%s" "$JP_ROWS"
     echo '```'
 } >"$OUT"
 echo "wrote $OUT" >&2

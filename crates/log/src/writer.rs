@@ -126,11 +126,10 @@ impl LogOptions {
     /// The largest record payload: a record must fit in the buffer and in a generation together
     /// with the frames every write and every generation end need.
     pub fn max_payload_bytes(&self) -> usize {
-        let room = (self.buffer_size_bytes as u64 - self.sector_size_bytes as u64)
-            .min(self.file_size_bytes - DATA_START)
-            - FLUSH_FRAME_BYTES
-            - GEN_END_FRAME_BYTES
-            - 64;
+        let room = (self.buffer_size_bytes as u64)
+            .saturating_sub(self.sector_size_bytes as u64)
+            .min(self.file_size_bytes.saturating_sub(DATA_START))
+            .saturating_sub(FLUSH_FRAME_BYTES + GEN_END_FRAME_BYTES + 64);
         room as usize
     }
 }
@@ -352,6 +351,9 @@ impl Log {
         checkpoint: CheckpointWriter,
     ) -> Log {
         let sector = options.sector_size_bytes.max(file.logical_block_size()) as u64;
+        // The effective sector (direct I/O may raise it) also bounds the record size.
+        let mut options = options;
+        options.sector_size_bytes = sector as usize;
         let capacity = options.buffer_size_bytes + sector as usize;
         let state = State {
             generation: start.generation,
@@ -417,6 +419,13 @@ impl Log {
             }
             let end_in_buffer = state.append_end + size + FLUSH_FRAME_BYTES - state.buffer_start;
             if end_in_buffer > inner.options.buffer_size_bytes as u64 {
+                if !state.flushing && state.durable.offset >= state.append_end {
+                    // Nothing left to write, and still no room: the record can never fit.
+                    return Err(LogError::RecordTooLarge {
+                        size_bytes: record.payload.len(),
+                        max_bytes: max,
+                    });
+                }
                 if !state.flushing {
                     inner.write(&mut state)?;
                 } else {
@@ -578,9 +587,11 @@ impl Log {
         if let Err(error) = checkpoint.write(lsn) {
             return Err(inner.poison(error));
         }
-        drop(checkpoint);
         inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
-        inner.apply_retention(lsn.generation)
+        // Still under the checkpoint's lock, so two checkpoints never delete the same files.
+        let result = inner.apply_retention(lsn.generation);
+        drop(checkpoint);
+        result
     }
 
     pub fn stats(&self) -> &LogStats {
