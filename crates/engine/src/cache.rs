@@ -1054,7 +1054,12 @@ impl CacheInner {
                 .fetch_add(frames.len() as u64, Ordering::Relaxed);
             for (&(page, f), version) in frames.iter().zip(versions) {
                 let frame = &self.frames[f];
-                let _guard = frame.latch.read();
+                // Never wait for a latch here: its holder may be a session waiting for this very
+                // flush (a stall). A page we cannot latch stays dirty and is written again later.
+                let Some(_guard) = frame.latch.try_read() else {
+                    *hand = page.wrapping_add(1);
+                    continue;
+                };
                 if frame.page.load(Ordering::Acquire) == page
                     && frame.version.load(Ordering::Acquire) == version
                     && frame.dirty.swap(false, Ordering::AcqRel)
