@@ -1,0 +1,193 @@
+//! The page cache on its own: coalesced writes, flush thresholds, eviction, read-ahead, and
+//! damaged pages on read. I/Os are counted with the I/O layer's `InstanceStats`.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use jetproof_engine::EngineError;
+use jetproof_engine::cache::{CacheConfig, PageCache};
+use jetproof_engine::space::format_range;
+use jetproof_io::mem::MemBackend;
+use jetproof_io::meter::{InstanceStats, MeteredFile};
+use jetproof_io::{IoBackend, IoClass, IoFile, OpenOptions};
+
+struct Fixture {
+    raw: Arc<dyn IoFile>,
+    stats: Arc<InstanceStats>,
+    cache: PageCache,
+}
+
+fn fixture(page_size: usize, pages: u64, max_pages: usize) -> Fixture {
+    let backend = MemBackend::new();
+    let raw = backend
+        .open(Path::new("/c/db.jpdb"), &OpenOptions::create().buffered())
+        .unwrap();
+    format_range(raw.as_ref(), page_size, 0, pages).unwrap();
+    let stats = InstanceStats::new("db0");
+    let file = MeteredFile::wrap(raw.clone(), stats.clone());
+    let cache = PageCache::new(
+        file,
+        CacheConfig {
+            page_size,
+            min_pages: 16,
+            max_pages,
+            flush_thread: false,
+        },
+    )
+    .unwrap();
+    Fixture { raw, stats, cache }
+}
+
+fn dirty(cache: &PageCache, page: u32) {
+    let mut p = cache.write(page).unwrap();
+    p.stamp(u64::from(page) + 1000, 0);
+}
+
+fn writes(stats: &InstanceStats) -> (u64, u64) {
+    let class = stats.class(IoClass::DbWrite);
+    (class.count(), class.bytes())
+}
+
+#[test]
+fn adjacent_dirty_pages_are_one_write_up_to_512_kib() {
+    let f = fixture(32768, 200, 128);
+    for page in 10..21 {
+        dirty(&f.cache, page);
+    }
+    dirty(&f.cache, 30);
+    f.cache.flush_all().unwrap();
+    assert_eq!(writes(&f.stats), (2, 12 * 32768));
+    assert_eq!(f.cache.stats().dirty_pages, 0);
+
+    // 40 adjacent 32 KiB pages: 16 + 16 + 8 pages, never more than 512 KiB in one write.
+    for page in 100..140 {
+        dirty(&f.cache, page);
+    }
+    f.cache.flush_all().unwrap();
+    assert_eq!(writes(&f.stats), (5, 52 * 32768));
+    let stats = f.cache.stats();
+    assert_eq!((stats.write_ios, stats.pages_written), (5, 52));
+
+    // What was written reads back sealed, with the stamp given in memory.
+    let raw = {
+        let mut buf = vec![0u8; 32768];
+        f.raw
+            .read_at(&mut buf, 120 * 32768, IoClass::DbRead)
+            .unwrap();
+        buf
+    };
+    assert_eq!(
+        jetproof_engine::checksum::verify(&raw, 120),
+        jetproof_engine::checksum::PageCheck::Good
+    );
+    assert_eq!(jetproof_engine::page::update_stamp(&raw), Some(1120));
+}
+
+#[test]
+fn flushing_starts_under_one_percent_clean_and_stops_at_two() {
+    let max_pages = 500; // start below 5 clean pages, stop at 10
+    let f = fixture(4096, 1000, max_pages);
+    let config = f.cache.config().clone();
+    assert_eq!(config.flush_start_clean_pages(), 5);
+    assert_eq!(config.flush_stop_clean_pages(), 10);
+    // Every other page, so that each write is one page and counts are exact.
+    let mut page = 4;
+    for _ in 0..(max_pages - 5) {
+        dirty(&f.cache, page);
+        page += 2;
+    }
+    assert_eq!(f.cache.clean_pages(), 5);
+    assert_eq!(
+        writes(&f.stats).0,
+        0,
+        "no flush while 1% of the cache is clean"
+    );
+    dirty(&f.cache, page);
+    assert_eq!(
+        f.cache.clean_pages(),
+        10,
+        "the flush stops as soon as 2% is clean"
+    );
+    assert_eq!(writes(&f.stats).0, 6);
+}
+
+#[test]
+fn eviction_hits_and_misses_are_counted() {
+    let f = fixture(8192, 300, 32);
+    for page in 2..202u32 {
+        drop(f.cache.read(page).unwrap());
+    }
+    let stats = f.cache.stats();
+    assert_eq!(stats.misses, 200);
+    assert_eq!(stats.pages_read, 200);
+    assert!(stats.evictions >= 200 - 32, "{stats:?}");
+    assert!(stats.resident_pages <= 32);
+    drop(f.cache.read(201).unwrap());
+    assert_eq!(f.cache.stats().hits, 1);
+}
+
+#[test]
+fn read_ahead_reads_adjacent_pages_in_large_ios() {
+    let f = fixture(32768, 100, 64);
+    let pages: Vec<u32> = (20..60).collect();
+    f.cache.prefetch(&pages);
+    let stats = f.cache.stats();
+    assert_eq!((stats.read_ios, stats.pages_read), (3, 40), "{stats:?}");
+    assert_eq!(stats.readahead_pages, 40);
+    for page in pages {
+        drop(f.cache.read(page).unwrap());
+    }
+    assert_eq!(f.cache.stats().hits, 40);
+    assert_eq!(f.stats.class(IoClass::DbRead).count(), 3);
+}
+
+#[test]
+fn damaged_pages_are_corrected_or_reported_with_their_number() {
+    let f = fixture(16384, 64, 32);
+    // One flipped bit: corrected in memory and counted.
+    let mut byte = [0u8; 1];
+    let offset = 9 * 16384 + 5000;
+    f.raw.read_at(&mut byte, offset, IoClass::DbRead).unwrap();
+    f.raw
+        .write_at(&[byte[0] ^ 0x10], offset, IoClass::DbWrite)
+        .unwrap();
+    let page = f.cache.read(9).unwrap();
+    assert_eq!(page.data()[5000], byte[0]);
+    drop(page);
+    assert_eq!(f.cache.stats().pages_corrected, 1);
+
+    // Garbage: a typed error naming the file and the page, never a panic; and again on retry.
+    f.raw
+        .write_at(&[0x5A; 300], 11 * 16384 + 7000, IoClass::DbWrite)
+        .unwrap();
+    for _ in 0..2 {
+        let err = f.cache.read(11).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(err, EngineError::BadPage { page: 11, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("/c/db.jpdb"), "{err}");
+    }
+
+    // A page copied to another position: a wrong page-number page.
+    let mut copy = vec![0u8; 16384];
+    f.raw
+        .read_at(&mut copy, 5 * 16384, IoClass::DbRead)
+        .unwrap();
+    f.raw.write_at(&copy, 7 * 16384, IoClass::DbWrite).unwrap();
+    let err = f.cache.write(7).map(|_| ()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EngineError::WrongPageNumber {
+                page: 7,
+                found: 5,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The cache is still usable.
+    drop(f.cache.read(12).unwrap());
+}
