@@ -1,4 +1,5 @@
-//! The checksum test: read every page of every database of the job and check it, never writing.
+//! The checksum test: read every page of every database of the job, and every log file, and check
+//! them, never writing.
 //!
 //! This is Jetstress's "Checksum Statistics" pass: per file, the pages seen, bad, correctable and
 //! with a wrong page number, the size and the time taken, plus (our addition) the number of every
@@ -12,6 +13,11 @@
 //! second thread while the next reads are under way: a small ring of buffers passes between the
 //! two, so the disk never waits for the CPU nor the CPU for the disk. All files go at once, as
 //! Jetstress does.
+//!
+//! Each instance's log files are verified too (the seeds' "database and log checksum"), by the
+//! log's own verifier ([`jetproof_log::verify_log_dir`]): frame checksums, headers tied to this
+//! database, gaps. A torn tail (a last write never acknowledged) is reported and tolerated, as
+//! recovery tolerates it; any other damage makes the verdict fail.
 //!
 //! Before any page is read, every database's header is read and checked: a missing file is bad
 //! input (run `jetproof init` first), a truncated, foreign or garbage file is a runtime error
@@ -30,6 +36,7 @@ use jetproof_engine::{DbHeader, HeaderError};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
+use jetproof_log::{FileStatus, LogError, ReadOptions, VerifyReport};
 use jetproof_results::{Host, InstanceResult, TestKind, TestResult, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -143,11 +150,88 @@ impl FileChecksum {
     }
 }
 
+/// What the log verifier found wrong with one log file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogProblem {
+    pub path: PathBuf,
+    pub generation: u64,
+    /// `bad` (damage in the log that recovery needs) or `torn_tail` (an unacknowledged last
+    /// write, tolerated as recovery tolerates it).
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    pub reason: String,
+}
+
+/// The log checksum figures of one instance (SPEC §4: "and log files").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogChecksum {
+    pub instance: String,
+    pub log_path: PathBuf,
+    /// False when the instance has no log directory: nothing to verify.
+    pub present: bool,
+    pub files_seen: u64,
+    pub files_good: u64,
+    pub files_torn_tail: u64,
+    pub files_bad: u64,
+    /// Bytes of the log files checked.
+    pub size_bytes: u64,
+    /// A checkpoint file that exists but cannot be used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_error: Option<String>,
+    /// Every log file that is not perfect, with the place and reason.
+    pub problems: Vec<LogProblem>,
+}
+
+impl LogChecksum {
+    /// True when no log file is bad and the checkpoint is usable (a torn tail is tolerated).
+    pub fn is_clean(&self) -> bool {
+        self.files_bad == 0 && self.checkpoint_error.is_none()
+    }
+
+    fn from_report(instance: &Instance, report: &VerifyReport) -> LogChecksum {
+        let mut figures = LogChecksum {
+            instance: instance.name.clone(),
+            log_path: instance.log_path.clone(),
+            present: true,
+            checkpoint_error: report.checkpoint_error.clone(),
+            ..LogChecksum::default()
+        };
+        for file in &report.files {
+            figures.files_seen += 1;
+            figures.size_bytes += file.size_bytes;
+            let problem = |status: &str, offset: Option<u64>, reason: &str| LogProblem {
+                path: file.path.clone(),
+                generation: file.generation,
+                status: status.to_string(),
+                offset,
+                reason: reason.to_string(),
+            };
+            match &file.status {
+                FileStatus::Good => figures.files_good += 1,
+                FileStatus::TornTail { offset, reason, .. } => {
+                    figures.files_torn_tail += 1;
+                    figures
+                        .problems
+                        .push(problem("torn_tail", Some(*offset), reason));
+                }
+                FileStatus::Bad { offset, reason } => {
+                    figures.files_bad += 1;
+                    figures.problems.push(problem("bad", *offset, reason));
+                }
+            }
+        }
+        figures
+    }
+}
+
 /// The whole pass.
 #[derive(Debug)]
 pub struct ChecksumRun {
     /// One per database, in the job's instance order.
     pub files: Vec<FileChecksum>,
+    /// One per instance, same order: its log files.
+    pub logs: Vec<LogChecksum>,
     /// The I/O counters of each instance (class `checksum_read`), same order.
     pub stats: Vec<Arc<InstanceStats>>,
     pub instances: Vec<Instance>,
@@ -166,6 +250,9 @@ pub struct ChecksumTotals {
     /// Wall-clock seconds of the whole pass (the files are read at once).
     pub seconds: f64,
     pub mb_per_sec: f64,
+    pub log_files_seen: u64,
+    pub log_files_bad: u64,
+    pub log_files_torn_tail: u64,
 }
 
 impl ChecksumRun {
@@ -184,12 +271,17 @@ impl ChecksumRun {
             totals.pages_wrong_number += file.pages_wrong_number;
         }
         totals.mb_per_sec = mb_per_sec(totals.size_bytes, seconds);
+        for log in &self.logs {
+            totals.log_files_seen += log.files_seen;
+            totals.log_files_bad += log.files_bad;
+            totals.log_files_torn_tail += log.files_torn_tail;
+        }
         totals
     }
 
-    /// True when every page of every file is perfect.
+    /// True when every page of every database is perfect and no log file is bad.
     pub fn is_clean(&self) -> bool {
-        self.files.iter().all(FileChecksum::is_clean)
+        self.files.iter().all(FileChecksum::is_clean) && self.logs.iter().all(LogChecksum::is_clean)
     }
 }
 
@@ -221,6 +313,12 @@ pub enum ChecksumError {
     TooManyPages { path: PathBuf, page_count: u64 },
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error("verify the log of instance {instance}: {source}")]
+    Log {
+        instance: String,
+        #[source]
+        source: LogError,
+    },
 }
 
 impl ChecksumError {
@@ -322,31 +420,76 @@ pub fn check_instances(
     let total_bytes = targets.iter().map(|t| t.header.file_size_bytes()).sum();
     progress.start(total_bytes);
     let started = Instant::now();
-    let outcomes: Vec<Result<FileChecksum, IoError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = targets
-            .iter()
-            .map(|target| scope.spawn(|| scan_target(target, options, progress)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| match handle.join() {
-                Ok(outcome) => outcome,
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    });
+    let outcomes: Vec<Result<(FileChecksum, LogChecksum), ChecksumError>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = targets
+                .iter()
+                .map(|target| {
+                    scope.spawn(|| {
+                        let file = scan_target(target, options, progress)?;
+                        let logs = verify_logs(target, backend, options)?;
+                        Ok((file, logs))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| match handle.join() {
+                    Ok(outcome) => outcome,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
     let elapsed = started.elapsed();
     progress.finish();
     let mut files = Vec::with_capacity(outcomes.len());
+    let mut logs = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
-        files.push(outcome?);
+        let (file, log) = outcome?;
+        files.push(file);
+        logs.push(log);
     }
     Ok(ChecksumRun {
         files,
+        logs,
         stats: targets.iter().map(|t| t.stats.clone()).collect(),
         instances: targets.into_iter().map(|t| t.instance).collect(),
         elapsed,
     })
+}
+
+/// Verifies every log file of the target's instance with the log's own verifier (frame
+/// checksums, headers tied to this database, gaps), reading as the database scan does.
+fn verify_logs(
+    target: &Target,
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+) -> Result<LogChecksum, ChecksumError> {
+    let instance = &target.instance;
+    if !backend.exists(&instance.log_path) {
+        return Ok(LogChecksum {
+            instance: instance.name.clone(),
+            log_path: instance.log_path.clone(),
+            ..LogChecksum::default()
+        });
+    }
+    let read = ReadOptions {
+        direct_io: options.direct_io,
+        read_size_bytes: options.read_size_bytes,
+        class: IoClass::ChecksumRead,
+        stats: Some(target.stats.clone()),
+    };
+    let report = jetproof_log::verify_log_dir(
+        backend,
+        &instance.log_path,
+        Some(target.header.database_id),
+        &read,
+    )
+    .map_err(|source| ChecksumError::Log {
+        instance: instance.name.clone(),
+        source,
+    })?;
+    Ok(LogChecksum::from_report(instance, &report))
 }
 
 /// Counts of one file, filled as its pages are verified.
@@ -532,6 +675,29 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
         totals.seconds,
         totals.mb_per_sec
     ));
+    if totals.log_files_seen > 0 || run.logs.iter().any(|l| l.present) {
+        rows.push(String::new());
+        rows.push(format!(
+            "{:<40} {:>12} {:>10} {:>18} {:>24}",
+            "Log directory", "Log files", "Bad files", "Torn tail (ok)", "Checkpoint"
+        ));
+        for log in &run.logs {
+            rows.push(format!(
+                "{:<40} {:>12} {:>10} {:>18} {:>24}",
+                log.log_path.display().to_string(),
+                log.files_seen,
+                log.files_bad,
+                log.files_torn_tail,
+                if !log.present {
+                    "no log directory"
+                } else if log.checkpoint_error.is_some() {
+                    "unusable"
+                } else {
+                    "ok"
+                }
+            ));
+        }
+    }
     rows
 }
 
@@ -573,6 +739,30 @@ pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
             ));
         }
     }
+    for log in &run.logs {
+        if let Some(error) = &log.checkpoint_error {
+            lines.push(format!(
+                "{}: checkpoint unusable: {error}",
+                log.log_path.display()
+            ));
+        }
+        for problem in &log.problems {
+            let at = match problem.offset {
+                Some(offset) => format!(" at offset {offset}"),
+                None => String::new(),
+            };
+            let what = if problem.status == "bad" {
+                "bad log file"
+            } else {
+                "torn tail (an unacknowledged last write; tolerated)"
+            };
+            lines.push(format!(
+                "{}{at}: {what}: {}",
+                problem.path.display(),
+                problem.reason
+            ));
+        }
+    }
     lines
 }
 
@@ -600,16 +790,31 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
             file.pages_wrong_number
         ));
     }
+    for log in run.logs.iter().filter(|l| !l.is_clean()) {
+        reasons.push(format!(
+            "{}: {} bad log files{}",
+            log.log_path.display(),
+            log.files_bad,
+            match &log.checkpoint_error {
+                Some(error) => format!("; checkpoint unusable: {error}"),
+                None => String::new(),
+            }
+        ));
+    }
     let instances = run
         .instances
         .iter()
         .zip(&run.files)
         .zip(&run.stats)
-        .map(|((instance, file), stats)| {
-            let extra = match serde_json::to_value(file) {
+        .zip(&run.logs)
+        .map(|(((instance, file), stats), log)| {
+            let mut extra: BTreeMap<String, serde_json::Value> = match serde_json::to_value(file) {
                 Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
                 _ => BTreeMap::new(),
             };
+            if let Ok(value) = serde_json::to_value(log) {
+                extra.insert("log_files".to_string(), value);
+            }
             InstanceResult {
                 name: instance.name.clone(),
                 database_path: instance.database_path.clone(),
@@ -831,6 +1036,80 @@ mod tests {
             "{json}"
         );
         assert_eq!(json["totals"]["pages_seen"], 200, "{json}");
+    }
+
+    /// Writes a log of about 3 MiB (several generations) for the database with `database_id`.
+    fn write_log(dir: &Path, database_id: u128) {
+        let backend: Arc<dyn IoBackend> = StdBackend::new();
+        let log =
+            jetproof_log::Log::create(backend, jetproof_log::LogOptions::new(dir, database_id))
+                .expect("create log");
+        let payload = vec![0x5Au8; 3000];
+        for transaction_id in 0..1000 {
+            let record = jetproof_log::Record {
+                record_type: 1,
+                transaction_id,
+                payload: &payload,
+            };
+            log.append_and_commit(&record, jetproof_log::Durability::Lazy)
+                .expect("append");
+        }
+        log.close().expect("close log");
+    }
+
+    #[test]
+    fn checksum_verifies_log_files_too() {
+        let seed = 11;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        write_database(&db.database_path, 8192, 64, seed);
+        write_log(&db.log_path, u128::from(seed));
+
+        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        let log = &run.logs[0];
+        assert!(log.present);
+        assert!(log.files_seen >= 2, "{log:?}");
+        assert!(run.is_clean(), "{log:?}");
+
+        // Damage the middle of the first generation: durable log that recovery needs.
+        let first = jetproof_log::format::generation_path(&db.log_path, 1);
+        let mut bytes = std::fs::read(&first).expect("read generation 1");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x40;
+        std::fs::write(&first, &bytes).expect("damage generation 1");
+        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        let log = &run.logs[0];
+        assert_eq!(log.files_bad, 1, "{log:?}");
+        assert!(!run.is_clean());
+        assert!(
+            damage_lines(&run, 10)
+                .iter()
+                .any(|l| l.contains("E00000001")),
+            "{:?}",
+            damage_lines(&run, 10)
+        );
+        let record = RunRecord {
+            started: String::new(),
+            ended: String::new(),
+            log_file: None,
+        };
+        let json = serde_json::to_value(to_result(&run, &Job::default(), &record)).expect("json");
+        assert_eq!(json["verdict"], "fail");
+        assert_eq!(
+            json["instances"][0]["extra"]["log_files"]["files_bad"], 1,
+            "{json}"
+        );
+        assert_eq!(json["totals"]["log_files_bad"], 1, "{json}");
+    }
+
+    #[test]
+    fn checksum_log_of_another_database_is_bad() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        write_database(&db.database_path, 8192, 64, 12);
+        write_log(&db.log_path, 999);
+        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        assert!(!run.is_clean(), "{:?}", run.logs);
     }
 
     #[test]
