@@ -59,7 +59,9 @@ for round in $(seq 1 "$ROUNDS"); do
     read -r iops sync_us < <(fio_run ref-buffered "")
     echo "round $round: fio reference (direct)" >&2
     read -r direct_iops direct_sync_us < <(fio_run ref-direct "--direct=1")
-    FIO_ROWS+="| $round | $iops | $sync_us µs | $direct_iops | $direct_sync_us µs |"$'\n'
+    echo "round $round: fio reference (direct, 4 jobs each syncing its own file)" >&2
+    read -r jobs4_iops jobs4_sync_us < <(fio_run ref-direct4 "--direct=1 --numjobs=4 --group_reporting")
+    FIO_ROWS+="| $round | $iops | $sync_us µs | $direct_iops | $direct_sync_us µs | $jobs4_iops | $jobs4_sync_us µs |"$'\n'
     echo "round $round: jetproof log: $JP_CMD" >&2
     results=$($JP_CMD)
     echo "$results" >&2
@@ -95,13 +97,14 @@ field() { # $1: line, $2: key
     echo "bench/log-group-commit.sh   # RUN_SECONDS=$RUN_SECONDS ROUNDS=$ROUNDS COMMITTERS=$COMMITTERS PAYLOAD_BYTES=$PAYLOAD_BYTES"
     echo "$FIO_CMD"
     echo "$FIO_CMD --direct=1"
+    echo "$FIO_CMD --direct=1 --numjobs=4 --group_reporting"
     echo "$JP_CMD"
     echo '```'
     echo
     echo "## Reference: fio, 4 KiB sequential writes, fdatasync after each"
     echo
-    echo "| round | buffered IOPS | buffered mean fdatasync | direct IOPS | direct mean fdatasync |"
-    echo "| ---: | ---: | ---: | ---: | ---: |"
+    echo "| round | buffered IOPS | buffered mean fdatasync | direct IOPS | direct mean fdatasync | direct, 4 jobs: IOPS | 4 jobs: mean fdatasync |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     printf "%s" "$FIO_ROWS"
     echo
     echo "## jetproof log (direct I/O)"
@@ -109,13 +112,13 @@ field() { # $1: line, $2: key
     echo "The last column compares durable commits/s with what fio's one serial durable writer"
     echo "got in the same round, just before."
     echo
-    echo "| round | committers | durable commits/s | log writes/s | commits per log write | mean commit latency | mean log write | commits/s ÷ fio direct IOPS |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    echo "| round | committers | durable commits/s | log writes/s | commits per log write | mean commit latency | mean fdatasync per log write | mean log write | commits/s ÷ fio direct IOPS |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     while read -r round direct_iops line; do
         [ -n "$line" ] || continue
         commits=$(field "$line" commits_per_s)
         ratio=$(python3 -c "print('%.2f' % ($commits / max($direct_iops, 1)))")
-        echo "| $round | $(field "$line" committers) | $commits | $(field "$line" log_writes_per_s) | $(field "$line" commits_per_write) | $(field "$line" mean_commit_latency_us) µs | $(field "$line" mean_write_bytes) B | $ratio |"
+        echo "| $round | $(field "$line" committers) | $commits | $(field "$line" log_writes_per_s) | $(field "$line" commits_per_write) | $(field "$line" mean_commit_latency_us) µs | $(field "$line" mean_fdatasync_us) µs | $(field "$line" mean_write_bytes) B | $ratio |"
     done <<<"$JP_ROWS"
     echo
     echo "Raw output (round, fio direct IOPS, benchmark line):"

@@ -118,6 +118,9 @@ fn run(arguments: &Arguments, committers: usize) -> Result<(), String> {
     let writes = LogStats::get(&log.stats().writes) - writes_before;
     let write_bytes = LogStats::get(&log.stats().write_bytes) - bytes_before;
     let histogram = stats.class(IoClass::LogWrite).histogram();
+    let sync_us_mean = LogStats::get(&log.stats().sync_latency_ns_total) as f64
+        / LogStats::get(&log.stats().writes).max(1) as f64
+        / 1000.0;
     let generations = log.end_lsn().generation;
     match Arc::try_unwrap(log) {
         Ok(log) => log.close().map_err(|e| format!("close: {e}"))?,
@@ -127,7 +130,7 @@ fn run(arguments: &Arguments, committers: usize) -> Result<(), String> {
         "committers={committers} seconds={elapsed_s:.2} commits={commits} log_writes={writes} \
          commits_per_s={:.0} log_writes_per_s={:.0} commits_per_write={:.2} \
          mean_commit_latency_us={:.0} mean_write_bytes={:.0} \
-         log_io_latency_us_p50={:.0} log_io_latency_us_p99={:.0} generations={generations}",
+         log_io_latency_us_p50={:.0} log_io_latency_us_p99={:.0} mean_fdatasync_us={sync_us_mean:.0} generations={generations}",
         commits as f64 / elapsed_s,
         writes as f64 / elapsed_s,
         commits as f64 / writes.max(1) as f64,

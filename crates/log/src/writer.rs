@@ -144,6 +144,9 @@ pub struct LogStats {
     /// Log writes (each followed by an fdatasync).
     pub writes: AtomicU64,
     pub write_bytes: AtomicU64,
+    /// Time spent in log writes and in their fdatasync, summed over all log writes.
+    pub write_latency_ns_total: AtomicU64,
+    pub sync_latency_ns_total: AtomicU64,
     pub generations_created: AtomicU64,
     /// Bytes written to preformat new generation files.
     pub format_bytes: AtomicU64,
@@ -706,8 +709,19 @@ impl Inner {
         let result = parking_lot::MutexGuard::unlocked(
             state,
             || -> Result<Option<Arc<dyn IoFile>>, IoError> {
+                let begun = std::time::Instant::now();
                 file.write_at(&write_buffer[..length], first, IoClass::LogWrite)?;
+                let written = std::time::Instant::now();
                 file.sync_data(IoClass::LogWrite)?;
+                let nanos = |from: std::time::Instant, to: std::time::Instant| {
+                    to.duration_since(from).as_nanos().min(u128::from(u64::MAX)) as u64
+                };
+                self.stats
+                    .write_latency_ns_total
+                    .fetch_add(nanos(begun, written), Ordering::Relaxed);
+                self.stats
+                    .sync_latency_ns_total
+                    .fetch_add(nanos(written, std::time::Instant::now()), Ordering::Relaxed);
                 if rollover {
                     // Hold the spare's lock through the install, so the background flusher
                     // cannot format a spare at the same path while it is renamed into place.
