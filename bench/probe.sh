@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# jetproof probe against fio, same file, same pattern, same run; writes
+# bench/results/<date>-probe.md with machine notes, exact commands, figures and ratios.
+#
+#   BENCH_DIR=/mnt/disk-under-test bench/probe.sh
+#
+# Variables: BENCH_DIR (directory on the storage under test; default ./jetproof-bench-data),
+# FILE_SIZE (default 1GiB), DURATION (seconds per point, default 10), CARGO_TARGET_DIR.
+# Targets (issue 4): IOPS >= 95% of fio, CPU per I/O <= 1.2x fio, average latency within 5%.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_DIR=${BENCH_DIR:-$repo/jetproof-bench-data}
+FILE_SIZE=${FILE_SIZE:-1GiB}
+DURATION=${DURATION:-10}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+out_dir=$repo/bench/results
+report=$out_dir/$(date -u +%F)-probe.md
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+if ! command -v fio >/dev/null; then
+    echo "fio is missing; installing it with apt-get" >&2
+    apt-get install -y fio >/dev/null
+fi
+
+cargo build --release -p jetproof --quiet
+cargo build --release -p jetproof-io --example record_cost --quiet
+jetproof=$CARGO_TARGET_DIR/release/jetproof
+
+mkdir -p "$BENCH_DIR" "$out_dir"
+file=$BENCH_DIR/probe.dat
+# Probe creates (or reuses) its own marked file; fio then runs on the same bytes, skipping the
+# 4 KiB header block exactly as probe does.
+"$jetproof" probe --path "$file" --file-size "$FILE_SIZE" --duration 1s --queue-depth 1 --json >/dev/null
+size_bytes=$(stat -c %s "$file")
+region=$((size_bytes - 4096))
+
+# name  read_percent  queue_depth
+points=("randread-qd1 100 1" "randread-qd8 100 8" "randread-qd32 100 32" "randrw70-qd16 70 16")
+
+for point in "${points[@]}"; do
+    read -r name read_percent depth <<<"$point"
+    if [ "$read_percent" = 100 ]; then rw=randread; else rw=randrw; fi
+    fio_cmd=(fio --name="$name" --filename="$file" --offset=4096 --size="$region"
+        --ioengine=io_uring --fixedbufs --registerfiles --direct=1 --bs=32k
+        --rw="$rw" --rwmixread="$read_percent" --iodepth="$depth" --numjobs=1
+        --runtime="$DURATION" --time_based --norandommap --randrepeat=0
+        --output-format=json)
+    probe_cmd=("$jetproof" probe --path "$file" --block-size 32KiB --read-percent "$read_percent"
+        --queue-depth "$depth" --duration "${DURATION}s" --random --backend io_uring --json)
+    echo "== $name" >&2
+    "${fio_cmd[@]}" >"$work/$name.fio.json"
+    "${probe_cmd[@]}" >"$work/$name.probe.json"
+    printf '%s\n' "${fio_cmd[*]}" >"$work/$name.fio.cmd"
+    printf '%s\n' "${probe_cmd[*]}" >"$work/$name.probe.cmd"
+done
+
+"$CARGO_TARGET_DIR/release/examples/record_cost" >"$work/record_cost.txt"
+
+python3 - "$work" "$report" "$file" "$DURATION" <<'PY'
+import json, os, platform, subprocess, sys
+work, report, path, duration = sys.argv[1:5]
+names = ["randread-qd1", "randread-qd8", "randread-qd32", "randrw70-qd16"]
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception as e:
+        return str(e)
+
+def fio_figures(doc):
+    job = doc["jobs"][0]
+    ios = job["read"]["total_ios"] + job["write"]["total_ios"]
+    runtime_s = max(job["read"]["runtime"], job["write"]["runtime"]) / 1000.0
+    iops = job["read"]["iops"] + job["write"]["iops"]
+    # Submission-to-completion latency (lat_ns = slat + clat), weighted by I/O count.
+    lat = sum(job[d]["lat_ns"]["mean"] * job[d]["total_ios"] for d in ("read", "write")) / max(ios, 1) / 1e6
+    cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * runtime_s
+    return {"iops": iops, "lat_ms": lat, "cpu_us_per_io": cpu_s * 1e6 / max(ios, 1),
+            "p99_ms": job["read"]["clat_ns"]["percentile"].get("99.000000", 0) / 1e6}
+
+rows = []
+for n in names:
+    f = fio_figures(json.load(open(f"{work}/{n}.fio.json")))
+    p = json.load(open(f"{work}/{n}.probe.json"))
+    rows.append((n, f, p, open(f"{work}/{n}.fio.cmd").read().strip(), open(f"{work}/{n}.probe.cmd").read().strip()))
+
+mem = sh("free -h | sed -n 2p")
+fs = sh(f"df -T {os.path.dirname(path)} | tail -1")
+cpu = sh("lscpu | grep 'Model name' | sed 's/Model name:\\s*//'")
+lines = []
+lines.append(f"# probe vs fio, {sh('date -u +%F')}\n")
+lines.append("## Machine\n")
+lines.append(f"- host: {platform.node()}, kernel {platform.release()}, {os.cpu_count()} CPUs ({cpu})")
+lines.append(f"- memory: {mem}")
+lines.append(f"- file system of the test file: `{fs}`")
+lines.append(f"- fio: {sh('fio --version')}; the machine was shared with other work during the run, so single points carry noise.")
+lines.append(f"- test file: {path} (made by probe; fio uses the same bytes after the 4 KiB header), {duration} s per point, fio first then probe.\n")
+lines.append("## Results (32 KiB, random, O_DIRECT, io_uring on both sides)\n")
+lines.append("| point | fio IOPS | probe IOPS | IOPS ratio (≥ 0.95) | fio avg ms | probe avg ms | latency ratio (0.95–1.05) | fio CPU µs/IO | probe CPU µs/IO | CPU ratio (≤ 1.2) | probe p99 ms | kernel avg wait ms |")
+lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for n, f, p, _, _ in rows:
+    dev = p.get("device") or {}
+    lines.append(
+        f"| {n} | {f['iops']:.0f} | {p['iops']:.0f} | {p['iops']/f['iops']:.3f} | {f['lat_ms']:.4f} | {p['avg_latency_ms']:.4f} | "
+        f"{p['avg_latency_ms']/f['lat_ms']:.3f} | {f['cpu_us_per_io']:.2f} | {p['cpu_us_per_io']:.2f} | "
+        f"{p['cpu_us_per_io']/max(f['cpu_us_per_io'],1e-9):.2f} | {p['p99_latency_ms']:.3f} | {dev.get('avg_wait_ms', float('nan')):.3f} |")
+lines.append("\nfio's CPU is `(usr_cpu + sys_cpu) × runtime / I/Os` of its job; probe's is its process's user + system time (getrusage) per I/O, which includes recording every latency into the histograms. Latency on both sides is submission to completion (fio `lat_ns`). The kernel column is `/proc/diskstats` (time from queueing to completion per I/O, in whole milliseconds summed by the kernel) over probe's run.\n")
+lines.append("## Recording cost (release build)\n")
+lines.append("```\n" + open(f"{work}/record_cost.txt").read().strip() + "\n```\n")
+lines.append("## Commands\n")
+for n, _, _, fc, pc in rows:
+    lines.append(f"- {n}:\n  - `{fc}`\n  - `{pc}`")
+open(report, "w").write("\n".join(lines) + "\n")
+print(report)
+PY
