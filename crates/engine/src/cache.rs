@@ -969,58 +969,94 @@ impl CacheInner {
         }
     }
 
-    /// One flush pass: writes runs of dirty pages, in page order starting after where the last
-    /// pass stopped, until `clean_goal` buffers are clean (or every dirty page was tried). The
-    /// caller holds the flush lock; `hand` is the page the last pass stopped at.
+    /// One flush pass: writes dirty pages until `clean_goal` buffers are clean (or every dirty
+    /// page was tried). Seeds are taken in clock order from the flush hand (a frame index),
+    /// pages not referenced lately first: they are the ones eviction will want next, so hot
+    /// pages stay dirty in memory and absorb more changes, as in ESE. Each seed is written
+    /// together with the dirty pages adjacent to it on disk, up to 512 KiB in one I/O. The caller
+    /// holds the flush lock, which owns `hand`.
     fn flush_pass(&self, hand: &mut u32, clean_goal: usize) -> Result<()> {
         self.check_poisoned()?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        let mut dirty: Vec<(u32, usize)> = {
+        let (mut dirty, allocated) = {
             let map = self.map.lock();
-            (0..map.allocated)
+            let dirty: Vec<(u32, usize)> = (0..map.allocated)
                 .filter_map(|f| {
                     let frame = &self.frames[f];
                     let page = frame.page.load(Ordering::Acquire);
                     (frame.dirty.load(Ordering::Acquire) && page != NO_PAGE).then_some((page, f))
                 })
-                .collect()
+                .collect();
+            (dirty, map.allocated.max(1))
         };
         dirty.sort_unstable();
-        // Start after the hand, wrapping around: every dirty page gets its turn.
-        let start = dirty.partition_point(|&(page, _)| page < *hand);
-        dirty.rotate_left(start);
+        let start = *hand as usize % allocated;
+        let mut order: Vec<usize> = (0..dirty.len()).collect();
+        order.sort_by_key(|&i| {
+            let f = dirty[i].1;
+            let referenced = self.frames[f].referenced.load(Ordering::Relaxed);
+            (referenced, (f + allocated - start) % allocated)
+        });
+        let mut done = vec![false; dirty.len()];
         let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
         let ps = self.config.page_size;
-        let mut index = 0;
-        while index < dirty.len() && self.clean_pages() < clean_goal {
-            // Gather a run of adjacent pages whose latches are free right now.
-            let mut run: Vec<(u32, usize, RwLockReadGuard<'_, FrameData>)> = Vec::new();
-            while let Some(&(page, f)) = dirty.get(index) {
-                if let Some((last, _, _)) = run.last()
-                    && (page != last + 1 || run.len() >= max_run)
-                {
-                    break;
-                }
-                index += 1;
-                let frame = &self.frames[f];
-                let Some(guard) = frame.latch.try_read() else {
-                    if run.is_empty() {
-                        continue;
-                    }
-                    break;
-                };
-                if frame.page.load(Ordering::Acquire) != page
-                    || !frame.dirty.load(Ordering::Acquire)
-                {
-                    drop(guard);
-                    if run.is_empty() {
-                        continue;
-                    }
-                    break;
-                }
-                run.push((page, f, guard));
+        for seed in order {
+            if self.clean_pages() >= clean_goal {
+                break;
             }
-            let Some(first) = run.first().map(|(page, _, _)| *page) else {
+            if done[seed] {
+                continue;
+            }
+            *hand = (dirty[seed].1 + 1) as u32;
+            // The run: the seed and its adjacent dirty pages, forwards first, then backwards.
+            let (mut low, mut high) = (seed, seed);
+            while high + 1 < dirty.len()
+                && high - low + 1 < max_run
+                && !done[high + 1]
+                && dirty[high + 1].0 == dirty[high].0 + 1
+            {
+                high += 1;
+            }
+            while low > 0
+                && high - low + 1 < max_run
+                && !done[low - 1]
+                && dirty[low - 1].0 + 1 == dirty[low].0
+            {
+                low -= 1;
+            }
+            // Latch what can be latched right now; keep the contiguous part around the seed.
+            let mut guards: Vec<Option<RwLockReadGuard<'_, FrameData>>> = (low..=high)
+                .map(|i| {
+                    let (page, f) = dirty[i];
+                    let frame = &self.frames[f];
+                    let guard = frame.latch.try_read()?;
+                    (frame.page.load(Ordering::Acquire) == page
+                        && frame.dirty.load(Ordering::Acquire))
+                    .then_some(guard)
+                })
+                .collect();
+            for flag in &mut done[low..=high] {
+                *flag = true;
+            }
+            let seed_at = seed - low;
+            if guards[seed_at].is_none() {
+                continue;
+            }
+            let mut first = seed_at;
+            while first > 0 && guards[first - 1].is_some() {
+                first -= 1;
+            }
+            let mut last = seed_at;
+            while last + 1 < guards.len() && guards[last + 1].is_some() {
+                last += 1;
+            }
+            let run: Vec<(u32, usize, RwLockReadGuard<'_, FrameData>)> = guards
+                .drain(first..=last)
+                .zip(&dirty[low + first..=low + last])
+                .filter_map(|(guard, &(page, f))| guard.map(|g| (page, f, g)))
+                .collect();
+            drop(guards);
+            let Some(first_page) = run.first().map(|(page, _, _)| *page) else {
                 continue;
             };
             let mut buf = AlignedBuf::zeroed(ps * run.len());
@@ -1042,7 +1078,7 @@ impl CacheInner {
                 self.poisoned.store(true, Ordering::Release);
                 return Err(e);
             }
-            let offset = u64::from(first) * ps as u64;
+            let offset = u64::from(first_page) * ps as u64;
             if let Err(e) = self.file.write_at(&buf, offset, IoClass::DbWrite) {
                 // STYLE: after a failed write the instance stops rather than limping on.
                 self.poisoned.store(true, Ordering::Release);
@@ -1057,7 +1093,6 @@ impl CacheInner {
                 // Never wait for a latch here: its holder may be a session waiting for this very
                 // flush (a stall). A page we cannot latch stays dirty and is written again later.
                 let Some(_guard) = frame.latch.try_read() else {
-                    *hand = page.wrapping_add(1);
                     continue;
                 };
                 if frame.page.load(Ordering::Acquire) == page
@@ -1066,7 +1101,6 @@ impl CacheInner {
                 {
                     self.dirty_count.fetch_sub(1, Ordering::AcqRel);
                 }
-                *hand = page.wrapping_add(1);
             }
         }
         Ok(())
