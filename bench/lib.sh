@@ -1,0 +1,34 @@
+# Shared helpers of the benchmark scripts: machine notes and fio installation.
+# Source it: . "$(dirname "$0")/lib.sh"
+
+ensure_fio() {
+  if ! command -v fio >/dev/null 2>&1; then
+    echo "installing fio (the reference tool) ..." >&2
+    (apt-get update -qq && apt-get install -y -qq fio) >/dev/null
+  fi
+}
+
+# Machine notes in Markdown, for the directory the data sits in ($1).
+machine_notes() {
+  local dir=$1
+  echo "## Machine"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- nproc: $(nproc)"
+  echo "- memory: $(free -h | awk '/Mem:/ {print $2}') total"
+  echo "- kernel: $(uname -r)"
+  echo "- file system of $dir: $(df -T "$dir" | awk 'NR==2 {print $2 " on " $1}')"
+  echo "- fio: $(fio --version 2>/dev/null || echo missing)"
+  echo "- jetproof: $(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo
+  echo "Shared machine: absolute figures drift from run to run; compare the ratios."
+  echo
+}
+
+# fio bandwidth in MB/s (10^6) of one job; args: fio options...
+fio_mb_per_sec() {
+  fio --output-format=json "$@" 2>/dev/null | python3 -c '
+import json, sys
+job = json.load(sys.stdin)["jobs"][0]
+print("%.1f" % ((job["read"]["bw_bytes"] + job["write"]["bw_bytes"]) / 1e6))'
+}
