@@ -464,13 +464,10 @@ fn copy_database(
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or(Err(InitError::Results("a copy thread panicked".into())))
-            })
-            .collect()
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .unwrap_or(Err(InitError::Results("a copy thread panicked".into())))
+        })
     });
     outcome?;
     target.sync_data(IoClass::DbWrite)?;
