@@ -1,0 +1,123 @@
+//! A damaged database file never makes the engine panic: a flipped bit is corrected and counted,
+//! worse damage is an error naming the file and page, and a file that is not a database (or is
+//! cut short) is refused when opened.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::small_options;
+use jetproof_engine::{Database, EngineError, HeaderError, record_key};
+use jetproof_io::mem::MemBackend;
+use jetproof_io::{IoBackend, IoClass, OpenOptions};
+
+const PAGE: usize = 8192;
+
+fn filled(backend: &MemBackend, path: &Path) -> u64 {
+    let db = Database::create(backend, path, small_options(PAGE, 32)).unwrap();
+    let records = db
+        .fill_sequential(
+            64 * PAGE as u64,
+            0,
+            1000,
+            |n, v| v.extend_from_slice(&n.to_le_bytes()),
+            |_| {},
+        )
+        .unwrap();
+    db.close().unwrap();
+    records
+}
+
+/// The leaf page holding record `n`: found by looking for its record in the raw file.
+fn page_of(backend: &MemBackend, path: &Path, n: u64) -> u64 {
+    let file = backend
+        .open(path, &OpenOptions::read_only().buffered())
+        .unwrap();
+    let size = file.size().unwrap();
+    let mut page = vec![0u8; PAGE];
+    // A leaf record: key length 8, value length 1000, then the key.
+    let mut key = vec![8, 0, 0xE8, 0x03];
+    key.extend_from_slice(&record_key(n));
+    for number in 3..size / PAGE as u64 {
+        file.read_at(&mut page, number * PAGE as u64, IoClass::DbRead)
+            .unwrap();
+        if jetproof_engine::page::page_type(&page) == Some(jetproof_engine::page::PageType::Leaf)
+            && page.windows(key.len()).any(|w| w == key)
+        {
+            return number;
+        }
+    }
+    panic!("record {n} not found in any leaf");
+}
+
+#[test]
+fn flipped_bit_is_corrected_and_garbage_is_reported_by_page() {
+    let backend = MemBackend::new();
+    let path = Path::new("/d/db.jpdb");
+    let records = filled(&backend, path);
+    let raw = backend
+        .open(path, &OpenOptions::read_write().buffered())
+        .unwrap();
+
+    let flipped = page_of(&backend, path, records / 2);
+    let offset = flipped * PAGE as u64 + 3000;
+    let mut byte = [0u8; 1];
+    raw.read_at(&mut byte, offset, IoClass::DbRead).unwrap();
+    raw.write_at(&[byte[0] ^ 0x04], offset, IoClass::DbWrite)
+        .unwrap();
+
+    let garbage = page_of(&backend, path, records / 4);
+    raw.write_at(&[0xEE; 64], garbage * PAGE as u64 + 4000, IoClass::DbWrite)
+        .unwrap();
+
+    let db = Database::open(backend.as_ref(), path, small_options(PAGE, 32)).unwrap();
+    let value = db.get(&record_key(records / 2)).unwrap().unwrap();
+    assert_eq!(&value[..8], &(records / 2).to_le_bytes());
+    assert_eq!(db.cache_stats().pages_corrected, 1);
+
+    let err = db.get(&record_key(records / 4)).unwrap_err();
+    match &err {
+        EngineError::BadPage { page, path: p } => {
+            assert_eq!(u64::from(*page), garbage);
+            assert_eq!(p, path);
+        }
+        other => panic!("expected BadPage, got {other}"),
+    }
+    // Other records are still readable.
+    assert!(db.get(&record_key(0)).unwrap().is_some());
+}
+
+#[test]
+fn foreign_truncated_and_garbage_files_are_refused_on_open() {
+    let backend = MemBackend::new();
+    let options = small_options(PAGE, 32);
+    let write = |name: &str, content: &[u8]| {
+        let file = backend
+            .open(Path::new(name), &OpenOptions::create().buffered())
+            .unwrap();
+        file.write_at(content, 0, IoClass::DbWrite).unwrap();
+    };
+    write(
+        "/foreign",
+        &b"PK\x03\x04 not a database at all".repeat(1000),
+    );
+    let err = Database::open(backend.as_ref(), Path::new("/foreign"), options.clone()).unwrap_err();
+    assert!(
+        matches!(err, EngineError::Header(HeaderError::NotADatabase { .. })),
+        "{err}"
+    );
+
+    let path = Path::new("/cut.jpdb");
+    filled(&backend, path);
+    let raw = backend
+        .open(path, &OpenOptions::read_write().buffered())
+        .unwrap();
+    raw.set_size(20 * PAGE as u64).unwrap();
+    let err = Database::open(backend.as_ref(), path, options.clone()).unwrap_err();
+    assert!(
+        matches!(err, EngineError::Header(HeaderError::Truncated { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("/cut.jpdb"), "{err}");
+}
