@@ -115,6 +115,10 @@ pub(crate) fn load_header(
         &path,
         &OpenOptions::read_only().with_direct(options.direct_io),
     )?;
+    let file = match &options.stats {
+        Some(stats) => MeteredFile::wrap(file, stats.clone()),
+        None => file,
+    };
     let mut block = AlignedBuf::zeroed(DATA_START as usize);
     file.read_at(&mut block, 0, options.class)?;
     let header = GenerationHeader::decode(&block).map_err(|reason| LogError::BadHeader {

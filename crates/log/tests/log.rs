@@ -456,3 +456,42 @@ fn oversized_records_and_foreign_logs_are_refused() {
         Err(LogError::WrongDatabase { .. })
     ));
 }
+
+#[test]
+fn reads_are_metered_as_log_reads_in_large_sequential_reads() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    let body = payload(5, 2000);
+    for index in 0..100 {
+        log.append(&Record {
+            record_type: 1,
+            transaction_id: index,
+            payload: &body,
+        })
+        .expect("append");
+    }
+    let generations = log.end_lsn().generation;
+    log.close().expect("close");
+    let stats = InstanceStats::new("replication");
+    let reader = LogReader::open(
+        backend.clone(),
+        &dir,
+        None,
+        Lsn::new(1, DATA_START),
+        ReadOptions {
+            read_size_bytes: 32 << 10,
+            class: IoClass::ReplicationRead,
+            stats: Some(stats.clone()),
+            ..ReadOptions::default()
+        },
+    )
+    .expect("open");
+    assert_eq!(reader.count(), 100);
+    let reads = stats.class(IoClass::ReplicationRead);
+    // Every generation read whole in 32 KiB reads (64 KiB files: two each), plus, for each but
+    // the last, the next generation's 4 KiB header (it says where this one ends).
+    assert_eq!(reads.bytes(), generations * (64 << 10) + (generations - 1) * 4096);
+    assert_eq!(reads.count(), generations * 2 + generations - 1);
+    assert_eq!(stats.class(IoClass::LogRead).count(), 0);
+}
