@@ -78,6 +78,10 @@ mod tests {
                 share(counts[i])
             );
         }
-        assert!((share(lazy) - 70.0).abs() < 0.7, "seed {seed}: lazy {:.2}%", share(lazy));
+        assert!(
+            (share(lazy) - 70.0).abs() < 0.7,
+            "seed {seed}: lazy {:.2}%",
+            share(lazy)
+        );
     }
 }

@@ -1,0 +1,247 @@
+//! A session: one thread issuing transactions of the mix against one database instance, as a
+//! Jetstress thread does. Each transaction is one operation on one mailbox's items followed by a
+//! commit, lazy or durable per the mix.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+
+use crate::mailboxes::Mailboxes;
+use crate::mix::{Mix, Operation};
+use crate::pacer::Pacer;
+use crate::store::{Store, StoreError};
+
+/// Counts of what the sessions of one instance did.
+#[derive(Debug, Default)]
+pub struct LoadCounters {
+    pub transactions: AtomicU64,
+    pub inserts: AtomicU64,
+    pub deletes: AtomicU64,
+    pub replaces: AtomicU64,
+    pub reads: AtomicU64,
+    /// Reads, replaces and deletes that found no record (a hole left by a delete).
+    pub misses: AtomicU64,
+    pub lazy_commits: AtomicU64,
+    pub durable_commits: AtomicU64,
+    /// Sum of transaction latencies from the intended start, in ns.
+    pub latency_ns_total: AtomicU64,
+}
+
+impl LoadCounters {
+    pub fn transactions(&self) -> u64 {
+        self.transactions.load(Ordering::Relaxed)
+    }
+}
+
+/// Everything the sessions of one instance share.
+pub struct InstanceLoad {
+    pub store: Arc<dyn Store>,
+    pub mailboxes: Arc<Mailboxes>,
+    pub mix: Mix,
+    pub record_size: usize,
+    pub pacer: Arc<Pacer>,
+    pub counters: Arc<LoadCounters>,
+}
+
+/// Runs transactions until `stop` is set. Returns the first storage error, which ends the
+/// session (the caller stops the instance: STYLE.md, a failed I/O is never limped past).
+pub fn run_session(load: &InstanceLoad, seed: u64, stop: &AtomicBool) -> Result<(), StoreError> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut value = vec![0u8; load.record_size * 2];
+    rng.fill(&mut value[..]);
+    let mailbox_count = load.mailboxes.count().max(1);
+    let stopped = || stop.load(Ordering::Relaxed);
+    while !stopped() {
+        let intended = load.pacer.acquire(&stopped);
+        if stopped() {
+            break;
+        }
+        let mailbox = rng.random_range(0..mailbox_count);
+        let operation = load.mix.operation(&mut rng);
+        let counters = &load.counters;
+        let found = match operation {
+            Operation::Insert => match load.mailboxes.new_item(mailbox) {
+                Some(key) => {
+                    let data = record(&mut rng, &value, load.record_size);
+                    counters.inserts.fetch_add(1, Ordering::Relaxed);
+                    load.store.insert(&key.encode(), data)?
+                }
+                None => false,
+            },
+            Operation::Delete | Operation::Replace | Operation::Read => {
+                let Some(key) = load.mailboxes.existing_item(mailbox, &mut rng) else {
+                    continue;
+                };
+                let key = key.encode();
+                match operation {
+                    Operation::Delete => {
+                        counters.deletes.fetch_add(1, Ordering::Relaxed);
+                        load.store.delete(&key)?
+                    }
+                    Operation::Replace => {
+                        counters.replaces.fetch_add(1, Ordering::Relaxed);
+                        let data = record(&mut rng, &value, load.record_size);
+                        load.store.replace(&key, data)?
+                    }
+                    _ => {
+                        counters.reads.fetch_add(1, Ordering::Relaxed);
+                        load.store.read(&key)?
+                    }
+                }
+            }
+        };
+        if !found {
+            counters.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        let lazy = load.mix.lazy(&mut rng);
+        load.store.commit(lazy)?;
+        if lazy {
+            counters.lazy_commits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            counters.durable_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        counters.transactions.fetch_add(1, Ordering::Relaxed);
+        let latency = Instant::now()
+            .saturating_duration_since(intended)
+            .as_nanos();
+        counters
+            .latency_ns_total
+            .fetch_add(latency.min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// A record value of a size around the average (half to one and a half), cut from `pool`.
+fn record<'a>(rng: &mut impl Rng, pool: &'a [u8], average: usize) -> &'a [u8] {
+    let length = rng
+        .random_range(average / 2..=average * 3 / 2)
+        .min(pool.len());
+    let start = rng.random_range(0..=pool.len() - length);
+    &pool[start..start + length]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::keys::MailKey;
+    use jetproof_job::Workload;
+
+    /// The model store: a BTreeMap behind a mutex.
+    #[derive(Default)]
+    struct Model {
+        records: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+        commits: AtomicU64,
+    }
+
+    impl Store for Model {
+        fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
+            let mut r = self.records.lock().map_err(|_| "poisoned")?;
+            if r.contains_key(key) {
+                return Ok(false);
+            }
+            r.insert(key.to_vec(), value.to_vec());
+            Ok(true)
+        }
+        fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
+            let mut r = self.records.lock().map_err(|_| "poisoned")?;
+            Ok(r.get_mut(key).map(|v| *v = value.to_vec()).is_some())
+        }
+        fn delete(&self, key: &[u8]) -> Result<bool, StoreError> {
+            Ok(self
+                .records
+                .lock()
+                .map_err(|_| "poisoned")?
+                .remove(key)
+                .is_some())
+        }
+        fn read(&self, key: &[u8]) -> Result<bool, StoreError> {
+            Ok(self
+                .records
+                .lock()
+                .map_err(|_| "poisoned")?
+                .contains_key(key))
+        }
+        fn first_at_or_after(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            let r = self.records.lock().map_err(|_| "poisoned")?;
+            Ok(r.range(key.to_vec()..).next().map(|(k, _)| k.clone()))
+        }
+        fn commit(&self, _lazy: bool) -> Result<(), StoreError> {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    fn filled(mailboxes: u32, items: u32) -> Arc<Model> {
+        let model = Arc::new(Model::default());
+        for m in 0..mailboxes {
+            for i in 0..items {
+                model
+                    .insert(&MailKey::new(m, i + 7).encode(), b"x")
+                    .expect("insert");
+            }
+        }
+        model
+    }
+
+    #[test]
+    fn discovery_finds_every_mailbox_range() {
+        let model = filled(5, 1000);
+        // A mailbox with holes and a mailbox that is empty.
+        model
+            .delete(&MailKey::new(2, 500).encode())
+            .expect("delete");
+        let boxes = Mailboxes::discover(model.as_ref(), 7).expect("discover");
+        for m in 0..5 {
+            assert_eq!(boxes.span(m), 1000, "mailbox {m}");
+        }
+        assert_eq!(boxes.span(5), 0);
+        assert_eq!(boxes.new_item(0), Some(MailKey::new(0, 1007)));
+        assert_eq!(boxes.new_item(0), Some(MailKey::new(0, 1008)));
+    }
+
+    #[test]
+    fn sessions_run_the_mix_and_keep_keys_consistent() {
+        let seed = 42;
+        let model = filled(20, 200);
+        let boxes = Arc::new(Mailboxes::discover(model.as_ref(), 20).expect("discover"));
+        let load = InstanceLoad {
+            store: model.clone(),
+            mailboxes: boxes.clone(),
+            mix: Mix::from_job(&Workload::default()),
+            record_size: 100,
+            pacer: Arc::new(Pacer::new()),
+            counters: Arc::new(LoadCounters::default()),
+        };
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for session in 0..4 {
+                let (load, stop) = (&load, &stop);
+                scope.spawn(move || run_session(load, seed + session, stop));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            stop.store(true, Ordering::Relaxed);
+        });
+        let c = &load.counters;
+        let tx = c.transactions();
+        assert!(tx > 1000, "seed {seed}: only {tx} transactions");
+        assert_eq!(model.commits.load(Ordering::Relaxed), tx, "seed {seed}");
+        let share = |n: &AtomicU64| n.load(Ordering::Relaxed) as f64 * 100.0 / tx as f64;
+        assert!((share(&c.inserts) - 40.0).abs() < 3.0, "seed {seed}");
+        assert!((share(&c.reads) - 35.0).abs() < 3.0, "seed {seed}");
+        // Every insert took a fresh key: the records are the initial ones plus inserts less
+        // successful deletes.
+        let deleted = c.deletes.load(Ordering::Relaxed);
+        let records = model.records.lock().expect("lock").len() as u64;
+        let misses = c.misses.load(Ordering::Relaxed);
+        assert!(
+            records + deleted >= 4000 + c.inserts.load(Ordering::Relaxed)
+                && records + deleted <= 4000 + c.inserts.load(Ordering::Relaxed) + misses,
+            "seed {seed}: {records} records, {deleted} deletes, {misses} misses"
+        );
+    }
+}
