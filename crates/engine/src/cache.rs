@@ -154,6 +154,7 @@ struct MapState {
 #[derive(Debug)]
 struct FlushSignal {
     wanted: bool,
+    scavenge: bool,
     stop: bool,
 }
 
@@ -170,6 +171,8 @@ pub(crate) struct CacheInner {
     signal: Mutex<FlushSignal>,
     signal_cv: Condvar,
     poisoned: AtomicBool,
+    /// The eviction clock passed cold dirty pages: write some.
+    scavenge_wanted: AtomicBool,
 }
 
 /// The page cache of one database file. Cheap to share: all methods take `&self`.
@@ -324,8 +327,10 @@ impl PageCache {
             flush_lock: Mutex::new(0),
             signal: Mutex::new(FlushSignal {
                 wanted: false,
+                scavenge: false,
                 stop: false,
             }),
+            scavenge_wanted: AtomicBool::new(false),
             signal_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
             config,
@@ -540,6 +545,7 @@ impl CacheInner {
 
     fn flusher_loop(&self) {
         loop {
+            let scavenge;
             {
                 let mut signal = self.signal.lock();
                 while !signal.wanted && !signal.stop {
@@ -553,12 +559,41 @@ impl CacheInner {
                     return;
                 }
                 signal.wanted = false;
+                scavenge = std::mem::take(&mut signal.scavenge);
             }
             if self.poisoned.load(Ordering::Acquire) {
                 continue;
             }
             let mut guard = self.flush_lock.lock();
-            let _ = self.flush_pass(&mut guard, self.config.flush_stop_clean_pages());
+            let _ = self.flush_pass(&mut guard, self.flush_goal(scavenge));
+        }
+    }
+
+    /// How many clean buffers a flush pass aims for: the stop threshold (SPEC §2); when
+    /// scavenging cold pages, that many more than there are now.
+    fn flush_goal(&self, scavenge: bool) -> usize {
+        let stop = self.config.flush_stop_clean_pages();
+        if scavenge {
+            (self.clean_pages() + stop).min(self.config.max_pages)
+        } else {
+            stop
+        }
+    }
+
+    /// Called after a lookup: passes on the clock's request to write cold dirty pages.
+    fn maybe_scavenge(&self) {
+        if !self.scavenge_wanted.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if self.config.flush_thread {
+            let mut signal = self.signal.lock();
+            signal.scavenge = true;
+            if !signal.wanted {
+                signal.wanted = true;
+                self.signal_cv.notify_one();
+            }
+        } else if let Some(mut guard) = self.flush_lock.try_lock() {
+            let _ = self.flush_pass(&mut guard, self.flush_goal(true));
         }
     }
 
@@ -603,10 +638,18 @@ impl CacheInner {
             let f = map.clock_hand;
             map.clock_hand = (map.clock_hand + 1) % count;
             let frame = &self.frames[f];
-            if frame.pins.load(Ordering::Acquire) != 0 || frame.dirty.load(Ordering::Acquire) {
+            if frame.pins.load(Ordering::Acquire) != 0 {
                 continue;
             }
+            // Second chance for every page, dirty or clean, so that recency is known for both.
             if frame.referenced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            if frame.dirty.load(Ordering::Acquire) {
+                // A cold dirty page: the one to evict if it were written. Ask the flusher to
+                // write cold pages (ESE's scavenging of the LRU end), so that pages that are no
+                // longer used do not hold the cache forever.
+                self.scavenge_wanted.store(true, Ordering::Release);
                 continue;
             }
             let old = frame.page.load(Ordering::Acquire);
@@ -696,7 +739,9 @@ impl CacheInner {
         self.check_poisoned()?;
         let mut attempt = 0;
         loop {
-            match self.lookup(page, false) {
+            let lookup = self.lookup(page, false);
+            self.maybe_scavenge();
+            match lookup {
                 Lookup::Hit(f) => {
                     let frame = &self.frames[f];
                     let guard = frame.latch.read();
@@ -747,7 +792,9 @@ impl CacheInner {
         self.check_poisoned()?;
         let mut attempt = 0;
         loop {
-            match self.lookup(page, false) {
+            let lookup = self.lookup(page, false);
+            self.maybe_scavenge();
+            match lookup {
                 Lookup::Hit(f) => {
                     let frame = &self.frames[f];
                     let guard = frame.latch.write();
@@ -799,7 +846,9 @@ impl CacheInner {
         self.check_poisoned()?;
         let mut attempt = 0;
         loop {
-            match self.lookup(page, true) {
+            let lookup = self.lookup(page, true);
+            self.maybe_scavenge();
+            match lookup {
                 Lookup::Hit(f) | Lookup::Load(f) => {
                     let frame = &self.frames[f];
                     let mut guard = frame.latch.write();
