@@ -11,6 +11,7 @@
 //!
 //! Header writes always go copy 0, sync, copy 1, sync, each with a higher sequence, so that a
 //! torn header write leaves the other copy intact (see [`crate::header`]).
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -31,6 +31,7 @@
 //! | 168 | 4  | growth extent, in pages |
 //! | 172 | 4  | reserved, zero |
 //! | 176 | 8  | pages in use at the last clean close (informational) |
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::path::PathBuf;
 
@@ -353,6 +354,7 @@ fn decode(page: &[u8], _path: &std::path::Path) -> Result<DbHeader, HeaderDecode
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use jetproof_io::mem::MemBackend;

@@ -12,10 +12,11 @@
 //! | 40     | 8    | update stamp (database-wide, monotonic: ESE's dbtime) |
 //! | 48     | 8    | log position of the last change (for the write-ahead rule) |
 //! | 56     | 4    | owning tree (0 for pages that belong to no tree) |
-//! | 60     | 4    | previous page at the same level (0 = none) |
-//! | 64     | 4    | next page at the same level (0 = none) |
+//! | 60     | 4    | previous page at the same level (not maintained yet: 0; scans use the parent) |
+//! | 64     | 4    | next page at the same level (not maintained yet: 0) |
 //! | 68     | 12   | type-specific (B+tree nodes: see `crate::node`) |
 //! | 80     | ...  | body |
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 pub const HEADER_SIZE: usize = 80;
 pub const CHECKSUM_AREA: std::ops::Range<usize> = 0..32;

@@ -16,6 +16,7 @@
 //! * The allocator's mutex is held only for the bitmap search, except during growth, which
 //!   writes while holding it: growth is rare (one extent at a time) and every session that needs a
 //!   page would have to wait for it anyway.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
