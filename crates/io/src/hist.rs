@@ -39,7 +39,9 @@ pub(crate) fn new_hdr() -> Histogram<u64> {
 pub struct LatencyHistogram {
     /// Number of recorded values.
     pub count: u64,
-    /// Exact sum of the recorded values, for an exact average.
+    /// Exact sum of the recorded values, for an exact average. Written as a decimal string:
+    /// JSON readers (and serde's buffered paths such as `flatten`) do not carry 128-bit numbers.
+    #[serde(with = "u128_as_string")]
     pub sum_ns: u128,
     /// Exact smallest value (0 when empty).
     pub min_ns: u64,
@@ -395,5 +397,19 @@ mod tests {
     fn empty_summary_is_zero() {
         let s = LatencyHistogram::new().summary(0, 10.0);
         assert_eq!(s, ClassSummary::default());
+    }
+}
+
+/// Serde for a `u128` as a decimal string (see [`LatencyHistogram::sum_ns`]).
+mod u128_as_string {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&value.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use jetproof_io::IoClass;
-use jetproof_io::meter::ClassStats;
+use jetproof_io::meter::{ClassSnapshot, ClassStats, InstanceSnapshot};
 use serde::{Deserialize, Serialize};
 
 pub use host::Host;
@@ -134,6 +134,16 @@ pub struct ClassResult {
     pub max_ms: f64,
     /// The largest per-sample-interval average: what Jetstress judges the maximum on.
     pub max_interval_avg_ms: Option<f64>,
+    /// For paced workloads: average and p99 latency measured from each I/O's intended start
+    /// (coordinated omission corrected), so a stalled device is not hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intended_avg_latency_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intended_p99_ms: Option<f64>,
+    /// The full latency record in exact-merge form, so results of instances and hosts can be
+    /// combined into true percentiles (never averages of percentiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<ClassSnapshot>,
 }
 
 const NS_PER_MS: f64 = 1_000_000.0;
@@ -161,8 +171,55 @@ impl ClassResult {
             p999_ms: at(0.999),
             max_ms: histogram.max() as f64 / NS_PER_MS,
             max_interval_avg_ms: None,
+            intended_avg_latency_ms: None,
+            intended_p99_ms: None,
+            histogram: None,
         })
     }
+
+    /// Figures of one class from a snapshot (or an interval's delta) covering `seconds`, with
+    /// the histogram kept for exact merging. None if no I/O of the class occurred.
+    pub fn from_snapshot(snapshot: &ClassSnapshot, seconds: f64) -> Option<ClassResult> {
+        if snapshot.count == 0 {
+            return None;
+        }
+        let s = snapshot.summary(seconds.max(1e-9));
+        let intended = snapshot
+            .intended_latency
+            .as_ref()
+            .filter(|h| !h.is_empty())
+            .map(|h| h.summary(snapshot.bytes, seconds.max(1e-9)));
+        Some(ClassResult {
+            count: s.count,
+            bytes: snapshot.bytes,
+            ops_per_sec: s.ops_per_sec,
+            avg_bytes: s.avg_bytes,
+            avg_latency_ms: s.avg_latency_ms,
+            p50_ms: s.p50_ms,
+            p95_ms: s.p95_ms,
+            p99_ms: s.p99_ms,
+            p999_ms: s.p999_ms,
+            max_ms: s.max_ms,
+            max_interval_avg_ms: None,
+            intended_avg_latency_ms: intended.as_ref().map(|i| i.avg_latency_ms),
+            intended_p99_ms: intended.as_ref().map(|i| i.p99_ms),
+            histogram: Some(snapshot.clone()),
+        })
+    }
+}
+
+/// The per-class figures of an instance snapshot covering `seconds`, keyed as in `result.json`.
+pub fn snapshot_results(
+    snapshot: &InstanceSnapshot,
+    seconds: f64,
+) -> BTreeMap<String, ClassResult> {
+    snapshot
+        .classes
+        .iter()
+        .filter_map(|(class, snap)| {
+            ClassResult::from_snapshot(snap, seconds).map(|r| (class.key().to_string(), r))
+        })
+        .collect()
 }
 
 /// The per-class figures of an instance's stats, keyed as in `result.json`.
@@ -173,7 +230,8 @@ pub fn io_results(
     IoClass::ALL
         .iter()
         .filter_map(|&class| {
-            ClassResult::from_stats(stats.class(class), elapsed)
+            let seconds = elapsed.as_secs_f64();
+            ClassResult::from_snapshot(&stats.class(class).snapshot(), seconds)
                 .map(|result| (class.key().to_string(), result))
         })
         .collect()

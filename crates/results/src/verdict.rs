@@ -104,6 +104,9 @@ mod tests {
             p999_ms: avg,
             max_ms: max_interval * 2.0,
             max_interval_avg_ms: Some(max_interval),
+            intended_avg_latency_ms: None,
+            intended_p99_ms: None,
+            histogram: None,
         }
     }
 
