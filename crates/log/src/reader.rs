@@ -15,7 +15,10 @@ use crate::checkpoint::{CheckpointRead, read_checkpoint};
 use crate::error::{LogError, Result};
 use crate::format::{DATA_START, FrameKind, checkpoint_path, generation_path};
 use crate::lsn::{LogRecord, Lsn};
-use crate::scan::{Analysis, GAP_PROBE_GENERATIONS, ReadOptions, TornTail, analyse_generation};
+use crate::scan::{
+    Analysis, GAP_PROBE_GENERATIONS, GenerationFile, ReadOptions, TornTail, analyse_generation,
+    analyse_loaded, load_generation, load_header,
+};
 
 /// What a completed read saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -38,6 +41,9 @@ pub struct LogReader {
     start: Lsn,
     next_generation: u64,
     current: Option<Analysis>,
+    /// The next generation, being read by a helper thread while this one is scanned and its
+    /// records consumed, so replay keeps the device busy.
+    read_ahead: Option<ReadAhead>,
     frame_index: usize,
     finished: bool,
     summary: ReadSummary,
@@ -73,6 +79,7 @@ impl LogReader {
             start,
             next_generation: start.generation,
             current: None,
+            read_ahead: None,
             frame_index: 0,
             finished: false,
             summary: ReadSummary::default(),
@@ -142,14 +149,39 @@ impl LogReader {
 
     fn load_next(&mut self) -> Result<()> {
         let generation = self.next_generation;
-        let Some(analysis) = analyse_generation(
-            &*self.backend,
-            &self.dir,
-            generation,
-            self.database_id,
-            &self.options,
-        )?
-        else {
+        let file = match self.read_ahead.take() {
+            Some(read_ahead) if read_ahead.generation == generation => read_ahead.join()?,
+            _ => load_generation(
+                &*self.backend,
+                &self.dir,
+                generation,
+                self.database_id,
+                &self.options,
+            )?,
+        };
+        let file = match file {
+            Some(file) => {
+                let next = load_header(
+                    &*self.backend,
+                    &self.dir,
+                    generation + 1,
+                    self.database_id,
+                    &self.options,
+                )?;
+                if next.is_some() {
+                    self.read_ahead = Some(ReadAhead::start(
+                        self.backend.clone(),
+                        &self.dir,
+                        generation + 1,
+                        self.database_id,
+                        self.options.clone(),
+                    ));
+                }
+                Some(analyse_loaded(&*self.backend, &self.dir, file, next)?)
+            }
+            None => None,
+        };
+        let Some(analysis) = file else {
             return Err(LogError::MissingGeneration {
                 generation,
                 path: generation_path(&self.dir, generation),
@@ -189,6 +221,37 @@ impl LogReader {
         self.next_generation = generation + 1;
         self.current = Some(analysis);
         Ok(())
+    }
+}
+
+/// A generation being read by a helper thread.
+#[derive(Debug)]
+struct ReadAhead {
+    generation: u64,
+    handle: std::thread::JoinHandle<Result<Option<GenerationFile>>>,
+}
+
+impl ReadAhead {
+    fn start(
+        backend: Arc<dyn IoBackend>,
+        dir: &Path,
+        generation: u64,
+        database_id: Option<u128>,
+        options: ReadOptions,
+    ) -> ReadAhead {
+        let dir = dir.to_path_buf();
+        let handle = std::thread::spawn(move || {
+            load_generation(&*backend, &dir, generation, database_id, &options)
+        });
+        ReadAhead { generation, handle }
+    }
+
+    fn join(self) -> Result<Option<GenerationFile>> {
+        match self.handle.join() {
+            Ok(result) => result,
+            // The helper only reads; a panic there is a bug worth surfacing as one.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 }
 

@@ -331,6 +331,18 @@ pub(crate) fn analyse_generation(
         return Ok(None);
     };
     let next = load_header(backend, dir, generation + 1, database_id, options)?;
+    analyse_loaded(backend, dir, file, next).map(Some)
+}
+
+/// [`analyse_generation`] once the generation's bytes and the next generation's header (if it
+/// exists) are in memory; lets the replay reader read ahead while this runs.
+pub(crate) fn analyse_loaded(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    file: GenerationFile,
+    next: Option<GenerationHeader>,
+) -> Result<Analysis> {
+    let generation = file.header.generation;
     if next.is_none() {
         for later in generation + 2..=generation + 1 + GAP_PROBE_GENERATIONS {
             if backend.exists(&generation_path(dir, later)) {
@@ -404,11 +416,11 @@ pub(crate) fn analyse_generation(
             });
         }
     }
-    Ok(Some(Analysis {
+    Ok(Analysis {
         end: Lsn::new(generation, scan.valid_end),
         continued: limit.is_some(),
         file,
         scan,
         torn_tail,
-    }))
+    })
 }

@@ -199,6 +199,9 @@ struct Inner {
     options: LogOptions,
     sector: u64,
     state: Mutex<State>,
+    /// `State::durable` packed ([`Lsn::to_u64`]), readable without the mutex: the cache asks
+    /// [`Log::is_durable`] before every page write.
+    durable_packed: AtomicU64,
     /// Signalled whenever the durable end, the generation or the poisoned state changes.
     changed: Condvar,
     /// Wakes the background flusher.
@@ -378,6 +381,7 @@ impl Log {
             options,
             sector,
             state: Mutex::new(state),
+            durable_packed: AtomicU64::new(start.to_u64()),
             changed: Condvar::new(),
             wake_flusher: Condvar::new(),
             spare: Mutex::new(None),
@@ -545,9 +549,15 @@ impl Log {
         }
     }
 
-    /// Everything before this position is on stable storage (a frame boundary).
+    /// Everything before this position is on stable storage (a frame boundary). Lock-free.
     pub fn flushed_lsn(&self) -> Lsn {
-        self.inner.state.lock().durable
+        Lsn::from_u64(self.inner.durable_packed.load(Ordering::Acquire))
+    }
+
+    /// Is the record at `lsn` on stable storage? Lock-free; the cache's cheap check before
+    /// [`Log::wait_durable`].
+    pub fn is_durable(&self, lsn: Lsn) -> bool {
+        self.flushed_lsn() > lsn
     }
 
     /// Where the next record will go (the end of the log buffer).
@@ -773,6 +783,8 @@ impl Inner {
                 state.buffer_start = DATA_START;
                 state.append_end = DATA_START;
                 state.durable = Lsn::new(generation + 1, DATA_START);
+                self.durable_packed
+                    .store(state.durable.to_u64(), Ordering::Release);
                 state.rollover_requested = false;
                 self.stats
                     .generations_created
@@ -780,6 +792,8 @@ impl Inner {
             }
             None => {
                 state.durable = Lsn::new(generation, end);
+                self.durable_packed
+                    .store(state.durable.to_u64(), Ordering::Release);
                 // Keep the sector holding the durable end (it is rewritten by the next write)
                 // and everything appended while this write was in flight.
                 let keep_from = align_down(end, self.sector);
