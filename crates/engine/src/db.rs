@@ -209,6 +209,10 @@ impl Database {
             header: Mutex::new(header.clone()),
         });
         store.update(|_| {})?;
+        // The file's name must survive a crash as well as its content.
+        if let Some(dir) = path.parent() {
+            backend.sync_dir(dir)?;
+        }
         let db = Self::assemble(path, file, store, header, &options)?;
         let root = db.space.allocate(&db.cache)?;
         if root != db.root {
