@@ -141,6 +141,9 @@ struct Frame {
     dirty: AtomicBool,
     valid: AtomicBool,
     version: AtomicU64,
+    /// Log position of the change that made the page dirty (clean → dirty): the checkpoint
+    /// cannot pass it until the page is written (ESE's lgposOldestBegin0).
+    first_dirty_log_position: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -254,6 +257,10 @@ impl Drop for PageMut<'_> {
             // latch) never misses a change.
             frame.version.fetch_add(1, Ordering::AcqRel);
             if !frame.dirty.swap(true, Ordering::AcqRel) {
+                let log_position = page::log_position(self.data()).unwrap_or(0);
+                frame
+                    .first_dirty_log_position
+                    .store(log_position, Ordering::Release);
                 self.cache.dirty_count.fetch_add(1, Ordering::AcqRel);
             }
         }
@@ -310,6 +317,7 @@ impl PageCache {
                 dirty: AtomicBool::new(false),
                 valid: AtomicBool::new(false),
                 version: AtomicU64::new(0),
+                first_dirty_log_position: AtomicU64::new(0),
             })
             .collect();
         let inner = Arc::new(CacheInner {
@@ -448,6 +456,30 @@ impl PageCache {
             });
         }
         Ok(())
+    }
+
+    /// The lowest log position among the changes not yet written (the oldest dirty page's first
+    /// change), or `None` if nothing is dirty. The checkpoint may advance up to here.
+    pub fn oldest_dirty_log_position(&self) -> Option<u64> {
+        let map = self.inner.map.lock();
+        (0..map.allocated)
+            .filter(|&f| self.inner.frames[f].dirty.load(Ordering::Acquire))
+            .map(|f| {
+                self.inner.frames[f]
+                    .first_dirty_log_position
+                    .load(Ordering::Acquire)
+            })
+            .min()
+    }
+
+    /// Writes every page that has been dirty since before `log_position` (with its adjacent
+    /// dirty pages, as any flush): how the checkpoint is advanced when it falls too far behind
+    /// the log (checkpoint depth, SPEC §2).
+    pub fn flush_older_than(&self, log_position: u64) -> Result<()> {
+        self.inner.check_poisoned()?;
+        let mut guard = self.inner.flush_lock.lock();
+        self.inner
+            .flush_pass_filtered(&mut guard, usize::MAX, Some(log_position))
     }
 
     /// Runs one threshold flush now, as the flusher would (for tests and for sessions that want
@@ -1025,6 +1057,16 @@ impl CacheInner {
     /// together with the dirty pages adjacent to it on disk, up to 512 KiB in one I/O. The caller
     /// holds the flush lock, which owns `hand`.
     fn flush_pass(&self, hand: &mut u32, clean_goal: usize) -> Result<()> {
+        self.flush_pass_filtered(hand, clean_goal, None)
+    }
+
+    /// A flush pass whose seeds are only pages dirty since before `older_than`, if given.
+    fn flush_pass_filtered(
+        &self,
+        hand: &mut u32,
+        clean_goal: usize,
+        older_than: Option<u64>,
+    ) -> Result<()> {
         self.check_poisoned()?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         let (mut dirty, allocated) = {
@@ -1040,7 +1082,16 @@ impl CacheInner {
         };
         dirty.sort_unstable();
         let start = *hand as usize % allocated;
-        let mut order: Vec<usize> = (0..dirty.len()).collect();
+        let mut order: Vec<usize> = (0..dirty.len())
+            .filter(|&i| {
+                older_than.is_none_or(|limit| {
+                    self.frames[dirty[i].1]
+                        .first_dirty_log_position
+                        .load(Ordering::Acquire)
+                        < limit
+                })
+            })
+            .collect();
         order.sort_by_key(|&i| {
             let f = dirty[i].1;
             let referenced = self.frames[f].referenced.load(Ordering::Relaxed);

@@ -450,6 +450,17 @@ impl Database {
         self.cache.set_write_ahead_gate(gate);
     }
 
+    /// The lowest log position among changes not yet written to the file (`None`: all written).
+    /// The checkpoint may advance up to here.
+    pub fn oldest_dirty_log_position(&self) -> Option<u64> {
+        self.cache.oldest_dirty_log_position()
+    }
+
+    /// Writes every page dirty since before `log_position` (checkpoint-depth flushing).
+    pub fn flush_older_than(&self, log_position: u64) -> Result<()> {
+        self.cache.flush_older_than(log_position)
+    }
+
     /// Records where recovery must start (the checkpoint), in both header copies.
     pub fn set_recovery_position(&self, position: LogPosition) -> Result<()> {
         self.header.update(|h| h.recovery_position = position)

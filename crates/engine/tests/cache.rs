@@ -191,3 +191,23 @@ fn damaged_pages_are_corrected_or_reported_with_their_number() {
     // The cache is still usable.
     drop(f.cache.read(12).unwrap());
 }
+
+/// The checkpoint hooks: the oldest dirty change is known, and pages dirty since before a log
+/// position can be written on demand (checkpoint depth) while younger ones stay dirty.
+#[test]
+fn checkpoint_hooks_track_and_flush_the_oldest_changes() {
+    let f = fixture(4096, 200, 64);
+    assert_eq!(f.cache.oldest_dirty_log_position(), None);
+    for (page, log_position) in [(10u32, 500u64), (11, 100), (40, 300), (60, 900)] {
+        let mut p = f.cache.write(page).unwrap();
+        p.stamp(1, log_position);
+    }
+    // A later change does not make a page younger: it was dirty since its first change.
+    f.cache.write(11).unwrap().stamp(2, 950);
+    assert_eq!(f.cache.oldest_dirty_log_position(), Some(100));
+    f.cache.flush_older_than(400).unwrap();
+    // Pages 11 (100) and 40 (300) were seeds; 10 is adjacent to 11 and went in the same write.
+    assert_eq!(f.cache.oldest_dirty_log_position(), Some(900));
+    assert_eq!(f.cache.stats().dirty_pages, 1);
+    assert_eq!(writes(&f.stats).0, 2);
+}
