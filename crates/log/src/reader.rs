@@ -17,7 +17,7 @@ use crate::format::{DATA_START, FrameKind, checkpoint_path, generation_path};
 use crate::lsn::{LogRecord, Lsn};
 use crate::scan::{
     Analysis, GAP_PROBE_GENERATIONS, GenerationFile, ReadOptions, TornTail, analyse_generation,
-    analyse_loaded, load_generation, load_header,
+    analyse_loaded, load_generation,
 };
 
 /// What a completed read saw.
@@ -149,34 +149,20 @@ impl LogReader {
 
     fn load_next(&mut self) -> Result<()> {
         let generation = self.next_generation;
-        let file = match self.read_ahead.take() {
-            Some(read_ahead) if read_ahead.generation == generation => read_ahead.join()?,
-            _ => load_generation(
-                &*self.backend,
+        let read_ahead = self.read_ahead.get_or_insert_with(|| {
+            ReadAhead::start(
+                self.backend.clone(),
                 &self.dir,
                 generation,
                 self.database_id,
-                &self.options,
-            )?,
-        };
-        let file = match file {
+                self.options.clone(),
+            )
+        });
+        let file = match read_ahead.take()? {
             Some(file) => {
-                let next = load_header(
-                    &*self.backend,
-                    &self.dir,
-                    generation + 1,
-                    self.database_id,
-                    &self.options,
-                )?;
-                if next.is_some() {
-                    self.read_ahead = Some(ReadAhead::start(
-                        self.backend.clone(),
-                        &self.dir,
-                        generation + 1,
-                        self.database_id,
-                        self.options.clone(),
-                    ));
-                }
+                // The next generation's header says where this one ends; the read-ahead has
+                // usually read that file already.
+                let next = read_ahead.peek()?.map(|next| next.header);
                 Some(analyse_loaded(&*self.backend, &self.dir, file, next)?)
             }
             None => None,
@@ -224,34 +210,62 @@ impl LogReader {
     }
 }
 
-/// A generation being read by a helper thread.
+/// Generations read in order by a helper thread, up to two ahead of the one being scanned, so
+/// the device always has the next large read to do while the reader checks frames and the
+/// caller applies records.
 #[derive(Debug)]
 struct ReadAhead {
-    generation: u64,
-    handle: std::thread::JoinHandle<Result<Option<GenerationFile>>>,
+    receiver: std::sync::mpsc::Receiver<Result<Option<GenerationFile>>>,
+    peeked: Option<Option<GenerationFile>>,
 }
 
 impl ReadAhead {
     fn start(
         backend: Arc<dyn IoBackend>,
         dir: &Path,
-        generation: u64,
+        first: u64,
         database_id: Option<u128>,
         options: ReadOptions,
     ) -> ReadAhead {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(2);
         let dir = dir.to_path_buf();
-        let handle = std::thread::spawn(move || {
-            load_generation(&*backend, &dir, generation, database_id, &options)
+        std::thread::spawn(move || {
+            let mut generation = first;
+            loop {
+                let loaded = load_generation(&*backend, &dir, generation, database_id, &options);
+                let more = matches!(loaded, Ok(Some(_)));
+                // A send fails when the reader is gone: stop reading.
+                if sender.send(loaded).is_err() || !more {
+                    return;
+                }
+                generation += 1;
+            }
         });
-        ReadAhead { generation, handle }
+        ReadAhead {
+            receiver,
+            peeked: None,
+        }
     }
 
-    fn join(self) -> Result<Option<GenerationFile>> {
-        match self.handle.join() {
-            Ok(result) => result,
-            // The helper only reads; a panic there is a bug worth surfacing as one.
-            Err(panic) => std::panic::resume_unwind(panic),
+    fn receive(&self) -> Result<Option<GenerationFile>> {
+        // A closed channel means the helper stopped after reporting a missing file or an error.
+        self.receiver.recv().unwrap_or(Ok(None))
+    }
+
+    /// The next generation in order (`None`: it does not exist).
+    fn take(&mut self) -> Result<Option<GenerationFile>> {
+        match self.peeked.take() {
+            Some(peeked) => Ok(peeked),
+            None => self.receive(),
         }
+    }
+
+    /// The generation after the one last taken, without taking it.
+    fn peek(&mut self) -> Result<Option<&GenerationFile>> {
+        if self.peeked.is_none() {
+            self.peeked = Some(self.receive()?);
+        }
+        Ok(self.peeked.as_ref().and_then(|peeked| peeked.as_ref()))
     }
 }
 
