@@ -204,7 +204,7 @@ impl<'a> Tree<'a> {
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<()> {
         let mut cursor = start.to_vec();
-        let wanted = out.len() + limit;
+        let wanted = out.len().saturating_add(limit);
         while out.len() < wanted {
             let mut hints = Some(ScanHints::default());
             let leaf = self.read_leaf(&cursor, &mut hints)?;

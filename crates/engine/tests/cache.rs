@@ -211,3 +211,34 @@ fn checkpoint_hooks_track_and_flush_the_oldest_changes() {
     assert_eq!(f.cache.stats().dirty_pages, 1);
     assert_eq!(writes(&f.stats).0, 2);
 }
+
+/// A session that finds every buffer in use waits for a flush: a page fault stall, counted. If
+/// every buffer is pinned, the read fails with a typed error instead of hanging.
+#[test]
+fn page_fault_stalls_are_counted_and_exhaustion_is_an_error() {
+    let f = fixture(4096, 100, 16);
+    // 15 buffers latched by "sessions", the 16th holds a dirty page nobody uses.
+    let held: Vec<_> = (10..25u32)
+        .map(|page| f.cache.write(page).unwrap())
+        .collect();
+    dirty(&f.cache, 50);
+    assert_eq!(f.cache.stats().page_fault_stalls, 0);
+    drop(f.cache.read(60).unwrap());
+    let stats = f.cache.stats();
+    assert_eq!(stats.page_fault_stalls, 1, "{stats:?}");
+    assert_eq!(
+        stats.pages_written, 1,
+        "the stall wrote the dirty page to reuse its buffer"
+    );
+
+    // Now pin the last buffer too: nothing can be evicted or written.
+    let last = f.cache.read(60).unwrap();
+    let err = f.cache.read(61).map(|_| ()).unwrap_err();
+    assert!(
+        matches!(err, EngineError::CacheExhausted { frames: 16 }),
+        "{err}"
+    );
+    drop(last);
+    drop(held);
+    drop(f.cache.read(61).unwrap());
+}
