@@ -1,0 +1,110 @@
+//! Free-space management across a space-map group boundary: growth formats the next group's map
+//! page at its fixed position, the allocator never hands out map or header pages, freed pages
+//! come back, and the maps read back the same after a flush.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jetproof_engine::cache::{CacheConfig, PageCache};
+use jetproof_engine::page::{self, PageType};
+use jetproof_engine::space::{OnGrow, Space, format_range, is_map_page, pages_per_map};
+use jetproof_io::mem::MemBackend;
+use jetproof_io::{IoBackend, IoClass, IoFile, OpenOptions};
+
+const PAGE: usize = 4096;
+
+fn cache(file: &Arc<dyn IoFile>) -> PageCache {
+    PageCache::new(
+        file.clone(),
+        CacheConfig {
+            page_size: PAGE,
+            min_pages: 16,
+            max_pages: 64,
+            flush_thread: false,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn allocation_crosses_a_map_group_and_survives_reload() {
+    let backend = MemBackend::new();
+    let file = backend
+        .open(Path::new("/s/db.jpdb"), &OpenOptions::create().buffered())
+        .unwrap();
+    format_range(file.as_ref(), PAGE, 0, 64).unwrap();
+    let per_map = pages_per_map(PAGE);
+    let grown = Arc::new(AtomicU64::new(0));
+    let seen = grown.clone();
+    let cache = cache(&file);
+    let space = Space::load(
+        &cache,
+        64,
+        4096,
+        Arc::new(AtomicU64::new(1)),
+        OnGrow(Box::new(move |count| {
+            seen.store(count, Ordering::SeqCst);
+            Ok(())
+        })),
+    )
+    .unwrap();
+    assert_eq!(space.used_pages(), 3, "two header copies and the first map");
+
+    let mut allocated = HashSet::new();
+    let mut highest = 0u64;
+    while highest <= per_map + 100 {
+        let page = space.allocate(&cache).unwrap();
+        assert!(page >= 3, "header or first map handed out: {page}");
+        assert!(
+            !is_map_page(u64::from(page), PAGE),
+            "map page {page} handed out"
+        );
+        assert!(allocated.insert(page), "page {page} handed out twice");
+        highest = highest.max(u64::from(page));
+    }
+    assert_eq!(grown.load(Ordering::SeqCst), space.page_count());
+    assert_eq!(file.size().unwrap(), space.page_count() * PAGE as u64);
+    // The second group's map page was formatted at its fixed position and marks itself in use.
+    let mut raw = vec![0u8; PAGE];
+    file.read_at(&mut raw, per_map * PAGE as u64, IoClass::DbRead)
+        .unwrap();
+    assert_eq!(page::page_type(&raw), Some(PageType::SpaceMap));
+    assert!(space.is_used(&cache, per_map as u32).unwrap());
+
+    // Everything below the highest page was handed out, in order, except the second map.
+    assert_eq!(allocated.len() as u64, highest - 3);
+    // Freed pages are handed out again (lowest first) before any page above them.
+    let count = space.page_count();
+    for page in [5u32, 77, (per_map + 3) as u32] {
+        space.free(&cache, page).unwrap();
+        assert!(!space.is_used(&cache, page).unwrap());
+    }
+    let again: Vec<u32> = (0..3).map(|_| space.allocate(&cache).unwrap()).collect();
+    assert_eq!(again, vec![5, 77, (per_map + 3) as u32]);
+    assert_eq!(space.page_count(), count);
+
+    let used = space.used_pages();
+    cache.flush_all().unwrap();
+    drop(space);
+    drop(cache);
+    let cache = cache_again(&file);
+    let space = Space::load(
+        &cache,
+        count,
+        4096,
+        Arc::new(AtomicU64::new(1)),
+        OnGrow(Box::new(|_| Ok(()))),
+    )
+    .unwrap();
+    assert_eq!(space.used_pages(), used);
+    for &page in allocated.iter().take(500) {
+        assert!(space.is_used(&cache, page).unwrap(), "page {page}");
+    }
+}
+
+fn cache_again(file: &Arc<dyn IoFile>) -> PageCache {
+    cache(file)
+}
