@@ -1092,11 +1092,18 @@ impl CacheInner {
                 })
             })
             .collect();
-        order.sort_by_key(|&i| {
-            let f = dirty[i].1;
-            let referenced = self.frames[f].referenced.load(Ordering::Relaxed);
-            (referenced, (f + allocated - start) % allocated)
-        });
+        // Sort on a snapshot of the reference bits: they change under our feet, and a sort key
+        // that changes during the sort breaks the sort's total order (and std's sort panics).
+        let mut keyed: Vec<((bool, usize), usize)> = order
+            .iter()
+            .map(|&i| {
+                let f = dirty[i].1;
+                let referenced = self.frames[f].referenced.load(Ordering::Relaxed);
+                ((referenced, (f + allocated - start) % allocated), i)
+            })
+            .collect();
+        keyed.sort_unstable();
+        order = keyed.into_iter().map(|(_, i)| i).collect();
         let mut done = vec![false; dirty.len()];
         let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
         let ps = self.config.page_size;
