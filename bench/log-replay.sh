@@ -8,13 +8,13 @@
 # Usage: bench/log-replay.sh      (results in bench/results/<date>-log-replay.md)
 # Environment:
 #   JETPROOF_BENCH_DIR  directory on the disk under test (default /var/tmp/jetproof-bench-log)
-#   GENERATIONS         generations to write and read (default 64)
+#   GENERATIONS         generations to write and read (default 256)
 #   ROUNDS              repetitions (default 3)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${JETPROOF_BENCH_DIR:-/var/tmp/jetproof-bench-log}
-GENERATIONS=${GENERATIONS:-64}
+GENERATIONS=${GENERATIONS:-256}
 ROUNDS=${ROUNDS:-3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 DATE=$(date -u +%Y-%m-%d)
@@ -32,19 +32,31 @@ echo "building the benchmark (release)" >&2
 BIN=$CARGO_TARGET_DIR/release/examples/replay
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 FIO_CMD="fio --name=ref-read --directory=$DIR --rw=read --bs=1m --direct=1 --size=${GENERATIONS}m --ioengine=sync --output-format=json"
-JP_CMD="$BIN --dir $DIR --generations $GENERATIONS"
+JP_WRITE="$BIN --dir $DIR --generations $GENERATIONS --phase write"
+JP_READ="$BIN --dir $DIR --phase read"
 ROWS=""
 RAW=""
 for round in $(seq 1 "$ROUNDS"); do
+    # Write the log first, then let fio run while the device absorbs those writes, then read.
+    echo "round $round: $JP_WRITE" >&2
+    written=$($JP_WRITE)
+    echo "$written" >&2
+    sync
     echo "round $round: fio" >&2
     fio_mib_s=$($FIO_CMD | python3 -c '
 import json, sys
 job = json.load(sys.stdin)["jobs"][0]
 print("%.0f" % (job["read"]["bw_bytes"] / 1048576))')
     rm -f "$DIR"/ref-read.*
-    echo "round $round: $JP_CMD" >&2
-    line=$($JP_CMD)
+    echo "round $round: $JP_READ" >&2
+    line=$($JP_READ)
     echo "$line" >&2
+    records_written=$(sed -n 's/.*\brecords_written=\([^ ]*\).*/\1/p' <<<"$written")
+    records_read=$(sed -n 's/.*\brecords=\([^ ]*\).*/\1/p' <<<"$line")
+    if [ "$records_written" != "$records_read" ]; then
+        echo "read $records_read records, wrote $records_written" >&2
+        exit 1
+    fi
     RAW+="$line"$'\n'
     field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$line"; }
     ROWS+="| $round | $(field generations_read) | $(field records) | $(field seconds_per_log_file) s | $(field read_mib_per_s) | $fio_mib_s | $(field cpu_us_per_record) µs | $(field cpu_share) | $(field mean_read_kib) KiB |"$'\n'
@@ -69,7 +81,8 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo '```'
     echo "bench/log-replay.sh   # GENERATIONS=$GENERATIONS ROUNDS=$ROUNDS"
     echo "$FIO_CMD"
-    echo "$JP_CMD"
+    echo "$JP_WRITE"
+    echo "$JP_READ"
     echo '```'
     echo
     echo "## Results"
