@@ -333,6 +333,16 @@ impl<'a> Tree<'a> {
                 Ok(Some(true))
             }
             (Op::Replace { key, value }, Some((index, old)), _) => {
+                // Same size: overwrite the value where it is (the common replace).
+                if let Some(range) = node::leaf_value_range(leaf.data(), index)
+                    && range.len() == value.len()
+                {
+                    if let Some(slot) = leaf.data_mut().get_mut(range) {
+                        slot.copy_from_slice(value);
+                    }
+                    leaf.stamp(self.next_stamp(), log_position);
+                    return Ok(Some(true));
+                }
                 let new_used = used - old + node::leaf_entry_bytes(key.len(), value.len());
                 if new_used > node::capacity(ps) || (new_used < threshold && !is_root) {
                     return Ok(None);

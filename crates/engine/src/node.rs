@@ -133,6 +133,17 @@ pub fn leaf_entry(page: &[u8], i: usize) -> Option<(&[u8], &[u8])> {
     Some((key, value))
 }
 
+/// Where the value of leaf entry `i` lies in the page (for replacing it in place).
+pub fn leaf_value_range(page: &[u8], i: usize) -> Option<std::ops::Range<usize>> {
+    let offset = slot(page, i)?;
+    let key_len = usize::from(page::get_u16(page, offset)?);
+    let value_len = usize::from(page::get_u16(page, offset + 2)?);
+    let start = offset + LEAF_RECORD_OVERHEAD + key_len;
+    let range = start..start + value_len;
+    page.get(range.clone())?;
+    Some(range)
+}
+
 /// Entry `i` of an interior node: (key, child page).
 pub fn interior_entry(page: &[u8], i: usize) -> Option<(&[u8], u32)> {
     let offset = slot(page, i)?;

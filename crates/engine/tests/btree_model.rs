@@ -61,7 +61,14 @@ fn run(page_size: usize, seed: u64, steps: usize, cycles: usize) {
                 }
                 60..70 => {
                     let k = key(&mut rng, key_space);
-                    let v = value(&mut rng, max - k.len());
+                    let mut v = value(&mut rng, max - k.len());
+                    // Half of the replaces keep the length: the in-place path.
+                    if let Some(old) = model.get(&k)
+                        && rng.random_bool(0.5)
+                    {
+                        v.resize(old.len(), v.first().copied().unwrap_or(1));
+                        v.fill(rng.random());
+                    }
                     let replaced = db.replace(&k, &v).unwrap();
                     assert_eq!(replaced, model.contains_key(&k), "{context}");
                     if let Some(slot) = model.get_mut(&k) {
