@@ -5,7 +5,8 @@
 #   BENCH_DIR=/mnt/disk-under-test bench/probe.sh
 #
 # Variables: BENCH_DIR (directory on the storage under test; default ./jetproof-bench-data),
-# FILE_SIZE (default 1GiB), DURATION (seconds per point, default 10), CARGO_TARGET_DIR.
+# FILE_SIZE (default 1GiB), DURATION (seconds per run, default 10), ROUNDS (runs per tool and
+# point, default 4), CARGO_TARGET_DIR, SKIP_BUILD=1 to use existing release binaries.
 # Targets (issue 4): IOPS >= 95% of fio, CPU per I/O <= 1.2x fio, average latency within 5%.
 set -euo pipefail
 
@@ -13,6 +14,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$repo/jetproof-bench-data}
 FILE_SIZE=${FILE_SIZE:-1GiB}
 DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-4}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
 out_dir=$repo/bench/results
 report=$out_dir/$(date -u +%F)-probe.md
@@ -24,8 +26,11 @@ if ! command -v fio >/dev/null; then
     apt-get install -y fio >/dev/null
 fi
 
-cargo build --release -p jetproof --quiet
-cargo build --release -p jetproof-io --example record_cost --quiet
+# SKIP_BUILD=1 reuses the release binaries already built (e.g. while the tree is mid-change).
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    cargo build --release -p jetproof --quiet
+    cargo build --release -p jetproof-io --example record_cost --quiet
+fi
 jetproof=$CARGO_TARGET_DIR/release/jetproof
 
 mkdir -p "$BENCH_DIR" "$out_dir"
@@ -50,17 +55,27 @@ for point in "${points[@]}"; do
     probe_cmd=("$jetproof" probe --path "$file" --block-size 32KiB --read-percent "$read_percent"
         --queue-depth "$depth" --duration "${DURATION}s" --random --backend io_uring --json)
     echo "== $name" >&2
-    "${fio_cmd[@]}" >"$work/$name.fio.json"
-    "${probe_cmd[@]}" >"$work/$name.probe.json"
+    # Alternating order (fio first in odd rounds, probe first in even ones), so that drift of a
+    # shared device hits both tools alike; the report takes the median of the rounds.
+    for round in $(seq 1 "$ROUNDS"); do
+        if [ $((round % 2)) = 1 ]; then
+            "${fio_cmd[@]}" >"$work/$name.fio.$round.json"
+            "${probe_cmd[@]}" >"$work/$name.probe.$round.json"
+        else
+            "${probe_cmd[@]}" >"$work/$name.probe.$round.json"
+            "${fio_cmd[@]}" >"$work/$name.fio.$round.json"
+        fi
+    done
     printf '%s\n' "${fio_cmd[*]}" >"$work/$name.fio.cmd"
     printf '%s\n' "${probe_cmd[*]}" >"$work/$name.probe.cmd"
 done
 
 "$CARGO_TARGET_DIR/release/examples/record_cost" >"$work/record_cost.txt"
 
-python3 - "$work" "$report" "$file" "$DURATION" <<'PY'
-import json, os, platform, subprocess, sys
-work, report, path, duration = sys.argv[1:5]
+python3 - "$work" "$report" "$file" "$DURATION" "$ROUNDS" <<'PY'
+import json, os, platform, statistics, subprocess, sys
+work, report, path, duration, rounds = sys.argv[1:6]
+rounds = int(rounds)
 names = ["randread-qd1", "randread-qd8", "randread-qd32", "randrw70-qd16"]
 
 def sh(cmd):
@@ -80,10 +95,28 @@ def fio_figures(doc):
     return {"iops": iops, "lat_ms": lat, "cpu_us_per_io": cpu_s * 1e6 / max(ios, 1),
             "p99_ms": job["read"]["clat_ns"]["percentile"].get("99.000000", 0) / 1e6}
 
+def mean(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+def probe_mean(runs):
+    out = dict(runs[0])
+    for key in ("iops", "avg_latency_ms", "cpu_us_per_io", "p99_latency_ms"):
+        out[key] = mean(runs, key)
+    devs = [r.get("device") or {} for r in runs]
+    out["device"] = {k: statistics.median(d.get(k, float("nan")) for d in devs)
+                     for k in ("avg_read_wait_ms", "avg_write_wait_ms", "reads_per_sec")}
+    out["reads"] = {"avg_latency_ms": statistics.median(r["reads"]["avg_latency_ms"] for r in runs)}
+    return out
+
 rows = []
+spread = {}
 for n in names:
-    f = fio_figures(json.load(open(f"{work}/{n}.fio.json")))
-    p = json.load(open(f"{work}/{n}.probe.json"))
+    fruns = [fio_figures(json.load(open(f"{work}/{n}.fio.{i}.json"))) for i in range(1, rounds + 1)]
+    f = {k: mean(fruns, k) for k in fruns[0]}
+    pruns = [json.load(open(f"{work}/{n}.probe.{i}.json")) for i in range(1, rounds + 1)]
+    p = probe_mean(pruns)
+    spread[n] = (min(r["iops"] for r in fruns), max(r["iops"] for r in fruns),
+                 min(r["iops"] for r in pruns), max(r["iops"] for r in pruns))
     rows.append((n, f, p, open(f"{work}/{n}.fio.cmd").read().strip(), open(f"{work}/{n}.probe.cmd").read().strip()))
 
 mem = sh("free -h | sed -n 2p")
@@ -96,17 +129,23 @@ lines.append(f"- host: {platform.node()}, kernel {platform.release()}, {os.cpu_c
 lines.append(f"- memory: {mem}")
 lines.append(f"- file system of the test file: `{fs}`")
 lines.append(f"- fio: {sh('fio --version')}; the machine was shared with other work during the run, so single points carry noise.")
-lines.append(f"- test file: {path} (made by probe; fio uses the same bytes after the 4 KiB header), {duration} s per point, fio first then probe.\n")
+lines.append(f"- test file: {path} (made by probe; fio uses the same bytes after the 4 KiB header).\n")
 lines.append("## Results (32 KiB, random, O_DIRECT, io_uring on both sides)\n")
-lines.append("| point | fio IOPS | probe IOPS | IOPS ratio (≥ 0.95) | fio avg ms | probe avg ms | latency ratio (0.95–1.05) | fio CPU µs/IO | probe CPU µs/IO | CPU ratio (≤ 1.2) | probe p99 ms | kernel avg wait ms |")
-lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+lines.append(f"Each figure is the median of {rounds} runs per tool of {duration} s, the tools alternating which goes first.\n")
+lines.append("| point | fio IOPS | probe IOPS | IOPS ratio (≥ 0.95) | fio avg ms | probe avg ms | latency ratio (0.95–1.05) | fio CPU µs/IO | probe CPU µs/IO | CPU ratio (≤ 1.2) | probe p99 ms | probe read avg ms | kernel read wait ms |")
+lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n, f, p, _, _ in rows:
     dev = p.get("device") or {}
     lines.append(
         f"| {n} | {f['iops']:.0f} | {p['iops']:.0f} | {p['iops']/f['iops']:.3f} | {f['lat_ms']:.4f} | {p['avg_latency_ms']:.4f} | "
         f"{p['avg_latency_ms']/f['lat_ms']:.3f} | {f['cpu_us_per_io']:.2f} | {p['cpu_us_per_io']:.2f} | "
-        f"{p['cpu_us_per_io']/max(f['cpu_us_per_io'],1e-9):.2f} | {p['p99_latency_ms']:.3f} | {dev.get('avg_wait_ms', float('nan')):.3f} |")
-lines.append("\nfio's CPU is `(usr_cpu + sys_cpu) × runtime / I/Os` of its job; probe's is its process's user + system time (getrusage) per I/O, which includes recording every latency into the histograms. Latency on both sides is submission to completion (fio `lat_ns`). The kernel column is `/proc/diskstats` (time from queueing to completion per I/O, in whole milliseconds summed by the kernel) over probe's run.\n")
+        f"{p['cpu_us_per_io']/max(f['cpu_us_per_io'],1e-9):.2f} | {p['p99_latency_ms']:.3f} | {p['reads']['avg_latency_ms']:.4f} | {dev.get('avg_read_wait_ms', float('nan')):.3f} |")
+lines.append("\nfio's CPU is `(usr_cpu + sys_cpu) × runtime / I/Os` of its job; probe's is its process's user + system time (getrusage) per I/O, which includes recording every latency into the histograms. Latency on both sides is submission to completion (fio `lat_ns`). The kernel column is `/proc/diskstats` for the whole device over probe's runs (read time from queueing to completion per completed read, kept by the kernel in whole milliseconds); it includes every other process's reads of that device, so on a shared machine it is only indicative.\n")
+lines.append("IOPS range over the runs (fio min–max / probe min–max), to judge the noise:\n")
+for n in names:
+    a, b, c, d = spread[n]
+    lines.append(f"- {n}: fio {a:.0f}–{b:.0f}, probe {c:.0f}–{d:.0f}")
+lines.append("")
 lines.append("## Recording cost (release build)\n")
 lines.append("```\n" + open(f"{work}/record_cost.txt").read().strip() + "\n```\n")
 lines.append("## Commands\n")
