@@ -81,7 +81,7 @@ fn main() {
 
 fn write_log(dir: &std::path::Path, direct: bool, generations: u64, seed: u64) {
     if dir.exists()
-        && let Err(error) = std::fs::remove_dir_all(&dir)
+        && let Err(error) = std::fs::remove_dir_all(dir)
     {
         eprintln!("replay: remove {}: {error}", dir.display());
         std::process::exit(1);
