@@ -166,30 +166,32 @@ fn open_checked(path: &Path, options: &OpenOptions) -> Result<StdFile, IoError> 
             path: path.to_path_buf(),
         });
     }
-    let block_size = if options.direct {
+    let block_size = if !options.direct {
+        1
+    } else if is_device {
+        // The device node lives on devtmpfs, so neither the file-system type nor (before Linux
+        // 6.11) statx speaks for the device itself: ask the device.
+        let reported = statx_dio_alignment(&file).filter(|&a| a > 0);
+        device_sector_size(&file)
+            .into_iter()
+            .chain(reported)
+            .max()
+            .unwrap_or(FALLBACK_DIRECT_ALIGNMENT)
+    } else {
         if is_memory_file_system(&file) {
             return Err(IoError::DirectIoUnsupported {
                 path: path.to_path_buf(),
             });
         }
-        let reported = statx_dio_alignment(&file);
-        if reported == Some(0) {
-            return Err(IoError::DirectIoUnsupported {
-                path: path.to_path_buf(),
-            });
+        match statx_dio_alignment(&file) {
+            Some(0) => {
+                return Err(IoError::DirectIoUnsupported {
+                    path: path.to_path_buf(),
+                });
+            }
+            Some(alignment) => alignment,
+            None => FALLBACK_DIRECT_ALIGNMENT,
         }
-        let device = if is_device {
-            device_sector_size(&file)
-        } else {
-            None
-        };
-        reported
-            .into_iter()
-            .chain(device)
-            .max()
-            .unwrap_or(FALLBACK_DIRECT_ALIGNMENT)
-    } else {
-        1
     };
     Ok(StdFile {
         path: path.to_path_buf(),
