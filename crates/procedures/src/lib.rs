@@ -6,5 +6,5 @@ pub mod backup;
 pub mod checksum;
 pub mod database;
 pub mod init;
+pub mod performance;
 pub mod target;
-

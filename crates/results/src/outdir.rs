@@ -7,8 +7,15 @@ use std::path::{Path, PathBuf};
 
 use crate::{TestKind, TestResult};
 
-/// The files jetproof writes into a results directory.
-pub const RESULT_FILES: [&str; 4] = ["result.json", "samples.csv", "test.log", "report.md"];
+/// The files jetproof writes into a results directory (`init` holds the results of the
+/// initialisation a `run` did first).
+pub const RESULT_FILES: [&str; 5] = [
+    "result.json",
+    "samples.csv",
+    "test.log",
+    "report.md",
+    "init",
+];
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

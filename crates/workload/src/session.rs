@@ -3,7 +3,7 @@
 //! commit, lazy or durable per the mix.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
@@ -47,17 +47,27 @@ pub struct InstanceLoad {
 
 /// Runs transactions until `stop` is set. Returns the first storage error, which ends the
 /// session (the caller stops the instance: STYLE.md, a failed I/O is never limped past).
-pub fn run_session(load: &InstanceLoad, seed: u64, stop: &AtomicBool) -> Result<(), StoreError> {
+/// `stop` is polled between transactions (and while waiting for the pacer).
+pub fn run_session(
+    load: &InstanceLoad,
+    seed: u64,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), StoreError> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut value = vec![0u8; load.record_size * 2];
     rng.fill(&mut value[..]);
     let mailbox_count = load.mailboxes.count().max(1);
-    let stopped = || stop.load(Ordering::Relaxed);
-    while !stopped() {
-        let intended = load.pacer.acquire(&stopped);
-        if stopped() {
+    while !stop() {
+        let intended = load.pacer.acquire(stop);
+        if stop() {
             break;
         }
+        // While paced, every I/O of this transaction is also measured from its intended start,
+        // so time spent waiting behind a stalled device is not hidden.
+        let _paced = load
+            .pacer
+            .rate()
+            .map(|_| jetproof_io::meter::paced(intended));
         let mailbox = rng.random_range(0..mailbox_count);
         let operation = load.mix.operation(&mut rng);
         let counters = &load.counters;
@@ -126,6 +136,8 @@ fn record<'a>(rng: &mut impl Rng, pool: &'a [u8], average: usize) -> &'a [u8] {
 mod tests {
     use std::collections::BTreeMap;
     use std::sync::Mutex;
+
+    use std::sync::atomic::AtomicBool;
 
     use super::*;
     use crate::keys::MailKey;
@@ -221,7 +233,9 @@ mod tests {
         std::thread::scope(|scope| {
             for session in 0..4 {
                 let (load, stop) = (&load, &stop);
-                scope.spawn(move || run_session(load, seed + session, stop));
+                scope.spawn(move || {
+                    run_session(load, seed + session, &|| stop.load(Ordering::Relaxed))
+                });
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
             stop.store(true, Ordering::Relaxed);

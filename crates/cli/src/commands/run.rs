@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use jetproof_procedures::backup::{BackupError, BackupOptions};
+use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
 use crate::common::{CliError, JobArgs, Outcome};
@@ -45,16 +46,77 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     }
     match args.test {
         TestType::Backup => backup(&job, &args),
-        other => Err(CliError::runtime(anyhow::anyhow!(
-            "`jetproof run --test {}` is not built yet (issue 5); the backup test is",
-            match other {
-                TestType::Performance => "performance",
-                TestType::Stress => "stress",
-                TestType::SoftRecovery => "soft-recovery",
-                TestType::Backup => "backup",
-            }
+        TestType::Performance => performance(&job, &args, false),
+        TestType::Stress => performance(&job, &args, true),
+        TestType::SoftRecovery => Err(CliError::runtime(anyhow::anyhow!(
+            "`jetproof run --test soft-recovery` is not built yet: it needs the engine's log and recovery (issue 3)"
         ))),
     }
+}
+
+fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Outcome, CliError> {
+    let run_error = |e: RunError| match e {
+        RunError::BadInput(bad) => CliError::bad_input(bad),
+        other => CliError::runtime(other),
+    };
+    let test = if stress {
+        TestKind::Stress
+    } else {
+        TestKind::Performance
+    };
+    if !jetproof_procedures::performance::databases_exist(job) {
+        // A newcomer's first command is a single `run`: make the databases first, saying so.
+        eprintln!(
+            "jetproof: the databases do not exist yet; initialising them first (jetproof init)"
+        );
+        let init_args = crate::commands::init::Args {
+            job: args.job.clone(),
+            out: args.out.as_ref().map(|o| o.join("init")),
+            recreate: false,
+            allow_foreign_files: false,
+        };
+        crate::commands::init::run(init_args)?;
+    }
+    jetproof_procedures::performance::preflight(job).map_err(run_error)?;
+    let out = OutDir::prepare(args.out.as_deref(), test).map_err(CliError::bad_input)?;
+    let log = TestLog::create(&out.file("test.log"), false)
+        .context("create the test log")
+        .map_err(CliError::runtime)?;
+    let stop = stop_flag();
+    let duration = if stress {
+        job.run.stress_duration
+    } else {
+        job.run.duration
+    };
+    eprintln!(
+        "jetproof: {} test, {} measured after the cache is warm; test log: {}",
+        test.name(),
+        duration,
+        log.path().display()
+    );
+    let options = RunOptions {
+        backend: jetproof_io::std_backend::StdBackend::new(),
+        stop: &stop,
+        seed: 0x6a70_7275_6e00_0001,
+    };
+    let result = jetproof_procedures::performance::performance(job, stress, &out, &log, &options)
+        .map_err(run_error)?;
+    print!("{}", jetproof_results::report::text(&result));
+    println!("Result: {}", out.file("result.json").display());
+    if result
+        .instances
+        .iter()
+        .any(|i| i.extra.contains_key("error"))
+    {
+        return Err(CliError::runtime(anyhow::anyhow!(
+            "a storage error stopped an instance; see the reasons above and {}",
+            log.path().display()
+        )));
+    }
+    Ok(match result.verdict {
+        Verdict::Pass => Outcome::Pass,
+        Verdict::Fail => Outcome::Fail,
+    })
 }
 
 fn stop_flag() -> Arc<AtomicBool> {

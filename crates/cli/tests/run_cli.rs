@@ -1,0 +1,166 @@
+//! `jetproof run` through the real binary: each built test type runs on small databases and
+//! writes a valid result; thresholds decide the verdict; bad input exits 2.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn jetproof(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("jetproof").expect("binary built");
+    cmd.current_dir(dir);
+    cmd
+}
+
+/// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O (runs on any file
+/// system), a 2-second window sampled every half second.
+fn small_job(dir: &Path, extra: &str) -> PathBuf {
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
+             [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
+             [run]\nduration = \"2s\"\nsample_interval = \"500ms\"\n{extra}"
+        ),
+    )
+    .expect("write job");
+    job
+}
+
+fn result(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("result.json")).expect("valid JSON")
+}
+
+#[test]
+fn performance_initialises_first_then_measures_and_passes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "");
+    jetproof(dir.path())
+        .args([
+            "run",
+            job.to_str().expect("utf-8"),
+            "--test",
+            "performance",
+            "--out",
+            "r",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("initialising them first"))
+        .stdout(predicate::str::contains("Overall Test Result: Pass"))
+        .stdout(predicate::str::contains("Transactional I/O Performance"));
+    let r = result(&dir.path().join("r/result.json"));
+    assert_eq!(r["test"], "performance");
+    assert_eq!(r["verdict"], "pass");
+    assert!(r["achieved_iops"].as_f64().expect("achieved") > 0.0);
+    for instance in r["instances"].as_array().expect("instances") {
+        let read = &instance["db_read"];
+        assert!(read["count"].as_u64().expect("count") > 0, "{instance}");
+        assert!(read["p99_ms"].as_f64().expect("p99") >= read["p50_ms"].as_f64().expect("p50"));
+        assert!(read["max_interval_avg_ms"].as_f64().is_some(), "{instance}");
+        assert!(
+            read["histogram"]["latency"]["count"]
+                .as_u64()
+                .expect("histogram")
+                > 0
+        );
+    }
+    let samples = std::fs::read_to_string(dir.path().join("r/samples.csv")).expect("samples");
+    assert!(samples.lines().count() > 2, "{samples}");
+    let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("log");
+    for phase in [
+        "Attaching databases",
+        "Database cache settings",
+        "Database flush thresholds",
+        "Operation mix: Sessions 2, Inserts 40%",
+        "Attaining prerequisites",
+        "Databases are shut down",
+    ] {
+        assert!(log.contains(phase), "missing {phase:?} in\n{log}");
+    }
+    // The databases were closed cleanly: a backup (which refuses dirty ones) runs on them.
+    jetproof(dir.path())
+        .args([
+            "run",
+            job.to_str().expect("utf-8"),
+            "--test",
+            "backup",
+            "--out",
+            "b",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Database backup statistics"));
+    let b = result(&dir.path().join("b/result.json"));
+    assert_eq!(b["test"], "backup");
+    assert!(b["totals"]["mb_per_sec"].as_f64().expect("rate") > 0.0);
+    assert!(
+        b["instances"][1]["backup_read"]["avg_bytes"]
+            .as_f64()
+            .expect("bytes")
+            > 0.0
+    );
+}
+
+#[test]
+fn an_impossible_threshold_fails_with_its_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "[thresholds]\ndb_read_avg_ms = 0.000001\n");
+    jetproof(dir.path())
+        .args([
+            "run",
+            job.to_str().expect("utf-8"),
+            "--test",
+            "performance",
+            "--out",
+            "r",
+        ])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("Overall Test Result: Fail"))
+        .stdout(predicate::str::contains(
+            "I/O Database Reads Average Latency",
+        ));
+    let r = result(&dir.path().join("r/result.json"));
+    assert_eq!(r["verdict"], "fail");
+    assert!(
+        r["reasons"][0]
+            .as_str()
+            .expect("reason")
+            .contains("above the limit of 0.000001 ms"),
+        "{}",
+        r["reasons"]
+    );
+}
+
+#[test]
+fn a_mix_that_does_not_sum_to_100_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "");
+    let text = std::fs::read_to_string(&job).expect("read") + "";
+    std::fs::write(
+        &job,
+        text.replace("threads = 2", "threads = 2\nread_percent = 30"),
+    )
+    .expect("write");
+    jetproof(dir.path())
+        .args(["run", job.to_str().expect("utf-8"), "--test", "performance"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("sums to 95"));
+    assert!(!dir.path().join("jetproof-data").exists());
+    assert!(!dir.path().join("jetproof-results").exists());
+}
+
+#[test]
+fn backup_without_databases_says_to_init() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "");
+    jetproof(dir.path())
+        .args(["run", job.to_str().expect("utf-8"), "--test", "backup"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("jetproof init"));
+}

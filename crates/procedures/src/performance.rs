@@ -1,0 +1,687 @@
+//! The performance and stress tests: sessions run the transaction mix against every database
+//! instance for the measured window, counters are sampled every interval, and the verdict is
+//! judged against the thresholds (SPEC §3).
+//!
+//! Phases, each one line of the test log as in Jetstress's: preparing, attaching, cache settings
+//! and flush thresholds, latency thresholds, operation mix, attaining prerequisites (the cache
+//! warmed to its maximum by the workload itself), the measured window (one line per sample),
+//! shut-down. The figures of `result.json` cover the measured window only: they are the
+//! difference between the snapshots taken at its start and its end.
+//!
+//! Not yet here (issue 5 and the log issue): the engine writes no log yet, so commits do not
+//! wait for anything and there is no `log_write` class; the run says so in its log and result.
+//! Auto-tuning of the session count, background maintenance and replication reads are not
+//! built: a job asking for them is refused or told so.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use jetproof_engine::{Database, DatabaseOptions, DbHeader, DbState, EngineError};
+use jetproof_io::meter::{InstanceSnapshot, InstanceStats};
+use jetproof_io::sample::Sampler;
+use jetproof_io::{IoBackend, IoClass, IoError, OpenOptions};
+use jetproof_job::{Job, Threads};
+use jetproof_results::verdict::{Limits, reasons as judge};
+use jetproof_results::{
+    Host, HostCounters, InstanceResult, OutDir, Stat, TestKind, TestLog, TestResult, Verdict,
+    snapshot_results,
+};
+use jetproof_workload::mailboxes::Mailboxes;
+use jetproof_workload::mix::Mix;
+use jetproof_workload::pacer::Pacer;
+use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
+use jetproof_workload::store::{Store, StoreError};
+
+use crate::init::mailboxes_per_database;
+use crate::target::{BadInput, bad};
+
+/// How long the cache may take to fill before the measured window starts anyway.
+const PREREQUISITE_LIMIT: Duration = Duration::from_secs(300);
+
+/// How often the pacing controller re-estimates I/Os per transaction.
+const CONTROL_TICK: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error(transparent)]
+    BadInput(#[from] BadInput),
+    #[error("{0}")]
+    Io(#[from] IoError),
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+    #[error("{0}")]
+    Results(String),
+}
+
+pub struct RunOptions<'a> {
+    pub backend: Arc<dyn IoBackend>,
+    /// Set by Ctrl-C: the run ends early, keeps what it measured and marks it interrupted.
+    pub stop: &'a AtomicBool,
+    /// Seed of the sessions' random choices.
+    pub seed: u64,
+}
+
+/// The engine as the workload sees it.
+struct EngineStore(Arc<Database>);
+
+impl Store for EngineStore {
+    fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.0.insert(key, value)?)
+    }
+    fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.0.replace(key, value)?)
+    }
+    fn delete(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.0.delete(key)?)
+    }
+    fn read(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.0.get(key)?.is_some())
+    }
+    fn first_at_or_after(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.0.scan(key, 1)?.into_iter().next().map(|(k, _)| k))
+    }
+    fn commit(&self, _lazy: bool) -> Result<(), StoreError> {
+        // The engine writes no log yet (issue 3): there is nothing to make durable.
+        Ok(())
+    }
+}
+
+/// Checks, without writing, that the databases exist and were closed cleanly.
+pub fn preflight(job: &Job) -> Result<(), RunError> {
+    if let Threads::Auto = job.workload.threads {
+        return Err(bad(
+            "workload.threads",
+            "\"auto\" (session-count tuning) is not built yet; give a number of sessions per database, like 4",
+        )
+        .into());
+    }
+    for instance in job.instances() {
+        if !instance.database_path.exists() {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} does not exist; run `jetproof init` first",
+                    instance.database_path.display()
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// True when every database of the job exists (`run` initialises them first otherwise).
+pub fn databases_exist(job: &Job) -> bool {
+    job.instances().iter().all(|i| i.database_path.exists())
+}
+
+struct Attached {
+    name: String,
+    database: Arc<Database>,
+    stats: Arc<InstanceStats>,
+    load: InstanceLoad,
+    /// Set when this instance hit a storage error: its sessions stop, the others go on.
+    failed: AtomicBool,
+    error: FirstError,
+}
+
+/// The first error of an instance, kept as text for the result.
+#[derive(Default)]
+struct FirstError(std::sync::Mutex<Option<String>>);
+
+impl FirstError {
+    fn set_once(&self, text: String) {
+        if let Ok(mut slot) = self.0.lock()
+            && slot.is_none()
+        {
+            *slot = Some(text);
+        }
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|s| s.clone())
+    }
+}
+
+/// Runs a performance test (or a stress test when `stress`).
+pub fn performance(
+    job: &Job,
+    stress: bool,
+    out: &OutDir,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<TestResult, RunError> {
+    preflight(job)?;
+    let test = if stress {
+        TestKind::Stress
+    } else {
+        TestKind::Performance
+    };
+    let duration = if stress {
+        job.run.stress_duration.as_duration()
+    } else {
+        job.run.duration.as_duration()
+    };
+    let sessions = match job.workload.threads {
+        Threads::Fixed(n) => n,
+        Threads::Auto => 1,
+    };
+    let instances = job.instances();
+    let started_at = jetproof_results::now_rfc3339();
+    let started = Instant::now();
+    log.line("Preparing for testing ...");
+
+    // Attach: check every header before opening any database for writing.
+    for instance in &instances {
+        let file = options.backend.open(
+            &instance.database_path,
+            &OpenOptions::read_only().with_direct(job.storage.direct_io),
+        )?;
+        let header = DbHeader::read(file.as_ref()).map_err(|e| RunError::Results(e.to_string()))?;
+        if header.state != DbState::Clean {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} was not shut down cleanly; run `jetproof recover` first",
+                    instance.database_path.display()
+                ),
+            )
+            .into());
+        }
+    }
+    log.line("Attaching databases ...");
+    let mix = Mix::from_job(&job.workload);
+    let mut attached = Vec::new();
+    for instance in &instances {
+        let stats = InstanceStats::new(instance.name.clone());
+        let database = Arc::new(Database::open(
+            options.backend.as_ref(),
+            &instance.database_path,
+            DatabaseOptions {
+                cache_min_bytes: job.cache.min_size.bytes(),
+                cache_max_bytes: job.cache.max_size.bytes(),
+                direct_io: job.storage.direct_io,
+                stats: Some(stats.clone()),
+                ..DatabaseOptions::default()
+            },
+        )?);
+        let store: Arc<dyn Store> = Arc::new(EngineStore(database.clone()));
+        let mailboxes = Mailboxes::discover(store.as_ref(), mailboxes_per_database(job))
+            .map_err(|e| RunError::Results(format!("{}: {e}", instance.name)))?;
+        attached.push(Attached {
+            name: instance.name.clone(),
+            database,
+            stats,
+            load: InstanceLoad {
+                store,
+                mailboxes: Arc::new(mailboxes),
+                mix,
+                record_size: job.workload.record_size.bytes() as usize,
+                pacer: Arc::new(Pacer::new()),
+                counters: Arc::new(LoadCounters::default()),
+            },
+            failed: AtomicBool::new(false),
+            error: Default::default(),
+        });
+    }
+    log.line("Preparations for testing are complete.");
+    log.line("Starting transaction dispatch ..");
+    let page = job.storage.page_size.bytes();
+    let max_pages = job.cache.max_size.bytes() / page;
+    log.line(format!(
+        "Database cache settings: (minimum: {:.1} MB, maximum: {:.1} MB)",
+        job.cache.min_size.bytes() as f64 / 1_048_576.0,
+        job.cache.max_size.bytes() as f64 / 1_048_576.0
+    ));
+    log.line(format!(
+        "Database flush thresholds: (start: {:.1} MB, stop: {:.1} MB)",
+        (max_pages / 100 * page) as f64 / 1_048_576.0,
+        (max_pages / 50 * page) as f64 / 1_048_576.0
+    ));
+    let limits = Limits {
+        db_read_avg_ms: job.thresholds.db_read_avg_ms,
+        db_read_max_ms: job.db_read_max_ms(stress),
+        log_write_avg_ms: job.thresholds.log_write_avg_ms,
+        log_write_max_ms: job.log_write_max_ms(stress),
+    };
+    log.line(format!(
+        "Database read latency thresholds: (average: {} msec/read, maximum: {} msec/read).",
+        limits.db_read_avg_ms, limits.db_read_max_ms
+    ));
+    log.line(format!(
+        "Log write latency thresholds: (average: {} msec/write, maximum: {} msec/write).",
+        limits.log_write_avg_ms, limits.log_write_max_ms
+    ));
+    let w = &job.workload;
+    log.line(format!(
+        "Operation mix: Sessions {sessions}, Inserts {}%, Deletes {}%, Replaces {}%, Reads {}%, Lazy Commits {}%.",
+        w.insert_percent, w.delete_percent, w.replace_percent, w.read_percent, w.lazy_commit_percent
+    ));
+    log.line(
+        "Log: not written yet (the engine's log is issue 3): commits are not made durable and no log I/O is measured.",
+    );
+    let target = job.target_iops();
+    match target {
+        Some(t) => log.line(format!(
+            "Target transactional I/O per second: {t:.1} ({} mailboxes x {} IOPS), paced per instance",
+            job.simulation.mailboxes, job.simulation.iops_per_mailbox
+        )),
+        None => log.line("No target: sessions run flat out."),
+    }
+    let per_instance_target = target.map(|t| t / attached.len().max(1) as f64);
+    for a in &attached {
+        // First guess: two transactional I/Os per transaction; the controller corrects it.
+        a.load.pacer.set_rate(per_instance_target.map(|t| t / 2.0));
+    }
+
+    let sessions_stop = AtomicBool::new(false);
+    let outcome = std::thread::scope(|scope| {
+        for (index, a) in attached.iter().enumerate() {
+            for session in 0..sessions {
+                let (a, stop) = (a, &sessions_stop);
+                let seed = options
+                    .seed
+                    .wrapping_add((index as u64) << 32)
+                    .wrapping_add(u64::from(session));
+                scope.spawn(move || {
+                    let stopped =
+                        || stop.load(Ordering::Relaxed) || a.failed.load(Ordering::Relaxed);
+                    if let Err(error) = run_session(&a.load, seed, &stopped) {
+                        a.failed.store(true, Ordering::Relaxed);
+                        a.error.set_once(error.to_string());
+                    }
+                });
+            }
+        }
+        let measured = drive(
+            job,
+            &attached,
+            duration,
+            per_instance_target,
+            log,
+            out,
+            options,
+        );
+        sessions_stop.store(true, Ordering::Relaxed);
+        measured
+    });
+    let mut measured = outcome?;
+
+    log.line("Operation mix is complete; shutting down databases ...");
+    let mut shutdown_errors = Vec::new();
+    for a in attached {
+        let Attached {
+            name,
+            database,
+            load,
+            ..
+        } = a;
+        // The sessions' store holds the other reference to the database.
+        drop(load);
+        match Arc::try_unwrap(database) {
+            Ok(database) => {
+                if let Err(e) = database.close() {
+                    shutdown_errors.push(format!("{name}: shutting down: {e}"));
+                }
+            }
+            Err(_) => shutdown_errors.push(format!("{name}: still in use at shut-down")),
+        }
+    }
+    log.line("Databases are shut down.");
+    measured.reasons.extend(shutdown_errors);
+
+    let mut result = TestResult {
+        schema_version: jetproof_results::SCHEMA_VERSION,
+        tool_version: jetproof_results::tool_version(),
+        test,
+        verdict: Verdict::Pass,
+        reasons: Vec::new(),
+        interrupted: measured.interrupted,
+        host: Host::this(),
+        started: started_at,
+        ended: jetproof_results::now_rfc3339(),
+        duration_s: started.elapsed().as_secs_f64(),
+        parameters: parameters(job, sessions, &limits),
+        target_iops: target,
+        achieved_iops: Some(measured.achieved_iops),
+        instances: measured.instances,
+        host_counters: measured.host_counters,
+        log_file: Some(log.path().to_path_buf()),
+        samples_file: Some(out.file("samples.csv")),
+        totals: measured.totals,
+    };
+    let mut reasons = judge(&result, &limits);
+    reasons.extend(measured.reasons);
+    if result.interrupted {
+        reasons.push("interrupted before the end of the measured window".into());
+    }
+    result.verdict = if reasons.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    result.reasons = reasons;
+    log.line(format!(
+        "Overall test result: {}",
+        match result.verdict {
+            Verdict::Pass => "Pass",
+            Verdict::Fail => "Fail",
+        }
+    ));
+    out.write_result_and_report(&result)
+        .map_err(|e| RunError::Results(e.to_string()))?;
+    Ok(result)
+}
+
+struct Measured {
+    instances: Vec<InstanceResult>,
+    achieved_iops: f64,
+    host_counters: Option<HostCounters>,
+    totals: BTreeMap<String, serde_json::Value>,
+    reasons: Vec<String>,
+    interrupted: bool,
+}
+
+/// The run's clock: attains the prerequisites, then runs the measured window with sampling and
+/// pacing, and measures it.
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    job: &Job,
+    attached: &[Attached],
+    duration: Duration,
+    per_instance_target: Option<f64>,
+    log: &TestLog,
+    out: &OutDir,
+    options: &RunOptions<'_>,
+) -> Result<Measured, RunError> {
+    // Attaining prerequisites: the workload warms every cache up to its maximum.
+    log.line("Attaining prerequisites:");
+    let warm_started = Instant::now();
+    loop {
+        let warm = attached.iter().all(|a| {
+            let c = a.database.cache_stats();
+            c.resident_pages + c.max_pages / 100 >= c.max_pages
+        });
+        if warm || options.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if warm_started.elapsed() > PREREQUISITE_LIMIT {
+            log.line("The caches did not fill within the limit; measuring anyway.");
+            break;
+        }
+        control(attached, per_instance_target, &mut None);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for a in attached {
+        let c = a.database.cache_stats();
+        log.line(format!(
+            "\\MSExchange Database(jetproof)\\Database Cache Size ({}): {:.1} MB (maximum {:.1} MB)",
+            a.name,
+            (c.resident_pages as u64 * job.storage.page_size.bytes()) as f64 / 1_048_576.0,
+            (c.max_pages as u64 * job.storage.page_size.bytes()) as f64 / 1_048_576.0
+        ));
+    }
+    log.line(format!(
+        "Performance logging started (interval: {} ms).",
+        job.run.sample_interval.as_duration().as_millis()
+    ));
+
+    let samples_path: PathBuf = out.file("samples.csv");
+    let mut samples = std::fs::File::create(&samples_path).map_err(|source| IoError::Path {
+        op: "create",
+        path: samples_path.clone(),
+        source,
+    })?;
+    let _ = writeln!(
+        samples,
+        "elapsed_s,{},cpu_percent,available_memory_mb",
+        jetproof_io::sample::Sample::CSV_HEADER
+    );
+    let mut paths: Vec<PathBuf> = job
+        .instances()
+        .iter()
+        .flat_map(|i| [i.database_path.clone(), i.log_path.clone()])
+        .collect();
+    paths.dedup();
+    let mut sampler = Sampler::new(attached.iter().map(|a| a.stats.clone()).collect(), &paths);
+    let base: Vec<InstanceSnapshot> = attached.iter().map(|a| a.stats.snapshot()).collect();
+    let base_tx: Vec<u64> = attached
+        .iter()
+        .map(|a| a.load.counters.transactions())
+        .collect();
+    let window_started = Instant::now();
+    let interval = job.run.sample_interval.as_duration();
+    let mut next_sample = window_started + interval;
+    let mut interval_max: BTreeMap<(usize, IoClass), f64> = BTreeMap::new();
+    let (mut cpu, mut memory) = (Vec::new(), Vec::new());
+    let mut control_state = None;
+    let mut interrupted = false;
+    loop {
+        let now = Instant::now();
+        let elapsed = now.duration_since(window_started);
+        if options.stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        if attached.iter().all(|a| a.failed.load(Ordering::Relaxed)) {
+            break;
+        }
+        if now >= next_sample || elapsed >= duration {
+            let sample = sampler.sample();
+            let cpu_now = sample.host.cpu_percent;
+            let memory_now = sample
+                .host
+                .available_memory_bytes
+                .map(|b| b as f64 / 1_048_576.0);
+            if let Some(c) = cpu_now {
+                cpu.push(c);
+            }
+            if let Some(m) = memory_now {
+                memory.push(m);
+            }
+            for row in &sample.rows {
+                let _ = writeln!(
+                    samples,
+                    "{:.1},{},{},{}",
+                    elapsed.as_secs_f64(),
+                    row.csv_line(),
+                    cpu_now.map(|c| format!("{c:.1}")).unwrap_or_default(),
+                    memory_now.map(|m| format!("{m:.0}")).unwrap_or_default()
+                );
+            }
+            let _ = samples.flush();
+            for (index, delta) in sample.instances.iter().enumerate() {
+                for (class, snap) in &delta.classes {
+                    if snap.count == 0 {
+                        continue;
+                    }
+                    let avg = snap.summary(sample.interval_s).avg_latency_ms;
+                    let slot = interval_max.entry((index, *class)).or_insert(0.0);
+                    *slot = slot.max(avg);
+                }
+            }
+            let line: Vec<String> = sample
+                .instances
+                .iter()
+                .map(|d| {
+                    let figure = |class: IoClass| {
+                        d.classes
+                            .get(&class)
+                            .map(|s| s.summary(sample.interval_s))
+                            .map(|s| (s.ops_per_sec, s.avg_latency_ms))
+                            .unwrap_or((0.0, 0.0))
+                    };
+                    let (reads, read_ms) = figure(IoClass::DbRead);
+                    let (writes, _) = figure(IoClass::DbWrite);
+                    format!(
+                        "{}: {:.0} reads/s ({:.2} ms), {:.0} writes/s",
+                        d.name, reads, read_ms, writes
+                    )
+                })
+                .collect();
+            log.line(format!(
+                "Sample at {:.0} s: {}",
+                elapsed.as_secs_f64(),
+                line.join("; ")
+            ));
+            next_sample += interval;
+        }
+        if elapsed >= duration {
+            break;
+        }
+        control(attached, per_instance_target, &mut control_state);
+        let until_next = next_sample.saturating_duration_since(Instant::now());
+        std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
+    }
+    let window = window_started.elapsed().as_secs_f64();
+    log.line(format!("Measured window: {window:.1} s."));
+
+    let mut instances = Vec::new();
+    let mut achieved = 0.0;
+    let mut reasons = Vec::new();
+    let mut totals = BTreeMap::new();
+    let mut all_tx = 0u64;
+    for (index, (a, base)) in attached.iter().zip(&base).enumerate() {
+        let delta = a.stats.snapshot().delta_since(base);
+        let mut io = snapshot_results(&delta, window);
+        for (key, result) in io.iter_mut() {
+            let class = IoClass::ALL.iter().find(|c| c.key() == key);
+            if let Some(class) = class {
+                result.max_interval_avg_ms = interval_max.get(&(index, *class)).copied();
+            }
+        }
+        let transactional: f64 = ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| io.get(*k))
+            .map(|c| c.ops_per_sec)
+            .sum();
+        achieved += transactional;
+        let tx = a.load.counters.transactions() - base_tx[index];
+        all_tx += tx;
+        let cache = a.database.cache_stats();
+        let mut extra = BTreeMap::new();
+        extra.insert("transactions".into(), tx.into());
+        extra.insert("transactions_per_sec".into(), (tx as f64 / window).into());
+        extra.insert("achieved_iops".into(), transactional.into());
+        extra.insert("sessions".into(), job_sessions(job).into());
+        extra.insert(
+            "database_page_fault_stalls".into(),
+            cache.page_fault_stalls.into(),
+        );
+        extra.insert("cache_hits".into(), cache.hits.into());
+        extra.insert("cache_misses".into(), cache.misses.into());
+        if let Some(rate) = a.load.pacer.rate() {
+            extra.insert("paced_transactions_per_sec".into(), rate.into());
+        }
+        if let Some(error) = a.error.get() {
+            reasons.push(format!("{}: stopped by a storage error: {error}", a.name));
+            extra.insert("error".into(), error.into());
+        }
+        instances.push(InstanceResult {
+            name: a.name.clone(),
+            database_path: job
+                .instances()
+                .get(index)
+                .map(|i| i.database_path.clone())
+                .unwrap_or_default(),
+            log_path: job
+                .instances()
+                .get(index)
+                .map(|i| i.log_path.clone())
+                .unwrap_or_default(),
+            io,
+            extra,
+        });
+    }
+    totals.insert("measured_seconds".into(), window.into());
+    totals.insert("transactions".into(), all_tx.into());
+    let stat = |values: &[f64]| {
+        (!values.is_empty()).then(|| Stat {
+            average: values.iter().sum::<f64>() / values.len() as f64,
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    };
+    let host_counters = match (stat(&cpu), stat(&memory)) {
+        (Some(cpu_percent), Some(available_memory_mb)) => Some(HostCounters {
+            cpu_percent,
+            available_memory_mb,
+        }),
+        _ => None,
+    };
+    Ok(Measured {
+        instances,
+        achieved_iops: achieved,
+        host_counters,
+        totals,
+        reasons,
+        interrupted,
+    })
+}
+
+fn job_sessions(job: &Job) -> u32 {
+    match job.workload.threads {
+        Threads::Fixed(n) => n,
+        Threads::Auto => 0,
+    }
+}
+
+/// Pacing controller state: per instance, the transaction and I/O counts at the last tick.
+type ControlState = Option<(Instant, Vec<(u64, u64)>)>;
+
+/// Re-estimates each instance's transactional I/Os per transaction and sets its pacer to the
+/// transaction rate that meets the instance's share of the target.
+fn control(attached: &[Attached], per_instance_target: Option<f64>, state: &mut ControlState) {
+    let Some(target) = per_instance_target else {
+        return;
+    };
+    let now: Vec<(u64, u64)> = attached
+        .iter()
+        .map(|a| {
+            let ios =
+                a.stats.class(IoClass::DbRead).count() + a.stats.class(IoClass::DbWrite).count();
+            (a.load.counters.transactions(), ios)
+        })
+        .collect();
+    if let Some((at, before)) = state.as_ref()
+        && at.elapsed() >= CONTROL_TICK
+    {
+        for ((a, (tx_now, io_now)), (tx_before, io_before)) in attached.iter().zip(&now).zip(before)
+        {
+            let tx = tx_now.saturating_sub(*tx_before);
+            let ios = io_now.saturating_sub(*io_before);
+            if tx < 20 {
+                continue;
+            }
+            let per_tx = (ios as f64 / tx as f64).max(0.05);
+            let wanted = target / per_tx;
+            // Move halfway to the new estimate: I/O per transaction is noisy over half a second.
+            let rate = match a.load.pacer.rate() {
+                Some(current) => (current + wanted) / 2.0,
+                None => wanted,
+            };
+            a.load.pacer.set_rate(Some(rate));
+        }
+        *state = Some((Instant::now(), now));
+    } else if state.is_none() {
+        *state = Some((Instant::now(), now));
+    }
+}
+
+fn parameters(job: &Job, sessions: u32, limits: &Limits) -> serde_json::Value {
+    let mut value = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.insert("sessions_per_instance".into(), sessions.into());
+        map.insert(
+            "limits".into(),
+            serde_json::to_value(limits).unwrap_or(serde_json::Value::Null),
+        );
+        map.insert("log_integrated".into(), false.into());
+    }
+    value
+}
