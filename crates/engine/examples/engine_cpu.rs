@@ -15,6 +15,21 @@ use jetproof_io::mem::MemBackend;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// CPU seconds used by this process so far (all threads: sessions and the flusher), from
+/// /proc/self/stat, so that the figure holds even when other processes share the core.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
+    let ticks: f64 = [11usize, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<f64>().ok()))
+        .sum();
+    ticks / 100.0
+}
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -44,6 +59,7 @@ fn main() {
     let mut rng = StdRng::seed_from_u64(42);
 
     let start = Instant::now();
+    let cpu_start = cpu_seconds();
     let records = db
         .fill_sequential(
             db_bytes,
@@ -54,22 +70,28 @@ fn main() {
         )
         .unwrap();
     let fill = start.elapsed();
-    println!("| phase | operations | µs per op | page reads | µs per page read | page reads/s |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    let fill_cpu = cpu_seconds() - cpu_start;
     println!(
-        "| fill (sequential insert, {} MiB, {} B values) | {records} | {:.2} | - | - | - |",
+        "| phase | operations | µs per op | page reads | µs per page read | page reads/s | CPU µs per op | CPU µs per page read | page reads per CPU-second |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| fill (sequential insert, {} MiB, {} B values) | {records} | {:.2} | - | - | - | {:.2} | - | - |",
         db_bytes >> 20,
         value_bytes,
-        fill.as_secs_f64() * 1e6 / records as f64
+        fill.as_secs_f64() * 1e6 / records as f64,
+        fill_cpu * 1e6 / records as f64
     );
 
     let measure = |name: &str, rng: &mut StdRng, op: &mut dyn FnMut(&mut StdRng)| {
         let before = db.cache_stats();
+        let cpu_start = cpu_seconds();
         let start = Instant::now();
         for _ in 0..ops {
             op(rng);
         }
         let elapsed = start.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu_start;
         let after = db.cache_stats();
         let reads = after.pages_read - before.pages_read;
         let per_read = if reads > 0 {
@@ -82,9 +104,18 @@ fn main() {
         } else {
             "-".into()
         };
+        let (cpu_per_read, cpu_rate) = if reads > 0 {
+            (
+                format!("{:.2}", cpu * 1e6 / reads as f64),
+                format!("{:.0}", reads as f64 / cpu.max(1e-9)),
+            )
+        } else {
+            ("-".into(), "-".into())
+        };
         println!(
-            "| {name} | {ops} | {:.2} | {reads} | {per_read} | {rate} |",
-            elapsed * 1e6 / ops as f64
+            "| {name} | {ops} | {:.2} | {reads} | {per_read} | {rate} | {:.2} | {cpu_per_read} | {cpu_rate} |",
+            elapsed * 1e6 / ops as f64,
+            cpu * 1e6 / ops as f64
         );
     };
 
