@@ -394,6 +394,25 @@ mod tests {
     }
 
     #[test]
+    fn the_device_behind_a_path_is_in_diskstats() {
+        // Some containers put the working directory on a file system with no block device
+        // (overlay on tmpfs); then there is nothing to sample, and None is the right answer.
+        let Some(device) = device_for_path(Path::new(".")) else {
+            return;
+        };
+        let text = std::fs::read_to_string("/proc/diskstats").expect("diskstats");
+        assert!(
+            parse_diskstats(&text, &device).is_some(),
+            "{device} not in /proc/diskstats"
+        );
+        // A path that does not exist yet is sampled where it will be created.
+        assert_eq!(
+            device_for_path(Path::new("./not-yet/created.edb")),
+            Some(device)
+        );
+    }
+
+    #[test]
     fn process_cpu_time_advances() {
         let before = process_cpu_time();
         let mut x = 0u64;

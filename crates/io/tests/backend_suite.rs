@@ -382,3 +382,40 @@ fn block_devices_need_explicit_permission() {
     );
     assert!(message.contains("--allow-device"), "{message}");
 }
+
+#[test]
+fn a_failed_write_poisons_the_file() {
+    // Writing through a read-only handle fails in the kernel (EBADF): a real failed write.
+    let mut backends: Vec<Arc<dyn IoBackend>> = vec![StdBackend::new()];
+    if let Ok(uring) = UringBackend::new() {
+        backends.push(uring);
+    }
+    for backend in backends {
+        let dir = disk_dir();
+        let path = dir.path().join("p.edb");
+        let file = backend.open(&path, &OpenOptions::create()).expect("create");
+        file.write_at(&pattern(4096, 1), 0, IoClass::DbWrite)
+            .expect("write");
+        drop(file);
+        let read_only = backend
+            .open(&path, &OpenOptions::read_only())
+            .expect("open read-only");
+        let error = read_only
+            .write_at(&pattern(4096, 2), 0, IoClass::DbWrite)
+            .expect_err("write through a read-only handle");
+        assert!(
+            matches!(error, IoError::Os { .. }),
+            "{}: {error:?}",
+            backend.name()
+        );
+        let mut buf = AlignedBuf::zeroed(4096);
+        assert!(
+            matches!(
+                read_only.read_at(&mut buf, 0, IoClass::DbRead),
+                Err(IoError::Poisoned { .. })
+            ),
+            "{}: after a failed write the file accepts no more work",
+            backend.name()
+        );
+    }
+}
