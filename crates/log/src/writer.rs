@@ -693,16 +693,28 @@ impl Inner {
         }
         state.flushing = true;
         let write_start = state.durable.offset;
-        let info = FlushInfo {
-            durable_before: state.durable,
-            write_start,
-            write_sequence: state.write_sequence,
-        };
-        self.append_internal(state, FrameKind::Flush, &info.encode());
+        // Room: every append leaves space for a flush frame and a generation-end frame after it,
+        // and every write's flush frame leaves space for a generation-end frame. So a rollover
+        // write with new records has room for both, and one without new records (the previous
+        // write's flush frame already took its share) carries only the generation-end frame.
+        let new_records = state.append_end > write_start;
+        if new_records {
+            let info = FlushInfo {
+                durable_before: state.durable,
+                write_start,
+                write_sequence: state.write_sequence,
+            };
+            self.append_internal(state, FrameKind::Flush, &info.encode());
+        }
         if rollover {
             self.append_internal(state, FrameKind::GenerationEnd, &[]);
         }
         let end = state.append_end;
+        debug_assert!(
+            end <= self.options.file_size_bytes,
+            "log write would end at {end}, past the {}-byte generation",
+            self.options.file_size_bytes
+        );
         let first = align_down(write_start, self.sector);
         let last = align_up(end, self.sector);
         let from = (first - state.buffer_start) as usize;

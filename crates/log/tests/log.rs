@@ -494,3 +494,47 @@ fn reads_are_metered_as_log_reads_in_large_sequential_reads() {
     assert_eq!(reads.count(), generations * 2);
     assert_eq!(stats.class(IoClass::LogRead).count(), 0);
 }
+
+#[test]
+fn no_write_runs_past_the_end_of_a_generation() {
+    // Durable commits of random sizes end generations in every possible state: the space left
+    // after the last write may be just enough for the generation-end frame and no more.
+    let seed = seed("no_write_runs_past_the_end_of_a_generation");
+    let mut rng = rng(seed);
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            sector_size_bytes: 512,
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let mut count = 0u64;
+    while log.end_lsn().generation < 150 {
+        let body = payload(count, rng.random_range(0..600));
+        log.append_and_commit(
+            &Record {
+                record_type: 1,
+                transaction_id: count,
+                payload: &body,
+            },
+            Durability::Durable,
+        )
+        .expect("commit");
+        count += 1;
+    }
+    let last = log.end_lsn().generation;
+    log.close().expect("close");
+    for generation in 1..=last {
+        let size = backend
+            .file_bytes(&log_file_path(&dir, generation))
+            .map(|bytes| bytes.len());
+        assert_eq!(size, Some(64 << 10), "seed {seed}: generation {generation}");
+    }
+    assert_eq!(
+        read_all(backend, &dir, Lsn::new(1, DATA_START)).len() as u64,
+        count
+    );
+}
