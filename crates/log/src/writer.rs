@@ -88,11 +88,13 @@ impl LogOptions {
 
     fn validate(&self) -> Result<()> {
         let invalid = |field, reason: String| Err(LogError::InvalidOptions { field, reason });
-        if !self.sector_size_bytes.is_power_of_two() || self.sector_size_bytes > 65536 {
+        if !self.sector_size_bytes.is_power_of_two()
+            || !(512..=65536).contains(&self.sector_size_bytes)
+        {
             return invalid(
                 "sector_size_bytes",
                 format!(
-                    "{} is not a power of two up to 64 KiB",
+                    "{} is not a power of two from 512 bytes to 64 KiB",
                     self.sector_size_bytes
                 ),
             );
@@ -360,7 +362,10 @@ impl Log {
         // The effective sector (direct I/O may raise it) also bounds the record size.
         let mut options = options;
         options.sector_size_bytes = sector as usize;
-        let capacity = options.buffer_size_bytes + sector as usize;
+        // Room for a whole buffer rounded up to sectors, plus the sector a write's end is rounded
+        // up into (the generation-end frame may sit there).
+        let capacity =
+            align_up(options.buffer_size_bytes as u64, sector) as usize + sector as usize;
         let state = State {
             generation: start.generation,
             file,
