@@ -65,16 +65,16 @@ pub(crate) fn load_generation(
     if !backend.exists(&path) {
         return Ok(None);
     }
-    let probe = backend.open(&path, &OpenOptions::read_only().with_direct(false))?;
-    let size = probe.size()?;
+    let mut file = backend.open(
+        &path,
+        &OpenOptions::read_only().with_direct(options.direct_io),
+    )?;
+    let size = file.size()?;
     // Direct reads need whole blocks; a file whose size is not a multiple of 4 KiB (never made by
     // the writer, but possible after damage) is read through the page cache instead.
-    let direct = options.direct_io && size.is_multiple_of(4096);
-    let file = if direct {
-        backend.open(&path, &OpenOptions::read_only().with_direct(true))?
-    } else {
-        probe
-    };
+    if options.direct_io && !size.is_multiple_of(4096) {
+        file = backend.open(&path, &OpenOptions::read_only().with_direct(false))?;
+    }
     let file = match &options.stats {
         Some(stats) => MeteredFile::wrap(file, stats.clone()),
         None => file,
