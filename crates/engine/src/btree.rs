@@ -308,6 +308,7 @@ impl<'a> Tree<'a> {
         log_position: u64,
     ) -> Result<Option<bool>> {
         let page = leaf.page_number();
+        node::validate(leaf.data()).ok_or_else(|| self.inconsistent(page, "malformed leaf"))?;
         let ps = leaf.data().len();
         let threshold = node::merge_threshold(ps);
         let found = node::leaf_search(leaf.data(), op.key())
@@ -343,7 +344,8 @@ impl<'a> Tree<'a> {
                     leaf.stamp(self.next_stamp(), log_position);
                     return Ok(Some(true));
                 }
-                let new_used = used - old + node::leaf_entry_bytes(key.len(), value.len());
+                let new_used =
+                    used.saturating_sub(old) + node::leaf_entry_bytes(key.len(), value.len());
                 if new_used > node::capacity(ps) || (new_used < threshold && !is_root) {
                     return Ok(None);
                 }
@@ -358,7 +360,7 @@ impl<'a> Tree<'a> {
                 Ok(Some(true))
             }
             (Op::Delete { .. }, Some((index, old)), _) => {
-                if used - old < threshold && !is_root {
+                if used.saturating_sub(old) < threshold && !is_root {
                     return Ok(None);
                 }
                 let mut entries = self.decode(page, leaf.data())?;
@@ -373,7 +375,10 @@ impl<'a> Tree<'a> {
         }
     }
 
+    /// Decodes a node for a change, after checking its framing (a page with a good checksum
+    /// can still hold nonsense: it must give an error, not a panic or a corrupted neighbour).
     fn decode(&self, page: u32, data: &[u8]) -> Result<Entries> {
+        node::validate(data).ok_or_else(|| self.inconsistent(page, "malformed node"))?;
         Entries::decode(data).ok_or_else(|| self.inconsistent(page, "malformed node"))
     }
 
@@ -393,9 +398,10 @@ impl<'a> Tree<'a> {
                 Op::Insert { key, value } => {
                     existing != 0 || free >= node::leaf_entry_bytes(key.len(), value.len())
                 }
-                Op::Delete { .. } => used - existing >= threshold,
+                Op::Delete { .. } => used.saturating_sub(existing) >= threshold,
                 Op::Replace { key, value } => {
-                    let new_used = used - existing + node::leaf_entry_bytes(key.len(), value.len());
+                    let new_used = used.saturating_sub(existing)
+                        + node::leaf_entry_bytes(key.len(), value.len());
                     existing == 0 || (new_used <= node::capacity(ps) && new_used >= threshold)
                 }
             };

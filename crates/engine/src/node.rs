@@ -100,18 +100,23 @@ pub fn validate(page: &[u8]) -> Option<()> {
     if is_leaf != (level(page) == 0) {
         return None;
     }
+    // Records are packed: their sizes must add up to exactly the bytes in use, which also rules
+    // out overlapping records (that would otherwise decode into more bytes than a page holds).
+    let mut total = 0usize;
     for i in 0..n {
         let offset = slot(page, i)?;
         if offset < start {
             return None;
         }
-        if is_leaf {
-            leaf_entry(page, i)?;
+        total += if is_leaf {
+            let (k, v) = leaf_entry(page, i)?;
+            leaf_entry_bytes(k.len(), v.len())
         } else {
-            interior_entry(page, i)?;
-        }
+            let (k, _) = interior_entry(page, i)?;
+            interior_entry_bytes(k.len())
+        };
     }
-    Some(())
+    (total == used_bytes(page)).then_some(())
 }
 
 fn slot(page: &[u8], i: usize) -> Option<usize> {
@@ -330,7 +335,9 @@ impl Entries {
                     (INTERIOR_RECORD_OVERHEAD + k.len(), k, tail)
                 }
             };
-            end -= record_bytes;
+            // The caller checked that the entries fit; never underflow if it did not.
+            debug_assert!(record_bytes <= end);
+            end = end.saturating_sub(record_bytes);
             page::put(page, end, &tail);
             page::put(page, end + tail.len(), key);
             if let Entries::Leaf(e) = self
@@ -353,7 +360,9 @@ pub fn leaf_insert_in_place(page: &mut [u8], index: usize, key: &[u8], value: &[
         return false;
     }
     let record = LEAF_RECORD_OVERHEAD + key.len() + value.len();
-    let end = data_start(page) - record;
+    let Some(end) = data_start(page).checked_sub(record) else {
+        return false;
+    };
     page::put_u16(page, end, key.len() as u16);
     page::put_u16(page, end + 2, value.len() as u16);
     page::put(page, end + LEAF_RECORD_OVERHEAD, key);
