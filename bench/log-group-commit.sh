@@ -85,6 +85,7 @@ field() { # $1: line, $2: key
     echo
     echo "## Machine"
     echo
+    echo "- jetproof commit: $(cd "$ROOT" && git rev-parse --short HEAD)"
     echo "- host: $(hostname), kernel $(uname -r), nproc $(nproc)"
     echo "- memory: $(free -h | awk '/Mem:/ {print $2}')"
     echo "- file system under test: $(df -T "$DIR" | awk 'NR==2 {print $2 " on " $1}') ($DIR)"

@@ -72,6 +72,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo
     echo "## Machine"
     echo
+    echo "- jetproof commit: $(cd "$ROOT" && git rev-parse --short HEAD)"
     echo "- host: $(hostname), kernel $(uname -r), nproc $(nproc), memory $(free -h | awk '/Mem:/ {print $2}')"
     echo "- file system under test: $(df -T "$DIR" | awk 'NR==2 {print $2 " on " $1}') ($DIR)"
     echo "- load average before/after: $LOAD_BEFORE / $LOAD_AFTER (shared machine)"
