@@ -72,7 +72,22 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         allow_device: args.allow_device,
         seed: args.seed,
     };
-    let report = jetproof_io::probe::run(&spec).map_err(|error| match error {
+    // A spinner with the elapsed time on stderr; indicatif hides it when stderr is not a
+    // terminal, so scripts and --json users see nothing of it.
+    let spinner = indicatif::ProgressBar::new_spinner();
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} probe {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    spinner.set_message(format!(
+        "{} for {} (creating the file first if absent)",
+        spec.path.display(),
+        args.duration
+    ));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    let result = jetproof_io::probe::run(&spec);
+    spinner.finish_and_clear();
+    let report = result.map_err(|error| match error {
         ProbeError::BadInput { .. } | ProbeError::Refused(_) => CliError::bad_input(error),
         ProbeError::Io(e) => CliError::runtime(anyhow!("probe {}: {e}", spec.path.display())),
     })?;
