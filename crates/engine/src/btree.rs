@@ -234,6 +234,13 @@ impl<'a> Tree<'a> {
                     {
                         self.cache.prefetch(&hints.read_ahead);
                     }
+                    // Separators only grow along a scan; one that does not (a damaged interior
+                    // page with a good checksum) would make the scan loop forever.
+                    if upper <= cursor {
+                        return Err(
+                            self.inconsistent(page, "separators out of order above this leaf")
+                        );
+                    }
                     cursor = upper;
                 }
                 _ => break,
