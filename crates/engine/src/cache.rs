@@ -176,6 +176,8 @@ pub(crate) struct CacheInner {
     poisoned: AtomicBool,
     /// The eviction clock passed cold dirty pages: write some.
     scavenge_wanted: AtomicBool,
+    /// The error that poisoned the cache, for every later error.
+    poison_cause: Mutex<Option<String>>,
 }
 
 /// The page cache of one database file. Cheap to share: all methods take `&self`.
@@ -339,6 +341,7 @@ impl PageCache {
                 stop: false,
             }),
             scavenge_wanted: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
             signal_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
             config,
@@ -544,10 +547,24 @@ impl CacheInner {
         self.file.path()
     }
 
+    /// Stops the cache after a failed write, remembering the first cause for every later error.
+    fn poison(&self, cause: &EngineError) {
+        let mut first = self.poison_cause.lock();
+        if first.is_none() {
+            *first = Some(cause.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
     fn check_poisoned(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             return Err(EngineError::Poisoned {
                 path: self.path().to_path_buf(),
+                cause: self
+                    .poison_cause
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| "unknown".into()),
             });
         }
         Ok(())
@@ -1182,14 +1199,15 @@ impl CacheInner {
             if !gate.is_durable(max_log_position)
                 && let Err(e) = gate.ensure_durable(max_log_position)
             {
-                self.poisoned.store(true, Ordering::Release);
+                self.poison(&e);
                 return Err(e);
             }
             let offset = u64::from(first_page) * ps as u64;
             if let Err(e) = self.file.write_at(&buf, offset, IoClass::DbWrite) {
                 // STYLE: after a failed write the instance stops rather than limping on.
-                self.poisoned.store(true, Ordering::Release);
-                return Err(e.into());
+                let e = EngineError::from(e);
+                self.poison(&e);
+                return Err(e);
             }
             self.counters.write_ios.fetch_add(1, Ordering::Relaxed);
             self.counters

@@ -53,10 +53,10 @@ pub enum EngineError {
     Full { path: PathBuf, max_pages: u64 },
     #[error("page cache: every one of its {frames} buffers is pinned; raise cache_max_bytes")]
     CacheExhausted { frames: usize },
-    #[error("{path}: an earlier write failed; the database accepts no more work")]
-    Poisoned { path: PathBuf },
-    #[error("appended key is not greater than the last key of the tree")]
-    AppendOutOfOrder,
+    /// A write or the write-ahead gate failed earlier; `cause` is that first error, with its
+    /// location. The instance stops instead of limping on (STYLE: errors).
+    #[error("{path}: an earlier write failed ({cause}); the database accepts no more work")]
+    Poisoned { path: PathBuf, cause: String },
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -99,6 +99,9 @@ fn a_failed_write_poisons_the_database() {
     // Even with the device healthy again, the database refuses work until reopened.
     let err = db.get(&record_key(1)).unwrap_err();
     assert!(matches!(err, EngineError::Poisoned { .. }), "{err}");
+    // The first failure is named, with its location.
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert!(err.to_string().contains("/f/db.jpdb"), "{err}");
     let err = db.insert(b"new", b"v").unwrap_err();
     assert!(matches!(err, EngineError::Poisoned { .. }), "{err}");
     assert!(db.close().is_err());
