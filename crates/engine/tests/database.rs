@@ -60,3 +60,32 @@ fn existing_file_is_not_overwritten() {
     let err = Database::create(backend.as_ref(), path, small_options(4096, 64)).unwrap_err();
     assert!(matches!(err, EngineError::AlreadyExists { .. }), "{err}");
 }
+
+/// A scan over a sequentially filled tree reads its leaves ahead, adjacent ones in one I/O.
+#[test]
+fn scans_read_ahead_in_large_ios() {
+    let (backend, path) = mem();
+    let options = small_options(8192, 256);
+    let db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
+    let records = db
+        .fill_sequential(
+            600 * 8192,
+            0,
+            1500,
+            |n, v| v.extend_from_slice(&n.to_le_bytes()),
+            |_| {},
+        )
+        .unwrap();
+    db.close().unwrap();
+    let db = Database::open(backend.as_ref(), path, options).unwrap();
+    let all = db.scan(b"", usize::MAX).unwrap();
+    assert_eq!(all.len() as u64, records);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+    let stats = db.cache_stats();
+    assert!(stats.readahead_pages > 300, "{stats:?}");
+    assert!(
+        stats.read_ios * 4 < stats.pages_read,
+        "read-ahead should coalesce adjacent leaves: {stats:?}"
+    );
+    db.close().unwrap();
+}
