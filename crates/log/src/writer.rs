@@ -235,13 +235,43 @@ impl Log {
         options.validate()?;
         let dir = options.dir.clone();
         backend.create_dir_all(&dir)?;
-        for existing in [checkpoint_path(&dir), generation_path(&dir, 1)] {
-            if backend.exists(&existing) {
+        if backend.exists(&checkpoint_path(&dir)) {
+            return Err(LogError::AlreadyExists {
+                path: checkpoint_path(&dir),
+                dir,
+            });
+        }
+        let first_path = generation_path(&dir, 1);
+        if backend.exists(&first_path) {
+            // Generation 1 without a checkpoint: a create interrupted by a crash, since the
+            // checkpoint is written before any record can be. Start over only if it really holds
+            // no record; anything else is someone's log and is left alone.
+            let read_options = ReadOptions {
+                direct_io: options.direct_io,
+                ..ReadOptions::default()
+            };
+            let empty = match crate::scan::load_generation(
+                &*backend,
+                &dir,
+                1,
+                Some(options.database_id),
+                &read_options,
+            ) {
+                Ok(Some(file)) => crate::scan::scan_generation(&file.bytes, 1, None)
+                    .frames
+                    .is_empty(),
+                Ok(None) => true,
+                // A header never completed: not a log to keep.
+                Err(LogError::BadHeader { .. }) => true,
+                Err(_) => false,
+            };
+            if !empty {
                 return Err(LogError::AlreadyExists {
-                    dir: dir.clone(),
-                    path: existing,
+                    dir,
+                    path: first_path,
                 });
             }
+            backend.remove(&first_path)?;
         }
         let first = Lsn::new(1, DATA_START);
         let file = install_generation(&*backend, &options, None, 1, Lsn::ZERO, None)?;

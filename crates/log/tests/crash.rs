@@ -702,3 +702,55 @@ fn a_damaged_generation_header_is_an_error() {
         "{report:#?}"
     );
 }
+
+#[test]
+fn a_crash_during_create_can_be_created_again() {
+    // Generation 1 was installed but the checkpoint was never written: no log exists yet.
+    let dir = PathBuf::from("/db/log");
+    let backend = CrashBackend::new();
+    let log = Log::create(backend.clone(), options(&dir)).expect("create");
+    drop(log);
+    backend
+        .remove(&jetproof_log::format::checkpoint_path(&dir))
+        .expect("remove checkpoint");
+    assert!(matches!(
+        Log::open(backend.clone(), options(&dir)),
+        Err(LogError::NotFound { .. })
+    ));
+    let log = Log::create(backend.clone(), options(&dir)).expect("create again");
+    let payload = vec![1u8; 10];
+    let lsn = log
+        .append_and_commit(
+            &Record {
+                record_type: 1,
+                transaction_id: 1,
+                payload: &payload,
+            },
+            Durability::Durable,
+        )
+        .expect("commit");
+    log.close().expect("close");
+    // With a record in generation 1, a missing checkpoint is not an interrupted create: refuse.
+    backend
+        .remove(&jetproof_log::format::checkpoint_path(&dir))
+        .expect("remove checkpoint");
+    assert!(matches!(
+        Log::create(backend.clone(), options(&dir)),
+        Err(LogError::AlreadyExists { .. })
+    ));
+    let records = read_all_from(backend, &dir);
+    assert_eq!(records.first().map(|record| record.lsn), Some(lsn));
+}
+
+fn read_all_from(backend: Arc<CrashBackend>, dir: &Path) -> Vec<jetproof_log::LogRecord> {
+    LogReader::open(
+        backend,
+        dir,
+        Some(DATABASE),
+        Lsn::new(1, DATA_START),
+        ReadOptions::default(),
+    )
+    .expect("open")
+    .collect::<Result<Vec<_>, _>>()
+    .expect("read")
+}
