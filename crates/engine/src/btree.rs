@@ -26,6 +26,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cache::{PageCache, PageMut, PageRef};
+use crate::change::{ChangeLog, PageChange};
 use crate::error::{EngineError, Result};
 use crate::node::{self, Entries};
 use crate::page::{self, PageType};
@@ -75,6 +76,8 @@ pub struct Tree<'a> {
     pub stamp: &'a AtomicU64,
     pub root: u32,
     pub tree_id: u32,
+    /// Where every page change is reported (the log), see [`crate::change`].
+    pub log: &'a dyn ChangeLog,
 }
 
 struct PathNode<'a> {
@@ -98,6 +101,27 @@ impl<'a> Tree<'a> {
 
     fn next_stamp(&self) -> u64 {
         self.stamp.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Reports a change just made to `node` and stamps the page with a new update stamp and the
+    /// log position the log gave (or `lp`, the caller's, if later).
+    fn logged(&self, node: &mut PageMut<'_>, lp: u64, change: PageChange<'_>) -> Result<()> {
+        let stamp = self.next_stamp();
+        let logged = self.log.record(node.page_number(), stamp, &change)?;
+        node.stamp(stamp, logged.max(lp));
+        Ok(())
+    }
+
+    /// Reports the page's whole new content (structural changes) and stamps it.
+    fn logged_image(&self, node: &mut PageMut<'_>, lp: u64) -> Result<()> {
+        let stamp = self.next_stamp();
+        let logged = self.log.record(
+            node.page_number(),
+            stamp,
+            &PageChange::Image { data: node.data() },
+        )?;
+        node.stamp(stamp, logged.max(lp));
+        Ok(())
     }
 
     fn check_node(&self, page: u32, data: &[u8], level: Option<u16>) -> Result<u16> {
@@ -130,11 +154,10 @@ impl<'a> Tree<'a> {
     /// Formats the tree's (empty) root leaf into a freshly created page.
     pub fn format_root(&self) -> Result<()> {
         let mut root = self.cache.create(self.root)?;
-        let stamp = self.next_stamp();
-        page::write_common(root.data_mut(), self.root, PageType::Leaf, stamp);
+        page::write_common(root.data_mut(), self.root, PageType::Leaf, 0);
         page::put_u32(root.data_mut(), page::OFFSET_TREE, self.tree_id);
         Entries::Leaf(Vec::new()).encode(root.data_mut(), 0);
-        Ok(())
+        self.logged_image(&mut root, 0)
     }
 
     /// The value stored under `key`.
@@ -337,7 +360,11 @@ impl<'a> Tree<'a> {
                 if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
                     return Ok(None);
                 }
-                leaf.stamp(self.next_stamp(), log_position);
+                self.logged(
+                    leaf,
+                    log_position,
+                    PageChange::LeafInsert { index, key, value },
+                )?;
                 Ok(Some(true))
             }
             (Op::Replace { key, value }, Some((index, old)), _) => {
@@ -345,10 +372,20 @@ impl<'a> Tree<'a> {
                 if let Some(range) = node::leaf_value_range(leaf.data(), index)
                     && range.len() == value.len()
                 {
+                    let old_value = leaf.data().get(range.clone()).unwrap_or_default().to_vec();
                     if let Some(slot) = leaf.data_mut().get_mut(range) {
                         slot.copy_from_slice(value);
                     }
-                    leaf.stamp(self.next_stamp(), log_position);
+                    self.logged(
+                        leaf,
+                        log_position,
+                        PageChange::LeafReplace {
+                            index,
+                            key,
+                            old_value: &old_value,
+                            new_value: value,
+                        },
+                    )?;
                     return Ok(Some(true));
                 }
                 let new_used =
@@ -357,25 +394,46 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 let mut entries = self.decode(page, leaf.data())?;
+                let mut old_value = Vec::new();
                 if let Entries::Leaf(e) = &mut entries
                     && let Some(slot) = e.get_mut(index)
                 {
-                    slot.1 = value.to_vec();
+                    old_value = std::mem::replace(&mut slot.1, value.to_vec());
                 }
                 entries.encode(leaf.data_mut(), 0);
-                leaf.stamp(self.next_stamp(), log_position);
+                self.logged(
+                    leaf,
+                    log_position,
+                    PageChange::LeafReplace {
+                        index,
+                        key,
+                        old_value: &old_value,
+                        new_value: value,
+                    },
+                )?;
                 Ok(Some(true))
             }
-            (Op::Delete { .. }, Some((index, old)), _) => {
+            (Op::Delete { key }, Some((index, old)), _) => {
                 if used.saturating_sub(old) < threshold && !is_root {
                     return Ok(None);
                 }
                 let mut entries = self.decode(page, leaf.data())?;
-                if let Entries::Leaf(e) = &mut entries {
-                    e.remove(index);
+                let mut old_value = Vec::new();
+                if let Entries::Leaf(e) = &mut entries
+                    && index < e.len()
+                {
+                    old_value = e.remove(index).1;
                 }
                 entries.encode(leaf.data_mut(), 0);
-                leaf.stamp(self.next_stamp(), log_position);
+                self.logged(
+                    leaf,
+                    log_position,
+                    PageChange::LeafDelete {
+                        index,
+                        key,
+                        old_value: &old_value,
+                    },
+                )?;
                 Ok(Some(true))
             }
             (Op::Insert { .. }, None, Ok(_)) => Err(self.inconsistent(page, "search disagrees")),
@@ -534,9 +592,15 @@ impl<'a> Tree<'a> {
         Ok(true)
     }
 
-    fn write_node(&self, node: &mut PageMut<'_>, entries: &Entries, level: u16, lp: u64) {
+    fn write_node(
+        &self,
+        node: &mut PageMut<'_>,
+        entries: &Entries,
+        level: u16,
+        lp: u64,
+    ) -> Result<()> {
         entries.encode(node.data_mut(), level);
-        node.stamp(self.next_stamp(), lp);
+        self.logged_image(node, lp)
     }
 
     fn new_node(&self, entries: &Entries, level: u16, lp: u64) -> Result<u32> {
@@ -549,15 +613,14 @@ impl<'a> Tree<'a> {
         };
         page::write_common(node.data_mut(), page, page_type, 0);
         page::put_u32(node.data_mut(), page::OFFSET_TREE, self.tree_id);
-        self.write_node(&mut node, entries, level, lp);
+        self.write_node(&mut node, entries, level, lp)?;
         Ok(page)
     }
 
     fn free_node(&self, node: &mut PageMut<'_>, lp: u64) -> Result<()> {
         let page = node.page_number();
-        let stamp = self.next_stamp();
         page::format_free(node.data_mut(), page);
-        node.stamp(stamp, lp);
+        self.logged_image(node, lp)?;
         self.space.free(self.cache, page)
     }
 
@@ -595,11 +658,11 @@ impl<'a> Tree<'a> {
                     let right_page = self.new_node(&right, level, lp)?;
                     let root_entries =
                         Entries::Interior(vec![(Vec::new(), left_page), (separator, right_page)]);
-                    self.write_node(&mut current.node, &root_entries, level + 1, lp);
+                    self.write_node(&mut current.node, &root_entries, level + 1, lp)?;
                     return Ok(());
                 }
                 let right_page = self.new_node(&right, level, lp)?;
-                self.write_node(&mut current.node, &pending, level, lp);
+                self.write_node(&mut current.node, &pending, level, lp)?;
                 if at == 0 {
                     return Err(self.inconsistent(page, "split with no latched parent"));
                 }
@@ -655,11 +718,11 @@ impl<'a> Tree<'a> {
                             return Err(self.inconsistent(page, "path too short"));
                         };
                         let survivor_page = if sibling_index < child_index {
-                            self.write_node(&mut sibling, &combined, level, lp);
+                            self.write_node(&mut sibling, &combined, level, lp)?;
                             self.free_node(&mut current.node, lp)?;
                             sibling.page_number()
                         } else {
-                            self.write_node(&mut current.node, &combined, level, lp);
+                            self.write_node(&mut current.node, &combined, level, lp)?;
                             self.free_node(&mut sibling, lp)?;
                             current.node.page_number()
                         };
@@ -676,7 +739,7 @@ impl<'a> Tree<'a> {
                             let Some(root) = path.get_mut(0) else {
                                 return Err(self.inconsistent(page, "path too short"));
                             };
-                            self.write_node(&mut root.node, &combined, level, lp);
+                            self.write_node(&mut root.node, &combined, level, lp)?;
                             if survivor_page == page {
                                 if let Some(current) = path.get_mut(1) {
                                     self.free_node(&mut current.node, lp)?;
@@ -695,7 +758,7 @@ impl<'a> Tree<'a> {
             let Some(current) = path.get_mut(at) else {
                 return Err(self.inconsistent(page, "path too short"));
             };
-            self.write_node(&mut current.node, &pending, level, lp);
+            self.write_node(&mut current.node, &pending, level, lp)?;
             return Ok(());
         }
     }

@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 
 use crate::btree::{Op, Tree, TreeStats};
 use crate::cache::{CacheConfig, CacheStats, PageCache, WriteAheadGate};
+use crate::change::{ChangeLog, NoChangeLog};
 use crate::error::{EngineError, Result};
 use crate::header::{DbHeader, DbState, FORMAT_VERSION, HEADER_PAGES, LogPosition};
 use crate::node;
@@ -117,6 +118,7 @@ pub struct Database {
     stamp: Arc<AtomicU64>,
     root: u32,
     closed: bool,
+    log: parking_lot::RwLock<Arc<dyn ChangeLog>>,
 }
 
 fn round_pages(bytes: u64, page_size: usize, at_least: u64) -> u64 {
@@ -222,7 +224,7 @@ impl Database {
                 what: format!("the first allocation should be page {}", db.root),
             });
         }
-        db.tree().format_root()?;
+        db.with_tree(|tree| tree.format_root())?;
         Ok(db)
     }
 
@@ -297,17 +299,21 @@ impl Database {
             stamp,
             root: header.root_page,
             closed: false,
+            log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
         })
     }
 
-    fn tree(&self) -> Tree<'_> {
-        Tree {
+    /// Runs `f` on the record tree, with the current change log.
+    fn with_tree<R>(&self, f: impl FnOnce(&Tree<'_>) -> Result<R>) -> Result<R> {
+        let log = self.log.read().clone();
+        f(&Tree {
             cache: &self.cache,
             space: &self.space,
             stamp: &self.stamp,
             root: self.root,
             tree_id: RECORD_TREE_ID,
-        }
+            log: log.as_ref(),
+        })
     }
 
     fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -330,18 +336,18 @@ impl Database {
     /// Adds a record. Returns false (and changes nothing) if the key exists.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check_record(key, value)?;
-        self.tree().modify(Op::Insert { key, value }, 0)
+        self.with_tree(|tree| tree.modify(Op::Insert { key, value }, 0))
     }
 
     /// Replaces a record's value. Returns false if the key is absent.
     pub fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check_record(key, value)?;
-        self.tree().modify(Op::Replace { key, value }, 0)
+        self.with_tree(|tree| tree.modify(Op::Replace { key, value }, 0))
     }
 
     /// Removes a record. Returns false if the key is absent.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.tree().modify(Op::Delete { key }, 0)
+        self.with_tree(|tree| tree.modify(Op::Delete { key }, 0))
     }
 
     /// Like insert/replace/delete, with the log position of the log record that describes the
@@ -350,18 +356,18 @@ impl Database {
         if let Op::Insert { key, value } | Op::Replace { key, value } = op {
             self.check_record(key, value)?;
         }
-        self.tree().modify(op, log_position)
+        self.with_tree(|tree| tree.modify(op, log_position))
     }
 
     /// The value stored under `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.tree().get(key)
+        self.with_tree(|tree| tree.get(key))
     }
 
     /// Up to `limit` records from `start` on, in key order (with read-ahead).
     pub fn scan(&self, start: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        self.tree().scan(start, limit, &mut out)?;
+        self.with_tree(|tree| tree.scan(start, limit, &mut out))?;
         Ok(out)
     }
 
@@ -393,13 +399,15 @@ impl Database {
                 buf.resize(value_bytes, 0);
                 let key = record_key(record);
                 self.check_record(&key, &buf)?;
-                self.tree().modify(
-                    Op::Insert {
-                        key: &key,
-                        value: &buf,
-                    },
-                    0,
-                )?;
+                self.with_tree(|tree| {
+                    tree.modify(
+                        Op::Insert {
+                            key: &key,
+                            value: &buf,
+                        },
+                        0,
+                    )
+                })?;
                 record += 1;
             }
             progress(&FillProgress {
@@ -442,7 +450,21 @@ impl Database {
 
     /// Checks the tree's and the space map's invariants (a full walk; for tests and checks).
     pub fn check(&self) -> Result<TreeStats> {
-        self.tree().check()
+        self.with_tree(|tree| tree.check())
+    }
+
+    /// Installs the log's change sink: every page change is reported to it from now on
+    /// (see [`crate::change`]).
+    pub fn set_change_log(&self, log: Arc<dyn ChangeLog>) {
+        self.space.set_change_log(log.clone());
+        *self.log.write() = log;
+    }
+
+    /// Makes sure update stamps given out from now on are above `stamp` (after a replay, the
+    /// highest stamp seen in the log: the header's value is from the last clean close).
+    pub fn advance_update_stamp(&self, stamp: u64) {
+        self.stamp
+            .fetch_max(stamp.saturating_add(1), Ordering::AcqRel);
     }
 
     /// Installs the log's write-ahead gate.

@@ -11,6 +11,7 @@
 
 pub mod btree;
 pub mod cache;
+pub mod change;
 pub mod checksum;
 pub mod db;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod space;
 
 pub use btree::{Op, TreeStats};
 pub use cache::{CacheStats, NoLog, WriteAheadGate};
+pub use change::{ChangeLog, NoChangeLog, OwnedPageChange, PageChange};
 pub use db::{Database, DatabaseOptions, FillProgress, record_key};
 pub use error::EngineError;
 pub use header::{DbHeader, DbState, HeaderError, LogPosition};

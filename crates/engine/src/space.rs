@@ -25,6 +25,7 @@ use jetproof_io::{AlignedBuf, IoClass, IoFile};
 use parking_lot::Mutex;
 
 use crate::cache::PageCache;
+use crate::change::{ChangeLog, NoChangeLog, PageChange};
 use crate::checksum;
 use crate::error::{EngineError, Result};
 use crate::header::HEADER_PAGES;
@@ -103,15 +104,22 @@ fn format_map(slot: &mut [u8], number: u32) {
 }
 
 fn set_bit(map: &mut [u8], bit: u64, used: bool) {
+    set_map_bit(map, bit, used);
+}
+
+/// Sets or clears bit `bit` of a space map page; false if the bit is outside the page.
+pub fn set_map_bit(map: &mut [u8], bit: u64, used: bool) -> bool {
     let index = HEADER_SIZE + (bit / 8) as usize;
-    if let Some(byte) = map.get_mut(index) {
-        let mask = 1u8 << (bit % 8);
-        if used {
-            *byte |= mask;
-        } else {
-            *byte &= !mask;
-        }
+    let Some(byte) = map.get_mut(index) else {
+        return false;
+    };
+    let mask = 1u8 << (bit % 8);
+    if used {
+        *byte |= mask;
+    } else {
+        *byte &= !mask;
     }
+    true
 }
 
 fn get_bit(map: &[u8], bit: u64) -> bool {
@@ -137,6 +145,7 @@ pub struct Space {
     /// Called after growth with the new page count, to persist it in the header.
     on_grow: OnGrow,
     stamp: Arc<AtomicU64>,
+    log: parking_lot::RwLock<Arc<dyn ChangeLog>>,
 }
 
 /// Persists a new page count after growth (the database writes it into both header copies).
@@ -186,7 +195,13 @@ impl Space {
             }),
             on_grow,
             stamp,
+            log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
         })
+    }
+
+    /// Where changes to space map pages are reported (the log).
+    pub fn set_change_log(&self, log: Arc<dyn ChangeLog>) {
+        *self.log.write() = log;
     }
 
     pub fn page_count(&self) -> u64 {
@@ -245,8 +260,11 @@ impl Space {
         let map_page = map_page_for(page, self.page_size) as u32;
         let mut map = cache.write(map_page)?;
         let stamp = self.stamp.fetch_add(1, Ordering::AcqRel);
-        set_bit(map.data_mut(), page % pages_per_map(self.page_size), used);
-        map.stamp(stamp, 0);
+        let bit = page % pages_per_map(self.page_size);
+        set_bit(map.data_mut(), bit, used);
+        let log = self.log.read().clone();
+        let log_position = log.record(map_page, stamp, &PageChange::MapBit { bit, used })?;
+        map.stamp(stamp, log_position);
         Ok(())
     }
 
