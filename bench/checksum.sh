@@ -68,6 +68,7 @@ done
 fio_mib() { python3 -c 'import json,sys; print("%.1f" % (json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"] / 2**20))'; }
 
 results=()
+all_qd1=(); all_qd8=(); all_ours=()
 for run in $(seq 1 "$RUNS"); do
     drop_caches
     fio_qd1=$(fio --ioengine=psync "${fio_args[@]}" | fio_mib)
@@ -84,7 +85,14 @@ print("%.1f %d %d" % (t["mb_per_sec"], t["pages_seen"], t["pages_bad"] + t["page
     ratio8=$(python3 -c "print('%.0f' % (100 * $ours / $fio_qd8))")
     echo "run $run: fio QD1 $fio_qd1 MiB/s, fio QD8 $fio_qd8 MiB/s, jetproof checksum $ours MiB/s ($ratio% of QD1, $ratio8% of QD8), $seen pages, $bad damaged" >&2
     results+=("| $run | $fio_qd1 | $fio_qd8 | $ours | $ratio% | $ratio8% | $seen | $bad |")
+    all_qd1+=("$fio_qd1"); all_qd8+=("$fio_qd8"); all_ours+=("$ours")
 done
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+m_qd1=$(median "${all_qd1[@]}"); m_qd8=$(median "${all_qd8[@]}"); m_ours=$(median "${all_ours[@]}")
+m_ratio=$(python3 -c "print('%.0f' % (100 * $m_ours / $m_qd1))")
+m_ratio8=$(python3 -c "print('%.0f' % (100 * $m_ours / $m_qd8))")
+results+=("| **median** | **$m_qd1** | **$m_qd8** | **$m_ours** | **$m_ratio%** | **$m_ratio8%** | | |")
+echo "median: fio QD1 $m_qd1, fio QD8 $m_qd8, jetproof checksum $m_ours MiB/s ($m_ratio% of QD1, $m_ratio8% of QD8)" >&2
 
 cpu_table=""
 if [ "$CPU_BENCH" = 1 ]; then
@@ -103,6 +111,7 @@ fs_type=$(df -T "$DIR" | awk 'NR==2 {print $2 " on " $1}')
     echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), nproc $(nproc)"
     echo "- Memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
     echo "- Kernel: $(uname -r)"
+    echo "- Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine makes runs vary; compare the medians)"
     echo "- File system: $fs_type ($(lsblk -ndo NAME,ROTA,SIZE,MODEL "$(df "$DIR" | awk 'NR==2 {print $1}')" 2>/dev/null | tr -s ' ' || echo 'device details unavailable'))"
     echo "- fio: $(fio --version)"
     echo "- Data: $DATABASES databases of $DB_SIZE, $PAGE_SIZE pages, made by \`jetproof init\`, in $DIR"

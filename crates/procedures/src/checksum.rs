@@ -8,11 +8,12 @@
 //! fast and count right.
 //!
 //! Speed is the point of its design: it must keep up with the storage (≥ 80% of fio's sequential
-//! read bandwidth). Every file is read by its own reader thread in large sequential reads
-//! (1 MiB by default, direct I/O unless the job says otherwise), and its pages are verified by a
-//! second thread while the next reads are under way: a small ring of buffers passes between the
-//! two, so the disk never waits for the CPU nor the CPU for the disk. All files go at once, as
-//! Jetstress does.
+//! read bandwidth). Every file is read front to back in large reads (1 MiB by default, direct I/O
+//! unless the job says otherwise) by a few reader threads that claim its chunks in order, so the
+//! device sees one sequential stream with several reads in flight (what read-ahead gives a
+//! buffered reader); its pages are verified by another thread while the next reads are under way:
+//! a small ring of buffers passes between them, so the disk never waits for the CPU nor the CPU
+//! for the disk. All files go at once, as Jetstress does.
 //!
 //! Each instance's log files are verified too (the seeds' "database and log checksum"), by the
 //! log's own verifier ([`jetproof_log::verify_log_dir`]): frame checksums, headers tied to this
@@ -27,8 +28,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::checksum::{self, PageCheck};
@@ -43,8 +44,12 @@ use serde::{Deserialize, Serialize};
 /// Default size of each sequential read.
 pub const DEFAULT_READ_SIZE: usize = 1 << 20;
 
-/// Buffers in flight per file: one being read, others waiting to be verified or being verified.
-const BUFFERS_PER_FILE: usize = 4;
+/// Default reads in flight per file.
+pub const DEFAULT_READS_IN_FLIGHT: usize = 4;
+
+/// Buffers per file beyond one per reader: filled ones waiting for, or being checked by, the
+/// verifier.
+const VERIFY_BUFFERS: usize = 2;
 
 /// At most this many damaged pages are listed per file (all are counted). A file of garbage
 /// would otherwise list every page it has.
@@ -60,6 +65,10 @@ pub struct ChecksumOptions {
     pub direct_io: bool,
     /// Size of each sequential read; rounded down to whole pages.
     pub read_size_bytes: usize,
+    /// Reads in flight per file: one reader thread each, claiming the file's chunks in order, so
+    /// the device sees a sequential stream with this queue depth (as the OS's read-ahead would
+    /// give a buffered reader).
+    pub reads_in_flight: usize,
 }
 
 impl ChecksumOptions {
@@ -67,6 +76,7 @@ impl ChecksumOptions {
         ChecksumOptions {
             direct_io: job.storage.direct_io,
             read_size_bytes: DEFAULT_READ_SIZE,
+            reads_in_flight: DEFAULT_READS_IN_FLIGHT,
         }
     }
 }
@@ -492,14 +502,16 @@ fn verify_logs(
     Ok(LogChecksum::from_report(instance, &report))
 }
 
-/// Counts of one file, filled as its pages are verified.
+/// Counts of one file, filled as its pages are verified (chunks arrive in any order).
 struct Tally {
     pages_seen: u64,
     pages_bad: u64,
     pages_correctable: u64,
     pages_wrong_number: u64,
+    /// Damaged pages; trimmed to the [`MAX_LISTED_DAMAGED_PAGES`] lowest page numbers whenever
+    /// it holds twice that, so a file of garbage costs bounded memory and the listing does not
+    /// depend on the order in which chunks were read.
     damaged_pages: Vec<DamagedPage>,
-    damaged_pages_not_listed: u64,
 }
 
 impl Tally {
@@ -510,8 +522,23 @@ impl Tally {
             pages_correctable: 0,
             pages_wrong_number: 0,
             damaged_pages: Vec::new(),
-            damaged_pages_not_listed: 0,
         }
+    }
+
+    fn trim(&mut self) {
+        self.damaged_pages.sort_by_key(|page| page.page_number);
+        self.damaged_pages.truncate(MAX_LISTED_DAMAGED_PAGES);
+    }
+
+    fn damaged_pages_not_listed(&self) -> u64 {
+        let damaged = self.pages_bad + self.pages_correctable + self.pages_wrong_number;
+        damaged.saturating_sub(self.damaged_pages.len().min(MAX_LISTED_DAMAGED_PAGES) as u64)
+    }
+
+    /// The listed damaged pages, in page order.
+    fn into_listed(mut self) -> Vec<DamagedPage> {
+        self.trim();
+        self.damaged_pages
     }
 
     /// Verifies the whole pages in `bytes`, the first of which is page `first_page`.
@@ -551,10 +578,9 @@ impl Tally {
                     }
                 }
             };
-            if self.damaged_pages.len() < MAX_LISTED_DAMAGED_PAGES {
-                self.damaged_pages.push(damaged);
-            } else {
-                self.damaged_pages_not_listed += 1;
+            self.damaged_pages.push(damaged);
+            if self.damaged_pages.len() >= 2 * MAX_LISTED_DAMAGED_PAGES {
+                self.trim();
             }
         }
     }
@@ -579,45 +605,74 @@ fn scan_target(
     let file = target.file.as_ref();
     let started = Instant::now();
 
-    let (filled_tx, filled_rx) = mpsc::sync_channel::<Filled>(BUFFERS_PER_FILE);
+    let readers = options.reads_in_flight.max(1);
+    let buffers = readers + VERIFY_BUFFERS;
+    let (filled_tx, filled_rx) = mpsc::sync_channel::<Filled>(buffers);
     let (empty_tx, empty_rx) = mpsc::channel::<AlignedBuf>();
-    for _ in 0..BUFFERS_PER_FILE {
-        // The receiver is alive: it is ours until the reader takes it below.
+    for _ in 0..buffers {
+        // The receiver is alive: it is ours until the readers end.
         let _ = empty_tx.send(AlignedBuf::zeroed(chunk));
     }
-    let stop_flag = AtomicBool::new(false);
-    let stop = &stop_flag;
+    let empty_rx = Mutex::new(empty_rx);
+    let next_offset = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
     let mut tally = Tally::new();
     let read_result = std::thread::scope(|scope| {
-        // The reader owns the sending side: when it ends (done or failed), the channel closes and
-        // the verifying loop below ends.
-        let reader = scope.spawn(move || -> Result<(), IoError> {
-            let mut offset = 0u64;
-            while offset < total && !stop.load(Ordering::Relaxed) {
-                let Ok(mut buf) = empty_rx.recv() else {
-                    break;
-                };
-                let len = chunk.min(usize::try_from(total - offset).unwrap_or(chunk));
-                file.read_at(&mut buf[..len], offset, IoClass::ChecksumRead)?;
-                if filled_tx.send(Filled { offset, len, buf }).is_err() {
-                    break;
-                }
-                offset += len as u64;
-            }
-            Ok(())
-        });
+        // Each reader claims the next chunk of the file, reads it and hands it to the verifier.
+        // The readers own the sending side: when the last one ends (done or failed), the channel
+        // closes and the verifying loop below ends.
+        let handles: Vec<_> = (0..readers)
+            .map(|_| {
+                let filled_tx = filled_tx.clone();
+                let (empty_rx, next_offset, stop) = (&empty_rx, &next_offset, &stop);
+                scope.spawn(move || -> Result<(), IoError> {
+                    while !stop.load(Ordering::Relaxed) {
+                        // Holding the lock while waiting is fine: whoever gets it takes the next
+                        // free buffer.
+                        let Ok(waiting) = empty_rx.lock() else {
+                            break;
+                        };
+                        let Ok(mut buf) = waiting.recv() else {
+                            break;
+                        };
+                        drop(waiting);
+                        let offset = next_offset.fetch_add(chunk as u64, Ordering::Relaxed);
+                        if offset >= total {
+                            break;
+                        }
+                        let len = chunk.min(usize::try_from(total - offset).unwrap_or(chunk));
+                        if let Err(error) =
+                            file.read_at(&mut buf[..len], offset, IoClass::ChecksumRead)
+                        {
+                            stop.store(true, Ordering::Relaxed);
+                            return Err(error);
+                        }
+                        if filled_tx.send(Filled { offset, len, buf }).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        drop(filled_tx);
         for filled in filled_rx.iter() {
             let first_page = filled.offset / page_size as u64;
             tally.check(&filled.buf[..filled.len], page_size, first_page);
             progress.advance(filled.len as u64);
-            // Once the reader has read its last chunk it stops taking buffers back: ignore that.
+            // Once the readers are done they take no buffers back: ignore that.
             let _ = empty_tx.send(filled.buf);
         }
         stop.store(true, Ordering::Relaxed);
-        match reader.join() {
-            Ok(result) => result,
-            Err(panic) => std::panic::resume_unwind(panic),
+        let mut result = Ok(());
+        for handle in handles {
+            match handle.join() {
+                Ok(Err(error)) if result.is_ok() => result = Err(error),
+                Ok(_) => {}
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
         }
+        result
     });
     read_result?;
     let seconds = started.elapsed().as_secs_f64();
@@ -633,8 +688,8 @@ fn scan_target(
         pages_wrong_number: tally.pages_wrong_number,
         seconds,
         mb_per_sec: mb_per_sec(total, seconds),
-        damaged_pages: tally.damaged_pages,
-        damaged_pages_not_listed: tally.damaged_pages_not_listed,
+        damaged_pages_not_listed: tally.damaged_pages_not_listed(),
+        damaged_pages: tally.into_listed(),
     })
 }
 
@@ -920,6 +975,7 @@ mod tests {
         ChecksumOptions {
             direct_io: false,
             read_size_bytes,
+            reads_in_flight: DEFAULT_READS_IN_FLIGHT,
         }
     }
 
@@ -936,6 +992,15 @@ mod tests {
         write_database(&a.database_path, 8192, 300, 1);
         write_database(&b.database_path, 32768, 70, 2);
         // A read size that does not divide the file, to exercise the last short read.
+        for readers in [1, 3] {
+            let options = ChecksumOptions {
+                reads_in_flight: readers,
+                ..buffered(7 * 8192)
+            };
+            let run = scan(&[a.clone(), b.clone()], &options);
+            assert!(run.is_clean(), "{readers} readers: {:?}", run.files);
+            assert_eq!(run.totals().pages_seen, 370, "{readers} readers");
+        }
         let run = scan(&[a, b], &buffered(5 * 32768));
         assert!(run.is_clean(), "{:?}", run.files);
         assert_eq!(run.files[0].pages_seen, 300, "{:?}", run.files[0]);
@@ -967,7 +1032,8 @@ mod tests {
         rng.fill_bytes(&mut bytes[150 * page..151 * page]);
         std::fs::write(&db.database_path, &bytes).expect("rewrite");
 
-        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        // Small reads, so that chunks are read by several readers and arrive out of order.
+        let run = scan(std::slice::from_ref(&db), &buffered(16 * page));
         let file = &run.files[0];
         assert_eq!(file.pages_seen, pages);
         assert_eq!(

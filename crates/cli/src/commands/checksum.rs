@@ -52,8 +52,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         ));
     }
     log.line(format!(
-        "Reading each file in {} KiB sequential reads, {}, one reader and one verifier thread per file",
+        "Reading each file front to back in {} KiB reads, {} in flight per file, {}; one verifier thread per file",
         options.read_size_bytes / 1024,
+        options.reads_in_flight,
         if options.direct_io {
             "direct I/O"
         } else {
