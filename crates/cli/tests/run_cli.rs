@@ -164,3 +164,50 @@ fn backup_without_databases_says_to_init() {
         .code(2)
         .stderr(predicate::str::contains("jetproof init"));
 }
+
+#[test]
+fn stress_ends_with_a_checksum_of_every_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "");
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "i"])
+        .assert()
+        .success();
+    jetproof(dir.path())
+        .args([
+            "run",
+            job,
+            "--test",
+            "stress",
+            "--duration",
+            "1s",
+            "--out",
+            "s",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Database Checksum Statistics"));
+    let r = result(&dir.path().join("s/result.json"));
+    assert_eq!(r["test"], "stress");
+    assert_eq!(r["verdict"], "pass");
+    assert_eq!(r["parameters"]["limits"]["db_read_max_ms"], 200.0);
+    for instance in r["instances"].as_array().expect("instances") {
+        let seen = instance["pages_seen"].as_u64().expect("pages_seen");
+        let size = std::fs::metadata(
+            instance["database_path"]
+                .as_str()
+                .map(|p| dir.path().join(p))
+                .expect("path"),
+        )
+        .expect("database")
+        .len();
+        assert_eq!(seen * 8192, size, "every page of {instance} seen");
+        assert_eq!(instance["pages_bad"], 0);
+    }
+    let log = std::fs::read_to_string(dir.path().join("s/test.log")).expect("log");
+    assert!(
+        log.contains("Overall test result after the checksum pass: Pass"),
+        "{log}"
+    );
+}

@@ -148,7 +148,80 @@ impl FirstError {
     }
 }
 
-/// Runs a performance test (or a stress test when `stress`).
+/// The stress test: the workload for `run.stress_duration` with the stress maxima, then, in the
+/// same command, a checksum pass over every page of every database and log file (as Jetstress's
+/// stress test ends with a "Database Checksum"). Damage found fails the run, with its location.
+pub fn stress(
+    job: &Job,
+    out: &OutDir,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<TestResult, RunError> {
+    let mut result = performance(job, true, out, log, options)?;
+    if result.interrupted {
+        log.line("Interrupted: the checksum pass is skipped.");
+        return Ok(result);
+    }
+    log.line("Verifying database and log checksums ...");
+    let checksum = crate::checksum::run(
+        job,
+        options.backend.as_ref(),
+        &crate::checksum::ChecksumOptions::from_job(job),
+        &crate::checksum::NoProgress,
+    )
+    .map_err(|e| RunError::Results(format!("checksum pass after the stress test: {e}")))?;
+    for line in crate::checksum::statistics_table(&checksum) {
+        log.line(line);
+    }
+    for line in crate::checksum::damage_lines(&checksum, 100) {
+        log.line(&line);
+        result.reasons.push(format!("checksum: {line}"));
+    }
+    for (file, logs) in checksum.files.iter().zip(&checksum.logs) {
+        if let Some(instance) = result
+            .instances
+            .iter_mut()
+            .find(|i| i.name == file.instance)
+        {
+            // The same per-file figures as the checksum test's result (SPEC §5).
+            if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(file) {
+                instance.extra.extend(map);
+            }
+            instance.extra.insert(
+                "log_files".into(),
+                serde_json::to_value(logs).unwrap_or(serde_json::Value::Null),
+            );
+        }
+    }
+    let totals = checksum.totals();
+    if !checksum.is_clean() && result.reasons.iter().all(|r| !r.starts_with("checksum")) {
+        result
+            .reasons
+            .push("checksum: damaged pages or log files found after the stress test".into());
+    }
+    result.totals.insert(
+        "checksum".into(),
+        serde_json::to_value(&totals).unwrap_or(serde_json::Value::Null),
+    );
+    result.verdict = if result.reasons.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    result.ended = jetproof_results::now_rfc3339();
+    log.line(format!(
+        "Overall test result after the checksum pass: {}",
+        match result.verdict {
+            Verdict::Pass => "Pass",
+            Verdict::Fail => "Fail",
+        }
+    ));
+    out.write_result_and_report(&result)
+        .map_err(|e| RunError::Results(e.to_string()))?;
+    Ok(result)
+}
+
+/// Runs a performance test (or the workload part of a stress test when `stress`).
 pub fn performance(
     job: &Job,
     stress: bool,
@@ -367,7 +440,12 @@ pub fn performance(
     };
     result.reasons = reasons;
     log.line(format!(
-        "Overall test result: {}",
+        "{}: {}",
+        if stress {
+            "Workload result (the checksum pass follows)"
+        } else {
+            "Overall test result"
+        },
         match result.verdict {
             Verdict::Pass => "Pass",
             Verdict::Fail => "Fail",

@@ -209,6 +209,41 @@ fn sections(result: &TestResult) -> Vec<(&'static str, Table)> {
     if !result.instances.iter().all(|i| i.io.is_empty()) {
         sections.push(("Latency Distribution", distribution_table(result)));
     }
+    if result
+        .instances
+        .iter()
+        .any(|i| i.extra.contains_key("pages_seen"))
+    {
+        let mut t = Table::new(&[
+            "Database",
+            "Seen pages",
+            "Bad pages",
+            "Correctable pages",
+            "Wrong page-number pages",
+            "File length / seconds taken",
+        ]);
+        for instance in &result.instances {
+            let figure = |key: &str| instance.extra.get(key).and_then(|v| v.as_u64());
+            let Some(seen) = figure("pages_seen") else {
+                continue;
+            };
+            let seconds = instance
+                .extra
+                .get("seconds")
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0);
+            let bytes = figure("size_bytes").unwrap_or(0);
+            t.row(vec![
+                instance.database_path.display().to_string(),
+                seen.to_string(),
+                figure("pages_bad").unwrap_or(0).to_string(),
+                figure("pages_correctable").unwrap_or(0).to_string(),
+                figure("pages_wrong_number").unwrap_or(0).to_string(),
+                format!("{} MiB / {seconds:.1} s", bytes >> 20),
+            ]);
+        }
+        sections.push(("Database Checksum Statistics", t));
+    }
     if let Some(counters) = &result.host_counters {
         let mut t = Table::new(&["Counter", "Average", "Minimum", "Maximum"]);
         for (name, stat) in [

@@ -99,8 +99,12 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
     };
-    let result = jetproof_procedures::performance::performance(job, stress, &out, &log, &options)
-        .map_err(run_error)?;
+    let result = if stress {
+        jetproof_procedures::performance::stress(job, &out, &log, &options)
+    } else {
+        jetproof_procedures::performance::performance(job, false, &out, &log, &options)
+    }
+    .map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
     println!("Result: {}", out.file("result.json").display());
     if result
