@@ -116,8 +116,13 @@ fn foreign_file_is_never_written() {
 fn bad_input_exits_2_naming_the_flag_before_any_io() {
     let dir = dir();
     let path = dir.path().join("never.dat");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--block-size", "1000"], "--block-size"),
+        (
+            &["--block-size", "1MiB", "--file-size", "1MiB"],
+            "--file-size",
+        ),
+        (&["--file-size", "900TiB"], "--file-size"),
         (&["--block-size", "0"], "--block-size"),
         (&["--read-percent", "101"], "--read-percent"),
         (&["--queue-depth", "0"], "--queue-depth"),
