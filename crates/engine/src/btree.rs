@@ -107,7 +107,10 @@ impl<'a> Tree<'a> {
     /// log position the log gave (or `lp`, the caller's, if later).
     fn logged(&self, node: &mut PageMut<'_>, lp: u64, change: PageChange<'_>) -> Result<()> {
         let stamp = self.next_stamp();
-        let logged = self.log.record(node.page_number(), stamp, &change)?;
+        let logged = self
+            .log
+            .record(node.page_number(), stamp, &change)
+            .inspect_err(|e| self.cache.poison(e))?;
         node.stamp(stamp, logged.max(lp));
         Ok(())
     }
@@ -115,11 +118,14 @@ impl<'a> Tree<'a> {
     /// Reports the page's whole new content (structural changes) and stamps it.
     fn logged_image(&self, node: &mut PageMut<'_>, lp: u64) -> Result<()> {
         let stamp = self.next_stamp();
-        let logged = self.log.record(
-            node.page_number(),
-            stamp,
-            &PageChange::Image { data: node.data() },
-        )?;
+        let logged = self
+            .log
+            .record(
+                node.page_number(),
+                stamp,
+                &PageChange::Image { data: node.data() },
+            )
+            .inspect_err(|e| self.cache.poison(e))?;
         node.stamp(stamp, logged.max(lp));
         Ok(())
     }

@@ -531,6 +531,12 @@ impl PageCache {
         }
     }
 
+    /// Stops the cache: every later operation fails with `Poisoned` naming `cause`. Used when
+    /// a change could not be logged (memory then holds a change the log does not know).
+    pub fn poison(&self, cause: &EngineError) {
+        self.inner.poison(cause);
+    }
+
     pub fn is_poisoned(&self) -> bool {
         self.inner.poisoned.load(Ordering::Acquire)
     }

@@ -263,7 +263,9 @@ impl Space {
         let bit = page % pages_per_map(self.page_size);
         set_bit(map.data_mut(), bit, used);
         let log = self.log.read().clone();
-        let log_position = log.record(map_page, stamp, &PageChange::MapBit { bit, used })?;
+        let log_position = log
+            .record(map_page, stamp, &PageChange::MapBit { bit, used })
+            .inspect_err(|e| cache.poison(e))?;
         map.stamp(stamp, log_position);
         Ok(())
     }

@@ -252,3 +252,31 @@ fn redo_after_concurrent_sessions() {
         "seed {seed}: content differs after redo"
     );
 }
+
+/// A change the log refuses stops the database: memory now holds a change the log does not know.
+#[test]
+fn a_change_log_failure_poisons_the_database() {
+    #[derive(Debug)]
+    struct Refusing;
+    impl ChangeLog for Refusing {
+        fn record(
+            &self,
+            _: u32,
+            _: u64,
+            _: &PageChange<'_>,
+        ) -> jetproof_engine::error::Result<u64> {
+            Err(jetproof_engine::EngineError::InvalidOption {
+                field: "log",
+                reason: "log disk full (test)".into(),
+            })
+        }
+    }
+    let backend = MemBackend::new();
+    let path = Path::new("/r/db.jpdb");
+    let db = Database::create(backend.as_ref(), path, small_options(4096, 32)).unwrap();
+    db.insert(b"a", b"1").unwrap();
+    db.set_change_log(Arc::new(Refusing));
+    assert!(db.insert(b"b", b"2").is_err());
+    let err = db.get(b"a").unwrap_err();
+    assert!(err.to_string().contains("log disk full"), "{err}");
+}
