@@ -971,6 +971,17 @@ mod tests {
         }
     }
 
+    /// An instance's checksum figures in result.json: flattened into the instance object, or
+    /// under `extra` in the first layout of `jetproof_results`.
+    fn instance_figures(json: &serde_json::Value, instance: usize) -> serde_json::Value {
+        let object = &json["instances"][instance];
+        if object.get("pages_seen").is_some() {
+            object.clone()
+        } else {
+            object["extra"].clone()
+        }
+    }
+
     fn buffered(read_size_bytes: usize) -> ChecksumOptions {
         ChecksumOptions {
             direct_io: false,
@@ -1087,7 +1098,7 @@ mod tests {
         assert_eq!(json["test"], "checksum");
         assert_eq!(json["verdict"], "fail");
         assert_eq!(json["reasons"].as_array().map(Vec::len), Some(1), "{json}");
-        let figures = &json["instances"][0]["extra"];
+        let figures = instance_figures(&json, 0);
         assert_eq!(figures["pages_seen"], 200, "{json}");
         assert_eq!(figures["pages_correctable"], 1, "{json}");
         assert_eq!(figures["pages_wrong_number"], 1, "{json}");
@@ -1162,7 +1173,8 @@ mod tests {
         let json = serde_json::to_value(to_result(&run, &Job::default(), &record)).expect("json");
         assert_eq!(json["verdict"], "fail");
         assert_eq!(
-            json["instances"][0]["extra"]["log_files"]["files_bad"], 1,
+            instance_figures(&json, 0)["log_files"]["files_bad"],
+            1,
             "{json}"
         );
         assert_eq!(json["totals"]["log_files_bad"], 1, "{json}");
