@@ -867,6 +867,9 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
                 Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
                 _ => BTreeMap::new(),
             };
+            // `name` and `database_path` of the instance already say these.
+            extra.remove("instance");
+            extra.remove("path");
             if let Ok(value) = serde_json::to_value(log) {
                 extra.insert("log_files".to_string(), value);
             }
