@@ -934,6 +934,14 @@ mod tests {
     /// Writes a database file of `pages` sealed pages (two header pages, then leaves with random
     /// bodies) and returns its bytes.
     fn write_database(path: &Path, page_size: u32, pages: u64, seed: u64) -> Vec<u8> {
+        let bytes = database_bytes(page_size, pages, seed);
+        std::fs::write(path, &bytes).expect("write test database");
+        bytes
+    }
+
+    /// The bytes of a database file of `pages` sealed pages: two header pages, then leaves with
+    /// random bodies.
+    fn database_bytes(page_size: u32, pages: u64, seed: u64) -> Vec<u8> {
         let mut rng = StdRng::seed_from_u64(seed);
         let size = page_size as usize;
         let mut bytes = vec![0u8; size * pages as usize];
@@ -962,7 +970,6 @@ mod tests {
             rng.fill_bytes(&mut page[HEADER_SIZE..]);
             checksum::seal(page);
         }
-        std::fs::write(path, &bytes).expect("write test database");
         bytes
     }
 
@@ -1191,6 +1198,44 @@ mod tests {
         write_log(&db.log_path, 999);
         let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
         assert!(!run.is_clean(), "{:?}", run.logs);
+    }
+
+    #[test]
+    fn checksum_io_error_mid_scan_is_an_error_not_a_hang() {
+        use jetproof_io::fault::{FaultBackend, FaultConfig};
+        let backend = FaultBackend::new(FaultConfig::default());
+        let dir = Path::new("/fault");
+        let db = instance(dir, "db1");
+        backend.create_dir_all(dir).expect("mkdir");
+        let file = backend
+            .open(&db.database_path, &OpenOptions::create().buffered())
+            .expect("create");
+        file.write_at(&database_bytes(4096, 256, 5), 0, IoClass::DbWrite)
+            .expect("write");
+        drop(file);
+        for readers in [1, 4] {
+            // The header reads succeed; the scan's fifth or so read fails.
+            let failing_after = backend.operations() + 8;
+            backend.configure(|config| config.eio_after_ops = Some(failing_after));
+            let options = ChecksumOptions {
+                reads_in_flight: readers,
+                ..buffered(8 * 4096)
+            };
+            let err = check_instances(
+                std::slice::from_ref(&db),
+                backend.as_ref(),
+                &options,
+                &NoProgress,
+            )
+            .expect_err("an injected EIO stops the pass");
+            assert!(
+                matches!(err, ChecksumError::Io(_)),
+                "failed in the scan: {err:?}"
+            );
+            assert!(!err.is_bad_input(), "{err}");
+            assert!(err.to_string().contains("db1.jpdb"), "{err}");
+            backend.configure(|config| config.eio_after_ops = None);
+        }
     }
 
     #[test]
