@@ -352,10 +352,17 @@ struct Target {
     trailing_bytes: u64,
 }
 
-/// Checks, before anything is written or read, that every database of the job exists: a
-/// missing one is bad input.
+/// Checks, before anything is written or read, that every database of the job exists and can be
+/// opened as the job says (a file system that refuses direct I/O is found here): both are bad
+/// input.
 pub fn preflight(job: &Job, backend: &dyn IoBackend) -> Result<(), ChecksumError> {
-    check_exist(&job.instances(), backend)
+    let instances = job.instances();
+    check_exist(&instances, backend)?;
+    let open = OpenOptions::read_only().with_direct(job.storage.direct_io);
+    for instance in &instances {
+        backend.open(&instance.database_path, &open)?;
+    }
+    Ok(())
 }
 
 fn check_exist(instances: &[Instance], backend: &dyn IoBackend) -> Result<(), ChecksumError> {
