@@ -2,9 +2,11 @@
 //! They know nothing of the command line: they take a validated job and report through
 //! `jetproof_results`.
 
+pub mod autotune;
 pub mod backup;
 pub mod checksum;
 pub mod database;
 pub mod init;
+pub mod maintenance;
 pub mod performance;
 pub mod target;

@@ -8,10 +8,15 @@
 //! shut-down. The figures of `result.json` cover the measured window only: they are the
 //! difference between the snapshots taken at its start and its end.
 //!
-//! Not yet here (issue 5 and the log issue): the engine writes no log yet, so commits do not
-//! wait for anything and there is no `log_write` class; the run says so in its log and result.
-//! Auto-tuning of the session count, background maintenance and replication reads are not
-//! built: a job asking for them is refused or told so.
+//! Threads of a run: the sessions (started afresh for each phase: warm-up, each auto-tune
+//! trial, the measured window), one background maintenance scan per instance for the whole run
+//! (`maintenance.rs`), and this thread, which keeps the clock, samples and paces. The databases
+//! are closed only after every other thread has ended, so an interrupted run (Ctrl-C) still
+//! leaves them closed cleanly.
+//!
+//! Not yet here (the log issue): the engine writes no log yet, so commits do not wait for
+//! anything and there is no `log_write` class; the run says so in its log and result.
+//! Replication reads are not built.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -21,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::{Database, DatabaseOptions, DbHeader, DbState, EngineError};
-use jetproof_io::meter::{InstanceSnapshot, InstanceStats};
+use jetproof_io::meter::{InstanceSnapshot, InstanceStats, MeteredFile};
 use jetproof_io::sample::Sampler;
 use jetproof_io::{IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{Job, Threads};
@@ -36,7 +41,9 @@ use jetproof_workload::pacer::Pacer;
 use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::{Store, StoreError};
 
+use crate::autotune::{self, Conclusion, Measurement, Trial};
 use crate::init::mailboxes_per_database;
+use crate::maintenance::{self, ScanConfig, ScanState};
 use crate::target::{BadInput, bad};
 
 /// How long the cache may take to fill before the measured window starts anyway.
@@ -93,10 +100,12 @@ impl Store for EngineStore {
 
 /// Checks, without writing, that the databases exist and were closed cleanly.
 pub fn preflight(job: &Job) -> Result<(), RunError> {
-    if let Threads::Auto = job.workload.threads {
+    if let Threads::Auto = job.workload.threads
+        && job.target_iops().is_none()
+    {
         return Err(bad(
-            "workload.threads",
-            "\"auto\" (session-count tuning) is not built yet; give a number of sessions per database, like 4",
+            "simulation.iops_per_mailbox",
+            "workload.threads = \"auto\" tunes the session count to reach the target (mailboxes x IOPS per mailbox), and there is none; set simulation.iops_per_mailbox (like 0.1) or give a number of sessions per database, like 4",
         )
         .into());
     }
@@ -128,6 +137,8 @@ struct Attached {
     /// Set when this instance hit a storage error: its sessions stop, the others go on.
     failed: AtomicBool,
     error: FirstError,
+    /// What the background maintenance scan found.
+    bdm: ScanState,
 }
 
 /// The first error of an instance, kept as text for the result.
@@ -240,10 +251,6 @@ pub fn performance(
     } else {
         job.run.duration.as_duration()
     };
-    let sessions = match job.workload.threads {
-        Threads::Fixed(n) => n,
-        Threads::Auto => 1,
-    };
     let instances = job.instances();
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
@@ -300,6 +307,7 @@ pub fn performance(
             },
             failed: AtomicBool::new(false),
             error: Default::default(),
+            bdm: ScanState::default(),
         });
     }
     log.line("Preparations for testing are complete.");
@@ -331,10 +339,22 @@ pub fn performance(
         limits.log_write_avg_ms, limits.log_write_max_ms
     ));
     let w = &job.workload;
+    let sessions_label = match w.threads {
+        Threads::Fixed(n) => n.to_string(),
+        Threads::Auto => "auto (tuned below)".to_string(),
+    };
     log.line(format!(
-        "Operation mix: Sessions {sessions}, Inserts {}%, Deletes {}%, Replaces {}%, Reads {}%, Lazy Commits {}%.",
+        "Operation mix: Sessions {sessions_label}, Inserts {}%, Deletes {}%, Replaces {}%, Reads {}%, Lazy Commits {}%.",
         w.insert_percent, w.delete_percent, w.replace_percent, w.read_percent, w.lazy_commit_percent
     ));
+    if w.background_maintenance {
+        log.line(maintenance::describe(
+            w.maintenance_read_size.bytes(),
+            attached.len(),
+        ));
+    } else {
+        log.line("Background database maintenance: off (workload.background_maintenance = false).");
+    }
     log.line(
         "Log: not written yet (the engine's log is issue 3): commits are not made durable and no log I/O is measured.",
     );
@@ -352,38 +372,77 @@ pub fn performance(
         a.load.pacer.set_rate(per_instance_target.map(|t| t / 2.0));
     }
 
-    let sessions_stop = AtomicBool::new(false);
+    let run_stop = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
-        for (index, a) in attached.iter().enumerate() {
-            for session in 0..sessions {
-                let (a, stop) = (a, &sessions_stop);
-                let seed = options
-                    .seed
-                    .wrapping_add((index as u64) << 32)
-                    .wrapping_add(u64::from(session));
-                scope.spawn(move || {
-                    let stopped =
-                        || stop.load(Ordering::Relaxed) || a.failed.load(Ordering::Relaxed);
-                    if let Err(error) = run_session(&a.load, seed, &stopped) {
-                        a.failed.store(true, Ordering::Relaxed);
-                        a.error.set_once(error.to_string());
-                    }
-                });
+        if job.workload.background_maintenance {
+            for a in &attached {
+                let run_stop = &run_stop;
+                scope.spawn(move || background_maintenance(job, a, options, log, run_stop));
             }
         }
-        let measured = drive(
+        let phases = phases(
             job,
             &attached,
             duration,
             per_instance_target,
+            &limits,
             log,
             out,
             options,
         );
-        sessions_stop.store(true, Ordering::Relaxed);
-        measured
+        run_stop.store(true, Ordering::Relaxed);
+        phases
     });
-    let mut measured = outcome?;
+    let Phases {
+        mut measured,
+        sessions,
+        tuning,
+    } = outcome?;
+    for (a, instance) in attached.iter().zip(measured.instances.iter_mut()) {
+        if !job.workload.background_maintenance {
+            break;
+        }
+        let damaged = a.bdm.damaged();
+        for page in damaged.iter().take(MAX_DAMAGE_REASONS) {
+            measured.reasons.push(format!(
+                "{}: background database maintenance found a damaged page: {page}",
+                a.name
+            ));
+        }
+        if damaged.len() > MAX_DAMAGE_REASONS {
+            measured.reasons.push(format!(
+                "{}: background database maintenance found {} more damaged pages (see result.json)",
+                a.name,
+                damaged.len() - MAX_DAMAGE_REASONS
+            ));
+        }
+        instance.extra.insert(
+            "background_maintenance".into(),
+            serde_json::json!({
+                "passes": a.bdm.passes.load(Ordering::Relaxed),
+                "pages_verified": a.bdm.pages_verified.load(Ordering::Relaxed),
+                "pages_rechecked_good": a.bdm.pages_rechecked_good.load(Ordering::Relaxed),
+                "damaged_pages": damaged,
+            }),
+        );
+    }
+    if let Some(tuning) = &tuning {
+        match &tuning.conclusion {
+            Conclusion::Chosen(_) => {}
+            Conclusion::Unreachable { why, .. } => measured.reasons.push(format!(
+                "auto-tune: the storage cannot reach the target of {:.1} transactional IOPS: {why}; the measured window ran with {sessions} sessions per instance",
+                target.unwrap_or(0.0)
+            )),
+            Conclusion::Stopped { .. } => {
+                if !measured.interrupted {
+                    measured.reasons.push(
+                        "auto-tune was cut short by a storage error before it chose a session count"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
 
     log.line("Operation mix is complete; shutting down databases ...");
     let mut shutdown_errors = Vec::new();
@@ -419,7 +478,7 @@ pub fn performance(
         started: started_at,
         ended: jetproof_results::now_rfc3339(),
         duration_s: started.elapsed().as_secs_f64(),
-        parameters: parameters(job, sessions, &limits),
+        parameters: parameters(job, sessions, &limits, tuning.as_ref()),
         target_iops: target,
         achieved_iops: Some(measured.achieved_iops),
         instances: measured.instances,
@@ -465,25 +524,190 @@ struct Measured {
     interrupted: bool,
 }
 
-/// The run's clock: attains the prerequisites, then runs the measured window with sampling and
-/// pacing, and measures it.
+/// What the phases after attaching produced.
+struct Phases {
+    measured: Measured,
+    /// Sessions per instance of the measured window.
+    sessions: u32,
+    tuning: Option<Tuning>,
+}
+
+/// The auto-tune's evidence.
+struct Tuning {
+    conclusion: Conclusion,
+    trials: Vec<Trial>,
+    settle: Duration,
+    measure: Duration,
+}
+
+/// Seeds of the sessions of each phase differ, so no two phases replay the same choices.
+const PHASE_WARM_UP: u64 = 1 << 48;
+const PHASE_MEASURED: u64 = 2 << 48;
+const PHASE_TRIAL: u64 = 3 << 48;
+
+/// Damaged pages named one by one in the reasons; the rest are counted (all are in result.json).
+const MAX_DAMAGE_REASONS: usize = 20;
+
+/// The run's clock: attains the prerequisites, tunes the session count when asked, then runs
+/// the measured window with sampling and pacing, and measures it.
 #[allow(clippy::too_many_arguments)]
-fn drive(
+fn phases(
     job: &Job,
     attached: &[Attached],
     duration: Duration,
     per_instance_target: Option<f64>,
+    limits: &Limits,
     log: &TestLog,
     out: &OutDir,
     options: &RunOptions<'_>,
-) -> Result<Measured, RunError> {
-    // Attaining prerequisites: the workload warms every cache up to its maximum.
+) -> Result<Phases, RunError> {
+    let fixed = match job.workload.threads {
+        Threads::Fixed(n) => Some(n),
+        Threads::Auto => None,
+    };
+    // Auto-tune warms the cache with one session per instance: its trials start from one.
+    with_sessions(
+        attached,
+        fixed.unwrap_or(1),
+        options.seed.wrapping_add(PHASE_WARM_UP),
+        || attain_prerequisites(job, attached, per_instance_target, log, options),
+    );
+    let (sessions, tuning) = match (fixed, per_instance_target) {
+        (Some(n), _) => (n, None),
+        (None, Some(share)) => {
+            let tuning = tune(job, attached, share, limits, log, options);
+            let sessions = match tuning.conclusion {
+                Conclusion::Chosen(n) => n,
+                Conclusion::Unreachable { best, .. } | Conclusion::Stopped { best } => best,
+            };
+            (sessions, Some(tuning))
+        }
+        // preflight refuses "auto" without a target; one session is the safe reading.
+        (None, None) => (1, None),
+    };
+    let measured = with_sessions(
+        attached,
+        sessions,
+        options.seed.wrapping_add(PHASE_MEASURED),
+        || {
+            measure(
+                job,
+                attached,
+                sessions,
+                duration,
+                per_instance_target,
+                log,
+                out,
+                options,
+            )
+        },
+    )?;
+    Ok(Phases {
+        measured,
+        sessions,
+        tuning,
+    })
+}
+
+/// Runs `body` while `sessions` sessions per instance run transactions; stops and joins them
+/// after. An instance whose session hits a storage error is marked failed (its other sessions
+/// stop; the other instances go on).
+fn with_sessions<T>(
+    attached: &[Attached],
+    sessions: u32,
+    seed: u64,
+    body: impl FnOnce() -> T,
+) -> T {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for (index, a) in attached.iter().enumerate() {
+            for session in 0..sessions {
+                let (a, stop) = (a, &stop);
+                let seed = seed
+                    .wrapping_add((index as u64) << 32)
+                    .wrapping_add(u64::from(session));
+                scope.spawn(move || {
+                    let stopped =
+                        || stop.load(Ordering::Relaxed) || a.failed.load(Ordering::Relaxed);
+                    if let Err(error) = run_session(&a.load, seed, &stopped) {
+                        a.failed.store(true, Ordering::Relaxed);
+                        a.error.set_once(error.to_string());
+                    }
+                });
+            }
+        }
+        let result = body();
+        stop.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
+/// One instance's background database maintenance, until `run_stop`: the database file opened
+/// again read-only, metered into the instance's figures as `bdm_read`, scanned at the pace of
+/// `maintenance::BYTES_PER_SEC`. An I/O error stops the instance like a session's would.
+fn background_maintenance(
+    job: &Job,
+    a: &Attached,
+    options: &RunOptions<'_>,
+    log: &TestLog,
+    run_stop: &AtomicBool,
+) {
+    let path = a.database.path().to_path_buf();
+    let scan = || -> Result<(), IoError> {
+        let file = options.backend.open(
+            &path,
+            &OpenOptions::read_only().with_direct(job.storage.direct_io),
+        )?;
+        let file = MeteredFile::wrap(file, a.stats.clone());
+        let config = ScanConfig {
+            read_size: job.workload.maintenance_read_size.bytes() as usize,
+            page_size: a.database.page_size(),
+            bytes_per_sec: maintenance::BYTES_PER_SEC,
+        };
+        maintenance::scan(
+            file.as_ref(),
+            &config,
+            &|| a.database.page_count(),
+            &a.bdm,
+            &|| run_stop.load(Ordering::Relaxed),
+            &|damaged| {
+                log.line(format!(
+                    "Background database maintenance found a damaged page: {}: {damaged}",
+                    a.name
+                ));
+            },
+            &|pages, seconds| {
+                log.line(format!(
+                    "Background database maintenance: {}: pass {} complete, {pages} pages verified in {seconds:.1} s.",
+                    a.name,
+                    a.bdm.passes.load(Ordering::Relaxed)
+                ));
+            },
+        )
+    };
+    if let Err(error) = scan() {
+        a.failed.store(true, Ordering::Relaxed);
+        a.error
+            .set_once(format!("background database maintenance: {error}"));
+    }
+}
+
+/// Attaining prerequisites: the workload (already running) warms every cache up to its maximum.
+fn attain_prerequisites(
+    job: &Job,
+    attached: &[Attached],
+    per_instance_target: Option<f64>,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) {
     log.line("Attaining prerequisites:");
     let warm_started = Instant::now();
+    let mut control_state = None;
     loop {
+        // An instance stopped by a storage error will not warm up: do not wait for it.
         let warm = attached.iter().all(|a| {
             let c = a.database.cache_stats();
-            c.resident_pages + c.max_pages / 100 >= c.max_pages
+            a.failed.load(Ordering::Relaxed) || c.resident_pages + c.max_pages / 100 >= c.max_pages
         });
         if warm || options.stop.load(Ordering::Relaxed) {
             break;
@@ -492,7 +716,7 @@ fn drive(
             log.line("The caches did not fill within the limit; measuring anyway.");
             break;
         }
-        control(attached, per_instance_target, &mut None);
+        control(attached, per_instance_target, &mut control_state);
         std::thread::sleep(Duration::from_millis(100));
     }
     for a in attached {
@@ -504,6 +728,160 @@ fn drive(
             (c.max_pages as u64 * job.storage.page_size.bytes()) as f64 / 1_048_576.0
         ));
     }
+}
+
+/// Auto-tune (`autotune.rs`): trials of `settle` (one sample interval, not measured) then
+/// `measure` (two sample intervals), unpaced, until the search concludes. Each trial is one line
+/// of the test log. The pacers are restored afterwards for the measured window.
+fn tune(
+    job: &Job,
+    attached: &[Attached],
+    per_instance_target: f64,
+    limits: &Limits,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Tuning {
+    let interval = job.run.sample_interval.as_duration();
+    let (settle, measure) = (interval, interval * 2);
+    let target = per_instance_target * attached.len() as f64;
+    log.line(format!(
+        "Auto-tuning the session count: target {target:.1} transactional IOPS (+{:.0}% margin); each trial runs unpaced, {:.1} s to settle then a {:.1} s sample; 1, 2, 4, ... sessions per instance, then bisection.",
+        (autotune::MARGIN - 1.0) * 100.0,
+        settle.as_secs_f64(),
+        measure.as_secs_f64()
+    ));
+    let rates: Vec<Option<f64>> = attached.iter().map(|a| a.load.pacer.rate()).collect();
+    for a in attached {
+        a.load.pacer.set_rate(None);
+    }
+    let mut trial_index = 0u64;
+    let (conclusion, trials) = autotune::search(target, |sessions| {
+        trial_index += 1;
+        let seed = options
+            .seed
+            .wrapping_add(PHASE_TRIAL)
+            .wrapping_add(trial_index << 40);
+        let m = with_sessions(attached, sessions, seed, || {
+            trial(attached, settle, measure, limits, options)
+        })?;
+        log.line(format!(
+            "Auto-tune trial: {sessions} sessions per instance: {:.1} transactional IOPS, database reads {:.2} ms average{} ({}).",
+            m.achieved_iops,
+            m.db_read_avg_ms,
+            m.log_write_avg_ms
+                .map(|l| format!(", log writes {l:.2} ms average"))
+                .unwrap_or_default(),
+            if !m.within_thresholds {
+                "latency thresholds broken"
+            } else if m.achieved_iops >= target * autotune::MARGIN {
+                "target reached"
+            } else {
+                "short of the target"
+            }
+        ));
+        Some(m)
+    });
+    match &conclusion {
+        Conclusion::Chosen(n) => log.line(format!(
+            "Auto-tune chose {n} sessions per instance ({} trials).",
+            trials.len()
+        )),
+        Conclusion::Unreachable { best, why } => log.line(format!(
+            "Auto-tune: the storage cannot reach the target: {why}. Measuring with the best count, {best} sessions per instance; the test fails."
+        )),
+        Conclusion::Stopped { best } => log.line(format!(
+            "Auto-tune was cut short; going on with {best} sessions per instance."
+        )),
+    }
+    for (a, rate) in attached.iter().zip(rates) {
+        a.load
+            .pacer
+            .set_rate(rate.or(Some(per_instance_target / 2.0)));
+    }
+    Tuning {
+        conclusion,
+        trials,
+        settle,
+        measure,
+    }
+}
+
+/// One auto-tune trial with the sessions already running: None if Ctrl-C or a storage error cut
+/// it short.
+fn trial(
+    attached: &[Attached],
+    settle: Duration,
+    measure: Duration,
+    limits: &Limits,
+    options: &RunOptions<'_>,
+) -> Option<Measurement> {
+    let wait = |span: Duration| {
+        let until = Instant::now() + span;
+        loop {
+            if options.stop.load(Ordering::Relaxed)
+                || attached.iter().any(|a| a.failed.load(Ordering::Relaxed))
+            {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return true;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(50)));
+        }
+    };
+    if !wait(settle) {
+        return None;
+    }
+    let base: Vec<InstanceSnapshot> = attached.iter().map(|a| a.stats.snapshot()).collect();
+    let started = Instant::now();
+    if !wait(measure) {
+        return None;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut m = Measurement {
+        achieved_iops: 0.0,
+        db_read_avg_ms: 0.0,
+        log_write_avg_ms: None,
+        within_thresholds: true,
+    };
+    for (a, base) in attached.iter().zip(&base) {
+        let delta = a.stats.snapshot().delta_since(base);
+        let summary = |class: IoClass| {
+            delta
+                .classes
+                .get(&class)
+                .filter(|c| c.count > 0)
+                .map(|c| c.summary(seconds))
+        };
+        let reads = summary(IoClass::DbRead);
+        let writes = summary(IoClass::DbWrite);
+        m.achieved_iops += reads.as_ref().map(|r| r.ops_per_sec).unwrap_or(0.0)
+            + writes.as_ref().map(|w| w.ops_per_sec).unwrap_or(0.0);
+        if let Some(r) = &reads {
+            m.db_read_avg_ms = m.db_read_avg_ms.max(r.avg_latency_ms);
+            m.within_thresholds &= r.avg_latency_ms <= limits.db_read_avg_ms;
+        }
+        if let Some(l) = summary(IoClass::LogWrite) {
+            m.log_write_avg_ms = Some(m.log_write_avg_ms.unwrap_or(0.0).max(l.avg_latency_ms));
+            m.within_thresholds &= l.avg_latency_ms <= limits.log_write_avg_ms;
+        }
+    }
+    Some(m)
+}
+
+/// The measured window, with the sessions already running: sampling, pacing, and the figures.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    job: &Job,
+    attached: &[Attached],
+    sessions: u32,
+    duration: Duration,
+    per_instance_target: Option<f64>,
+    log: &TestLog,
+    out: &OutDir,
+    options: &RunOptions<'_>,
+) -> Result<Measured, RunError> {
     log.line(format!(
         "Performance logging started (interval: {} ms).",
         job.run.sample_interval.as_duration().as_millis()
@@ -646,7 +1024,7 @@ fn drive(
         extra.insert("transactions".into(), tx.into());
         extra.insert("transactions_per_sec".into(), (tx as f64 / window).into());
         extra.insert("achieved_iops".into(), transactional.into());
-        extra.insert("sessions".into(), job_sessions(job).into());
+        extra.insert("sessions".into(), sessions.into());
         extra.insert(
             "database_page_fault_stalls".into(),
             cache.page_fault_stalls.into(),
@@ -702,13 +1080,6 @@ fn drive(
     })
 }
 
-fn job_sessions(job: &Job) -> u32 {
-    match job.workload.threads {
-        Threads::Fixed(n) => n,
-        Threads::Auto => 0,
-    }
-}
-
 /// Pacing controller state: per instance, the transaction and I/O counts at the last tick.
 type ControlState = Option<(Instant, Vec<(u64, u64)>)>;
 
@@ -751,7 +1122,12 @@ fn control(attached: &[Attached], per_instance_target: Option<f64>, state: &mut 
     }
 }
 
-fn parameters(job: &Job, sessions: u32, limits: &Limits) -> serde_json::Value {
+fn parameters(
+    job: &Job,
+    sessions: u32,
+    limits: &Limits,
+    tuning: Option<&Tuning>,
+) -> serde_json::Value {
     let mut value = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
     if let Some(map) = value.as_object_mut() {
         map.insert("sessions_per_instance".into(), sessions.into());
@@ -760,6 +1136,27 @@ fn parameters(job: &Job, sessions: u32, limits: &Limits) -> serde_json::Value {
             serde_json::to_value(limits).unwrap_or(serde_json::Value::Null),
         );
         map.insert("log_integrated".into(), false.into());
+        if let Some(t) = tuning {
+            let (outcome, chosen, why) = match &t.conclusion {
+                Conclusion::Chosen(n) => ("chosen", Some(*n), None),
+                Conclusion::Unreachable { why, .. } => ("unreachable", None, Some(why.clone())),
+                Conclusion::Stopped { .. } => ("stopped", None, None),
+            };
+            map.insert(
+                "autotune".into(),
+                serde_json::json!({
+                    "outcome": outcome,
+                    "chosen_sessions": chosen,
+                    "sessions_used": sessions,
+                    "why": why,
+                    "target_iops": job.target_iops(),
+                    "margin": autotune::MARGIN,
+                    "trial_settle_s": t.settle.as_secs_f64(),
+                    "trial_measure_s": t.measure.as_secs_f64(),
+                    "trials": t.trials,
+                }),
+            );
+        }
     }
     value
 }
