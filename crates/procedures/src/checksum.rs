@@ -69,6 +69,8 @@ pub struct ChecksumOptions {
     /// the device sees a sequential stream with this queue depth (as the OS's read-ahead would
     /// give a buffered reader).
     pub reads_in_flight: usize,
+    /// Set (by Ctrl-C) to stop early: the files' figures then cover the pages checked so far.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl ChecksumOptions {
@@ -77,7 +79,14 @@ impl ChecksumOptions {
             direct_io: job.storage.direct_io,
             read_size_bytes: DEFAULT_READ_SIZE,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+            stop: None,
         }
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|stop| stop.load(Ordering::Relaxed))
     }
 }
 
@@ -131,8 +140,10 @@ pub struct FileChecksum {
     pub instance: String,
     pub path: PathBuf,
     pub page_size: u32,
-    /// Bytes checked (the pages of the file, as its header counts them).
+    /// Bytes of pages in the file, as its header counts them.
     pub size_bytes: u64,
+    /// Bytes read and checked: `size_bytes` unless the pass was stopped early.
+    pub checked_bytes: u64,
     /// Bytes past the last page the header counts (a growth that did not finish); not checked.
     pub trailing_bytes: u64,
     pub pages_seen: u64,
@@ -140,7 +151,7 @@ pub struct FileChecksum {
     pub pages_correctable: u64,
     pub pages_wrong_number: u64,
     pub seconds: f64,
-    /// MiB per second, as Jetstress's MBytes.
+    /// MiB checked per second, as Jetstress's MBytes.
     pub mb_per_sec: f64,
     /// Every damaged page (up to [`MAX_LISTED_DAMAGED_PAGES`]), in file order.
     pub damaged_pages: Vec<DamagedPage>,
@@ -246,6 +257,8 @@ pub struct ChecksumRun {
     pub stats: Vec<Arc<InstanceStats>>,
     pub instances: Vec<Instance>,
     pub elapsed: Duration,
+    /// Stopped early (Ctrl-C): some pages were not checked.
+    pub interrupted: bool,
 }
 
 /// Sums over all files: the "(Sum)" row.
@@ -253,6 +266,7 @@ pub struct ChecksumRun {
 pub struct ChecksumTotals {
     pub files: u64,
     pub size_bytes: u64,
+    pub checked_bytes: u64,
     pub pages_seen: u64,
     pub pages_bad: u64,
     pub pages_correctable: u64,
@@ -275,12 +289,13 @@ impl ChecksumRun {
         };
         for file in &self.files {
             totals.size_bytes += file.size_bytes;
+            totals.checked_bytes += file.checked_bytes;
             totals.pages_seen += file.pages_seen;
             totals.pages_bad += file.pages_bad;
             totals.pages_correctable += file.pages_correctable;
             totals.pages_wrong_number += file.pages_wrong_number;
         }
-        totals.mb_per_sec = mb_per_sec(totals.size_bytes, seconds);
+        totals.mb_per_sec = mb_per_sec(totals.checked_bytes, seconds);
         for log in &self.logs {
             totals.log_files_seen += log.files_seen;
             totals.log_files_bad += log.files_bad;
@@ -444,7 +459,15 @@ pub fn check_instances(
                 .map(|target| {
                     scope.spawn(|| {
                         let file = scan_target(target, options, progress)?;
-                        let logs = verify_logs(target, backend, options)?;
+                        let logs = if options.stop_requested() {
+                            LogChecksum {
+                                instance: target.instance.name.clone(),
+                                log_path: target.instance.log_path.clone(),
+                                ..LogChecksum::default()
+                            }
+                        } else {
+                            verify_logs(target, backend, options)?
+                        };
                         Ok((file, logs))
                     })
                 })
@@ -466,7 +489,9 @@ pub fn check_instances(
         files.push(file);
         logs.push(log);
     }
+    let interrupted = files.iter().any(|f| f.checked_bytes < f.size_bytes);
     Ok(ChecksumRun {
+        interrupted,
         files,
         logs,
         stats: targets.iter().map(|t| t.stats.clone()).collect(),
@@ -633,7 +658,7 @@ fn scan_target(
                 let filled_tx = filled_tx.clone();
                 let (empty_rx, next_offset, stop) = (&empty_rx, &next_offset, &stop);
                 scope.spawn(move || -> Result<(), IoError> {
-                    while !stop.load(Ordering::Relaxed) {
+                    while !stop.load(Ordering::Relaxed) && !options.stop_requested() {
                         // Holding the lock while waiting is fine: whoever gets it takes the next
                         // free buffer.
                         let Ok(waiting) = empty_rx.lock() else {
@@ -683,18 +708,20 @@ fn scan_target(
     });
     read_result?;
     let seconds = started.elapsed().as_secs_f64();
+    let checked_bytes = tally.pages_seen * page_size as u64;
     Ok(FileChecksum {
         instance: target.instance.name.clone(),
         path: target.instance.database_path.clone(),
         page_size: target.header.page_size,
         size_bytes: total,
+        checked_bytes,
         trailing_bytes: target.trailing_bytes,
         pages_seen: tally.pages_seen,
         pages_bad: tally.pages_bad,
         pages_correctable: tally.pages_correctable,
         pages_wrong_number: tally.pages_wrong_number,
         seconds,
-        mb_per_sec: mb_per_sec(total, seconds),
+        mb_per_sec: mb_per_sec(checked_bytes, seconds),
         damaged_pages_not_listed: tally.damaged_pages_not_listed(),
         damaged_pages: tally.into_listed(),
     })
@@ -720,7 +747,7 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
             file.pages_bad,
             file.pages_correctable,
             file.pages_wrong_number,
-            file.size_bytes as f64 / BYTES_PER_MB,
+            file.checked_bytes as f64 / BYTES_PER_MB,
             file.seconds,
             file.mb_per_sec
         ));
@@ -733,7 +760,7 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
         totals.pages_bad,
         totals.pages_correctable,
         totals.pages_wrong_number,
-        totals.size_bytes as f64 / BYTES_PER_MB,
+        totals.checked_bytes as f64 / BYTES_PER_MB,
         totals.seconds,
         totals.mb_per_sec
     ));
@@ -750,7 +777,9 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
                 log.files_seen,
                 log.files_bad,
                 log.files_torn_tail,
-                if !log.present {
+                if !log.present && run.interrupted {
+                    "not checked"
+                } else if !log.present {
                     "no log directory"
                 } else if log.checkpoint_error.is_some() {
                     "unusable"
@@ -843,6 +872,13 @@ pub struct RunRecord {
 /// `pages_wrong_number`, `mb_per_sec`, …, and the damaged pages); in `totals` the "(Sum)" row.
 pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult {
     let mut reasons = Vec::new();
+    if run.interrupted {
+        let totals = run.totals();
+        reasons.push(format!(
+            "interrupted: {} of {} bytes checked; the figures cover those pages only",
+            totals.checked_bytes, totals.size_bytes
+        ));
+    }
     for file in run.files.iter().filter(|f| !f.is_clean()) {
         reasons.push(format!(
             "{}: {} bad, {} correctable, {} wrong page-number pages",
@@ -910,7 +946,7 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
             Verdict::Fail
         },
         reasons,
-        interrupted: false,
+        interrupted: run.interrupted,
         host: Host::this(),
         started: record.started.clone(),
         ended: record.ended.clone(),
@@ -1004,6 +1040,7 @@ mod tests {
             direct_io: false,
             read_size_bytes,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
+            stop: None,
         }
     }
 
@@ -1243,6 +1280,31 @@ mod tests {
             assert!(err.to_string().contains("db1.jpdb"), "{err}");
             backend.configure(|config| config.eio_after_ops = None);
         }
+    }
+
+    #[test]
+    fn checksum_stopped_early_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        write_database(&db.database_path, 4096, 64, 6);
+        let options = ChecksumOptions {
+            stop: Some(Arc::new(AtomicBool::new(true))),
+            ..buffered(8 * 4096)
+        };
+        let run = scan(std::slice::from_ref(&db), &options);
+        assert!(run.interrupted);
+        assert!(run.files[0].checked_bytes < run.files[0].size_bytes);
+        let record = RunRecord {
+            started: String::new(),
+            ended: String::new(),
+            log_file: None,
+        };
+        let json = serde_json::to_value(to_result(&run, &Job::default(), &record)).expect("json");
+        assert_eq!(json["interrupted"], true);
+        assert_eq!(
+            json["verdict"], "fail",
+            "an unfinished pass proves nothing: {json}"
+        );
     }
 
     #[test]

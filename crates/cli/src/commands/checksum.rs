@@ -4,9 +4,12 @@
 //! Exit codes: 0 every page is perfect; 1 some page is bad, correctable or has a wrong page
 //! number (the verdict is fail: damage is reported, never repaired); 2 bad input (a missing
 //! database: run `jetproof init` first; a bad job field; an unusable `--out`); 3 a file that
-//! cannot be checked (truncated, foreign, garbage) or an I/O error.
+//! cannot be checked (truncated, foreign, garbage), an I/O error, or Ctrl-C (the pages checked
+//! until then are still reported and written to result.json, marked interrupted).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,7 +41,14 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .context("create the test log")
         .map_err(CliError::runtime)?;
 
-    let options = ChecksumOptions::from_job(&job);
+    let stop = Arc::new(AtomicBool::new(false));
+    let handler_stop = stop.clone();
+    // Ctrl-C stops the readers; what was checked is still reported and written.
+    let _ = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed));
+    let options = ChecksumOptions {
+        stop: Some(stop),
+        ..ChecksumOptions::from_job(&job)
+    };
     log.line(format!(
         "jetproof {} checksum: verifying every page of {} database(s)",
         jetproof_results::tool_version(),
@@ -89,11 +99,13 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             file.trailing_bytes
         ));
     }
-    let clean = run.is_clean();
-    log.line(if clean {
-        "Verdict: pass (no errors in the database checksum process)"
+    let clean = run.is_clean() && !run.interrupted;
+    log.line(if run.interrupted {
+        "Interrupted: the figures cover the pages checked before the stop"
+    } else if clean {
+        "Verdict: pass (no errors in the database and log checksum process)"
     } else {
-        "Verdict: fail (damaged pages found; see the lines above)"
+        "Verdict: fail (damage found; see the lines above)"
     });
 
     let record = RunRecord {
@@ -116,12 +128,18 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         }
     }
     println!();
+    if run.interrupted {
+        println!("Results so far: {}", result_path.display());
+        return Err(CliError::runtime(anyhow::anyhow!(
+            "interrupted before every page was checked; the figures above cover the pages checked"
+        )));
+    }
     println!(
         "Verdict: {}",
         if clean {
             "pass, every page is perfect"
         } else {
-            "FAIL, damaged pages found"
+            "FAIL, damage found"
         }
     );
     println!("Results: {}", result_path.display());
