@@ -118,10 +118,36 @@ impl std::fmt::Debug for Ring {
 }
 
 impl Ring {
+    /// A ring for any thread (taken from a pool, so successive users may differ).
     fn new(fd: i32, entries: u32) -> Result<Ring, IoError> {
-        let ring = IoUring::new(entries).map_err(|source| IoError::UringUnavailable { source })?;
+        // COOP_TASKRUN: completions do not interrupt the submitting thread with an IPI; they are
+        // run at its next entry into the kernel, which every caller here makes right away.
+        let ring = IoUring::builder()
+            .setup_coop_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::new(entries))
+            .map_err(|source| IoError::UringUnavailable { source })?;
+        Ok(Ring::register(ring, fd))
+    }
+
+    /// A ring only ever used by the thread that made it ([`UringQueue`]): the kernel may then
+    /// defer completion work to our own wait (DEFER_TASKRUN), as fio does; older kernels get a
+    /// plain ring.
+    fn single_issuer(fd: i32, entries: u32) -> Result<Ring, IoError> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_coop_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::builder().setup_coop_taskrun().build(entries))
+            .or_else(|_| IoUring::new(entries))
+            .map_err(|source| IoError::UringUnavailable { source })?;
+        Ok(Ring::register(ring, fd))
+    }
+
+    fn register(ring: IoUring, fd: i32) -> Ring {
         let fixed_file = ring.submitter().register_files(&[fd]).is_ok();
-        Ok(Ring { ring, fixed_file })
+        Ring { ring, fixed_file }
     }
 
     /// Submits what is queued and waits until `want` completions are available, retrying on
@@ -301,7 +327,7 @@ impl UringFile {
         buffer_size: usize,
     ) -> Result<UringQueue, IoError> {
         let entries = depth.next_power_of_two().max(1) as u32;
-        let ring = Ring::new(self.inner.raw_fd(), entries)?;
+        let ring = Ring::single_issuer(self.inner.raw_fd(), entries)?;
         let buffers: Vec<AlignedBuf> = (0..depth)
             .map(|_| AlignedBuf::zeroed(buffer_size))
             .collect();
@@ -417,7 +443,8 @@ pub struct Completion {
     pub result: Result<usize, std::io::Error>,
 }
 
-/// A fixed set of buffers kept in flight against one file; see the module header.
+/// A fixed set of buffers kept in flight against one file; see the module header. Use it from
+/// the thread that made it (its ring may be a single-issuer ring).
 pub struct UringQueue {
     ring: Ring,
     buffers: Vec<AlignedBuf>,
