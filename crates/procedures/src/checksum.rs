@@ -441,7 +441,7 @@ pub fn run(
     check_instances(&job.instances(), backend, options, progress)
 }
 
-/// Like [`run`], over explicit instances (their log paths are not used here).
+/// Like [`run`], over explicit instances: each database file and its log directory.
 pub fn check_instances(
     instances: &[Instance],
     backend: &dyn IoBackend,
