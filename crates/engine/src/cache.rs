@@ -274,6 +274,10 @@ impl Drop for PageMut<'_> {
     }
 }
 
+/// How long `create` waits for the latch of a page the allocator handed out before it reports
+/// the page as in use (see `CacheInner::create`).
+const CREATE_LATCH_WAIT: Duration = Duration::from_secs(2);
+
 enum Lookup {
     /// Resident: the frame, pinned.
     Hit(usize),
@@ -906,7 +910,17 @@ impl CacheInner {
             match lookup {
                 Lookup::Hit(f) | Lookup::Load(f) => {
                     let frame = &self.frames[f];
-                    let mut guard = frame.latch.write();
+                    // A page just handed out by the allocator has no other user. If its latch
+                    // stays taken, the space map gave out a page in use (a damaged map, possibly
+                    // a page this very session holds): report it instead of waiting forever.
+                    let Some(mut guard) = frame.latch.try_write_for(CREATE_LATCH_WAIT) else {
+                        frame.pins.fetch_sub(1, Ordering::AcqRel);
+                        return Err(EngineError::Inconsistent {
+                            path: self.path().to_path_buf(),
+                            page,
+                            what: "the space map handed out a page that is in use".into(),
+                        });
+                    };
                     if frame.page.load(Ordering::Acquire) != page {
                         drop(guard);
                         frame.pins.fetch_sub(1, Ordering::AcqRel);
