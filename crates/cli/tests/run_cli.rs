@@ -67,6 +67,33 @@ fn performance_initialises_first_then_measures_and_passes() {
                 > 0
         );
     }
+    // Background maintenance ran beside the workload in 256 KiB reads (8 MiB files: every read
+    // is whole), paced near the seeds' 7 reads/s, and it is not counted as transactional I/O.
+    let mut transactional = 0.0;
+    for instance in r["instances"].as_array().expect("instances") {
+        let bdm = &instance["bdm_read"];
+        assert_eq!(bdm["avg_bytes"].as_f64(), Some(262_144.0), "{instance}");
+        let rate = bdm["ops_per_sec"].as_f64().expect("bdm rate");
+        assert!(
+            (3.0..=12.0).contains(&rate),
+            "{rate} BDM reads/s: {instance}"
+        );
+        assert!(
+            instance["background_maintenance"]["pages_verified"]
+                .as_u64()
+                .expect("pages verified")
+                > 0
+        );
+        transactional += ["db_read", "db_write"]
+            .iter()
+            .filter_map(|c| instance[c]["ops_per_sec"].as_f64())
+            .sum::<f64>();
+    }
+    let achieved = r["achieved_iops"].as_f64().expect("achieved");
+    assert!(
+        (achieved - transactional).abs() <= 1e-6 * achieved,
+        "{achieved} vs {transactional}"
+    );
     let samples = std::fs::read_to_string(dir.path().join("r/samples.csv")).expect("samples");
     assert!(samples.lines().count() > 2, "{samples}");
     let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("log");
@@ -76,6 +103,7 @@ fn performance_initialises_first_then_measures_and_passes() {
         "Database flush thresholds",
         "Operation mix: Sessions 2, Inserts 40%",
         "Attaining prerequisites",
+        "Background database maintenance: on, 256 KiB reads, paced at 7.0 reads/s",
         "Databases are shut down",
     ] {
         assert!(log.contains(phase), "missing {phase:?} in\n{log}");
@@ -210,4 +238,131 @@ fn stress_ends_with_a_checksum_of_every_page() {
         log.contains("Overall test result after the checksum pass: Pass"),
         "{log}"
     );
+}
+
+#[test]
+fn auto_tune_picks_a_session_count_and_reports_its_trials() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 100 transactional IOPS: one session per instance reaches it on any machine.
+    let job = small_job(
+        dir.path(),
+        "[simulation]\nmailboxes = 100\niops_per_mailbox = 1.0\n",
+    );
+    let text = std::fs::read_to_string(&job).expect("read");
+    std::fs::write(&job, text.replace("threads = 2", "threads = \"auto\"")).expect("write");
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "i"])
+        .assert()
+        .success();
+    // The verdict depends on the paced window's noise at so low a rate: not asserted here.
+    jetproof(dir.path())
+        .args(["run", job, "--test", "performance", "--out", "r"])
+        .assert()
+        .code(predicate::in_iter([0, 1]));
+    let r = result(&dir.path().join("r/result.json"));
+    let tune = &r["parameters"]["autotune"];
+    assert_eq!(tune["outcome"], "chosen", "{tune}");
+    let chosen = tune["chosen_sessions"].as_u64().expect("chosen");
+    assert!(chosen >= 1);
+    assert_eq!(
+        r["parameters"]["sessions_per_instance"].as_u64(),
+        Some(chosen)
+    );
+    assert_eq!(r["instances"][0]["sessions"].as_u64(), Some(chosen));
+    // The trial sample is two sample intervals after one to settle.
+    assert_eq!(tune["trial_settle_s"].as_f64(), Some(0.5));
+    assert_eq!(tune["trial_measure_s"].as_f64(), Some(1.0));
+    let trials = tune["trials"].as_array().expect("trials");
+    let last_passing = trials
+        .iter()
+        .filter(|t| t["passed"] == true)
+        .map(|t| t["sessions"].as_u64().expect("sessions"))
+        .min();
+    assert_eq!(last_passing, Some(chosen), "{tune}");
+    for t in trials {
+        if t["passed"] == true {
+            assert!(t["achieved_iops"].as_f64().expect("iops") >= 105.0, "{t}");
+            assert!(
+                t["db_read_avg_ms"].as_f64().expect("latency") <= 20.0,
+                "{t}"
+            );
+        }
+    }
+    let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("log");
+    assert!(log.contains("Operation mix: Sessions auto"), "{log}");
+    assert!(
+        log.contains("Auto-tune trial: 1 session per instance:"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("Auto-tune chose {chosen} session")),
+        "{log}"
+    );
+}
+
+#[test]
+fn auto_tune_fails_clearly_when_the_target_is_out_of_reach() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 10^9 transactional IOPS: no storage reaches it.
+    let job = small_job(
+        dir.path(),
+        "[simulation]\nmailboxes = 1000\niops_per_mailbox = 1000000.0\n",
+    );
+    let text = std::fs::read_to_string(&job).expect("read");
+    std::fs::write(
+        &job,
+        text.replace("threads = 2", "threads = \"auto\"")
+            .replace("duration = \"2s\"", "duration = \"1s\""),
+    )
+    .expect("write");
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "i"])
+        .assert()
+        .success();
+    jetproof(dir.path())
+        .args(["run", job, "--test", "performance", "--out", "r"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("Overall Test Result: Fail"));
+    let r = result(&dir.path().join("r/result.json"));
+    let tune = &r["parameters"]["autotune"];
+    assert_eq!(tune["outcome"], "unreachable", "{tune}");
+    assert!(tune["chosen_sessions"].is_null());
+    let why = tune["why"].as_str().expect("why");
+    assert!(why.contains("target of 1000000000.0 IOPS"), "{why}");
+    assert!(!tune["trials"].as_array().expect("trials").is_empty());
+    let reasons = r["reasons"].to_string();
+    assert!(
+        reasons.contains(
+            "auto-tune: the storage cannot reach the target of 1000000000.0 transactional IOPS"
+        ),
+        "{reasons}"
+    );
+    let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("log");
+    assert!(
+        log.contains("Auto-tune: the storage cannot reach the target"),
+        "{log}"
+    );
+}
+
+#[test]
+fn auto_tune_without_a_target_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "");
+    jetproof(dir.path())
+        .args([
+            "run",
+            job.to_str().expect("utf-8"),
+            "--test",
+            "performance",
+            "--threads",
+            "auto",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("simulation.iops_per_mailbox"));
+    assert!(!dir.path().join("jetproof-data").exists());
+    assert!(!dir.path().join("jetproof-results").exists());
 }

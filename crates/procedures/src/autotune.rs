@@ -142,7 +142,7 @@ pub fn search(
         }
         if sessions >= MAX_SESSIONS {
             let why = format!(
-                "{MAX_SESSIONS} sessions per instance reached only {:.1} of the target {:.1} IOPS (+{:.0}% margin)",
+                "{MAX_SESSIONS} sessions per instance reached only {:.1} IOPS, short of the target of {:.1} IOPS (+{:.0}% margin)",
                 t.achieved_iops,
                 target_iops,
                 (MARGIN - 1.0) * 100.0

@@ -98,8 +98,10 @@ impl Store for EngineStore {
     }
 }
 
-/// Checks, without writing, that the databases exist and were closed cleanly.
-pub fn preflight(job: &Job) -> Result<(), RunError> {
+/// Checks the job alone (no disk access): what a run needs of it beyond the job's own checks.
+/// `run` calls it before initialising missing databases, so a job that cannot run is refused
+/// before anything is written.
+pub fn check_job(job: &Job) -> Result<(), RunError> {
     if let Threads::Auto = job.workload.threads
         && job.target_iops().is_none()
     {
@@ -109,6 +111,13 @@ pub fn preflight(job: &Job) -> Result<(), RunError> {
         )
         .into());
     }
+    Ok(())
+}
+
+/// Checks, without writing, that the job can run and the databases exist. Whether they were
+/// closed cleanly is checked when the run reads their headers.
+pub fn preflight(job: &Job) -> Result<(), RunError> {
+    check_job(job)?;
     for instance in job.instances() {
         if !instance.database_path.exists() {
             return Err(bad(
@@ -139,6 +148,32 @@ struct Attached {
     error: FirstError,
     /// What the background maintenance scan found.
     bdm: ScanState,
+    /// The latest estimate of transactional I/Os per transaction (f64 bits; 0 = none yet),
+    /// carried from phase to phase so that each starts paced at the right rate.
+    ios_per_transaction: std::sync::atomic::AtomicU64,
+}
+
+impl Attached {
+    fn ios_per_transaction(&self) -> Option<f64> {
+        let bits = self.ios_per_transaction.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    fn set_ios_per_transaction(&self, value: f64) {
+        if value.is_finite() && value > 0.0 {
+            self.ios_per_transaction
+                .store(value.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// Paces the instance at its share of the target from the latest estimate of I/Os per
+    /// transaction (two until one is measured; the controller corrects it).
+    fn pace_at(&self, per_instance_target: Option<f64>) {
+        let per_tx = self.ios_per_transaction().unwrap_or(2.0);
+        self.load
+            .pacer
+            .set_rate(per_instance_target.map(|t| t * PACE_HEADROOM / per_tx));
+    }
 }
 
 /// The first error of an instance, kept as text for the result.
@@ -308,6 +343,7 @@ pub fn performance(
             failed: AtomicBool::new(false),
             error: Default::default(),
             bdm: ScanState::default(),
+            ios_per_transaction: Default::default(),
         });
     }
     log.line("Preparations for testing are complete.");
@@ -368,8 +404,7 @@ pub fn performance(
     }
     let per_instance_target = target.map(|t| t / attached.len().max(1) as f64);
     for a in &attached {
-        // First guess: two transactional I/Os per transaction; the controller corrects it.
-        a.load.pacer.set_rate(per_instance_target.map(|t| t / 2.0));
+        a.pace_at(per_instance_target);
     }
 
     let run_stop = AtomicBool::new(false);
@@ -704,10 +739,14 @@ fn attain_prerequisites(
     let warm_started = Instant::now();
     let mut control_state = None;
     loop {
-        // An instance stopped by a storage error will not warm up: do not wait for it.
+        // An instance stopped by a storage error will not warm up: do not wait for it. When
+        // paced, the controller's first estimate of I/Os per transaction is also a prerequisite,
+        // so the measured window starts at the target rate rather than at a guess.
         let warm = attached.iter().all(|a| {
             let c = a.database.cache_stats();
-            a.failed.load(Ordering::Relaxed) || c.resident_pages + c.max_pages / 100 >= c.max_pages
+            a.failed.load(Ordering::Relaxed)
+                || (c.resident_pages + c.max_pages / 100 >= c.max_pages
+                    && (per_instance_target.is_none() || a.ios_per_transaction().is_some()))
         });
         if warm || options.stop.load(Ordering::Relaxed) {
             break;
@@ -750,7 +789,6 @@ fn tune(
         settle.as_secs_f64(),
         measure.as_secs_f64()
     ));
-    let rates: Vec<Option<f64>> = attached.iter().map(|a| a.load.pacer.rate()).collect();
     for a in attached {
         a.load.pacer.set_rate(None);
     }
@@ -765,7 +803,8 @@ fn tune(
             trial(attached, settle, measure, limits, options)
         })?;
         log.line(format!(
-            "Auto-tune trial: {sessions} sessions per instance: {:.1} transactional IOPS, database reads {:.2} ms average{} ({}).",
+            "Auto-tune trial: {} per instance: {:.1} transactional IOPS, database reads {:.2} ms average{} ({}).",
+            sessions_text(sessions),
             m.achieved_iops,
             m.db_read_avg_ms,
             m.log_write_avg_ms
@@ -783,26 +822,36 @@ fn tune(
     });
     match &conclusion {
         Conclusion::Chosen(n) => log.line(format!(
-            "Auto-tune chose {n} sessions per instance ({} trials).",
+            "Auto-tune chose {} per instance ({} trials).",
+            sessions_text(*n),
             trials.len()
         )),
         Conclusion::Unreachable { best, why } => log.line(format!(
-            "Auto-tune: the storage cannot reach the target: {why}. Measuring with the best count, {best} sessions per instance; the test fails."
+            "Auto-tune: the storage cannot reach the target: {why}. Measuring with the best count, {} per instance; the test fails.",
+            sessions_text(*best)
         )),
         Conclusion::Stopped { best } => log.line(format!(
-            "Auto-tune was cut short; going on with {best} sessions per instance."
+            "Auto-tune was cut short; going on with {} per instance.",
+            sessions_text(*best)
         )),
     }
-    for (a, rate) in attached.iter().zip(rates) {
-        a.load
-            .pacer
-            .set_rate(rate.or(Some(per_instance_target / 2.0)));
+    // The trials measured the I/Os a transaction costs: the measured window starts paced right.
+    for a in attached {
+        a.pace_at(Some(per_instance_target));
     }
     Tuning {
         conclusion,
         trials,
         settle,
         measure,
+    }
+}
+
+fn sessions_text(count: u32) -> String {
+    if count == 1 {
+        "1 session".into()
+    } else {
+        format!("{count} sessions")
     }
 }
 
@@ -834,6 +883,10 @@ fn trial(
         return None;
     }
     let base: Vec<InstanceSnapshot> = attached.iter().map(|a| a.stats.snapshot()).collect();
+    let base_tx: Vec<u64> = attached
+        .iter()
+        .map(|a| a.load.counters.transactions())
+        .collect();
     let started = Instant::now();
     if !wait(measure) {
         return None;
@@ -845,8 +898,15 @@ fn trial(
         log_write_avg_ms: None,
         within_thresholds: true,
     };
-    for (a, base) in attached.iter().zip(&base) {
+    for ((a, base), base_tx) in attached.iter().zip(&base).zip(base_tx) {
         let delta = a.stats.snapshot().delta_since(base);
+        let count = |class: IoClass| delta.classes.get(&class).map(|c| c.count).unwrap_or(0);
+        let transactions = a.load.counters.transactions().saturating_sub(base_tx);
+        if transactions >= CONTROL_MIN_TRANSACTIONS {
+            a.set_ios_per_transaction(
+                (count(IoClass::DbRead) + count(IoClass::DbWrite)) as f64 / transactions as f64,
+            );
+        }
         let summary = |class: IoClass| {
             delta
                 .classes
@@ -882,6 +942,9 @@ fn measure(
     out: &OutDir,
     options: &RunOptions<'_>,
 ) -> Result<Measured, RunError> {
+    for a in attached {
+        a.pace_at(per_instance_target);
+    }
     log.line(format!(
         "Performance logging started (interval: {} ms).",
         job.run.sample_interval.as_duration().as_millis()
@@ -1080,45 +1143,58 @@ fn measure(
     })
 }
 
-/// Pacing controller state: per instance, the transaction and I/O counts at the last tick.
-type ControlState = Option<(Instant, Vec<(u64, u64)>)>;
+/// Pacing controller state: per instance, when its last estimate was made, the transaction
+/// and I/O counts then, and whether this phase has made an estimate yet.
+type ControlState = Option<Vec<(Instant, u64, u64, bool)>>;
+
+/// Transactions an estimate of I/Os per transaction needs; fewer are too noisy.
+const CONTROL_MIN_TRANSACTIONS: u64 = 20;
+
+/// The controller aims this much above each instance's share of the target: the achieved rate
+/// wanders around the aim (the I/Os a transaction costs vary, writes come in flushes), and a
+/// storage that keeps up must not fail the target by the controller's own noise.
+pub const PACE_HEADROOM: f64 = 1.03;
 
 /// Re-estimates each instance's transactional I/Os per transaction and sets its pacer to the
-/// transaction rate that meets the instance's share of the target.
+/// transaction rate that meets the instance's share of the target. A phase's first estimate
+/// replaces the rate in force (a guess, or the previous phase's rate with other sessions); later
+/// ones move halfway to each new estimate. An instance that has not yet
+/// done enough transactions for an estimate keeps accumulating from its last estimate (a low
+/// target must still be corrected, only more slowly).
 fn control(attached: &[Attached], per_instance_target: Option<f64>, state: &mut ControlState) {
     let Some(target) = per_instance_target else {
         return;
     };
-    let now: Vec<(u64, u64)> = attached
+    let now: Vec<(Instant, u64, u64, bool)> = attached
         .iter()
         .map(|a| {
             let ios =
                 a.stats.class(IoClass::DbRead).count() + a.stats.class(IoClass::DbWrite).count();
-            (a.load.counters.transactions(), ios)
+            (Instant::now(), a.load.counters.transactions(), ios, false)
         })
         .collect();
-    if let Some((at, before)) = state.as_ref()
-        && at.elapsed() >= CONTROL_TICK
-    {
-        for ((a, (tx_now, io_now)), (tx_before, io_before)) in attached.iter().zip(&now).zip(before)
-        {
-            let tx = tx_now.saturating_sub(*tx_before);
-            let ios = io_now.saturating_sub(*io_before);
-            if tx < 20 {
-                continue;
-            }
-            let per_tx = (ios as f64 / tx as f64).max(0.05);
-            let wanted = target / per_tx;
-            // Move halfway to the new estimate: I/O per transaction is noisy over half a second.
-            let rate = match a.load.pacer.rate() {
-                Some(current) => (current + wanted) / 2.0,
-                None => wanted,
-            };
-            a.load.pacer.set_rate(Some(rate));
+    let Some(before) = state.as_mut() else {
+        *state = Some(now);
+        return;
+    };
+    for ((a, current), last) in attached.iter().zip(now).zip(before.iter_mut()) {
+        let (at, tx_before, io_before, estimated) = *last;
+        let (_, tx_now, io_now, _) = current;
+        let tx = tx_now.saturating_sub(tx_before);
+        if at.elapsed() < CONTROL_TICK || tx < CONTROL_MIN_TRANSACTIONS {
+            continue;
         }
-        *state = Some((Instant::now(), now));
-    } else if state.is_none() {
-        *state = Some((Instant::now(), now));
+        let ios = io_now.saturating_sub(io_before);
+        let per_tx = (ios as f64 / tx as f64).max(0.05);
+        a.set_ios_per_transaction(per_tx);
+        let wanted = target * PACE_HEADROOM / per_tx;
+        // Move halfway to the new estimate: I/O per transaction is noisy over half a second.
+        let rate = match a.load.pacer.rate() {
+            Some(current) if estimated => (current + wanted) / 2.0,
+            _ => wanted,
+        };
+        a.load.pacer.set_rate(Some(rate));
+        *last = (current.0, tx_now, io_now, true);
     }
 }
 

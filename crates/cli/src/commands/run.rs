@@ -64,6 +64,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     } else {
         TestKind::Performance
     };
+    jetproof_procedures::performance::check_job(job).map_err(run_error)?;
     if !jetproof_procedures::performance::databases_exist(job) {
         // A newcomer's first command is a single `run`: make the databases first, saying so.
         eprintln!(

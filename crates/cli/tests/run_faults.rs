@@ -1,0 +1,225 @@
+//! `jetproof run` when something goes wrong, through the real binary: a page damaged on the
+//! storage is found by background database maintenance and fails the run naming the page; a
+//! Ctrl-C (SIGINT) mid-run ends the window, writes the partial result marked interrupted and
+//! leaves the databases closed cleanly (a checksum passes after).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn jetproof(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("jetproof").expect("binary built");
+    cmd.current_dir(dir);
+    cmd
+}
+
+/// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O, sampled every half
+/// second (as in run_cli.rs).
+fn small_job(dir: &Path, duration: &str, extra: &str) -> PathBuf {
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
+             [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
+             [run]\nduration = \"{duration}\"\nsample_interval = \"500ms\"\n{extra}"
+        ),
+    )
+    .expect("write job");
+    job
+}
+
+fn result(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("result.json")).expect("valid JSON")
+}
+
+fn database_paths(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = walk(&dir.join("jetproof-data"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jpdb"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_page_damaged_before_the_run_is_found_by_background_maintenance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A slow paced load (20 transactional IOPS): the damaged page must reach the maintenance
+    // scan as it is on the storage, not be rewritten by the workload first (see below).
+    let job = small_job(
+        dir.path(),
+        "1s",
+        "[simulation]\nmailboxes = 100\niops_per_mailbox = 0.2\n",
+    );
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "i"])
+        .assert()
+        .success();
+    let databases = database_paths(dir.path());
+    assert_eq!(databases.len(), 2, "{databases:?}");
+    let damaged = &databases[0];
+    // Flip one bit in the middle of the first database: page 512 of 1,024. One bit, so that the
+    // attach (which reads leaves to find the mailboxes) and the sessions, which correct such a
+    // page in memory, go on, and only the storage's copy stays wrong; a page beyond repair that
+    // a session reads stops its instance instead (exit 3; `maintenance.rs` tests that kind).
+    // The scan reaches it ~2.3 s after attaching; a slow load keeps the chance that a session
+    // rewrites that leaf and flushes it before then well under 1%.
+    let mut data = std::fs::read(damaged).expect("read database");
+    let middle = data.len() / 2 + 1000;
+    data[middle] ^= 0x10;
+    std::fs::write(damaged, data).expect("write database");
+    let page = (middle / 8192) as u64;
+
+    let assert = jetproof(dir.path())
+        .args(["run", job, "--test", "performance", "--out", "r"])
+        .assert()
+        .code(1);
+    let output = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let r = result(&dir.path().join("r/result.json"));
+    assert_eq!(r["verdict"], "fail");
+    let instance = r["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .find(|i| {
+            i["database_path"]
+                .as_str()
+                .is_some_and(|p| Path::new(p).file_name() == damaged.file_name())
+        })
+        .expect("the damaged instance")
+        .clone();
+    let found = &instance["background_maintenance"]["damaged_pages"];
+    assert_eq!(found.as_array().map(|a| a.len()), Some(1), "{instance}");
+    assert_eq!(found[0]["page"].as_u64(), Some(page), "{found}");
+    assert_eq!(found[0]["kind"], "correctable", "{found}");
+    assert_eq!(
+        found[0]["bit"].as_u64(),
+        Some((1000 * 8 + 4) as u64),
+        "{found}"
+    );
+    let wanted = format!("page {page}: correctable page (one flipped bit");
+    let reasons = r["reasons"].to_string();
+    assert!(
+        reasons.contains("background database maintenance found a damaged page")
+            && reasons.contains(&wanted),
+        "{reasons}"
+    );
+    assert!(output.contains(&wanted), "{output}");
+    let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("log");
+    assert!(
+        log.contains("Background database maintenance found a damaged page")
+            && log.contains(&wanted),
+        "{log}"
+    );
+    // The other database is clean: its maintenance found nothing.
+    for other in r["instances"].as_array().expect("instances") {
+        if other["name"] != instance["name"] {
+            let none = &other["background_maintenance"]["damaged_pages"];
+            assert_eq!(none.as_array().map(|a| a.len()), Some(0), "{other}");
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_mid_run_writes_a_partial_result_and_closes_the_databases() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "10m", "");
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "i"])
+        .assert()
+        .success();
+    let binary = assert_cmd::cargo::cargo_bin("jetproof");
+    let mut child = std::process::Command::new(binary)
+        .current_dir(dir.path())
+        .args(["run", job, "--test", "performance", "--out", "r"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start jetproof run");
+    // Wait for the measured window to begin (the first sample line), then interrupt.
+    let log_path = dir.path().join("r/test.log");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log_path)
+        .is_ok_and(|l| l.contains("Performance logging started"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the window did not start"
+        );
+        assert!(child.try_wait().expect("poll").is_none(), "run ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let interrupted = Instant::now();
+    let exit = loop {
+        if let Some(exit) = child.try_wait().expect("poll") {
+            break exit;
+        }
+        if interrupted.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("jetproof did not stop within 30 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // An interrupted run is not a pass: the verdict fails with the reason (exit 1).
+    assert_eq!(exit.code(), Some(1), "{stdout}");
+    let r = result(&dir.path().join("r/result.json"));
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(r["verdict"], "fail");
+    assert!(
+        r["reasons"].to_string().contains("interrupted"),
+        "{}",
+        r["reasons"]
+    );
+    let measured = r["totals"]["measured_seconds"].as_f64().expect("measured");
+    assert!((1.0..60.0).contains(&measured), "{measured} s measured");
+    assert!(r["achieved_iops"].as_f64().expect("achieved") > 0.0);
+    let log = std::fs::read_to_string(&log_path).expect("log");
+    assert!(log.contains("Databases are shut down."), "{log}");
+    // Closed cleanly: the checksum test passes, and another run (which refuses a database not
+    // shut down cleanly) attaches.
+    jetproof(dir.path())
+        .args(["checksum", job, "--out", "c"])
+        .assert()
+        .success();
+    jetproof(dir.path())
+        .args([
+            "run",
+            job,
+            "--test",
+            "performance",
+            "--duration",
+            "1s",
+            "--out",
+            "again",
+        ])
+        .assert()
+        .success();
+}
