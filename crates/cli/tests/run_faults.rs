@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use predicates::prelude::*;
 
 fn jetproof(dir: &Path) -> Command {
     let mut cmd = Command::cargo_bin("jetproof").expect("binary built");

@@ -242,7 +242,7 @@ mod tests {
         let mut calls = 0;
         let (conclusion, trials) = search(1000.0, |s| {
             calls += 1;
-            (calls < 3).then(|| Measurement {
+            (calls < 3).then_some(Measurement {
                 achieved_iops: s as f64 * 100.0,
                 db_read_avg_ms: 1.0,
                 log_write_avg_ms: None,
