@@ -173,6 +173,15 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
                     ),
                 ));
             }
+            // The engine creates its database as a file (it grows in extents and is renamed
+            // into place when complete); placing one on a raw device is not built yet.
+            return Err(bad(
+                format!("database path of {}", instance.name),
+                format!(
+                    "{} is a block device; databases on raw devices are not supported yet. Put a file system on the device and give a directory on it (`jetproof probe --allow-device` measures the raw device)",
+                    path.display()
+                ),
+            ));
         } else if path.exists() {
             if !path.is_file() {
                 return Err(bad(
