@@ -65,7 +65,7 @@ fn a_page_damaged_before_the_run_is_found_by_background_maintenance() {
     // scan as it is on the storage, not be rewritten by the workload first (see below).
     let job = small_job(
         dir.path(),
-        "1s",
+        "2s",
         "[simulation]\nmailboxes = 100\niops_per_mailbox = 0.2\n",
     );
     let job = job.to_str().expect("utf-8");
@@ -76,17 +76,20 @@ fn a_page_damaged_before_the_run_is_found_by_background_maintenance() {
     let databases = database_paths(dir.path());
     assert_eq!(databases.len(), 2, "{databases:?}");
     let damaged = &databases[0];
-    // Flip one bit in the middle of the first database: page 512 of 1,024. One bit, so that the
-    // attach (which reads leaves to find the mailboxes) and the sessions, which correct such a
-    // page in memory, go on, and only the storage's copy stays wrong; a page beyond repair that
-    // a session reads stops its instance instead (exit 3; `maintenance.rs` tests that kind).
-    // The scan reaches it ~2.3 s after attaching; a slow load keeps the chance that a session
-    // rewrites that leaf and flushes it before then well under 1%.
+    // Flip one bit 2 MiB into the first database (page 256, inside the records `init` wrote).
+    // One bit, so that the attach (which reads leaves to find the mailboxes) and the sessions,
+    // which correct such a page in memory without writing it, go on, and only the storage's copy
+    // stays wrong; a page beyond repair that a session reads stops its instance instead (exit 3;
+    // `maintenance.rs` tests that kind). The scan reaches it ~1.1 s after attaching (8 reads of
+    // 256 KiB at 7/s); the slow load keeps the chance that a session rewrites that leaf and
+    // flushes it before then well under 1%. (Not "the middle of the file": the scan would take
+    // size / 1.84 MB/s to get there, and the file's size is `init`'s business.)
     let mut data = std::fs::read(damaged).expect("read database");
-    let middle = data.len() / 2 + 1000;
-    data[middle] ^= 0x10;
+    let page = 256u64;
+    let offset = page as usize * 8192 + 1000;
+    assert!(data.len() >= 4 << 20, "{} bytes", data.len());
+    data[offset] ^= 0x10;
     std::fs::write(damaged, data).expect("write database");
-    let page = (middle / 8192) as u64;
 
     let assert = jetproof(dir.path())
         .args(["run", job, "--test", "performance", "--out", "r"])
@@ -187,6 +190,8 @@ fn ctrl_c_mid_run_writes_a_partial_result_and_closes_the_databases() {
     };
     let output = child.wait_with_output().expect("output");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("interrupted: stopping cleanly"), "{stderr}");
     // An interrupted run is not a pass: the verdict fails with the reason (exit 1).
     assert_eq!(exit.code(), Some(1), "{stdout}");
     let r = result(&dir.path().join("r/result.json"));

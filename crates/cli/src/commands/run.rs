@@ -124,10 +124,23 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     })
 }
 
+/// The run's stop flag, set by Ctrl-C (SIGINT): the test ends its current phase, closes the
+/// databases cleanly and writes what it measured, marked interrupted. A second Ctrl-C quits at
+/// once, for a user who cannot wait for the shut-down (the databases then need recovery).
 fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
-    let _ = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed));
+    let _ = ctrlc::set_handler(move || {
+        if handler_stop.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "jetproof: interrupted again: quitting now; databases that were open were not closed and need `jetproof recover`"
+            );
+            std::process::exit(130);
+        }
+        eprintln!(
+            "jetproof: interrupted: stopping cleanly and writing the results (Ctrl-C again to quit at once)"
+        );
+    });
     stop
 }
 
