@@ -7,8 +7,9 @@
 //! trial measures what that count can deliver and, since the device is busier than it will be
 //! when paced, latencies no better than the paced run will see: a count that passes a trial is a
 //! safe choice. A trial passes when the achieved transactional IOPS reach the target times
-//! [`MARGIN`] (the paced run needs a little room to hold the target through noise) and every
-//! instance holds the average latency thresholds.
+//! [`MARGIN`] (the paced run needs a little room to hold the target through noise), the slowest
+//! instance reaches its share of that too (each instance is paced at its share: a fast one
+//! cannot make up for a slow one), and every instance holds the average latency thresholds.
 //!
 //! The search: 1, 2, 4, … sessions until a trial passes, then bisection between the last failing
 //! and the first passing count. It gives up, saying why, when a trial breaks the latency
@@ -31,6 +32,8 @@ pub struct Trial {
     pub sessions: u32,
     /// Transactional IOPS (database reads + writes per second) over all instances.
     pub achieved_iops: f64,
+    /// The slowest instance's transactional IOPS times the number of instances.
+    pub slowest_instance_iops_times_instances: f64,
     /// The worst instance's database read average latency.
     pub db_read_avg_ms: f64,
     /// The worst instance's log write average latency, when log writes occurred.
@@ -57,6 +60,9 @@ pub enum Conclusion {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurement {
     pub achieved_iops: f64,
+    /// The slowest instance's transactional IOPS times the number of instances (equal to
+    /// `achieved_iops` with one instance or perfectly even ones).
+    pub slowest_instance_iops_times_instances: f64,
     pub db_read_avg_ms: f64,
     pub log_write_avg_ms: Option<f64>,
     pub within_thresholds: bool,
@@ -74,10 +80,13 @@ pub fn search(
         let t = Trial {
             sessions,
             achieved_iops: m.achieved_iops,
+            slowest_instance_iops_times_instances: m.slowest_instance_iops_times_instances,
             db_read_avg_ms: m.db_read_avg_ms,
             log_write_avg_ms: m.log_write_avg_ms,
             within_thresholds: m.within_thresholds,
-            passed: m.within_thresholds && m.achieved_iops >= target_iops * MARGIN,
+            passed: m.within_thresholds
+                && m.achieved_iops.min(m.slowest_instance_iops_times_instances)
+                    >= target_iops * MARGIN,
         };
         trials.push(t.clone());
         Some(t)
@@ -184,8 +193,10 @@ mod tests {
     ) -> impl FnMut(u32) -> Option<Measurement> {
         move |sessions| {
             let latency = sessions as f64 * ms_per_session;
+            let iops = (sessions as f64 * per_session).min(ceiling);
             Some(Measurement {
-                achieved_iops: (sessions as f64 * per_session).min(ceiling),
+                achieved_iops: iops,
+                slowest_instance_iops_times_instances: iops,
                 db_read_avg_ms: latency,
                 log_write_avg_ms: None,
                 within_thresholds: latency <= limit_ms,
@@ -201,6 +212,23 @@ mod tests {
         let order: Vec<u32> = trials.iter().map(|t| t.sessions).collect();
         assert_eq!(order, vec![1, 2, 4, 8, 16, 12, 10, 11]);
         assert!(trials.last().is_some_and(|t| t.passed));
+    }
+
+    #[test]
+    fn a_slow_instance_is_not_hidden_by_a_fast_one() {
+        // Two instances: one does 100 IOPS per session, the other 50. Target 1,000 (500 each):
+        // the total reaches 1,050 at 8 sessions (1,200), but the slow one needs 11 (550 ≥ 525).
+        let (conclusion, _) = search(1000.0, |sessions| {
+            let (fast, slow) = (sessions as f64 * 100.0, sessions as f64 * 50.0);
+            Some(Measurement {
+                achieved_iops: fast + slow,
+                slowest_instance_iops_times_instances: slow * 2.0,
+                db_read_avg_ms: 1.0,
+                log_write_avg_ms: None,
+                within_thresholds: true,
+            })
+        });
+        assert_eq!(conclusion, Conclusion::Chosen(11));
     }
 
     #[test]
@@ -244,6 +272,7 @@ mod tests {
             calls += 1;
             (calls < 3).then_some(Measurement {
                 achieved_iops: s as f64 * 100.0,
+                slowest_instance_iops_times_instances: s as f64 * 100.0,
                 db_read_avg_ms: 1.0,
                 log_write_avg_ms: None,
                 within_thresholds: true,

@@ -824,7 +824,9 @@ fn tune(
                 .unwrap_or_default(),
             if !m.within_thresholds {
                 "latency thresholds broken"
-            } else if m.achieved_iops >= target * autotune::MARGIN {
+            } else if m.achieved_iops.min(m.slowest_instance_iops_times_instances)
+                >= target * autotune::MARGIN
+            {
                 "target reached"
             } else {
                 "short of the target"
@@ -906,6 +908,7 @@ fn trial(
     let seconds = started.elapsed().as_secs_f64();
     let mut m = Measurement {
         achieved_iops: 0.0,
+        slowest_instance_iops_times_instances: f64::INFINITY,
         db_read_avg_ms: 0.0,
         log_write_avg_ms: None,
         within_thresholds: true,
@@ -928,8 +931,12 @@ fn trial(
         };
         let reads = summary(IoClass::DbRead);
         let writes = summary(IoClass::DbWrite);
-        m.achieved_iops += reads.as_ref().map(|r| r.ops_per_sec).unwrap_or(0.0)
+        let iops = reads.as_ref().map(|r| r.ops_per_sec).unwrap_or(0.0)
             + writes.as_ref().map(|w| w.ops_per_sec).unwrap_or(0.0);
+        m.achieved_iops += iops;
+        m.slowest_instance_iops_times_instances = m
+            .slowest_instance_iops_times_instances
+            .min(iops * attached.len() as f64);
         if let Some(r) = &reads {
             m.db_read_avg_ms = m.db_read_avg_ms.max(r.avg_latency_ms);
             m.within_thresholds &= r.avg_latency_ms <= limits.db_read_avg_ms;
@@ -938,6 +945,9 @@ fn trial(
             m.log_write_avg_ms = Some(m.log_write_avg_ms.unwrap_or(0.0).max(l.avg_latency_ms));
             m.within_thresholds &= l.avg_latency_ms <= limits.log_write_avg_ms;
         }
+    }
+    if !m.slowest_instance_iops_times_instances.is_finite() {
+        m.slowest_instance_iops_times_instances = m.achieved_iops;
     }
     Some(m)
 }
