@@ -17,7 +17,7 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
 (cd "$here/.." && cargo build --release -q -p jetproof)
-jetproof="$here/../target/release/jetproof"
+jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
 
 fio_write() {
   rm -f "$dir/fio.dat"

@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jetproof_io::meter::{InstanceStats, MeteredFile};
@@ -23,6 +23,7 @@ use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use parking_lot::Mutex;
 
 use crate::btree::{Op, Tree, TreeStats};
+use crate::bulk::BulkLoader;
 use crate::cache::{CacheConfig, CacheStats, PageCache, WriteAheadGate};
 use crate::change::{ChangeLog, NoChangeLog};
 use crate::error::{EngineError, Result};
@@ -31,7 +32,7 @@ use crate::node;
 use crate::space::{self, OnGrow, Space};
 
 /// The tree id stored in the pages of the record tree.
-const RECORD_TREE_ID: u32 = 1;
+pub(crate) const RECORD_TREE_ID: u32 = 1;
 
 /// How a database is created or opened.
 #[derive(Clone, Debug)]
@@ -119,6 +120,8 @@ pub struct Database {
     root: u32,
     closed: bool,
     log: parking_lot::RwLock<Arc<dyn ChangeLog>>,
+    /// A change log or write-ahead gate was installed: a bulk load is refused from then on.
+    logged: AtomicBool,
 }
 
 fn round_pages(bytes: u64, page_size: usize, at_least: u64) -> u64 {
@@ -270,16 +273,36 @@ impl Database {
         options: &DatabaseOptions,
     ) -> Result<Database> {
         let ps = header.page_size as usize;
-        let cache = PageCache::new(
-            file,
-            CacheConfig {
-                page_size: ps,
-                min_pages: (options.cache_min_bytes / ps as u64) as usize,
-                max_pages: (options.cache_max_bytes / ps as u64) as usize,
-                flush_thread: options.flush_thread,
-            },
-        )?;
+        let config = CacheConfig {
+            page_size: ps,
+            min_pages: (options.cache_min_bytes / ps as u64) as usize,
+            max_pages: (options.cache_max_bytes / ps as u64) as usize,
+            flush_thread: options.flush_thread,
+        };
         let stamp = Arc::new(AtomicU64::new(header.next_update_stamp.max(1)));
+        let (cache, space) = Self::load_state(file, &store, &header, config, &stamp)?;
+        Ok(Database {
+            path: path.to_path_buf(),
+            header: store,
+            cache,
+            space,
+            stamp,
+            root: header.root_page,
+            closed: false,
+            log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
+            logged: AtomicBool::new(false),
+        })
+    }
+
+    /// Builds the cache and the space maps from the file, as `open` does.
+    fn load_state(
+        file: Arc<dyn IoFile>,
+        store: &Arc<HeaderStore>,
+        header: &DbHeader,
+        config: CacheConfig,
+        stamp: &Arc<AtomicU64>,
+    ) -> Result<(PageCache, Space)> {
+        let cache = PageCache::new(file, config)?;
         let grow_store = store.clone();
         let on_grow = OnGrow(Box::new(move |page_count| {
             grow_store.update(|h| h.page_count = page_count)
@@ -291,16 +314,7 @@ impl Database {
             stamp.clone(),
             on_grow,
         )?;
-        Ok(Database {
-            path: path.to_path_buf(),
-            header: store,
-            cache,
-            space,
-            stamp,
-            root: header.root_page,
-            closed: false,
-            log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
-        })
+        Ok((cache, space))
     }
 
     /// Runs `f` on the record tree, with the current change log.
@@ -316,7 +330,7 @@ impl Database {
         })
     }
 
-    fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn check_record(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let max = self.max_record_bytes();
         if key.len() > node::MAX_KEY_BYTES || key.len() + value.len() > max {
             return Err(EngineError::RecordTooLarge {
@@ -419,6 +433,61 @@ impl Database {
         Ok(record - first_record)
     }
 
+    /// Starts a bulk load: records appended in strictly ascending key order are packed into
+    /// leaves and written with large sequential writes, beside the cache (see
+    /// [`crate::bulk`]). Only for a new, empty database with no change log or write-ahead gate
+    /// (`BulkLoadRefused` otherwise): a bulk load is not logged, as ESE's initial creation of a
+    /// database is not a recoverable transaction. The database is held until
+    /// [`BulkLoader::finish`], after which it is used as usual.
+    pub fn bulk_load(&mut self) -> Result<BulkLoader<'_>> {
+        BulkLoader::start(self)
+    }
+
+    pub(crate) fn is_logged(&self) -> bool {
+        self.logged.load(Ordering::Acquire)
+    }
+
+    /// A new update stamp (for a page the bulk loader writes).
+    pub(crate) fn take_update_stamp(&self) -> u64 {
+        self.stamp.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// The bulk loader wrote and synced every page below `page_count` (`used_pages` of them in
+    /// use per the maps it wrote): raise the count in both header copies, then drop the cache,
+    /// whose copies of the root and map pages are stale, and reload cache and maps from the file.
+    pub(crate) fn finish_bulk_load(&mut self, page_count: u64, used_pages: u64) -> Result<()> {
+        let next = self.stamp.load(Ordering::Acquire);
+        self.header.update(|h| {
+            h.page_count = page_count;
+            h.used_pages = used_pages;
+            h.next_update_stamp = next;
+        })?;
+        let header = self.header();
+        let config = self.cache.config().clone();
+        self.cache.stop();
+        let (cache, space) = Self::load_state(
+            self.cache.file().clone(),
+            &self.header,
+            &header,
+            config,
+            &self.stamp,
+        )?;
+        self.cache = cache;
+        self.space = space;
+        if self.space.used_pages() != used_pages {
+            return Err(EngineError::Inconsistent {
+                path: self.path.clone(),
+                page: space::map_page_for(0, self.page_size()) as u32,
+                what: format!(
+                    "after the bulk load the space maps count {} pages in use, {} were written",
+                    self.space.used_pages(),
+                    used_pages
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Flushes every dirty page, syncs, and marks the header clean.
     pub fn close(mut self) -> Result<()> {
         self.close_inner()
@@ -456,6 +525,7 @@ impl Database {
     /// Installs the log's change sink: every page change is reported to it from now on
     /// (see [`crate::change`]).
     pub fn set_change_log(&self, log: Arc<dyn ChangeLog>) {
+        self.logged.store(true, Ordering::Release);
         self.space.set_change_log(log.clone());
         *self.log.write() = log;
     }
@@ -469,6 +539,7 @@ impl Database {
 
     /// Installs the log's write-ahead gate.
     pub fn set_write_ahead_gate(&self, gate: Arc<dyn WriteAheadGate>) {
+        self.logged.store(true, Ordering::Release);
         self.cache.set_write_ahead_gate(gate);
     }
 

@@ -51,6 +51,15 @@ pub enum EngineError {
     AlreadyExists { path: PathBuf },
     #[error("{path}: the database file cannot grow beyond {max_pages} pages")]
     Full { path: PathBuf, max_pages: u64 },
+    /// `Database::bulk_load` on a database that is not new and empty, or that is logged.
+    #[error("{path}: bulk load refused: {reason}")]
+    BulkLoadRefused { path: PathBuf, reason: String },
+    /// A bulk load was given a key not above the previous one (record number `record`, counted
+    /// from 0); the record was not added.
+    #[error(
+        "{path}: bulk load record {record}: keys must be strictly ascending; this key is not above the previous one"
+    )]
+    KeysNotAscending { path: PathBuf, record: u64 },
     #[error("page cache: every one of its {frames} buffers is pinned; raise cache_max_bytes")]
     CacheExhausted { frames: usize },
     /// A write or the write-ahead gate failed earlier; `cause` is that first error, with its

@@ -7,9 +7,11 @@
 //! Layering (each module uses only those listed before it): `page` (header layout) and `checksum`;
 //! `header` (the database header page); `cache` (buffers, latches, flushing); `space` (space maps
 //! and growth, over the cache); `node` (slotted B+tree pages); `btree` (the tree, over cache and
-//! space); `db` (the public `Database`).
+//! space); `db` (the public `Database`); `bulk` (the bulk loader of a new database, writing
+//! pages directly beside the cache, which `db` then reloads).
 
 pub mod btree;
+pub mod bulk;
 pub mod cache;
 pub mod change;
 pub mod checksum;
@@ -21,6 +23,7 @@ pub mod page;
 pub mod space;
 
 pub use btree::{Op, TreeStats};
+pub use bulk::BulkLoader;
 pub use cache::{CacheStats, NoLog, WriteAheadGate};
 pub use change::{ChangeLog, NoChangeLog, OwnedPageChange, PageChange};
 pub use db::{Database, DatabaseOptions, FillProgress, record_key};

@@ -351,6 +351,20 @@ impl Entries {
     }
 }
 
+/// Writes a node's framing fields (entry count, level, data start) and its page type, for a
+/// caller that placed the slots and records itself (the bulk loader).
+pub fn set_framing(page: &mut [u8], entries: usize, level: u16, data_start: usize) {
+    let page_type = if level == 0 {
+        PageType::Leaf
+    } else {
+        PageType::Interior
+    };
+    page::put(page, page::OFFSET_PAGE_TYPE, &[page_type as u8]);
+    page::put_u16(page, OFFSET_COUNT, entries as u16);
+    page::put_u16(page, OFFSET_LEVEL, level);
+    page::put_u16(page, OFFSET_DATA_START, data_start as u16);
+}
+
 /// Inserts a leaf entry at position `index` without rebuilding the page, if the free space
 /// allows. Returns false (page untouched) if it does not.
 pub fn leaf_insert_in_place(page: &mut [u8], index: usize, key: &[u8], value: &[u8]) -> bool {

@@ -89,7 +89,13 @@ pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> 
 }
 
 /// A fresh map page: marks itself in use, and in group 0 the two header pages too.
-fn format_map(slot: &mut [u8], number: u32) {
+pub(crate) fn format_map(slot: &mut [u8], number: u32) {
+    format_map_unsealed(slot, number);
+    checksum::seal(slot);
+}
+
+/// [`format_map`] without the seal, for a caller that sets more bits first (the bulk loader).
+pub(crate) fn format_map_unsealed(slot: &mut [u8], number: u32) {
     slot.fill(0);
     page::write_common(slot, number, PageType::SpaceMap, 0);
     let page_size = slot.len();
@@ -100,7 +106,20 @@ fn format_map(slot: &mut [u8], number: u32) {
             set_bit(slot, header, true);
         }
     }
-    checksum::seal(slot);
+}
+
+/// Pages marked in use among the first `pages` bits of a map page.
+pub(crate) fn count_used(map: &[u8], pages: u64) -> u64 {
+    let full_bytes = (pages / 8) as usize;
+    let whole: u64 = map
+        .get(HEADER_SIZE..HEADER_SIZE + full_bytes)
+        .map_or(0, |bytes| {
+            bytes.iter().map(|b| u64::from(b.count_ones())).sum()
+        });
+    whole
+        + (full_bytes as u64 * 8..pages)
+            .filter(|&b| get_bit(map, b))
+            .count() as u64
 }
 
 fn set_bit(map: &mut [u8], bit: u64, used: bool) {

@@ -1,8 +1,9 @@
 //! The init procedure: create the job's databases and fill them to size.
 //!
-//! As Jetstress does, the first database is made by the engine — records inserted through the
-//! B+tree until the file reaches the sized capacity — and the others are copies of it made with
-//! large sequential I/O ("Duplicating databases"). Each database is built under a `.partial` name
+//! As Jetstress does, the first database is made by the engine — records appended in key order
+//! through the engine's bulk loader (packed leaves, interior levels, space maps and header, all
+//! written with large sequential writes) until the file reaches the sized capacity — and the
+//! others are copies of it made with large sequential I/O ("Duplicating databases"). Each database is built under a `.partial` name
 //! and renamed only when complete and closed cleanly, so an interrupted init leaves nothing a later
 //! command would mistake for a finished database; the next init removes the leftovers (they are
 //! jetproof's own).
@@ -345,8 +346,8 @@ fn fill_database(
     let page_size = job.storage.page_size.bytes();
     let db_options = DatabaseOptions {
         page_size: page_size as usize,
-        // Start small and grow in extents as the tree fills: every extent is formatted with
-        // large sequential writes when it is added.
+        // Start small: the bulk loader writes the pages past the initial size itself, and ends
+        // the file on an extent boundary (the tail formatted free).
         initial_size_bytes: (16 * page_size).max(INITIAL_SIZE.min(target_bytes)),
         extent_bytes: EXTENT_SIZE,
         cache_min_bytes: job.cache.min_size.bytes(),
@@ -355,7 +356,7 @@ fn fill_database(
         stats: Some(stats.clone()),
         ..DatabaseOptions::default()
     };
-    let database = Database::create(options.backend.as_ref(), &partial, db_options)
+    let mut database = Database::create(options.backend.as_ref(), &partial, db_options)
         .map_err(|e| engine_error(&e))?;
 
     options
@@ -365,21 +366,24 @@ fn fill_database(
     let record_size = job.workload.record_size.bytes() as usize;
     let mut value = vec![0u8; record_size * 2];
     rng.fill(&mut value[..]);
-    // The database is full when the pages in use reach the target; the file is then at most one
-    // extent larger, every page of it formatted.
-    let used_bytes = |db: &Database| db.used_pages() * page_size;
+    let start_bytes = database.used_pages() * page_size;
+    // Keys come in ascending order (mailbox by mailbox), so the engine's bulk loader packs the
+    // leaves and writes them in large sequential writes instead of inserting record by record.
+    let mut loader = database.bulk_load().map_err(|e| engine_error(&e))?;
     // Records are mail items: each mailbox of this database gets its share, in key order.
     let mut plan = FillPlan::new(
         mailboxes_per_database(job),
         target_bytes,
-        used_bytes(&database),
+        start_bytes,
         record_size as u64 + RECORD_OVERHEAD_GUESS,
     );
     loop {
         if options.stop.load(Ordering::Relaxed) {
             return Err(InitError::Interrupted);
         }
-        let used = used_bytes(&database);
+        // The database is full when the pages in use reach the target; the file is then at
+        // most one extent larger, every page of it formatted.
+        let used = loader.used_bytes();
         if plan.records().is_multiple_of(64) {
             options.progress.advance(used.min(target_bytes));
         }
@@ -389,10 +393,11 @@ fn fill_database(
         // Record sizes vary around the average, as mail items do: half to one and a half.
         let length = rng.random_range(record_size / 2..=record_size * 3 / 2);
         let start = rng.random_range(0..value.len() - length);
-        database
-            .insert(&key.encode(), &value[start..start + length])
+        loader
+            .append(&key.encode(), &value[start..start + length])
             .map_err(|e| engine_error(&e))?;
     }
+    loader.finish().map_err(|e| engine_error(&e))?;
     let records = plan.records();
     database.close().map_err(|e| engine_error(&e))?;
     let bytes = std::fs::metadata(&partial)

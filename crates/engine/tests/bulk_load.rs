@@ -1,0 +1,295 @@
+//! The bulk loader: a database filled by `Database::bulk_load` must be indistinguishable, to
+//! every later user, from one filled record by record: the tree checks, every record reads back,
+//! every page of the file verifies, the space map and header counts agree, and random inserts,
+//! replaces and deletes against a `BTreeMap` model keep working across close and reopen.
+//! Seeded: the seed is printed, and `JETPROOF_SEED=<seed>` replays a run.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{mem, seed, small_options};
+use jetproof_engine::checksum::{self, PageCheck};
+use jetproof_engine::{Database, EngineError, NoLog};
+use jetproof_io::{IoBackend, IoClass, OpenOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const PAGE_SIZES: [usize; 4] = [4096, 8192, 16384, 32768];
+
+fn key(n: u64) -> Vec<u8> {
+    // Variable-length keys in ascending order: a shared prefix, then the number, then a tail.
+    let mut key = format!("mbx{:08}", n / 7).into_bytes();
+    key.extend_from_slice(&n.to_be_bytes());
+    key.extend(std::iter::repeat_n(b'x', (n % 5) as usize));
+    key
+}
+
+fn value(rng: &mut StdRng, max: usize) -> Vec<u8> {
+    let len = if rng.random_bool(0.1) {
+        rng.random_range(max / 2..=max)
+    } else {
+        rng.random_range(0..max / 4)
+    };
+    let byte: u8 = rng.random();
+    let mut v = vec![byte; len];
+    if let Some(first) = v.first_mut() {
+        *first = rng.random();
+    }
+    v
+}
+
+/// Every page of the file verifies at its position, and the header's counts match the maps.
+fn verify_file(backend: &dyn IoBackend, path: &std::path::Path, context: &str) {
+    let file = backend.open(path, &OpenOptions::read_only()).unwrap();
+    let header = jetproof_engine::DbHeader::read(file.as_ref()).unwrap();
+    let ps = header.page_size as usize;
+    let mut page = vec![0u8; ps];
+    for n in 0..header.page_count {
+        file.read_at(&mut page, n * ps as u64, IoClass::DbRead)
+            .unwrap();
+        assert_eq!(
+            checksum::verify(&page, n as u32),
+            PageCheck::Good,
+            "{context}: page {n} of {}",
+            header.page_count
+        );
+    }
+}
+
+fn load_check_and_use(page_size: usize, seed: u64, records: u64) {
+    let context = format!("seed {seed}, page size {page_size}, {records} records");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (backend, path) = mem();
+    let options = small_options(page_size, 32);
+    let mut db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
+    let max = db.max_record_bytes() - 40;
+    let mut model = BTreeMap::new();
+    {
+        let mut loader = db.bulk_load().unwrap();
+        for n in 0..records {
+            let (k, v) = (key(n), value(&mut rng, max));
+            loader
+                .append(&k, &v)
+                .unwrap_or_else(|e| panic!("{context}: {e}"));
+            model.insert(k, v);
+        }
+        assert_eq!(loader.records(), records);
+        assert!(loader.used_bytes() >= 4 * page_size as u64);
+        loader.finish().unwrap_or_else(|e| panic!("{context}: {e}"));
+    }
+    let stats = db.check().unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert_eq!(stats.records, records, "{context}");
+    // The maps count the headers, the map pages, the root and every tree page.
+    let map_pages = db.page_count().div_ceil(((page_size - 80) * 8) as u64);
+    assert_eq!(
+        db.used_pages(),
+        2 + map_pages + stats.leaf_pages + stats.interior_pages,
+        "{context}"
+    );
+    db.close().unwrap();
+    verify_file(backend.as_ref(), path, &context);
+
+    let db = Database::open(backend.as_ref(), path, options.clone()).unwrap();
+    assert_eq!(db.header().used_pages, db.used_pages(), "{context}");
+    db.check().unwrap_or_else(|e| panic!("{context}: {e}"));
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "{context}: key {k:?}");
+    }
+    let scanned = db.scan(b"", usize::MAX).unwrap();
+    assert_eq!(scanned.len(), model.len(), "{context}");
+
+    // Random changes against the model, inside and beyond the loaded key range.
+    for step in 0..600u64 {
+        let n = rng.random_range(0..records + records / 4 + 10);
+        let k = key(n);
+        match rng.random_range(0..3) {
+            0 => {
+                let v = value(&mut rng, max);
+                let added = db.insert(&k, &v).unwrap();
+                assert_eq!(added, !model.contains_key(&k), "{context}: step {step}");
+                model.entry(k).or_insert(v);
+            }
+            1 => {
+                let v = value(&mut rng, max);
+                let replaced = db.replace(&k, &v).unwrap();
+                assert_eq!(replaced, model.contains_key(&k), "{context}: step {step}");
+                if replaced {
+                    model.insert(k, v);
+                }
+            }
+            _ => {
+                let deleted = db.delete(&k).unwrap();
+                assert_eq!(
+                    deleted,
+                    model.remove(&k).is_some(),
+                    "{context}: step {step}"
+                );
+            }
+        }
+    }
+    let stats = db.check().unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert_eq!(stats.records, model.len() as u64, "{context}");
+    db.close().unwrap();
+    verify_file(backend.as_ref(), path, &context);
+    let db = Database::open(backend.as_ref(), path, options).unwrap();
+    db.check().unwrap_or_else(|e| panic!("{context}: {e}"));
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "{context}: key {k:?}");
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn bulk_load_every_page_size_round_trips_and_stays_usable() {
+    let seed = seed("bulk_load_every_page_size_round_trips_and_stays_usable");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for page_size in PAGE_SIZES {
+        for records in [1, 2, rng.random_range(3..60), rng.random_range(500..3000)] {
+            load_check_and_use(page_size, rng.random(), records);
+        }
+    }
+}
+
+/// 4 KiB pages, enough records to cross the first space map group (32,128 pages): the loader's
+/// placeholder map is replaced by the final one, and the maps stay right.
+#[test]
+fn bulk_load_across_a_space_map_group() {
+    let seed = seed("bulk_load_across_a_space_map_group");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (backend, path) = mem();
+    let options = small_options(4096, 64);
+    let mut db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
+    // Two records of 1,950 bytes per 4 KiB leaf: 68,000 records take 34,000 leaves.
+    let records = 68_000u64;
+    let value_bytes = 1950;
+    {
+        let mut loader = db.bulk_load().unwrap();
+        let v = vec![0x5Au8; value_bytes];
+        for n in 0..records {
+            loader.append(&n.to_be_bytes(), &v).unwrap();
+        }
+        loader.finish().unwrap();
+    }
+    assert!(db.page_count() > 32_128 + 10, "{}", db.page_count());
+    let stats = db.check().unwrap();
+    assert_eq!(stats.records, records);
+    let map_pages = db.page_count().div_ceil(32_128);
+    assert_eq!(
+        db.used_pages(),
+        2 + map_pages + stats.leaf_pages + stats.interior_pages
+    );
+    // New pages are allocated after the loaded ones, and the tree keeps working.
+    for _ in 0..200 {
+        let n = rng.random_range(0..records * 2);
+        db.insert(&n.to_be_bytes(), b"new").unwrap();
+    }
+    db.check().unwrap();
+    db.close().unwrap();
+    verify_file(backend.as_ref(), path, &format!("seed {seed}"));
+    let db = Database::open(backend.as_ref(), path, options).unwrap();
+    assert_eq!(
+        db.get(&(records - 1).to_be_bytes())
+            .unwrap()
+            .map(|v| v.len()),
+        Some(value_bytes)
+    );
+    db.check().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn bulk_load_refuses_keys_that_do_not_ascend() {
+    let (backend, path) = mem();
+    let mut db = Database::create(backend.as_ref(), path, small_options(8192, 32)).unwrap();
+    let mut loader = db.bulk_load().unwrap();
+    loader.append(b"b", b"1").unwrap();
+    for bad in [&b"b"[..], &b"a"[..], &b""[..]] {
+        let err = loader.append(bad, b"2").unwrap_err();
+        assert!(
+            matches!(err, EngineError::KeysNotAscending { record: 1, .. }),
+            "{err}"
+        );
+    }
+    loader.append(b"c", b"3").unwrap();
+    loader.finish().unwrap();
+    assert_eq!(db.get(b"b").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get(b"c").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(db.get(b"a").unwrap(), None);
+    assert_eq!(db.check().unwrap().records, 2);
+    db.close().unwrap();
+}
+
+#[test]
+fn bulk_load_refuses_a_database_that_is_not_empty_or_is_logged() {
+    let (backend, path) = mem();
+    let options = small_options(4096, 32);
+    let mut db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
+    db.insert(b"k", b"v").unwrap();
+    let err = db.bulk_load().unwrap_err();
+    assert!(matches!(err, EngineError::BulkLoadRefused { .. }), "{err}");
+    // Emptied again, but it has had a life: still refused only if pages remain in use; an
+    // emptied single-leaf tree is the same as a new one, so that is accepted.
+    db.delete(b"k").unwrap();
+    db.bulk_load().unwrap().finish().unwrap();
+    db.close().unwrap();
+
+    // A loaded database refuses a second load.
+    let mut db = Database::open(backend.as_ref(), path, options.clone()).unwrap();
+    {
+        let mut loader = db.bulk_load().unwrap();
+        for n in 0..200u32 {
+            loader.append(&n.to_be_bytes(), &[7u8; 300]).unwrap();
+        }
+        loader.finish().unwrap();
+    }
+    let err = db.bulk_load().unwrap_err();
+    assert!(matches!(err, EngineError::BulkLoadRefused { .. }), "{err}");
+    db.close().unwrap();
+
+    // A logged database refuses: a bulk load is not logged.
+    let (backend, path) = mem();
+    let mut db = Database::create(backend.as_ref(), path, options).unwrap();
+    db.set_write_ahead_gate(std::sync::Arc::new(NoLog));
+    let err = db.bulk_load().unwrap_err();
+    assert!(matches!(err, EngineError::BulkLoadRefused { .. }), "{err}");
+    db.close().unwrap();
+}
+
+#[test]
+fn bulk_load_refuses_records_too_large() {
+    let (backend, path) = mem();
+    let mut db = Database::create(backend.as_ref(), path, small_options(4096, 32)).unwrap();
+    let too_big = vec![0u8; db.max_record_bytes() + 1];
+    let mut loader = db.bulk_load().unwrap();
+    let err = loader.append(b"k", &too_big).unwrap_err();
+    assert!(matches!(err, EngineError::RecordTooLarge { .. }), "{err}");
+    loader.finish().unwrap();
+    assert_eq!(db.check().unwrap().records, 0);
+    db.close().unwrap();
+}
+
+/// A loader dropped without `finish` leaves the database empty and usable.
+#[test]
+fn abandoned_bulk_load_leaves_an_empty_database() {
+    let (backend, path) = mem();
+    let options = small_options(8192, 32);
+    let mut db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
+    {
+        let mut loader = db.bulk_load().unwrap();
+        for n in 0..5000u32 {
+            loader.append(&n.to_be_bytes(), &[1u8; 200]).unwrap();
+        }
+    }
+    assert_eq!(db.check().unwrap().records, 0);
+    for n in 0..300u32 {
+        db.insert(&n.to_be_bytes(), &[2u8; 500]).unwrap();
+    }
+    assert_eq!(db.check().unwrap().records, 300);
+    db.close().unwrap();
+    verify_file(backend.as_ref(), path, "abandoned");
+    let db = Database::open(backend.as_ref(), path, options).unwrap();
+    assert_eq!(db.check().unwrap().records, 300);
+    db.close().unwrap();
+}
