@@ -3,8 +3,13 @@
 # duplication rate (the others, copied), each against fio's sequential direct write bandwidth
 # with 1 MiB blocks on the same file system, measured in the same run.
 #
+# Rounds alternate fio and jetproof (fio, init, fio, init, ..., fio): each init round's reference
+# is the mean of the fio runs just before and after it, and the summary is the median over rounds
+# (a shared VM's bandwidth drifts; alternating keeps the reference honest).
+#
 # Usage: bench/init.sh [DIR]   (DIR: where the data goes; default ./bench-data; removed after)
-# Environment: DB_SIZE (default 2GiB), DATABASES (default 3).
+# Environment: DB_SIZE (default 2GiB), DATABASES (default 3), ROUNDS (default 3),
+# CARGO_TARGET_DIR (where the release build goes; default ./target).
 # Writes bench/results/<date>-init.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,6 +18,7 @@ ensure_fio
 dir=${1:-$PWD/bench-data}
 db_size=${DB_SIZE:-2GiB}
 databases=${DATABASES:-3}
+rounds=${ROUNDS:-3}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -26,15 +32,18 @@ fio_write() {
   rm -f "$dir/fio.dat"
 }
 
-fio_before=$(fio_write)
-rm -rf "$dir/data" "$dir/results"
-"$jetproof" init --data-dir "$dir/data" --databases "$databases" --db-size "$db_size" --out "$dir/results" >/dev/null
-fio_after=$(fio_write)
-read -r fill dup total < <(python3 -c '
+fio_runs=("$(fio_write)")
+init_runs=()
+for round in $(seq 1 "$rounds"); do
+  rm -rf "$dir/data" "$dir/results"
+  "$jetproof" init --data-dir "$dir/data" --databases "$databases" --db-size "$db_size" --out "$dir/results" >/dev/null
+  init_runs+=("$(python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1]))["totals"]
-print("%.1f %.1f %.1f" % (t["fill_mb_per_sec"], t["duplicate_mb_per_sec"], t["mb_per_sec"]))' "$dir/results/result.json")
-rm -rf "$dir/data" "$dir/results"
+print("%.1f,%.1f,%.1f,%.3f" % (t["fill_mb_per_sec"], t["duplicate_mb_per_sec"], t["mb_per_sec"], t["fill_seconds"]))' "$dir/results/result.json")")
+  rm -rf "$dir/data" "$dir/results"
+  fio_runs+=("$(fio_write)")
+done
 
 out="$here/results/$(date -u +%Y-%m-%d)-init.md"
 {
@@ -46,22 +55,34 @@ out="$here/results/$(date -u +%Y-%m-%d)-init.md"
   echo '```'
   echo "fio --name=seqwrite --filename=DIR/fio.dat --rw=write --bs=1M --size=${db_size/iB/} --direct=1 --ioengine=psync --end_fsync=1"
   echo "jetproof init --data-dir DIR/data --databases $databases --db-size $db_size --out DIR/results"
+  echo "(bench/init.sh, ROUNDS=$rounds: fio, init, fio, init, ..., fio)"
   echo '```'
   echo
-  echo "fio ran before and after jetproof; the reference is their mean."
+  echo "Each init round's reference is the mean of the fio runs just before and after it; the"
+  echo "summary is the median over rounds. The fill is the first database, built by the engine's"
+  echo "bulk loader; the duplication copies it to the other databases."
   echo
   echo "## Figures (MB/s, 10^6 bytes)"
   echo
-  python3 - "$fio_before" "$fio_after" "$fill" "$dup" "$total" <<'PY'
-import sys
-before, after, fill, dup, total = map(float, sys.argv[1:])
-ref = (before + after) / 2
-print("| figure | MB/s | ratio to fio | target |")
-print("| --- | ---: | ---: | ---: |")
-print(f"| fio sequential direct write, 1 MiB (before / after) | {before:.1f} / {after:.1f} | 1.00 | |")
-print(f"| init fill (engine, first database) | {fill:.1f} | {fill/ref:.2f} | 0.70 |")
-print(f"| init duplication (copies) | {dup:.1f} | {dup/ref:.2f} | 0.80 |")
-print(f"| init overall | {total:.1f} | {total/ref:.2f} | |")
+  python3 - "${fio_runs[*]}" "${init_runs[*]}" <<'PY'
+import statistics, sys
+fio = [float(x) for x in sys.argv[1].split()]
+runs = [[float(v) for v in r.split(",")] for r in sys.argv[2].split()]
+print("| round | fio before / after | init fill | fill / fio | duplication | dup / fio | init overall | fill seconds |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+fill_ratios, dup_ratios, total_ratios = [], [], []
+for i, (fill, dup, total, seconds) in enumerate(runs):
+    ref = (fio[i] + fio[i + 1]) / 2
+    fill_ratios.append(fill / ref)
+    dup_ratios.append(dup / ref)
+    total_ratios.append(total / ref)
+    print(f"| {i + 1} | {fio[i]:.1f} / {fio[i + 1]:.1f} | {fill:.1f} | {fill / ref:.2f} | {dup:.1f} | {dup / ref:.2f} | {total:.1f} | {seconds:.2f} |")
+print()
+print("| figure (median over rounds) | ratio to fio | target |")
+print("| --- | ---: | ---: |")
+print(f"| init fill (engine bulk load, first database) | {statistics.median(fill_ratios):.2f} | 0.70 |")
+print(f"| init duplication (copies) | {statistics.median(dup_ratios):.2f} | 0.80 |")
+print(f"| init overall | {statistics.median(total_ratios):.2f} | |")
 PY
 } >"$out"
 cat "$out"
