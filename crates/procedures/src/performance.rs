@@ -4,8 +4,8 @@
 //!
 //! Phases, each one line of the test log as in Jetstress's: preparing, attaching, cache settings
 //! and flush thresholds, latency thresholds, operation mix, attaining prerequisites (the cache
-//! warmed to its maximum by the workload itself), the measured window (one line per sample),
-//! shut-down. The figures of `result.json` cover the measured window only: they are the
+//! warmed to its maximum by the workload itself), auto-tune trials when the session count is
+//! "auto" (`autotune.rs`), the measured window (one line per sample), shut-down. The figures of `result.json` cover the measured window only: they are the
 //! difference between the snapshots taken at its start and its end.
 //!
 //! Threads of a run: the sessions (started afresh for each phase: warm-up, each auto-tune
@@ -750,17 +750,31 @@ fn attain_prerequisites(
     log.line("Attaining prerequisites:");
     let warm_started = Instant::now();
     let mut control_state = None;
+    let mut caches_warm = false;
     loop {
-        // An instance stopped by a storage error will not warm up: do not wait for it. When
-        // paced, the controller's first estimate of I/Os per transaction is also a prerequisite,
-        // so the measured window starts at the target rate rather than at a guess.
-        let warm = attached.iter().all(|a| {
-            let c = a.database.cache_stats();
-            a.failed.load(Ordering::Relaxed)
-                || (c.resident_pages + c.max_pages / 100 >= c.max_pages
-                    && (per_instance_target.is_none() || a.ios_per_transaction().is_some()))
-        });
-        if warm || options.stop.load(Ordering::Relaxed) {
+        // An instance stopped by a storage error will not warm up: do not wait for it.
+        let stopped = |a: &Attached| a.failed.load(Ordering::Relaxed);
+        if !caches_warm
+            && attached.iter().all(|a| {
+                let c = a.database.cache_stats();
+                stopped(a) || c.resident_pages + c.max_pages / 100 >= c.max_pages
+            })
+        {
+            caches_warm = true;
+            // Estimates of I/Os per transaction made while the caches filled count misses a
+            // warm cache does not have: the controller starts afresh.
+            for a in attached {
+                a.ios_per_transaction.store(0, Ordering::Relaxed);
+            }
+            control_state = None;
+        }
+        // When paced, an estimate made with warm caches is also a prerequisite, so the measured
+        // window starts at the target rate rather than at a guess.
+        let estimated = per_instance_target.is_none()
+            || attached
+                .iter()
+                .all(|a| stopped(a) || a.ios_per_transaction().is_some());
+        if (caches_warm && estimated) || options.stop.load(Ordering::Relaxed) {
             break;
         }
         if warm_started.elapsed() > PREREQUISITE_LIMIT {
