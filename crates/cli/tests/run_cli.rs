@@ -259,7 +259,8 @@ fn auto_tune_picks_a_session_count_and_reports_its_trials() {
     jetproof(dir.path())
         .args(["run", job, "--test", "performance", "--out", "r"])
         .assert()
-        .code(predicate::in_iter([0, 1]));
+        .code(predicate::in_iter([0, 1]))
+        .stdout(predicate::str::contains("Auto-tune: "));
     let r = result(&dir.path().join("r/result.json"));
     let tune = &r["parameters"]["autotune"];
     assert_eq!(tune["outcome"], "chosen", "{tune}");

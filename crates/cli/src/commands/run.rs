@@ -107,6 +107,16 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     }
     .map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
+    let tune = &result.parameters["autotune"];
+    if let (Some(sessions), Some(trials)) = (
+        tune["chosen_sessions"].as_u64(),
+        tune["trials"].as_array().map(|t| t.len()),
+    ) {
+        println!(
+            "Auto-tune: {sessions} session(s) per instance reach the target ({trials} trials; evidence in {})",
+            log.path().display()
+        );
+    }
     println!("Result: {}", out.file("result.json").display());
     if result
         .instances
