@@ -323,40 +323,18 @@ pub fn performance(
     }
     log.line("Attaching databases ...");
     let mix = Mix::from_job(&job.workload);
-    let mut attached = Vec::new();
+    let mut attached: Vec<Attached> = Vec::new();
     for instance in &instances {
-        let stats = InstanceStats::new(instance.name.clone());
-        let database = Arc::new(Database::open(
-            options.backend.as_ref(),
-            &instance.database_path,
-            DatabaseOptions {
-                cache_min_bytes: job.cache.min_size.bytes(),
-                cache_max_bytes: job.cache.max_size.bytes(),
-                direct_io: job.storage.direct_io,
-                stats: Some(stats.clone()),
-                ..DatabaseOptions::default()
-            },
-        )?);
-        let store: Arc<dyn Store> = Arc::new(EngineStore(database.clone()));
-        let mailboxes = Mailboxes::discover(store.as_ref(), mailboxes_per_database(job))
-            .map_err(|e| RunError::Results(format!("{}: {e}", instance.name)))?;
-        attached.push(Attached {
-            name: instance.name.clone(),
-            database,
-            stats,
-            load: InstanceLoad {
-                store,
-                mailboxes: Arc::new(mailboxes),
-                mix,
-                record_size: job.workload.record_size.bytes() as usize,
-                pacer: Arc::new(Pacer::new()),
-                counters: Arc::new(LoadCounters::default()),
-            },
-            failed: AtomicBool::new(false),
-            error: Default::default(),
-            bdm: ScanState::default(),
-            ios_per_transaction: Default::default(),
-        });
+        match attach(job, instance, mix, options) {
+            Ok(a) => attached.push(a),
+            Err(error) => {
+                // The databases attached so far are closed cleanly before the error is told.
+                for problem in shut_down(attached) {
+                    log.line(problem);
+                }
+                return Err(error);
+            }
+        }
     }
     log.line("Preparations for testing are complete.");
     log.line("Starting transaction dispatch ..");
@@ -440,35 +418,43 @@ pub fn performance(
         run_stop.store(true, Ordering::Relaxed);
         phases
     });
+    // Shut down whatever happened in the phases (even an error that loses the results), so the
+    // databases are left closed cleanly. What maintenance found is kept first.
+    let maintenance_found: Vec<(String, ScanState)> = attached
+        .iter_mut()
+        .map(|a| (a.name.clone(), std::mem::take(&mut a.bdm)))
+        .collect();
+    log.line("Operation mix is complete; shutting down databases ...");
+    let shutdown_errors = shut_down(attached);
+    log.line("Databases are shut down.");
     let Phases {
         mut measured,
         sessions,
         tuning,
     } = outcome?;
-    for (a, instance) in attached.iter().zip(measured.instances.iter_mut()) {
+    measured.reasons.extend(shutdown_errors);
+    for ((name, bdm), instance) in maintenance_found.iter().zip(measured.instances.iter_mut()) {
         if !job.workload.background_maintenance {
             break;
         }
-        let damaged = a.bdm.damaged();
+        let damaged = bdm.damaged();
         for page in damaged.iter().take(MAX_DAMAGE_REASONS) {
             measured.reasons.push(format!(
-                "{}: background database maintenance found a damaged page: {page}",
-                a.name
+                "{name}: background database maintenance found a damaged page: {page}"
             ));
         }
         if damaged.len() > MAX_DAMAGE_REASONS {
             measured.reasons.push(format!(
-                "{}: background database maintenance found {} more damaged pages (see result.json)",
-                a.name,
+                "{name}: background database maintenance found {} more damaged pages (see result.json)",
                 damaged.len() - MAX_DAMAGE_REASONS
             ));
         }
         instance.extra.insert(
             "background_maintenance".into(),
             serde_json::json!({
-                "passes": a.bdm.passes.load(Ordering::Relaxed),
-                "pages_verified": a.bdm.pages_verified.load(Ordering::Relaxed),
-                "pages_rechecked_good": a.bdm.pages_rechecked_good.load(Ordering::Relaxed),
+                "passes": bdm.passes.load(Ordering::Relaxed),
+                "pages_verified": bdm.pages_verified.load(Ordering::Relaxed),
+                "pages_rechecked_good": bdm.pages_rechecked_good.load(Ordering::Relaxed),
                 "damaged_pages": damaged,
             }),
         );
@@ -490,29 +476,6 @@ pub fn performance(
             }
         }
     }
-
-    log.line("Operation mix is complete; shutting down databases ...");
-    let mut shutdown_errors = Vec::new();
-    for a in attached {
-        let Attached {
-            name,
-            database,
-            load,
-            ..
-        } = a;
-        // The sessions' store holds the other reference to the database.
-        drop(load);
-        match Arc::try_unwrap(database) {
-            Ok(database) => {
-                if let Err(e) = database.close() {
-                    shutdown_errors.push(format!("{name}: shutting down: {e}"));
-                }
-            }
-            Err(_) => shutdown_errors.push(format!("{name}: still in use at shut-down")),
-        }
-    }
-    log.line("Databases are shut down.");
-    measured.reasons.extend(shutdown_errors);
 
     let mut result = TestResult {
         schema_version: jetproof_results::SCHEMA_VERSION,
@@ -569,6 +532,81 @@ struct Measured {
     totals: BTreeMap<String, serde_json::Value>,
     reasons: Vec<String>,
     interrupted: bool,
+}
+
+/// Opens one instance's database and finds its mailboxes. A database opened and then found
+/// unusable is closed again before the error is returned.
+fn attach(
+    job: &Job,
+    instance: &jetproof_job::Instance,
+    mix: Mix,
+    options: &RunOptions<'_>,
+) -> Result<Attached, RunError> {
+    let stats = InstanceStats::new(instance.name.clone());
+    let database = Arc::new(Database::open(
+        options.backend.as_ref(),
+        &instance.database_path,
+        DatabaseOptions {
+            cache_min_bytes: job.cache.min_size.bytes(),
+            cache_max_bytes: job.cache.max_size.bytes(),
+            direct_io: job.storage.direct_io,
+            stats: Some(stats.clone()),
+            ..DatabaseOptions::default()
+        },
+    )?);
+    let store: Arc<dyn Store> = Arc::new(EngineStore(database.clone()));
+    let mailboxes = match Mailboxes::discover(store.as_ref(), mailboxes_per_database(job)) {
+        Ok(mailboxes) => mailboxes,
+        Err(e) => {
+            drop(store);
+            if let Ok(database) = Arc::try_unwrap(database) {
+                let _ = database.close();
+            }
+            return Err(RunError::Results(format!("{}: {e}", instance.name)));
+        }
+    };
+    Ok(Attached {
+        name: instance.name.clone(),
+        database,
+        stats,
+        load: InstanceLoad {
+            store,
+            mailboxes: Arc::new(mailboxes),
+            mix,
+            record_size: job.workload.record_size.bytes() as usize,
+            pacer: Arc::new(Pacer::new()),
+            counters: Arc::new(LoadCounters::default()),
+        },
+        failed: AtomicBool::new(false),
+        error: Default::default(),
+        bdm: ScanState::default(),
+        ios_per_transaction: Default::default(),
+    })
+}
+
+/// Closes every database cleanly (dirty pages flushed, header marked clean); returns what went
+/// wrong, one line per instance.
+fn shut_down(attached: Vec<Attached>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for a in attached {
+        let Attached {
+            name,
+            database,
+            load,
+            ..
+        } = a;
+        // The sessions' store holds the other reference to the database.
+        drop(load);
+        match Arc::try_unwrap(database) {
+            Ok(database) => {
+                if let Err(e) = database.close() {
+                    problems.push(format!("{name}: shutting down: {e}"));
+                }
+            }
+            Err(_) => problems.push(format!("{name}: still in use at shut-down")),
+        }
+    }
+    problems
 }
 
 /// What the phases after attaching produced.
@@ -1281,14 +1319,15 @@ mod tests {
 
     /// One small database made directly in the in-memory fault backend: 10 mailboxes of 200
     /// items of 1 KB.
-    fn setup(dir: &std::path::Path, simulation: &str) -> (Job, Arc<FaultBackend>) {
+    fn setup(dir: &std::path::Path, databases: u32, simulation: &str) -> (Job, Arc<FaultBackend>) {
         let text = format!(
-            "[storage]\ndata_dir = \"{}\"\ndatabases = 1\ndb_size = \"4MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-             [simulation]\nmailboxes = 10\n{simulation}\
+            "[storage]\ndata_dir = \"{}\"\ndatabases = {databases}\ndb_size = \"4MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
+             [simulation]\nmailboxes = {mailboxes}\n{simulation}\
              [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
              [cache]\nmin_size = \"256KiB\"\nmax_size = \"512KiB\"\n\
              [run]\nduration = \"3s\"\nsample_interval = \"250ms\"\n",
-            dir.join("data").display()
+            dir.join("data").display(),
+            mailboxes = 10 * databases
         );
         let job = Job::parse(&text, "test job").expect("job");
         let backend = FaultBackend::new(FaultConfig {
@@ -1326,7 +1365,7 @@ mod tests {
     #[test]
     fn an_io_error_mid_run_stops_the_instance_and_keeps_the_results() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (job, backend) = setup(dir.path(), "");
+        let (job, backend) = setup(dir.path(), 1, "");
         // Attaching and finding the mailboxes take a few hundred operations; the run fails a
         // little later, during the warm-up or the window.
         let after = backend.operations() + 2_000;
@@ -1373,7 +1412,7 @@ mod tests {
         // Paced at 20 transactional IOPS: the database grows by a page or two a second, so the
         // damaged page stays free (unwritten by the engine) until the scan reaches it, ~2.3 s
         // after attaching (4 MiB at 1.84 MB/s).
-        let (job, backend) = setup(dir.path(), "iops_per_mailbox = 2.0\n");
+        let (job, backend) = setup(dir.path(), 1, "iops_per_mailbox = 2.0\n");
         let path = job.instances()[0].database_path.clone();
         // One flipped bit in the last page (free: the records fill the file's first half).
         let size = backend.current_contents(&path).expect("database").len() as u64;
@@ -1414,5 +1453,42 @@ mod tests {
             result.reasons
         );
         assert_eq!(result.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_database_that_fails_to_attach_leaves_the_others_closed_cleanly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (job, backend) = setup(dir.path(), 2, "");
+        let instances = job.instances();
+        // Every page of the second database after its two header pages is beyond repair.
+        let second = &instances[1].database_path;
+        let size = backend.current_contents(second).expect("database").len() as u64;
+        for page in 2..size / 8192 {
+            for bit in [1, 6] {
+                backend
+                    .flip_bit(second, page * 8192 + 100, bit)
+                    .expect("flip");
+            }
+        }
+        let out =
+            OutDir::prepare(Some(&dir.path().join("r")), TestKind::Performance).expect("out dir");
+        let log = TestLog::create(&out.file("test.log"), false).expect("log");
+        let stop = AtomicBool::new(false);
+        let options = RunOptions {
+            backend: backend.clone(),
+            stop: &stop,
+            seed: 3,
+        };
+        let error = match performance(&job, false, &out, &log, &options) {
+            Ok(result) => panic!("attached a damaged database: {:?}", result.reasons),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains("damaged"), "{error}");
+        // The first database was attached, then closed cleanly when the second failed.
+        let file = backend
+            .open(&instances[0].database_path, &OpenOptions::read_only())
+            .expect("open");
+        let header = DbHeader::read(file.as_ref()).expect("header");
+        assert_eq!(header.state, DbState::Clean);
     }
 }
