@@ -41,8 +41,12 @@ pub fn mailboxes_per_database(job: &Job) -> u32 {
 /// Size a database file starts at before it grows.
 const INITIAL_SIZE: u64 = 8 << 20;
 
-/// The file grows by this much at a time while it is filled.
+/// The file grows by at most this much at a time while it is filled (a sixteenth of the target,
+/// at least [`MIN_EXTENT_SIZE`]).
 const EXTENT_SIZE: u64 = 32 << 20;
+
+/// The smallest growth step (for small databases).
+const MIN_EXTENT_SIZE: u64 = 1 << 20;
 
 /// Size of one read and one write of the duplication step.
 pub const COPY_CHUNK: usize = 4 << 20;
@@ -349,7 +353,8 @@ fn fill_database(
         // Start small: the bulk loader writes the pages past the initial size itself, and ends
         // the file on an extent boundary (the tail formatted free).
         initial_size_bytes: (16 * page_size).max(INITIAL_SIZE.min(target_bytes)),
-        extent_bytes: EXTENT_SIZE,
+        // Small databases grow in small steps, so the file ends close to its target.
+        extent_bytes: (target_bytes / 16).clamp(MIN_EXTENT_SIZE, EXTENT_SIZE),
         cache_min_bytes: job.cache.min_size.bytes(),
         cache_max_bytes: job.cache.max_size.bytes(),
         direct_io: job.storage.direct_io,
