@@ -777,7 +777,8 @@ fn background_maintenance(
     }
 }
 
-/// Attaining prerequisites: the workload (already running) warms every cache up to its maximum.
+/// Attaining prerequisites: the workload (already running, unpaced until the caches are full)
+/// warms every cache up to its maximum.
 fn attain_prerequisites(
     job: &Job,
     attached: &[Attached],
@@ -819,7 +820,15 @@ fn attain_prerequisites(
             log.line("The caches did not fill within the limit; measuring anyway.");
             break;
         }
-        control(attached, per_instance_target, &mut control_state);
+        if caches_warm {
+            control(attached, per_instance_target, &mut control_state);
+        } else {
+            // Nothing is measured while the caches fill: run unpaced, or a low target would
+            // take hours to read a large cache full.
+            for a in attached {
+                a.load.pacer.set_rate(None);
+            }
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     for a in attached {
