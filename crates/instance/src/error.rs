@@ -1,0 +1,34 @@
+//! The instance's errors: the engine's and the log's, plus the refusals that belong to the
+//! instance (a database that needs recovery, a log that does not match its database).
+
+use std::path::PathBuf;
+
+use jetproof_engine::{EngineError, HeaderError};
+use jetproof_io::IoError;
+use jetproof_log::LogError;
+
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// The database was not shut down cleanly: its logs must be replayed before it is used.
+    #[error(
+        "{path}: the database was not shut down cleanly and needs recovery from its logs in {log_dir}; \
+         jetproof recover is not built yet; re-create with `jetproof init --recreate`"
+    )]
+    RecoveryNeeded { path: PathBuf, log_dir: PathBuf },
+    /// The database names a log position but its log directory holds no log, or another one.
+    #[error("{path}: {reason}; re-create with `jetproof init --recreate`")]
+    LogMismatch { path: PathBuf, reason: String },
+    #[error("invalid instance option `{field}`: {reason}")]
+    InvalidOption { field: &'static str, reason: String },
+}
+
+pub type Result<T, E = InstanceError> = std::result::Result<T, E>;

@@ -1,0 +1,653 @@
+//! A database instance, as ESE's: one engine [`Database`] and one log stream ([`Log`]), tied
+//! together so that every page change is logged before it can reach the disk (issue 3, items 1–5
+//! as far as they meet the engine; recovery is not here yet).
+//!
+//! Invariants, and where they are kept (`docs/log.md`, "The engine's log records"):
+//! * **Every page change is a log record** ([`format`]): the engine reports each change under the
+//!   page's exclusive latch to the instance's [`ChangeLog`], which appends one record tagged with
+//!   the calling session's current transaction and returns its LSN, stamped on the page.
+//! * **Write-ahead rule**: the cache's [`WriteAheadGate`] waits until the log is durable past a
+//!   page's log position before writing the page.
+//! * **Commit**: a transaction that changed anything is committed by appending a commit record;
+//!   a durable commit returns once that record (and so every earlier record) is on stable storage,
+//!   a lazy one at once (the log's flusher writes it within milliseconds). Group commit is the
+//!   log's.
+//! * **Checkpoint**: never ahead of the durable log, of the oldest dirty page's first unflushed
+//!   change, nor of the log end when the oldest active transaction began (undo will need its
+//!   records). When it falls more than the checkpoint depth behind the log's end, the oldest dirty
+//!   pages are flushed so it can advance.
+//! * **Clean shutdown** ([`Instance::close`]): pages and log flushed, a checkpoint at the log's
+//!   end, the database header given that recovery position and marked clean. Dropping an instance
+//!   without `close` is an unclean stop, and [`Instance::open`] then refuses the database until
+//!   its logs are replayed.
+//!
+//! Transactions belong to a session, and a session is a thread (as the workload's are): the
+//! current transaction of each thread and instance is kept in a thread-local, so the engine's
+//! `ChangeLog` hook (called on the session's own thread) can tag each record with it.
+
+pub mod error;
+pub mod format;
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jetproof_engine::change::{ChangeLog, PageChange};
+use jetproof_engine::{
+    Database, DatabaseOptions, DbHeader, DbState, EngineError, LogPosition, WriteAheadGate,
+};
+use jetproof_io::{IoBackend, OpenOptions};
+use jetproof_log::format::{DATA_START, checkpoint_path};
+use jetproof_log::{Durability, Log, LogOptions, Lsn, Record, Retention};
+use parking_lot::{Condvar, Mutex};
+
+pub use error::{InstanceError, Result};
+
+/// How an instance is created or opened.
+#[derive(Clone, Debug)]
+pub struct InstanceOptions {
+    /// The database's options; its `stats` and `direct_io` apply to the log files too, so log
+    /// writes land in the same figures as the database's I/O.
+    pub database: DatabaseOptions,
+    /// Size of each log generation file (ESE: 1 MiB).
+    pub log_file_size_bytes: u64,
+    /// The log buffer, and so the largest log write.
+    pub log_buffer_size_bytes: usize,
+    /// A lazy commit is made durable within this time.
+    pub lazy_flush_interval: Duration,
+    /// When the checkpoint is further than this behind the log's end, the oldest dirty pages
+    /// are flushed (SPEC §2: 20 MiB for a single copy).
+    pub checkpoint_depth_bytes: u64,
+    /// Keep log files the checkpoint no longer needs (replication and soft-recovery tests).
+    pub keep_files: bool,
+    /// How often the background checkpointer runs; `None`: only [`Instance::checkpoint`] calls
+    /// (deterministic tests).
+    pub checkpoint_interval: Option<Duration>,
+    /// The checkpoint file is rewritten at most this often by the background checkpointer
+    /// (each rewrite is a log-class write and an fdatasync), except after a depth flush.
+    pub checkpoint_write_interval: Duration,
+}
+
+impl Default for InstanceOptions {
+    fn default() -> Self {
+        InstanceOptions {
+            database: DatabaseOptions::default(),
+            log_file_size_bytes: 1 << 20,
+            log_buffer_size_bytes: 256 << 10,
+            lazy_flush_interval: Duration::from_millis(5),
+            checkpoint_depth_bytes: 20 << 20,
+            keep_files: false,
+            checkpoint_interval: Some(Duration::from_millis(100)),
+            checkpoint_write_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What one checkpoint pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// The checkpoint after the pass.
+    pub checkpoint: Lsn,
+    /// Bytes of log from the checkpoint to the log's end, after the pass.
+    pub depth_bytes: u64,
+    /// The pass flushed old dirty pages because the checkpoint was too far behind.
+    pub flushed_for_depth: bool,
+    /// The checkpoint file was rewritten.
+    pub written: bool,
+}
+
+/// Counters of the instance's own work (the log's are in [`Log::stats`], the I/O in the
+/// `InstanceStats` given in the options).
+#[derive(Debug, Default)]
+pub struct InstanceCounters {
+    pub transactions_committed: AtomicU64,
+    pub commit_records: AtomicU64,
+    pub page_change_records: AtomicU64,
+    pub depth_flushes: AtomicU64,
+    pub checkpoint_writes: AtomicU64,
+}
+
+/// A session's transaction on one instance.
+#[derive(Copy, Clone, Debug)]
+struct ThreadTransaction {
+    instance: u64,
+    id: u64,
+    page_changes: u64,
+}
+
+thread_local! {
+    /// The open transaction of this thread on each instance.
+    static TRANSACTIONS: RefCell<Vec<ThreadTransaction>> = const { RefCell::new(Vec::new()) };
+    /// The transaction the operation running on this thread belongs to (0: none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+    /// Page change records logged by the operation running on this thread.
+    static LOGGED: Cell<u64> = const { Cell::new(0) };
+    /// Encoding buffer, reused.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+fn log_failure(dir: &Path, error: &jetproof_log::LogError) -> EngineError {
+    EngineError::Poisoned {
+        path: dir.to_path_buf(),
+        cause: error.to_string(),
+    }
+}
+
+/// The engine's change hook: one log record per page change.
+#[derive(Debug)]
+struct LogSink {
+    log: Arc<Log>,
+    dir: PathBuf,
+}
+
+impl ChangeLog for LogSink {
+    fn record(
+        &self,
+        page: u32,
+        update_stamp: u64,
+        change: &PageChange<'_>,
+    ) -> jetproof_engine::error::Result<u64> {
+        let transaction_id = CURRENT.get();
+        let lsn = SCRATCH.with_borrow_mut(|buffer| {
+            format::encode_page_change(page, update_stamp, change, buffer);
+            self.log.append(&Record {
+                record_type: format::RECORD_PAGE_CHANGE,
+                transaction_id,
+                payload: buffer,
+            })
+        });
+        let lsn = lsn.map_err(|e| log_failure(&self.dir, &e))?;
+        LOGGED.set(LOGGED.get() + 1);
+        Ok(lsn.to_u64())
+    }
+}
+
+/// The cache's write-ahead gate: a page goes to disk only once its last change is durable.
+#[derive(Debug)]
+struct LogGate {
+    log: Arc<Log>,
+    dir: PathBuf,
+}
+
+impl WriteAheadGate for LogGate {
+    fn is_durable(&self, log_position: u64) -> bool {
+        // Position 0: the page was never changed under a log (created, or bulk loaded).
+        log_position == 0 || self.log.is_durable(Lsn::from_u64(log_position))
+    }
+    fn ensure_durable(&self, log_position: u64) -> jetproof_engine::error::Result<()> {
+        if log_position == 0 {
+            return Ok(());
+        }
+        self.log
+            .wait_durable(Lsn::from_u64(log_position))
+            .map_err(|e| log_failure(&self.dir, &e))
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    id: u64,
+    db: Option<Database>,
+    log: Arc<Log>,
+    log_dir: PathBuf,
+    options: InstanceOptions,
+    /// Active transactions and the log's end when each began (a lower bound of its records).
+    active: Mutex<BTreeMap<u64, Lsn>>,
+    next_transaction: AtomicU64,
+    checkpoint_lock: Mutex<Instant>,
+    stop: Mutex<bool>,
+    stop_signal: Condvar,
+    /// The first error of the background checkpointer.
+    failure: Mutex<Option<String>>,
+    counters: InstanceCounters,
+}
+
+/// One database and its log. Shared by the sessions: every method takes `&self`.
+#[derive(Debug)]
+pub struct Instance {
+    shared: Arc<Shared>,
+    checkpointer: Option<JoinHandle<()>>,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_micros().min(u128::from(u64::MAX / 2)) as u64)
+}
+
+fn log_options(dir: &Path, database_id: u128, options: &InstanceOptions) -> LogOptions {
+    LogOptions {
+        file_size_bytes: options.log_file_size_bytes,
+        buffer_size_bytes: options.log_buffer_size_bytes,
+        direct_io: options.database.direct_io,
+        lazy_flush_interval: options.lazy_flush_interval,
+        retention: if options.keep_files {
+            Retention::KeepAll
+        } else {
+            Retention::DeleteBeforeCheckpoint
+        },
+        stats: options.database.stats.clone(),
+        ..LogOptions::new(dir, database_id)
+    }
+}
+
+impl Instance {
+    /// Creates a new database at `db_path` and a new log in `log_dir`.
+    pub fn create(
+        backend: Arc<dyn IoBackend>,
+        db_path: &Path,
+        log_dir: &Path,
+        options: InstanceOptions,
+    ) -> Result<Instance> {
+        let db = Database::create(backend.as_ref(), db_path, options.database.clone())?;
+        let log = Log::create(
+            backend.clone(),
+            log_options(log_dir, db.header().database_id, &options),
+        )?;
+        Ok(Self::assemble(db, log, log_dir, options))
+    }
+
+    /// Opens a database that was shut down cleanly, and its log (a new log if the log directory
+    /// holds none and the database was never attached to one, as after `jetproof init`).
+    /// A database left dirty by an unclean stop is refused: it needs recovery.
+    pub fn open(
+        backend: Arc<dyn IoBackend>,
+        db_path: &Path,
+        log_dir: &Path,
+        options: InstanceOptions,
+    ) -> Result<Instance> {
+        // Read the header first, so a database needing recovery is refused before anything is
+        // written to it or to its log.
+        let header = {
+            let file = backend.open(db_path, &OpenOptions::read_only().buffered())?;
+            DbHeader::read(file.as_ref())?
+        };
+        if header.state == DbState::Dirty {
+            return Err(InstanceError::RecoveryNeeded {
+                path: db_path.to_path_buf(),
+                log_dir: log_dir.to_path_buf(),
+            });
+        }
+        let log_opts = log_options(log_dir, header.database_id, &options);
+        let recovery = header.recovery_position;
+        let log = if backend.exists(&checkpoint_path(log_dir)) {
+            let (log, report) = Log::open(backend.clone(), log_opts)?;
+            let checkpoint = LogPosition {
+                generation: report.checkpoint.generation,
+                offset: report.checkpoint.offset,
+            };
+            if recovery != LogPosition::default() && recovery != checkpoint {
+                return Err(InstanceError::LogMismatch {
+                    path: db_path.to_path_buf(),
+                    reason: format!(
+                        "the database was closed at log position {}:{} but the checkpoint in {} \
+                         is {}",
+                        recovery.generation,
+                        recovery.offset,
+                        log_dir.display(),
+                        report.checkpoint
+                    ),
+                });
+            }
+            log
+        } else {
+            if recovery != LogPosition::default() {
+                return Err(InstanceError::LogMismatch {
+                    path: db_path.to_path_buf(),
+                    reason: format!(
+                        "the database was last used with a log (position {}:{}) but {} holds none",
+                        recovery.generation,
+                        recovery.offset,
+                        log_dir.display()
+                    ),
+                });
+            }
+            Log::create(backend.clone(), log_opts)?
+        };
+        let db = Database::open(backend.as_ref(), db_path, options.database.clone())?;
+        Ok(Self::assemble(db, log, log_dir, options))
+    }
+
+    fn assemble(db: Database, log: Log, log_dir: &Path, options: InstanceOptions) -> Instance {
+        let log = Arc::new(log);
+        db.set_change_log(Arc::new(LogSink {
+            log: log.clone(),
+            dir: log_dir.to_path_buf(),
+        }));
+        db.set_write_ahead_gate(Arc::new(LogGate {
+            log: log.clone(),
+            dir: log_dir.to_path_buf(),
+        }));
+        let interval = options.checkpoint_interval;
+        let shared = Arc::new(Shared {
+            id: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            db: Some(db),
+            log,
+            log_dir: log_dir.to_path_buf(),
+            options,
+            active: Mutex::new(BTreeMap::new()),
+            // Ids keep growing across runs, so a record of an earlier run is never taken for
+            // one of this run's transactions.
+            next_transaction: AtomicU64::new(now_us()),
+            checkpoint_lock: Mutex::new(Instant::now()),
+            stop: Mutex::new(false),
+            stop_signal: Condvar::new(),
+            failure: Mutex::new(None),
+            counters: InstanceCounters::default(),
+        });
+        let checkpointer = interval.and_then(|interval| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("jetproof-checkpoint".into())
+                .spawn(move || checkpointer(&shared, interval))
+                .ok()
+        });
+        Instance {
+            shared,
+            checkpointer,
+        }
+    }
+
+    pub fn database(&self) -> &Database {
+        self.shared.db()
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.shared.log
+    }
+
+    pub fn log_dir(&self) -> &Path {
+        &self.shared.log_dir
+    }
+
+    pub fn counters(&self) -> &InstanceCounters {
+        &self.shared.counters
+    }
+
+    /// Begins this thread's transaction on this instance (a no-op if one is open). Changes made
+    /// without an explicit `begin` begin one implicitly.
+    pub fn begin(&self) -> u64 {
+        self.current_transaction()
+    }
+
+    fn current_transaction(&self) -> u64 {
+        let instance = self.shared.id;
+        if let Some(open) = TRANSACTIONS
+            .with_borrow(|all| all.iter().find(|t| t.instance == instance).map(|t| t.id))
+        {
+            return open;
+        }
+        let id = self.shared.next_transaction.fetch_add(1, Ordering::Relaxed);
+        {
+            // The log's end now is at or before every record the transaction will write.
+            let mut active = self.shared.active.lock();
+            active.insert(id, self.shared.log.end_lsn());
+        }
+        TRANSACTIONS.with_borrow_mut(|all| {
+            all.push(ThreadTransaction {
+                instance,
+                id,
+                page_changes: 0,
+            });
+        });
+        id
+    }
+
+    /// Runs a change in this thread's transaction, so its log records carry the transaction id.
+    fn in_transaction<R>(
+        &self,
+        change: impl FnOnce(&Database) -> jetproof_engine::error::Result<R>,
+    ) -> Result<R> {
+        let id = self.current_transaction();
+        let previous = CURRENT.replace(id);
+        let previous_logged = LOGGED.replace(0);
+        let result = change(self.shared.db());
+        let logged = LOGGED.replace(previous_logged);
+        CURRENT.set(previous);
+        let instance = self.shared.id;
+        TRANSACTIONS.with_borrow_mut(|all| {
+            if let Some(t) = all.iter_mut().find(|t| t.instance == instance) {
+                t.page_changes += logged;
+            }
+        });
+        self.shared
+            .counters
+            .page_change_records
+            .fetch_add(logged, Ordering::Relaxed);
+        Ok(result?)
+    }
+
+    /// Adds a record in this thread's transaction; false if the key exists.
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.in_transaction(|db| db.insert(key, value))
+    }
+
+    /// Replaces a record's value in this thread's transaction; false if the key is absent.
+    pub fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.in_transaction(|db| db.replace(key, value))
+    }
+
+    /// Removes a record in this thread's transaction; false if the key is absent.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.in_transaction(|db| db.delete(key))
+    }
+
+    /// Reads a record (reads log nothing, and begin no transaction).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.shared.db().get(key)?)
+    }
+
+    /// Up to `limit` records from `start` on, in key order.
+    pub fn scan(&self, start: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.shared.db().scan(start, limit)?)
+    }
+
+    /// Commits this thread's transaction: appends its commit record and, unless `lazy`, waits
+    /// until it is on stable storage. Returns the commit record's position, or `None` when the
+    /// transaction changed nothing (no record is written for it) or none was open.
+    pub fn commit(&self, lazy: bool) -> Result<Option<Lsn>> {
+        let instance = self.shared.id;
+        let Some(transaction) = TRANSACTIONS.with_borrow_mut(|all| {
+            let at = all.iter().position(|t| t.instance == instance)?;
+            Some(all.swap_remove(at))
+        }) else {
+            return Ok(None);
+        };
+        let result = if transaction.page_changes == 0 {
+            Ok(None)
+        } else {
+            let payload = format::encode_commit(transaction.page_changes);
+            self.shared
+                .log
+                .append(&Record {
+                    record_type: format::RECORD_COMMIT,
+                    transaction_id: transaction.id,
+                    payload: &payload,
+                })
+                .map(Some)
+        };
+        // Appended (or failed): the transaction no longer holds the checkpoint back.
+        self.shared.active.lock().remove(&transaction.id);
+        let Some(lsn) = result? else {
+            return Ok(None);
+        };
+        let counters = &self.shared.counters;
+        counters.commit_records.fetch_add(1, Ordering::Relaxed);
+        let durability = if lazy {
+            Durability::Lazy
+        } else {
+            Durability::Durable
+        };
+        self.shared.log.commit(lsn, durability)?;
+        counters
+            .transactions_committed
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(Some(lsn))
+    }
+
+    /// Runs one checkpoint pass now (the background checkpointer runs the same), and always
+    /// rewrites the checkpoint file if the checkpoint moved.
+    pub fn checkpoint(&self) -> Result<CheckpointReport> {
+        self.shared.checkpoint_pass(true)
+    }
+
+    /// The error that stopped the background checkpointer, if any.
+    pub fn checkpointer_failure(&self) -> Option<String> {
+        self.shared.failure.lock().clone()
+    }
+
+    /// Clean shutdown: every dirty page flushed (the log made durable first, by the write-ahead
+    /// gate), the log flushed, a checkpoint at its end, the database header given that recovery
+    /// position and marked clean, the log closed. Transactions still open are not rolled back
+    /// (undo is not built yet): their changes stay, as written.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_checkpointer();
+        let shared = &self.shared;
+        let db = shared.db();
+        db.flush()?;
+        shared.log.flush()?;
+        let end = shared.log.flushed_lsn();
+        if end > shared.log.checkpoint() {
+            shared.log.write_checkpoint(end)?;
+        }
+        db.set_recovery_position(LogPosition {
+            generation: end.generation,
+            offset: end.offset,
+        })?;
+        let Some(shared) = Arc::get_mut(&mut self.shared) else {
+            return Err(InstanceError::InvalidOption {
+                field: "instance",
+                reason: "closed while still in use by another thread".into(),
+            });
+        };
+        if let Some(db) = shared.db.take() {
+            db.close()?;
+        }
+        // Everything appended is durable and the checkpoint names the end: dropping the log now
+        // loses nothing (its `close` would only flush again).
+        Ok(())
+    }
+
+    fn stop_checkpointer(&mut self) {
+        *self.shared.stop.lock() = true;
+        self.shared.stop_signal.notify_all();
+        if let Some(handle) = self.checkpointer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Instance {
+    /// Without [`Instance::close`], an unclean stop: the database header stays dirty.
+    fn drop(&mut self) {
+        self.stop_checkpointer();
+    }
+}
+
+/// Bytes of log between two positions, counting each generation as its data area.
+fn log_distance_bytes(from: Lsn, to: Lsn, file_size_bytes: u64) -> u64 {
+    linear(to, file_size_bytes).saturating_sub(linear(from, file_size_bytes))
+}
+
+fn linear(lsn: Lsn, file_size_bytes: u64) -> u64 {
+    let usable = file_size_bytes.saturating_sub(DATA_START).max(1);
+    lsn.generation
+        .saturating_mul(usable)
+        .saturating_add(lsn.offset.saturating_sub(DATA_START))
+}
+
+/// The position `bytes` of log before `lsn` (an approximation across generations, used only as
+/// a threshold for flushing).
+fn back_by(lsn: Lsn, bytes: u64, file_size_bytes: u64) -> Lsn {
+    let usable = file_size_bytes.saturating_sub(DATA_START).max(1);
+    let at = linear(lsn, file_size_bytes).saturating_sub(bytes);
+    Lsn::new(at / usable, at % usable + DATA_START)
+}
+
+impl Shared {
+    fn db(&self) -> &Database {
+        match &self.db {
+            Some(db) => db,
+            // `db` is only taken by `close`, which consumes the instance.
+            None => unreachable!("the database is taken only when the instance is closed"),
+        }
+    }
+
+    /// The oldest log position recovery would still need now.
+    fn needed_position(&self) -> Lsn {
+        // The durable end is read first: every record appended after this read is at or after
+        // it, and every record appended before it belongs to a transaction registered before the
+        // `active` snapshot below (registered at begin) or to a page already dirty (marked before
+        // its operation returned), so the minimum cannot skip a record still needed.
+        let mut needed = self.log.flushed_lsn();
+        if let Some(&begun) = self.active.lock().values().min() {
+            needed = needed.min(begun);
+        }
+        if let Some(position) = self.db().oldest_dirty_log_position()
+            && position != 0
+        {
+            needed = needed.min(Lsn::from_u64(position));
+        }
+        needed
+    }
+
+    fn checkpoint_pass(&self, force_write: bool) -> Result<CheckpointReport> {
+        let mut last_write = self.checkpoint_lock.lock();
+        let file_size = self.options.log_file_size_bytes;
+        let depth = self.options.checkpoint_depth_bytes;
+        let mut needed = self.needed_position();
+        let mut flushed_for_depth = false;
+        let tip = self.log.end_lsn();
+        if log_distance_bytes(needed, tip, file_size) > depth {
+            // Flush the pages dirty since before three quarters of the depth behind the tip, so
+            // the checkpoint can move well inside the depth (not just back to its edge).
+            let threshold = back_by(tip, depth / 4 * 3, file_size);
+            self.db().flush_older_than(threshold.to_u64())?;
+            self.counters.depth_flushes.fetch_add(1, Ordering::Relaxed);
+            flushed_for_depth = true;
+            needed = self.needed_position();
+        }
+        let current = self.log.checkpoint();
+        let due = force_write
+            || flushed_for_depth
+            || last_write.elapsed() >= self.options.checkpoint_write_interval;
+        let mut written = false;
+        if needed > current && due {
+            self.log.write_checkpoint(needed)?;
+            self.counters
+                .checkpoint_writes
+                .fetch_add(1, Ordering::Relaxed);
+            *last_write = Instant::now();
+            written = true;
+        }
+        let checkpoint = self.log.checkpoint();
+        Ok(CheckpointReport {
+            checkpoint,
+            depth_bytes: log_distance_bytes(checkpoint, self.log.end_lsn(), file_size),
+            flushed_for_depth,
+            written,
+        })
+    }
+}
+
+fn checkpointer(shared: &Shared, interval: Duration) {
+    let mut stop = shared.stop.lock();
+    while !*stop {
+        shared.stop_signal.wait_for(&mut stop, interval);
+        if *stop {
+            break;
+        }
+        drop(stop);
+        if let Err(error) = shared.checkpoint_pass(false) {
+            *shared.failure.lock() = Some(error.to_string());
+            return;
+        }
+        stop = shared.stop.lock();
+    }
+}

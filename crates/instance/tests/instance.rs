@@ -1,0 +1,535 @@
+//! The instance end to end on in-memory backends: page changes and commits reach the log, a
+//! durable commit is durable when it returns, the write-ahead rule holds across a simulated power
+//! loss (`jetproof_io::fault`), the checkpoint advances and depth flushing bounds it, clean
+//! close/open works, a crashed database is refused, and redo of the durable log over the crashed
+//! file gives back every durably committed change (recovery's redo half).
+//!
+//! Randomized tests print their seed; replay one with `JETPROOF_SEED=<seed>`.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use jetproof_engine::change;
+use jetproof_engine::{Database, DatabaseOptions, checksum, page};
+use jetproof_instance::format::{self, EngineRecord};
+use jetproof_instance::{Instance, InstanceError, InstanceOptions};
+use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
+use jetproof_io::mem::MemBackend;
+use jetproof_io::{IoBackend, IoClass, OpenOptions};
+use jetproof_log::format::DATA_START;
+use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const DB: &str = "/inst/db.jpdb";
+const LOGS: &str = "/inst/logs";
+const PAGE: usize = 4096;
+
+fn seed(test: &str) -> u64 {
+    let seed = std::env::var("JETPROOF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
+    seed
+}
+
+fn options(cache_pages: u64) -> InstanceOptions {
+    InstanceOptions {
+        database: DatabaseOptions {
+            page_size: PAGE,
+            // Large enough that the tests never grow the file.
+            initial_size_bytes: 1024 * PAGE as u64,
+            extent_bytes: 64 * PAGE as u64,
+            cache_min_bytes: 16 * PAGE as u64,
+            cache_max_bytes: cache_pages * PAGE as u64,
+            direct_io: false,
+            stats: None,
+            flush_thread: false,
+            accept_dirty: false,
+        },
+        log_file_size_bytes: 64 << 10,
+        log_buffer_size_bytes: 32 << 10,
+        lazy_flush_interval: Duration::from_millis(1),
+        checkpoint_depth_bytes: 20 << 20,
+        keep_files: true,
+        checkpoint_interval: None,
+        checkpoint_write_interval: Duration::from_secs(1),
+    }
+}
+
+fn paths() -> (&'static Path, &'static Path) {
+    (Path::new(DB), Path::new(LOGS))
+}
+
+/// A new instance, closed and reopened, so every page of the new file is on disk and every
+/// later change is logged.
+fn fresh(backend: Arc<dyn IoBackend>, options: &InstanceOptions) -> Instance {
+    let (db, logs) = paths();
+    Instance::create(backend.clone(), db, logs, options.clone())
+        .unwrap()
+        .close()
+        .unwrap();
+    Instance::open(backend, db, logs, options.clone()).unwrap()
+}
+
+fn read_log(backend: Arc<dyn IoBackend>) -> (Vec<LogRecord>, Option<Lsn>) {
+    let mut reader = LogReader::open(
+        backend,
+        Path::new(LOGS),
+        None,
+        Lsn::new(1, DATA_START),
+        ReadOptions::default(),
+    )
+    .unwrap();
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record().unwrap() {
+        records.push(record);
+    }
+    (records, reader.summary().end)
+}
+
+#[test]
+fn a_transaction_logs_its_page_changes_and_a_commit_record() {
+    let backend = MemBackend::new();
+    let instance = fresh(backend.clone(), &options(64));
+    let id = instance.begin();
+    assert!(instance.insert(b"alpha", b"1").unwrap());
+    assert!(instance.insert(b"beta", b"2").unwrap());
+    assert!(instance.replace(b"alpha", b"one").unwrap());
+    assert!(instance.delete(b"beta").unwrap());
+    let commit = instance.commit(false).unwrap().unwrap();
+    assert!(instance.log().is_durable(commit));
+    // A transaction that changed nothing writes no commit record.
+    assert_eq!(instance.get(b"alpha").unwrap(), Some(b"one".to_vec()));
+    assert_eq!(instance.commit(false).unwrap(), None);
+    instance.close().unwrap();
+
+    let (records, _) = read_log(backend);
+    let ours: Vec<_> = records.iter().filter(|r| r.transaction_id == id).collect();
+    let decoded: Vec<_> = ours
+        .iter()
+        .map(|r| format::decode(r.record_type, &r.payload).unwrap())
+        .collect();
+    let changes: Vec<_> = decoded
+        .iter()
+        .filter_map(|d| match d {
+            EngineRecord::PageChange { change, .. } => Some(change.clone()),
+            EngineRecord::Commit { .. } => None,
+        })
+        .collect();
+    use jetproof_engine::OwnedPageChange as C;
+    assert!(changes.iter().any(
+        |c| matches!(c, C::LeafInsert { key, value, .. } if key == b"alpha" && value == b"1")
+    ));
+    assert!(changes.iter().any(|c| matches!(c, C::LeafReplace { key, old_value, new_value, .. } if key == b"alpha" && old_value == b"1" && new_value == b"one")));
+    assert!(changes.iter().any(
+        |c| matches!(c, C::LeafDelete { key, old_value, .. } if key == b"beta" && old_value == b"2")
+    ));
+    assert_eq!(
+        decoded.last(),
+        Some(&EngineRecord::Commit {
+            page_changes: changes.len() as u64
+        })
+    );
+    assert_eq!(ours.last().unwrap().lsn, commit);
+    // Every record of the log is the engine's and decodes.
+    for record in &records {
+        format::decode(record.record_type, &record.payload).unwrap();
+    }
+}
+
+/// Durable commits from several sessions at once are durable when they return; lazy ones become
+/// durable within the lazy-flush interval without anyone waiting.
+#[test]
+fn durable_commits_are_durable_on_return_and_lazy_ones_soon_after() {
+    let backend = MemBackend::new();
+    let instance = Arc::new(fresh(backend, &options(256)));
+    let threads: Vec<_> = (0..4u8)
+        .map(|thread| {
+            let instance = instance.clone();
+            std::thread::spawn(move || {
+                let mut lazy = Vec::new();
+                for n in 0..200u32 {
+                    let key = [&[thread][..], &n.to_be_bytes()].concat();
+                    instance.insert(&key, &[thread; 100]).unwrap();
+                    let is_lazy = n % 2 == 0;
+                    let lsn = instance.commit(is_lazy).unwrap().unwrap();
+                    if is_lazy {
+                        lazy.push(lsn);
+                    } else {
+                        assert!(instance.log().is_durable(lsn), "durable commit at {lsn}");
+                    }
+                }
+                lazy
+            })
+        })
+        .collect();
+    let lazy: Vec<Lsn> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let last = lazy.iter().max().copied().unwrap();
+    let started = Instant::now();
+    while !instance.log().is_durable(last) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a lazy commit was not made durable by the flusher"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let counters = instance.counters();
+    assert_eq!(counters.commit_records.load(Ordering::Relaxed), 800);
+    Arc::into_inner(instance).unwrap().close().unwrap();
+}
+
+#[test]
+fn a_clean_close_opens_again_and_a_crash_is_refused() {
+    let backend = MemBackend::new();
+    let (db, logs) = paths();
+    let instance = fresh(backend.clone(), &options(64));
+    instance.insert(b"kept", b"yes").unwrap();
+    instance.commit(true).unwrap();
+    let end = {
+        let log = instance.log();
+        log.flush().unwrap();
+        log.end_lsn()
+    };
+    instance.close().unwrap();
+    let instance = Instance::open(backend.clone(), db, logs, options(64)).unwrap();
+    let header = instance.database().header();
+    assert!(header.recovery_position.generation >= end.generation);
+    assert_eq!(instance.get(b"kept").unwrap(), Some(b"yes".to_vec()));
+    instance.insert(b"lost?", b"uncommitted").unwrap();
+    // The unclean stop: dropped without close.
+    drop(instance);
+    let error = Instance::open(backend, db, logs, options(64)).unwrap_err();
+    assert!(
+        matches!(error, InstanceError::RecoveryNeeded { .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("needs recovery"), "{message}");
+    assert!(
+        message.contains("jetproof recover is not built yet"),
+        "{message}"
+    );
+    assert!(message.contains("jetproof init --recreate"), "{message}");
+}
+
+/// `jetproof init` creates databases without a log: the first open creates one.
+#[test]
+fn a_database_without_a_log_gets_a_new_one_and_a_missing_log_is_refused_later() {
+    let backend = MemBackend::new();
+    let (db, logs) = paths();
+    let opts = options(64);
+    Database::create(backend.as_ref(), db, opts.database.clone())
+        .unwrap()
+        .close()
+        .unwrap();
+    let instance = Instance::open(backend.clone(), db, logs, opts.clone()).unwrap();
+    instance.insert(b"a", b"b").unwrap();
+    instance.commit(false).unwrap();
+    instance.close().unwrap();
+    Instance::open(backend.clone(), db, logs, opts.clone())
+        .unwrap()
+        .close()
+        .unwrap();
+    // The log directory was lost while the database was closed.
+    let other = Path::new("/inst/elsewhere");
+    let error = Instance::open(backend, db, other, opts).unwrap_err();
+    assert!(
+        matches!(error, InstanceError::LogMismatch { .. }),
+        "{error}"
+    );
+}
+
+/// The checkpoint follows the flushed pages, and whenever it falls more than the depth behind
+/// the log's end the oldest pages are flushed, so after every pass it is within the depth.
+/// Generations before it are deleted unless kept.
+#[test]
+fn the_checkpoint_advances_and_stays_within_the_depth() {
+    for keep_files in [false, true] {
+        let seed = seed("the_checkpoint_advances_and_stays_within_the_depth");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let backend = MemBackend::new();
+        let mut opts = options(512);
+        opts.checkpoint_depth_bytes = 192 << 10;
+        opts.keep_files = keep_files;
+        let instance = fresh(backend.clone(), &opts);
+        let start = instance.log().checkpoint();
+        let mut previous = start;
+        let mut depth_flushes = 0;
+        for n in 0..1500u32 {
+            let key = rng.random_range(0..3000u32).to_be_bytes();
+            let value = vec![n as u8; rng.random_range(50..400)];
+            if !instance.insert(&key, &value).unwrap() {
+                instance.replace(&key, &value).unwrap();
+            }
+            instance.commit(rng.random_bool(0.7)).unwrap();
+            if n % 10 == 9 {
+                let report = instance.checkpoint().unwrap();
+                assert!(report.checkpoint >= previous, "seed {seed}");
+                assert!(
+                    report.depth_bytes <= opts.checkpoint_depth_bytes,
+                    "seed {seed}: checkpoint {} is {} bytes behind the log",
+                    report.checkpoint,
+                    report.depth_bytes
+                );
+                depth_flushes += u32::from(report.flushed_for_depth);
+                previous = report.checkpoint;
+            }
+        }
+        assert!(
+            depth_flushes > 0,
+            "seed {seed}: the depth never forced a flush"
+        );
+        assert!(
+            previous.generation > start.generation + 2,
+            "seed {seed}: {start} -> {previous}"
+        );
+        let first = jetproof_log::log_file_path(Path::new(LOGS), 1);
+        assert_eq!(backend.exists(&first), keep_files, "seed {seed}");
+        instance.close().unwrap();
+    }
+}
+
+/// The background checkpointer moves the checkpoint on its own.
+#[test]
+fn the_background_checkpointer_advances_the_checkpoint() {
+    let backend = MemBackend::new();
+    let mut opts = options(512);
+    opts.checkpoint_interval = Some(Duration::from_millis(5));
+    opts.checkpoint_write_interval = Duration::from_millis(5);
+    opts.checkpoint_depth_bytes = 128 << 10;
+    let instance = fresh(backend, &opts);
+    let start = instance.log().checkpoint();
+    for n in 0..2000u32 {
+        instance.insert(&n.to_be_bytes(), &[7; 300]).unwrap();
+        instance.commit(true).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while instance.log().checkpoint() <= start && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(instance.log().checkpoint() > start);
+    assert_eq!(instance.checkpointer_failure(), None);
+    instance.close().unwrap();
+}
+
+fn fault_backend(seed: u64) -> Arc<FaultBackend> {
+    FaultBackend::new(FaultConfig {
+        seed,
+        ..FaultConfig::default()
+    })
+}
+
+/// Every page write issued before the power failed, synced or not: any of them may have reached
+/// the disk, so each must be covered by the durable log.
+fn written_file(before_crash: &FaultBackend) -> Vec<u8> {
+    before_crash.current_contents(Path::new(DB)).unwrap()
+}
+
+/// Every page on disk after the crash carries a log position the durable log covers.
+fn assert_write_ahead(seed: u64, image: &[u8], end: Lsn) -> usize {
+    let mut logged_pages = 0;
+    for (number, bytes) in image.chunks_exact(PAGE).enumerate().skip(2) {
+        let position = page::log_position(bytes).unwrap_or(0);
+        if position != 0 {
+            logged_pages += 1;
+            assert!(
+                Lsn::from_u64(position) < end,
+                "seed {seed}: page {number} on disk has log position {} but the durable log ends at {end}",
+                Lsn::from_u64(position)
+            );
+        }
+    }
+    logged_pages
+}
+
+/// One session, random transactions with lazy and durable commits, a small cache (so pages are
+/// written under pressure, before their transactions commit too), then power lost.
+#[test]
+fn the_write_ahead_rule_holds_across_a_crash() {
+    let seed = seed("the_write_ahead_rule_holds_across_a_crash");
+    for round in 0..6u64 {
+        let seed = seed.wrapping_add(round);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let backend = fault_backend(seed);
+        let instance = fresh(backend.clone(), &options(24));
+        for n in 0..rng.random_range(100..600u32) {
+            let key = rng.random_range(0..2000u32).to_be_bytes();
+            instance
+                .insert(&key, &vec![n as u8; rng.random_range(10..900)])
+                .unwrap();
+            if rng.random_bool(0.3) {
+                instance.commit(rng.random_bool(0.8)).unwrap();
+            }
+        }
+        let crashed = backend.crash(CrashMode::SyncedOnly);
+        std::mem::forget(instance); // its handles fail from now on; nothing to close
+        let (_, end) = read_log(crashed.clone());
+        let logged = assert_write_ahead(seed, &written_file(&backend), end.unwrap());
+        assert!(logged > 0, "seed {seed}: no logged page reached the disk");
+    }
+}
+
+/// Four sessions commit while the power fails under them.
+#[test]
+fn the_write_ahead_rule_holds_when_the_power_fails_mid_run() {
+    let seed = seed("the_write_ahead_rule_holds_when_the_power_fails_mid_run");
+    let backend = fault_backend(seed);
+    let instance = Arc::new(fresh(backend.clone(), &options(32)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..4u64)
+        .map(|thread| {
+            let instance = instance.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed ^ thread);
+                while !stop.load(Ordering::Relaxed) {
+                    let key = (rng.random_range(0..1000u64) * 4 + thread).to_be_bytes();
+                    let ok = instance
+                        .insert(&key, &vec![thread as u8; rng.random_range(10..600)])
+                        .and_then(|_| instance.commit(rng.random_bool(0.7)));
+                    if ok.is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(150));
+    let crashed = backend.crash(CrashMode::SyncedOnly);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(instance);
+    let (_, end) = read_log(crashed.clone());
+    let logged = assert_write_ahead(seed, &written_file(&backend), end.unwrap());
+    assert!(logged > 0, "seed {seed}: no logged page reached the disk");
+}
+
+/// Recovery's redo half: decoding the durable log and redoing every page change (by update
+/// stamp) over the file the crash left gives back every durably committed change. The run ends
+/// with a durable commit, so every transaction is committed and undo has nothing to do.
+#[test]
+fn redo_of_the_durable_log_gives_back_every_committed_change() {
+    let seed = seed("redo_of_the_durable_log_gives_back_every_committed_change");
+    for round in 0..4u64 {
+        let seed = seed.wrapping_add(round);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let backend = fault_backend(seed);
+        let instance = fresh(backend.clone(), &options(24));
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let max = instance.database().max_record_bytes() - 8;
+        let mut committed = BTreeSet::new();
+        for _ in 0..rng.random_range(300..900u32) {
+            let key = rng.random_range(0..400u64).to_be_bytes().to_vec();
+            let len = if rng.random_bool(0.2) {
+                rng.random_range(max / 2..max)
+            } else {
+                rng.random_range(1..max / 6)
+            };
+            let value = vec![rng.random::<u8>(); len];
+            match rng.random_range(0..10) {
+                0..5 => {
+                    if instance.insert(&key, &value).unwrap() {
+                        model.insert(key, value);
+                    }
+                }
+                5..8 => {
+                    if instance.delete(&key).unwrap() {
+                        model.remove(&key);
+                    }
+                }
+                _ => {
+                    if instance.replace(&key, &value).unwrap() {
+                        model.insert(key, value);
+                    }
+                }
+            }
+            if rng.random_bool(0.4)
+                && let Some(lsn) = instance.commit(rng.random_bool(0.7)).unwrap()
+            {
+                committed.insert(lsn);
+            }
+        }
+        // The last transaction commits durably (and, the log being sequential, so is every lazy
+        // commit before it).
+        instance.insert(b"~last", b"durable").unwrap();
+        model.insert(b"~last".to_vec(), b"durable".to_vec());
+        committed.insert(instance.commit(false).unwrap().unwrap());
+        // A random subset of the unsynced page writes reached the disk.
+        let crashed = backend.crash(CrashMode::RandomSubset);
+        std::mem::forget(instance);
+
+        let mut image = crashed.durable_contents(Path::new(DB)).unwrap();
+        let (records, _) = read_log(crashed);
+        let mut commits_found = BTreeSet::new();
+        let mut applied = 0;
+        let mut max_stamp = 0;
+        let mut touched = BTreeSet::new();
+        for record in &records {
+            match format::decode(record.record_type, &record.payload).unwrap() {
+                EngineRecord::Commit { .. } => {
+                    commits_found.insert(record.lsn);
+                }
+                EngineRecord::PageChange {
+                    page: number,
+                    update_stamp,
+                    change,
+                } => {
+                    let at = number as usize * PAGE;
+                    let bytes = &mut image[at..at + PAGE];
+                    if change::redo(
+                        bytes,
+                        update_stamp,
+                        record.lsn.to_u64(),
+                        &change.as_change(),
+                    )
+                    .unwrap_or_else(|e| panic!("seed {seed}: page {number}: {e}"))
+                    {
+                        applied += 1;
+                        touched.insert(number);
+                    }
+                    max_stamp = max_stamp.max(update_stamp);
+                }
+            }
+        }
+        assert!(
+            committed.is_subset(&commits_found),
+            "seed {seed}: a durable commit is missing from the log"
+        );
+        assert!(applied > 0, "seed {seed}: nothing to redo");
+        for &number in &touched {
+            let at = number as usize * PAGE;
+            checksum::seal(&mut image[at..at + PAGE]);
+        }
+        let recovered = MemBackend::new();
+        recovered
+            .open(Path::new(DB), &OpenOptions::create().buffered())
+            .unwrap()
+            .write_at(&image, 0, IoClass::DbWrite)
+            .unwrap();
+        let mut dirty_ok = options(64).database;
+        dirty_ok.accept_dirty = true;
+        let db = Database::open(recovered.as_ref(), Path::new(DB), dirty_ok).unwrap();
+        db.advance_update_stamp(max_stamp);
+        let stats = db.check().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(stats.records, model.len() as u64, "seed {seed}");
+        assert!(
+            db.scan(b"", usize::MAX).unwrap().into_iter().eq(model),
+            "seed {seed}: content differs after redo"
+        );
+    }
+}
