@@ -64,6 +64,9 @@ pub struct InstanceOptions {
     pub checkpoint_depth_bytes: u64,
     /// Keep log files the checkpoint no longer needs (replication and soft-recovery tests).
     pub keep_files: bool,
+    /// Circular logging: reuse log files the checkpoint no longer needs (ignored when
+    /// `keep_files`).
+    pub circular: bool,
     /// How often the background checkpointer runs; `None`: only [`Instance::checkpoint`] calls
     /// (deterministic tests).
     pub checkpoint_interval: Option<Duration>,
@@ -81,6 +84,7 @@ impl Default for InstanceOptions {
             lazy_flush_interval: Duration::from_millis(5),
             checkpoint_depth_bytes: 20 << 20,
             keep_files: false,
+            circular: false,
             checkpoint_interval: Some(Duration::from_millis(100)),
             checkpoint_write_interval: Duration::from_secs(1),
         }
@@ -229,6 +233,8 @@ fn log_options(dir: &Path, database_id: u128, options: &InstanceOptions) -> LogO
         lazy_flush_interval: options.lazy_flush_interval,
         retention: if options.keep_files {
             Retention::KeepAll
+        } else if options.circular {
+            Retention::Circular
         } else {
             Retention::DeleteBeforeCheckpoint
         },

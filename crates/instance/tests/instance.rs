@@ -61,6 +61,7 @@ fn options(cache_pages: u64) -> InstanceOptions {
         lazy_flush_interval: Duration::from_millis(1),
         checkpoint_depth_bytes: 20 << 20,
         keep_files: true,
+        circular: false,
         checkpoint_interval: None,
         checkpoint_write_interval: Duration::from_secs(1),
     }

@@ -324,6 +324,29 @@ fn prepare_directories(
             // check_init_targets made sure this is a jetproof database in a jetproof directory.
             options.backend.remove(&instance.database_path)?;
         }
+        if !instance.database_path.is_file() {
+            remove_log_files(&instance.log_path, options)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes jetproof's log files from `dir` (generations, the spare, the checkpoint): they belong
+/// to a database that is gone, and the new database's first attach creates its own log. Other
+/// files are left alone.
+fn remove_log_files(dir: &Path, options: &InitOptions<'_>) -> Result<(), InitError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let is_log = (name.starts_with('E')
+            && (name.ends_with(".jplog") || name.ends_with(".jplogtmp")))
+            || name == "checkpoint.jpchk";
+        if is_log {
+            options.backend.remove(&entry.path())?;
+        }
     }
     Ok(())
 }
