@@ -443,6 +443,9 @@ pub fn performance(
         .map(|a| (a.name.clone(), std::mem::take(&mut a.bdm)))
         .collect();
     log.line("Operation mix is complete; shutting down databases ...");
+    for a in &attached {
+        log.line(log_summary(a));
+    }
     let shutdown_errors = shut_down(attached);
     log.line("Databases are shut down.");
     let Phases {
@@ -617,6 +620,31 @@ fn attach(
         bdm: ScanState::default(),
         ios_per_transaction: Default::default(),
     })
+}
+
+/// One line of the test log on what the instance's log did over the whole run (warm-up
+/// included): how much of the `log_write` class was records and how much the preformatting of
+/// new generation files, so the log figures can be read beside the seeds'.
+fn log_summary(a: &Attached) -> String {
+    let log = a.database.log().stats();
+    let get = jetproof_log::LogStats::get;
+    let counters = a.database.counters();
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    format!(
+        "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
+         each), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes.",
+        a.name,
+        get(&log.records),
+        mb(get(&log.record_bytes)),
+        get(&counters.commit_records),
+        get(&log.writes),
+        mb(get(&log.write_bytes)),
+        get(&log.write_bytes) as f64 / get(&log.writes).max(1) as f64,
+        get(&log.generations_created),
+        mb(get(&log.format_bytes)),
+        get(&log.checkpoints),
+        get(&counters.depth_flushes),
+    )
 }
 
 /// Closes every instance cleanly (dirty pages and log flushed, checkpoint at the log's end, header
