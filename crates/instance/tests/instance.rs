@@ -361,12 +361,13 @@ fn assert_write_ahead(seed: u64, image: &[u8], end: Lsn) -> usize {
 #[test]
 fn the_write_ahead_rule_holds_across_a_crash() {
     let seed = seed("the_write_ahead_rule_holds_across_a_crash");
+    let mut logged_total = 0;
     for round in 0..6u64 {
         let seed = seed.wrapping_add(round);
         let mut rng = StdRng::seed_from_u64(seed);
         let backend = fault_backend(seed);
         let instance = fresh(backend.clone(), &options(24));
-        for n in 0..rng.random_range(100..600u32) {
+        for n in 0..rng.random_range(300..900u32) {
             let key = rng.random_range(0..2000u32).to_be_bytes();
             instance
                 .insert(&key, &vec![n as u8; rng.random_range(10..900)])
@@ -378,9 +379,13 @@ fn the_write_ahead_rule_holds_across_a_crash() {
         let crashed = backend.crash(CrashMode::SyncedOnly);
         std::mem::forget(instance); // its handles fail from now on; nothing to close
         let (_, end) = read_log(crashed.clone());
-        let logged = assert_write_ahead(seed, &written_file(&backend), end.unwrap());
-        assert!(logged > 0, "seed {seed}: no logged page reached the disk");
+        logged_total += assert_write_ahead(seed, &written_file(&backend), end.unwrap());
     }
+    // A short round may fit in the cache; together the rounds must have written logged pages.
+    assert!(
+        logged_total > 0,
+        "seed {seed}: no logged page reached the disk"
+    );
 }
 
 /// Four sessions commit while the power fails under them.
