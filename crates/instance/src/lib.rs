@@ -3,7 +3,7 @@
 //! as far as they meet the engine; recovery is not here yet).
 //!
 //! Invariants, and where they are kept (`docs/log.md`, "The engine's log records"):
-//! * **Every page change is a log record** ([`format`]): the engine reports each change under the
+//! * **Every page change is a log record** ([`mod@format`]): the engine reports each change under the
 //!   page's exclusive latch to the instance's [`ChangeLog`], which appends one record tagged with
 //!   the calling session's current transaction and returns its LSN, stamped on the page.
 //! * **Write-ahead rule**: the cache's [`WriteAheadGate`] waits until the log is durable past a
