@@ -40,7 +40,7 @@ use jetproof_engine::change::{ChangeLog, PageChange};
 use jetproof_engine::{
     Database, DatabaseOptions, DbHeader, DbState, EngineError, LogPosition, WriteAheadGate,
 };
-use jetproof_io::{IoBackend, OpenOptions};
+use jetproof_io::{IoBackend, IoClass, OpenOptions};
 use jetproof_log::format::{DATA_START, checkpoint_path};
 use jetproof_log::{Durability, Log, LogOptions, Lsn, Record, Retention};
 use parking_lot::{Condvar, Mutex};
@@ -625,6 +625,10 @@ impl Shared {
             || last_write.elapsed() >= self.options.checkpoint_write_interval;
         let mut written = false;
         if needed > current && due {
+            // Pages written since the last checkpoint are not synced by the cache: make them
+            // durable before the checkpoint moves past their changes (a crash would otherwise
+            // lose both the page write and, once the checkpoint moved, the need to redo it).
+            self.db().file().sync_data(IoClass::DbWrite)?;
             self.log.write_checkpoint(needed)?;
             self.counters
                 .checkpoint_writes

@@ -428,114 +428,171 @@ fn the_write_ahead_rule_holds_when_the_power_fails_mid_run() {
 /// Recovery's redo half: decoding the durable log and redoing every page change (by update
 /// stamp) over the file the crash left gives back every durably committed change. The run ends
 /// with a durable commit, so every transaction is committed and undo has nothing to do.
+/// Replayed from the log's first record over a file holding a random subset of the unsynced
+/// page writes.
 #[test]
 fn redo_of_the_durable_log_gives_back_every_committed_change() {
     let seed = seed("redo_of_the_durable_log_gives_back_every_committed_change");
     for round in 0..4u64 {
-        let seed = seed.wrapping_add(round);
-        let mut rng = StdRng::seed_from_u64(seed);
-        let backend = fault_backend(seed);
-        let instance = fresh(backend.clone(), &options(24));
-        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let max = instance.database().max_record_bytes() - 8;
-        let mut committed = BTreeSet::new();
-        for _ in 0..rng.random_range(300..900u32) {
-            let key = rng.random_range(0..400u64).to_be_bytes().to_vec();
-            let len = if rng.random_bool(0.2) {
-                rng.random_range(max / 2..max)
-            } else {
-                rng.random_range(1..max / 6)
-            };
-            let value = vec![rng.random::<u8>(); len];
-            match rng.random_range(0..10) {
-                0..5 => {
-                    if instance.insert(&key, &value).unwrap() {
-                        model.insert(key, value);
-                    }
-                }
-                5..8 => {
-                    if instance.delete(&key).unwrap() {
-                        model.remove(&key);
-                    }
-                }
-                _ => {
-                    if instance.replace(&key, &value).unwrap() {
-                        model.insert(key, value);
-                    }
-                }
-            }
-            if rng.random_bool(0.4)
-                && let Some(lsn) = instance.commit(rng.random_bool(0.7)).unwrap()
-            {
-                committed.insert(lsn);
-            }
-        }
-        // The last transaction commits durably (and, the log being sequential, so is every lazy
-        // commit before it).
-        instance.insert(b"~last", b"durable").unwrap();
-        model.insert(b"~last".to_vec(), b"durable".to_vec());
-        committed.insert(instance.commit(false).unwrap().unwrap());
-        // A random subset of the unsynced page writes reached the disk.
-        let crashed = backend.crash(CrashMode::RandomSubset);
-        std::mem::forget(instance);
-
-        let mut image = crashed.durable_contents(Path::new(DB)).unwrap();
-        let (records, _) = read_log(crashed);
-        let mut commits_found = BTreeSet::new();
-        let mut applied = 0;
-        let mut max_stamp = 0;
-        let mut touched = BTreeSet::new();
-        for record in &records {
-            match format::decode(record.record_type, &record.payload).unwrap() {
-                EngineRecord::Commit { .. } => {
-                    commits_found.insert(record.lsn);
-                }
-                EngineRecord::PageChange {
-                    page: number,
-                    update_stamp,
-                    change,
-                } => {
-                    let at = number as usize * PAGE;
-                    let bytes = &mut image[at..at + PAGE];
-                    if change::redo(
-                        bytes,
-                        update_stamp,
-                        record.lsn.to_u64(),
-                        &change.as_change(),
-                    )
-                    .unwrap_or_else(|e| panic!("seed {seed}: page {number}: {e}"))
-                    {
-                        applied += 1;
-                        touched.insert(number);
-                    }
-                    max_stamp = max_stamp.max(update_stamp);
-                }
-            }
-        }
-        assert!(
-            committed.is_subset(&commits_found),
-            "seed {seed}: a durable commit is missing from the log"
-        );
-        assert!(applied > 0, "seed {seed}: nothing to redo");
-        for &number in &touched {
-            let at = number as usize * PAGE;
-            checksum::seal(&mut image[at..at + PAGE]);
-        }
-        let recovered = MemBackend::new();
-        recovered
-            .open(Path::new(DB), &OpenOptions::create().buffered())
-            .unwrap()
-            .write_at(&image, 0, IoClass::DbWrite)
-            .unwrap();
-        let mut dirty_ok = options(64).database;
-        dirty_ok.accept_dirty = true;
-        let db = Database::open(recovered.as_ref(), Path::new(DB), dirty_ok).unwrap();
-        db.advance_update_stamp(max_stamp);
-        let stats = db.check().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        assert_eq!(stats.records, model.len() as u64, "seed {seed}");
-        assert!(
-            db.scan(b"", usize::MAX).unwrap().into_iter().eq(model),
-            "seed {seed}: content differs after redo"
-        );
+        redo_case(seed.wrapping_add(round), false);
     }
+}
+
+/// The same, replayed from the checkpoint only (as recovery will), with the checkpoint moved
+/// often and a small depth forcing page flushes, over a file holding only synced writes: the
+/// checkpoint must never pass a change whose page write is not durable.
+#[test]
+fn redo_from_the_checkpoint_gives_back_every_committed_change() {
+    let seed = seed("redo_from_the_checkpoint_gives_back_every_committed_change");
+    for round in 0..4u64 {
+        redo_case(seed.wrapping_add(round), true);
+    }
+}
+
+fn redo_case(seed: u64, from_checkpoint: bool) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let backend = fault_backend(seed);
+    let mut opts = options(24);
+    if from_checkpoint {
+        opts.keep_files = false;
+        opts.checkpoint_depth_bytes = 96 << 10;
+    }
+    let instance = fresh(backend.clone(), &opts);
+    let first_checkpoint = instance.log().checkpoint();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let max = instance.database().max_record_bytes() - 8;
+    let mut committed = BTreeSet::new();
+    for n in 0..rng.random_range(300..900u32) {
+        let key = rng.random_range(0..400u64).to_be_bytes().to_vec();
+        let len = if rng.random_bool(0.2) {
+            rng.random_range(max / 2..max)
+        } else {
+            rng.random_range(1..max / 6)
+        };
+        let value = vec![rng.random::<u8>(); len];
+        match rng.random_range(0..10) {
+            0..5 => {
+                if instance.insert(&key, &value).unwrap() {
+                    model.insert(key, value);
+                }
+            }
+            5..8 => {
+                if instance.delete(&key).unwrap() {
+                    model.remove(&key);
+                }
+            }
+            _ => {
+                if instance.replace(&key, &value).unwrap() {
+                    model.insert(key, value);
+                }
+            }
+        }
+        if rng.random_bool(0.4)
+            && let Some(lsn) = instance.commit(rng.random_bool(0.7)).unwrap()
+        {
+            committed.insert(lsn);
+        }
+        if from_checkpoint && n % 16 == 15 {
+            instance.checkpoint().unwrap();
+        }
+    }
+    // The last transaction commits durably (and, the log being sequential, so is every lazy
+    // commit before it).
+    instance.insert(b"~last", b"durable").unwrap();
+    model.insert(b"~last".to_vec(), b"durable".to_vec());
+    committed.insert(instance.commit(false).unwrap().unwrap());
+    let checkpoint = instance.log().checkpoint();
+    let crashed = if from_checkpoint {
+        // Only what was synced: unsynced page writes are all lost.
+        backend.crash(CrashMode::SyncedOnly)
+    } else {
+        // A random subset of the unsynced page writes reached the disk.
+        backend.crash(CrashMode::RandomSubset)
+    };
+    std::mem::forget(instance);
+
+    let mut image = crashed.durable_contents(Path::new(DB)).unwrap();
+    let records = if from_checkpoint {
+        assert!(
+            checkpoint.generation > first_checkpoint.generation,
+            "seed {seed}: the checkpoint never moved ({first_checkpoint} -> {checkpoint})"
+        );
+        assert!(
+            !crashed.exists(&jetproof_log::log_file_path(Path::new(LOGS), 1)),
+            "seed {seed}: generation 1 should be deleted"
+        );
+        let (mut reader, found) = LogReader::from_checkpoint(
+            crashed.clone(),
+            Path::new(LOGS),
+            None,
+            ReadOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(found.checkpoint.lsn, checkpoint, "seed {seed}");
+        let mut records = Vec::new();
+        while let Some(record) = reader.next_record().unwrap() {
+            records.push(record);
+        }
+        // Commits before the checkpoint are not read again: only those after it are checked.
+        committed.retain(|lsn| *lsn >= checkpoint);
+        records
+    } else {
+        read_log(crashed).0
+    };
+    let mut commits_found = BTreeSet::new();
+    let mut applied = 0;
+    let mut max_stamp = 0;
+    let mut touched = BTreeSet::new();
+    for record in &records {
+        match format::decode(record.record_type, &record.payload).unwrap() {
+            EngineRecord::Commit { .. } => {
+                commits_found.insert(record.lsn);
+            }
+            EngineRecord::PageChange {
+                page: number,
+                update_stamp,
+                change,
+            } => {
+                let at = number as usize * PAGE;
+                let bytes = &mut image[at..at + PAGE];
+                if change::redo(
+                    bytes,
+                    update_stamp,
+                    record.lsn.to_u64(),
+                    &change.as_change(),
+                )
+                .unwrap_or_else(|e| panic!("seed {seed}: page {number}: {e}"))
+                {
+                    applied += 1;
+                    touched.insert(number);
+                }
+                max_stamp = max_stamp.max(update_stamp);
+            }
+        }
+    }
+    assert!(
+        committed.is_subset(&commits_found),
+        "seed {seed}: a durable commit is missing from the log"
+    );
+    assert!(applied > 0, "seed {seed}: nothing to redo");
+    for &number in &touched {
+        let at = number as usize * PAGE;
+        checksum::seal(&mut image[at..at + PAGE]);
+    }
+    let recovered = MemBackend::new();
+    recovered
+        .open(Path::new(DB), &OpenOptions::create().buffered())
+        .unwrap()
+        .write_at(&image, 0, IoClass::DbWrite)
+        .unwrap();
+    let mut dirty_ok = options(64).database;
+    dirty_ok.accept_dirty = true;
+    let db = Database::open(recovered.as_ref(), Path::new(DB), dirty_ok).unwrap();
+    db.advance_update_stamp(max_stamp);
+    let stats = db.check().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    assert_eq!(stats.records, model.len() as u64, "seed {seed}");
+    assert!(
+        db.scan(b"", usize::MAX).unwrap().into_iter().eq(model),
+        "seed {seed}: content differs after redo"
+    );
 }
