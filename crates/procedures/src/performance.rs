@@ -1528,6 +1528,69 @@ mod tests {
         assert_eq!(result.verdict, Verdict::Fail);
     }
 
+    /// A run writes the instance's log (its `log_write` figures are measured, and a log
+    /// directory is created for a database `init` made without one) and closes it cleanly; a
+    /// database left dirty by an unclean stop is then refused with how to go on.
+    #[test]
+    fn a_run_writes_the_log_and_a_dirty_database_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (job, backend) = setup(dir.path(), 1, "");
+        let instance = &job.instances()[0];
+        let out =
+            OutDir::prepare(Some(&dir.path().join("r")), TestKind::Performance).expect("out dir");
+        let log = TestLog::create(&out.file("test.log"), false).expect("log");
+        let stop = AtomicBool::new(false);
+        let options = RunOptions {
+            backend: backend.clone(),
+            stop: &stop,
+            seed: 11,
+        };
+        let result = performance(&job, false, &out, &log, &options).expect("a result");
+        assert_eq!(
+            result.parameters.get("log_integrated"),
+            Some(&serde_json::Value::Bool(true))
+        );
+        let figures = serde_json::to_value(&result.instances[0]).expect("json");
+        let log_writes = figures
+            .pointer("/log_write/count")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        assert!(log_writes > 0, "no log writes measured: {figures}");
+        let test_log = std::fs::read_to_string(out.file("test.log")).expect("test.log");
+        assert!(test_log.contains("Log of db1:"), "{test_log}");
+        // Attached again and stopped without closing: the header stays dirty.
+        let attached = LoggedInstance::open(
+            backend.clone(),
+            &instance.database_path,
+            &instance.log_path,
+            InstanceOptions {
+                database: DatabaseOptions {
+                    cache_min_bytes: 256 << 10,
+                    cache_max_bytes: 1 << 20,
+                    direct_io: false,
+                    ..DatabaseOptions::default()
+                },
+                ..InstanceOptions::default()
+            },
+        )
+        .expect("the cleanly closed database opens");
+        attached.insert(b"unclean", b"stop").expect("insert");
+        drop(attached);
+        let out =
+            OutDir::prepare(Some(&dir.path().join("r2")), TestKind::Performance).expect("out dir");
+        let log = TestLog::create(&out.file("test.log"), false).expect("log");
+        let error = match performance(&job, false, &out, &log, &options) {
+            Ok(_) => panic!("ran on a database that needs recovery"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains("not shut down cleanly"), "{error}");
+        assert!(
+            error.contains("jetproof recover is not built yet"),
+            "{error}"
+        );
+        assert!(error.contains("jetproof init --recreate"), "{error}");
+    }
+
     #[test]
     fn a_database_that_fails_to_attach_leaves_the_others_closed_cleanly() {
         let dir = tempfile::tempdir().expect("tempdir");
