@@ -18,9 +18,7 @@ use jetproof_engine::{DbHeader, DbState};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
-use jetproof_results::{
-    Host, InstanceResult, OutDir, TestKind, TestLog, TestResult, Verdict, io_results,
-};
+use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult, io_results};
 
 use crate::target::{BadInput, bad};
 
@@ -233,30 +231,19 @@ pub fn backup(
     totals.insert("bytes".to_string(), read_bytes.into());
     totals.insert("seconds".to_string(), elapsed.as_secs_f64().into());
     totals.insert("mb_per_sec".to_string(), total_mb_per_sec.into());
-    let result = TestResult {
-        schema_version: jetproof_results::SCHEMA_VERSION,
-        tool_version: jetproof_results::tool_version(),
-        test: TestKind::Backup,
-        verdict: if reasons.is_empty() {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        },
-        reasons,
+    let mut result = TestResult {
         interrupted,
-        host: Host::this(),
-        started: started_at,
-        ended: jetproof_results::now_rfc3339(),
-        duration_s: elapsed.as_secs_f64(),
-        parameters: serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
-        target_iops: None,
-        achieved_iops: None,
         instances: instance_results,
-        host_counters: None,
         log_file: Some(log.path().to_path_buf()),
-        samples_file: None,
         totals,
+        ..TestResult::new(
+            TestKind::Backup,
+            started_at,
+            elapsed.as_secs_f64(),
+            serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
+        )
     };
+    result.set_reasons(reasons);
     out.write_result_and_report(&result)
         .map_err(|e| BackupError::Results(e.to_string()))?;
     Ok(result)

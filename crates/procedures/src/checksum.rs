@@ -38,7 +38,7 @@ use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
 use jetproof_log::{FileStatus, LogError, ReadOptions, VerifyReport};
-use jetproof_results::{Host, InstanceResult, TestKind, TestResult, Verdict};
+use jetproof_results::{InstanceResult, TestKind, TestResult};
 use serde::{Deserialize, Serialize};
 
 /// Default size of each sequential read.
@@ -936,30 +936,21 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
             serde_json::json!({ "read_size_bytes": DEFAULT_READ_SIZE, "direct_io": job.storage.direct_io }),
         );
     }
-    TestResult {
-        schema_version: jetproof_results::SCHEMA_VERSION,
-        tool_version: jetproof_results::tool_version(),
-        test: TestKind::Checksum,
-        verdict: if reasons.is_empty() {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        },
-        reasons,
+    let mut result = TestResult {
         interrupted: run.interrupted,
-        host: Host::this(),
-        started: record.started.clone(),
         ended: record.ended.clone(),
-        duration_s: run.elapsed.as_secs_f64(),
-        parameters,
-        target_iops: None,
-        achieved_iops: None,
         instances,
-        host_counters: None,
         log_file: record.log_file.clone(),
-        samples_file: None,
         totals,
-    }
+        ..TestResult::new(
+            TestKind::Checksum,
+            record.started.clone(),
+            run.elapsed.as_secs_f64(),
+            parameters,
+        )
+    };
+    result.set_reasons(reasons);
+    result
 }
 
 #[cfg(test)]

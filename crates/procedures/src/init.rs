@@ -20,9 +20,7 @@ use jetproof_engine::{Database, DatabaseOptions};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{ByteSize, Instance, Job};
-use jetproof_results::{
-    Host, InstanceResult, OutDir, TestKind, TestLog, TestResult, Verdict, io_results,
-};
+use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult, io_results};
 use jetproof_workload::keys::FillPlan;
 use rand::{Rng, SeedableRng};
 
@@ -243,24 +241,15 @@ pub fn init(
     put("mb_per_sec", mb_per_sec(written, elapsed).into());
 
     let result = TestResult {
-        schema_version: jetproof_results::SCHEMA_VERSION,
-        tool_version: jetproof_results::tool_version(),
-        test: TestKind::Init,
-        verdict: Verdict::Pass,
-        reasons: Vec::new(),
-        interrupted: false,
-        host: Host::this(),
-        started: started_at,
-        ended: jetproof_results::now_rfc3339(),
-        duration_s: elapsed.as_secs_f64(),
-        parameters: serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
-        target_iops: None,
-        achieved_iops: None,
         instances: instance_results,
-        host_counters: None,
         log_file: Some(log.path().to_path_buf()),
-        samples_file: None,
         totals,
+        ..TestResult::new(
+            TestKind::Init,
+            started_at,
+            elapsed.as_secs_f64(),
+            serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
+        )
     };
     let result_path = out
         .write_result_and_report(&result)

@@ -35,7 +35,7 @@ use jetproof_io::{IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{Job, Threads};
 use jetproof_results::verdict::{Limits, reasons as judge};
 use jetproof_results::{
-    Host, HostCounters, InstanceResult, OutDir, Stat, TestKind, TestLog, TestResult, Verdict,
+    HostCounters, InstanceResult, OutDir, Stat, TestKind, TestLog, TestResult, Verdict,
     snapshot_results,
 };
 use jetproof_workload::mailboxes::Mailboxes;
@@ -499,17 +499,7 @@ pub fn performance(
     }
 
     let mut result = TestResult {
-        schema_version: jetproof_results::SCHEMA_VERSION,
-        tool_version: jetproof_results::tool_version(),
-        test,
-        verdict: Verdict::Pass,
-        reasons: Vec::new(),
         interrupted: measured.interrupted,
-        host: Host::this(),
-        started: started_at,
-        ended: jetproof_results::now_rfc3339(),
-        duration_s: started.elapsed().as_secs_f64(),
-        parameters: parameters(job, sessions, &limits, tuning.as_ref()),
         target_iops: target,
         achieved_iops: Some(measured.achieved_iops),
         instances: measured.instances,
@@ -517,18 +507,19 @@ pub fn performance(
         log_file: Some(log.path().to_path_buf()),
         samples_file: Some(out.file("samples.csv")),
         totals: measured.totals,
+        ..TestResult::new(
+            test,
+            started_at,
+            started.elapsed().as_secs_f64(),
+            parameters(job, sessions, &limits, tuning.as_ref()),
+        )
     };
     let mut reasons = judge(&result, &limits);
     reasons.extend(measured.reasons);
     if result.interrupted {
         reasons.push("interrupted before the end of the measured window".into());
     }
-    result.verdict = if reasons.is_empty() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
-    result.reasons = reasons;
+    result.set_reasons(reasons);
     log.line(format!(
         "{}: {}",
         if stress {

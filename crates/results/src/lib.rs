@@ -90,6 +90,48 @@ pub struct TestResult {
     pub totals: BTreeMap<String, serde_json::Value>,
 }
 
+impl TestResult {
+    /// A result of `test` that ends now: versions, host and end time filled in, no instances or
+    /// totals yet, verdict pass until [`TestResult::set_reasons`] says otherwise.
+    pub fn new(
+        test: TestKind,
+        started: String,
+        duration_s: f64,
+        parameters: serde_json::Value,
+    ) -> TestResult {
+        TestResult {
+            schema_version: SCHEMA_VERSION,
+            tool_version: tool_version(),
+            test,
+            verdict: Verdict::Pass,
+            reasons: Vec::new(),
+            interrupted: false,
+            host: Host::this(),
+            started,
+            ended: now_rfc3339(),
+            duration_s,
+            parameters,
+            target_iops: None,
+            achieved_iops: None,
+            instances: Vec::new(),
+            host_counters: None,
+            log_file: None,
+            samples_file: None,
+            totals: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the reasons and the verdict they imply: fail when there is any.
+    pub fn set_reasons(&mut self, reasons: Vec<String>) {
+        self.verdict = if reasons.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        self.reasons = reasons;
+    }
+}
+
 /// Host counters over the measured window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostCounters {
