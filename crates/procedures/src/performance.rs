@@ -257,11 +257,8 @@ pub fn stress(
         "checksum".into(),
         serde_json::to_value(&totals).unwrap_or(serde_json::Value::Null),
     );
-    result.verdict = if result.reasons.is_empty() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
+    let reasons = std::mem::take(&mut result.reasons);
+    result.set_reasons(reasons);
     result.ended = jetproof_results::now_rfc3339();
     log.line(format!(
         "Overall test result after the checksum pass: {}",
