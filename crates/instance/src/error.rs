@@ -21,12 +21,17 @@ pub enum InstanceError {
     /// The database was not shut down cleanly: its logs must be replayed before it is used.
     #[error(
         "{path}: the database was not shut down cleanly and needs recovery from its logs in {log_dir}; \
-         jetproof recover is not built yet; re-create with `jetproof init --recreate`"
+         run `jetproof recover` first"
     )]
     RecoveryNeeded { path: PathBuf, log_dir: PathBuf },
     /// The database names a log position but its log directory holds no log, or another one.
     #[error("{path}: {reason}; re-create with `jetproof init --recreate`")]
     LogMismatch { path: PathBuf, reason: String },
+    /// Recovery cannot bring the database to the log's end (a missing checkpoint, a record that
+    /// does not decode or redo, a page past the file's end). Log damage is a `Log` error, which
+    /// names the file and offset.
+    #[error("{path}: recovery failed: {reason}")]
+    RecoveryImpossible { path: PathBuf, reason: String },
     #[error("invalid instance option `{field}`: {reason}")]
     InvalidOption { field: &'static str, reason: String },
 }

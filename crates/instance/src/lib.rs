@@ -1,6 +1,6 @@
 //! A database instance, as ESE's: one engine [`Database`] and one log stream ([`Log`]), tied
 //! together so that every page change is logged before it can reach the disk (issue 3, items 1–5
-//! as far as they meet the engine; recovery is not here yet).
+//! as far as they meet the engine; redo recovery is [`recovery`], undo is not built).
 //!
 //! Invariants, and where they are kept (`docs/log.md`, "The engine's log records"):
 //! * **Every page change is a log record** ([`mod@format`]): the engine reports each change under the
@@ -27,6 +27,7 @@
 
 pub mod error;
 pub mod format;
+pub mod recovery;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -46,6 +47,7 @@ use jetproof_log::{Durability, Log, LogOptions, Lsn, Record, Retention};
 use parking_lot::{Condvar, Mutex};
 
 pub use error::{InstanceError, Result};
+pub use recovery::{RecoveryReport, recover};
 
 /// How an instance is created or opened.
 #[derive(Clone, Debug)]

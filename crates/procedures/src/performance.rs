@@ -18,7 +18,8 @@
 //! page change is logged, a durable commit waits for its commit record to be on stable storage,
 //! a page is never written before its log records, and the checkpoint is kept within the
 //! checkpoint depth. Log writes are metered into the instance's figures (`log_write`).
-//! Not yet here: recovery (a database left dirty is refused) and replication reads.
+//! A database left dirty is refused until `jetproof recover` replays its logs. Not yet here:
+//! replication reads.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -319,7 +320,7 @@ pub fn performance(
             return Err(bad(
                 format!("database of {}", instance.name),
                 format!(
-                    "{} was not shut down cleanly and needs recovery from its logs; jetproof recover is not built yet; re-create with `jetproof init --recreate`",
+                    "{} was not shut down cleanly and needs recovery from its logs; run `jetproof recover` first",
                     instance.database_path.display()
                 ),
             )
@@ -1572,11 +1573,7 @@ mod tests {
             Err(error) => error.to_string(),
         };
         assert!(error.contains("not shut down cleanly"), "{error}");
-        assert!(
-            error.contains("jetproof recover is not built yet"),
-            "{error}"
-        );
-        assert!(error.contains("jetproof init --recreate"), "{error}");
+        assert!(error.contains("run `jetproof recover` first"), "{error}");
     }
 
     #[test]
