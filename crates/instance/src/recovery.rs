@@ -27,6 +27,7 @@ use std::time::Instant;
 
 use jetproof_engine::change;
 use jetproof_engine::{Database, DbHeader, DbState, LogPosition, checksum};
+use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use jetproof_log::{LogReader, ReadOptions, TornTail, read_checkpoint};
 
@@ -73,6 +74,12 @@ pub fn recover(
         db_path,
         &OpenOptions::read_write().with_direct(options.database.direct_io),
     )?;
+    // The replay's page reads and writes are metered with the log reads, so a soft-recovery
+    // test can report the I/O of the replay (Jetstress's recovery I/O table).
+    let file = match &options.database.stats {
+        Some(stats) => MeteredFile::wrap(file, stats.clone()),
+        None => file,
+    };
     let header = DbHeader::read_with_class(file.as_ref(), IoClass::DbRead)?;
     if header.state == DbState::Clean {
         return Ok(RecoveryReport {

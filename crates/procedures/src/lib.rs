@@ -9,4 +9,5 @@ pub mod database;
 pub mod init;
 pub mod maintenance;
 pub mod performance;
+pub mod soft_recovery;
 pub mod target;

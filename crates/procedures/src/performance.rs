@@ -81,7 +81,7 @@ pub struct RunOptions<'a> {
 
 /// The engine as the workload sees it: a database instance (database + log). Each session is a
 /// thread, and the instance keeps each thread's current transaction.
-struct EngineStore(Arc<LoggedInstance>);
+pub(crate) struct EngineStore(pub(crate) Arc<LoggedInstance>);
 
 impl Store for EngineStore {
     fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {

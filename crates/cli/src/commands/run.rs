@@ -1,4 +1,7 @@
 //! `jetproof run [JOB] --test performance|stress|backup|soft-recovery`: the Jetstress test types.
+//!
+//! Exit codes: 0 pass; 1 the verdict failed (reasons printed); 2 bad input; 3 a storage error
+//! stopped an instance (for soft recovery: its log generation or its replay).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,10 +51,120 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         TestType::Backup => backup(&job, &args),
         TestType::Performance => performance(&job, &args, false),
         TestType::Stress => performance(&job, &args, true),
-        TestType::SoftRecovery => Err(CliError::runtime(anyhow::anyhow!(
-            "`jetproof run --test soft-recovery` is not built yet: it needs the engine's log and recovery (issue 3)"
-        ))),
+        TestType::SoftRecovery => soft_recovery(&job, &args),
     }
+}
+
+/// Initialises the databases when none exist yet, saying so: a newcomer's first command is a
+/// single `run`.
+fn init_if_missing(args: &Args) -> Result<(), CliError> {
+    eprintln!("jetproof: the databases do not exist yet; initialising them first (jetproof init)");
+    let init_args = crate::commands::init::Args {
+        job: args.job.clone(),
+        out: args.out.as_ref().map(|o| o.join("init")),
+        recreate: false,
+        allow_foreign_files: false,
+    };
+    crate::commands::init::run(init_args)?;
+    Ok(())
+}
+
+/// `--test soft-recovery`: generate N log files per instance with the checkpoint held, stop
+/// uncleanly, replay and time it (`jetproof_procedures::soft_recovery`).
+fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
+    let run_error = |e: RunError| match e {
+        RunError::BadInput(bad) => CliError::bad_input(bad),
+        other => CliError::runtime(other),
+    };
+    if args.log_files == Some(0) {
+        return Err(CliError::bad_input(anyhow::anyhow!(
+            "--log-files 0: soft recovery replays the log files it generates; give at least 1 (ESRP uses 500)"
+        )));
+    }
+    let log_files = args.log_files.unwrap_or(job.run.recovery_log_files);
+    if !jetproof_procedures::performance::databases_exist(job) {
+        init_if_missing(args)?;
+    }
+    let out =
+        OutDir::prepare(args.out.as_deref(), TestKind::Recovery).map_err(CliError::bad_input)?;
+    let log = TestLog::create(&out.file("test.log"), false)
+        .context("create the test log")
+        .map_err(CliError::runtime)?;
+    let stop = stop_flag();
+    eprintln!(
+        "jetproof: soft-recovery test, {log_files} log file(s) per instance, then an unclean stop and replay; test log: {}",
+        log.path().display()
+    );
+    let options = RunOptions {
+        backend: jetproof_io::std_backend::StdBackend::new(),
+        stop: &stop,
+        seed: 0x6a70_7275_6e00_0002,
+    };
+    let result =
+        jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options)
+            .map_err(run_error)?;
+
+    println!("Soft Recovery Statistics");
+    println!(
+        "  {:<12} {:>9} {:>11} {:>9} {:>12}",
+        "Instance", "Logs", "Seconds", "Sec/log", "Records"
+    );
+    for instance in &result.instances {
+        let figure = |key: &str| instance.extra.get(key).and_then(|v| v.as_f64());
+        match (figure("logs_replayed"), figure("seconds")) {
+            (Some(logs), Some(seconds)) => println!(
+                "  {:<12} {:>9} {:>11.3} {:>9.3} {:>12}",
+                instance.name,
+                logs,
+                seconds,
+                figure("seconds_per_log").unwrap_or(0.0),
+                figure("records_applied").unwrap_or(0.0)
+            ),
+            _ => println!("  {:<12} recovery failed", instance.name),
+        }
+    }
+    println!("Recovery I/O");
+    println!(
+        "  {:<12} {:<9} {:>10} {:>12} {:>14}",
+        "Instance", "Class", "Ops/sec", "Avg bytes", "Avg latency ms"
+    );
+    for instance in &result.instances {
+        for (class, figures) in &instance.io {
+            println!(
+                "  {:<12} {:<9} {:>10.1} {:>12.0} {:>14.3}",
+                instance.name,
+                class,
+                figures.ops_per_sec,
+                figures.avg_bytes,
+                figures.avg_latency_ms
+            );
+        }
+    }
+    for reason in &result.reasons {
+        println!("  FAIL: {reason}");
+    }
+    println!(
+        "Verdict: {}",
+        match result.verdict {
+            Verdict::Pass => "Pass",
+            Verdict::Fail => "Fail",
+        }
+    );
+    println!("Result: {}", out.file("result.json").display());
+    if result
+        .instances
+        .iter()
+        .any(|i| i.extra.contains_key("error") || i.extra.contains_key("generation_error"))
+    {
+        return Err(CliError::runtime(anyhow::anyhow!(
+            "a storage error stopped an instance or its recovery; see the reasons above and {}",
+            log.path().display()
+        )));
+    }
+    Ok(match result.verdict {
+        Verdict::Pass => Outcome::Pass,
+        Verdict::Fail => Outcome::Fail,
+    })
 }
 
 fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Outcome, CliError> {
@@ -66,17 +179,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     };
     jetproof_procedures::performance::check_job(job).map_err(run_error)?;
     if !jetproof_procedures::performance::databases_exist(job) {
-        // A newcomer's first command is a single `run`: make the databases first, saying so.
-        eprintln!(
-            "jetproof: the databases do not exist yet; initialising them first (jetproof init)"
-        );
-        let init_args = crate::commands::init::Args {
-            job: args.job.clone(),
-            out: args.out.as_ref().map(|o| o.join("init")),
-            recreate: false,
-            allow_foreign_files: false,
-        };
-        crate::commands::init::run(init_args)?;
+        init_if_missing(args)?;
     }
     jetproof_procedures::performance::preflight(job).map_err(run_error)?;
     let out = OutDir::prepare(args.out.as_deref(), test).map_err(CliError::bad_input)?;

@@ -1,0 +1,474 @@
+//! The soft-recovery test (issue 5, item 6), as Jetstress's: every instance is attached with its
+//! checkpoint held where it was at attach, the transaction mix runs flat out until each log has
+//! grown by N generation files (`run.recovery_log_files`; ESRP uses 500), the instances are then
+//! stopped uncleanly (dropped without `close`, as a crash would leave them: the log's durable
+//! records stay, nothing else is flushed), and the logs are replayed and timed.
+//!
+//! Why each choice:
+//! * **The checkpoint is held** by attaching with `checkpoint_interval: None` (no background
+//!   checkpointer; nothing else moves the checkpoint) and `keep_files: true`: so no log file is
+//!   deleted and recovery has to replay every generation written, which is what is timed.
+//!   Dirty pages still leave the cache under its own pressure (the write-ahead gate holds), so
+//!   the replay meets pages both older and newer than the log, as after a real crash.
+//! * **Recovery runs concurrently**, one thread per instance, as Jetstress replays its storage
+//!   groups at once: the storage sees the load of all replays together. Each instance is timed
+//!   by `jetproof_instance::recover` itself, and measured into a fresh `InstanceStats`, so its
+//!   I/O table (`log_read`, `db_read`, `db_write`) is the replay's alone; the clean open and close
+//!   that end a recovery (a few header I/Os) are inside it, and their log writes are left out.
+//! * **Sessions**: the job's fixed count per instance; with `threads = "auto"` (nothing to tune
+//!   against here) [`AUTO_SESSIONS`].
+//!
+//! A recovery that fails fails the verdict with the instance named, and leaves that database
+//! dirty for `jetproof recover`; the others are recovered and clean.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use jetproof_engine::{DatabaseOptions, DbHeader, DbState};
+use jetproof_instance::{Instance as LoggedInstance, InstanceOptions, RecoveryReport, recover};
+use jetproof_io::OpenOptions;
+use jetproof_io::meter::InstanceStats;
+use jetproof_job::{Job, Threads};
+use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult};
+use jetproof_workload::mailboxes::Mailboxes;
+use jetproof_workload::mix::Mix;
+use jetproof_workload::pacer::Pacer;
+use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
+use jetproof_workload::store::Store;
+
+use crate::init::mailboxes_per_database;
+use crate::performance::{EngineStore, RunError, RunOptions};
+use crate::target::bad;
+
+/// Sessions per instance when the job says `threads = "auto"`.
+pub const AUTO_SESSIONS: u32 = 4;
+
+/// How often the generator checks how far each log has grown.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The I/O classes of a replay reported per instance.
+const REPLAY_CLASSES: [&str; 3] = ["log_read", "db_read", "db_write"];
+
+/// One instance while its log files are generated.
+struct Generating {
+    name: String,
+    log_path: std::path::PathBuf,
+    instance: Arc<LoggedInstance>,
+    load: InstanceLoad,
+    first_generation: u64,
+    done: AtomicBool,
+    failed: AtomicBool,
+    error: std::sync::Mutex<Option<String>>,
+}
+
+impl Generating {
+    fn generated(&self) -> u64 {
+        self.instance
+            .log()
+            .end_lsn()
+            .generation
+            .saturating_sub(self.first_generation)
+    }
+
+    fn set_error(&self, text: String) {
+        self.failed.store(true, Ordering::Relaxed);
+        if let Ok(mut slot) = self.error.lock()
+            && slot.is_none()
+        {
+            *slot = Some(text);
+        }
+    }
+}
+
+/// The options a test run attaches with (as `performance`), with `stats` to meter into.
+fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions {
+    let file_size_bytes = job.log.file_size.bytes();
+    InstanceOptions {
+        database: DatabaseOptions {
+            cache_min_bytes: job.cache.min_size.bytes(),
+            cache_max_bytes: job.cache.max_size.bytes(),
+            direct_io: job.storage.direct_io,
+            stats: Some(stats),
+            ..DatabaseOptions::default()
+        },
+        log_file_size_bytes: file_size_bytes,
+        // The largest log write cannot exceed a generation's data area (4 KiB is its header).
+        log_buffer_size_bytes: job
+            .log
+            .buffer_size
+            .bytes()
+            .min(file_size_bytes.saturating_sub(4096)) as usize,
+        checkpoint_depth_bytes: job.checkpoint_depth().bytes(),
+        keep_files: job.log.keep_files,
+        circular: job.log.circular,
+        checkpoint_interval: None,
+        ..InstanceOptions::default()
+    }
+}
+
+/// Runs the soft-recovery test with `log_files` generations per instance; writes `result.json`
+/// and returns the result. Errors are for what prevents the test from running at all (a missing
+/// or dirty database, a failed attach); a failed recovery is in the verdict.
+pub fn soft_recovery(
+    job: &Job,
+    log_files: u32,
+    out: &OutDir,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<TestResult, RunError> {
+    if log_files == 0 {
+        return Err(bad(
+            "--log-files",
+            "soft recovery replays the log files it generated; give at least 1 (ESRP uses 500)",
+        )
+        .into());
+    }
+    let instances = job.instances();
+    for instance in &instances {
+        if !options.backend.exists(&instance.database_path) {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} does not exist; run `jetproof init` first",
+                    instance.database_path.display()
+                ),
+            )
+            .into());
+        }
+        let file = options.backend.open(
+            &instance.database_path,
+            &OpenOptions::read_only().with_direct(job.storage.direct_io),
+        )?;
+        let header = DbHeader::read(file.as_ref()).map_err(|e| RunError::Results(e.to_string()))?;
+        if header.state != DbState::Clean {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} was not shut down cleanly and needs recovery from its logs; run `jetproof recover` first",
+                    instance.database_path.display()
+                ),
+            )
+            .into());
+        }
+    }
+    let sessions = match job.workload.threads {
+        Threads::Fixed(n) => n,
+        Threads::Auto => AUTO_SESSIONS,
+    };
+    let started_at = jetproof_results::now_rfc3339();
+    let started = Instant::now();
+    log.line("Preparing for testing ...");
+    log.line("Attaching databases ...");
+    let mix = Mix::from_job(&job.workload);
+    let mut generating = Vec::with_capacity(instances.len());
+    for instance in &instances {
+        // The checkpoint held: no checkpointer runs, and no log file is deleted.
+        let mut attach_options = instance_options(job, InstanceStats::new(instance.name.clone()));
+        attach_options.keep_files = true;
+        attach_options.checkpoint_interval = None;
+        let opened = LoggedInstance::open(
+            options.backend.clone(),
+            &instance.database_path,
+            &instance.log_path,
+            attach_options,
+        )?;
+        let opened = Arc::new(opened);
+        let store: Arc<dyn Store> = Arc::new(EngineStore(opened.clone()));
+        let mailboxes = match Mailboxes::discover(store.as_ref(), mailboxes_per_database(job)) {
+            Ok(mailboxes) => mailboxes,
+            Err(e) => {
+                // Nothing was changed yet: close this one cleanly; the ones attached before it
+                // are closed cleanly too, so a refused test leaves no database dirty.
+                drop(store);
+                if let Ok(opened) = Arc::try_unwrap(opened) {
+                    let _ = opened.close();
+                }
+                close_all(generating);
+                return Err(RunError::Results(format!("{}: {e}", instance.name)));
+            }
+        };
+        let first_generation = opened.log().end_lsn().generation;
+        generating.push(Generating {
+            name: instance.name.clone(),
+            log_path: instance.log_path.clone(),
+            instance: opened,
+            load: InstanceLoad {
+                store,
+                mailboxes: Arc::new(mailboxes),
+                mix,
+                record_size: job.workload.record_size.bytes() as usize,
+                // Unpaced: flat out.
+                pacer: Arc::new(Pacer::new()),
+                counters: Arc::new(LoadCounters::default()),
+            },
+            first_generation,
+            done: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            error: std::sync::Mutex::new(None),
+        });
+    }
+    let w = &job.workload;
+    log.line(format!(
+        "Operation mix: Sessions {sessions}, Inserts {}%, Deletes {}%, Replaces {}%, Reads {}%, Lazy Commits {}%.",
+        w.insert_percent, w.delete_percent, w.replace_percent, w.read_percent, w.lazy_commit_percent
+    ));
+    log.line(format!(
+        "Generating log files ... ({log_files} per instance, checkpoint held)"
+    ));
+    let generation_started = Instant::now();
+    generate(&generating, sessions, log_files, options);
+    let generation_seconds = generation_started.elapsed().as_secs_f64();
+    let interrupted = options.stop.load(Ordering::Relaxed);
+    let progress: Vec<String> = generating
+        .iter()
+        .map(|g| {
+            format!(
+                "{} ({:.1}% generated)",
+                g.log_path.display(),
+                g.generated() as f64 * 100.0 / f64::from(log_files)
+            )
+        })
+        .collect();
+    log.line(progress.join(", "));
+    log.line(format!(
+        "Log files generated in {generation_seconds:.1} seconds{}.",
+        if interrupted {
+            " (interrupted: replaying what was generated)"
+        } else {
+            ""
+        }
+    ));
+
+    // The unclean stop: every reference dropped, no `close`. Only what the log made durable and
+    // what the cache happened to write survive.
+    log.line("Stopping the databases uncleanly (dropped without shut-down, as a crash) ...");
+    let mut stopped = Vec::with_capacity(generating.len());
+    for g in generating {
+        let generated = g.generated();
+        let error = g.error.lock().ok().and_then(|e| e.clone());
+        let Generating {
+            name,
+            log_path,
+            instance,
+            load,
+            ..
+        } = g;
+        drop(load);
+        drop(instance);
+        stopped.push((name, log_path, generated, error));
+    }
+
+    log.line("Recovering databases ...");
+    let recovery_started = Instant::now();
+    let replays: Vec<(Arc<InstanceStats>, Result<RecoveryReport, String>)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = instances
+                .iter()
+                .map(|instance| {
+                    let stats = InstanceStats::new(instance.name.clone());
+                    let recovery_options = instance_options(job, stats.clone());
+                    let backend = options.backend.clone();
+                    let handle = scope.spawn(move || {
+                        recover(
+                            backend,
+                            &instance.database_path,
+                            &instance.log_path,
+                            &recovery_options,
+                        )
+                        .map_err(|e| e.to_string())
+                    });
+                    (stats, handle)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(stats, handle)| {
+                    let result = handle
+                        .join()
+                        .unwrap_or_else(|_| Err("the recovery thread panicked".to_string()));
+                    (stats, result)
+                })
+                .collect()
+        });
+    let recovery_seconds = recovery_started.elapsed().as_secs_f64();
+
+    let mut reasons = Vec::new();
+    if interrupted {
+        reasons.push(format!(
+            "interrupted before {log_files} log files per instance were generated (what was generated was replayed)"
+        ));
+    }
+    let mut results = Vec::with_capacity(instances.len());
+    let mut timings = Vec::new();
+    let mut total_logs = 0u64;
+    for ((instance, (name, _, generated, generation_error)), (stats, replay)) in
+        instances.iter().zip(stopped).zip(replays)
+    {
+        let mut extra = BTreeMap::new();
+        extra.insert("logs_generated".into(), generated.into());
+        if let Some(error) = &generation_error {
+            reasons.push(format!(
+                "{name}: a storage error stopped the log generation: {error}"
+            ));
+            extra.insert("generation_error".into(), error.clone().into());
+        }
+        let mut io = BTreeMap::new();
+        match replay {
+            Ok(report) => {
+                log.line(format!(
+                    "{name}: Soft recovery took {:.3} seconds / {} logs ({:.3} seconds per log, {} records applied, {} already on their pages).",
+                    report.seconds,
+                    report.logs_replayed,
+                    report.seconds_per_log,
+                    report.records_applied,
+                    report.records_skipped
+                ));
+                if let Some(torn) = &report.torn_tail {
+                    log.line(format!(
+                        "{name}: torn log tail tolerated: {} bytes at offset {} of {} ({})",
+                        torn.bytes,
+                        torn.offset,
+                        torn.path.display(),
+                        torn.reason
+                    ));
+                }
+                if report.uncommitted_transactions > 0 {
+                    log.line(format!(
+                        "{name}: {} transaction(s) cut off by the stop had no commit record and keep their changes (undo is not built).",
+                        report.uncommitted_transactions
+                    ));
+                }
+                timings.push(format!("{name} ({:.3})", report.seconds));
+                total_logs += report.logs_replayed;
+                io = jetproof_results::io_results(&stats, Duration::from_secs_f64(report.seconds));
+                io.retain(|class, _| REPLAY_CLASSES.contains(&class.as_str()));
+                extra.insert("logs_replayed".into(), report.logs_replayed.into());
+                extra.insert("seconds".into(), report.seconds.into());
+                extra.insert("seconds_per_log".into(), report.seconds_per_log.into());
+                extra.insert("records_applied".into(), report.records_applied.into());
+                extra.insert("records_skipped".into(), report.records_skipped.into());
+                extra.insert("pages_written".into(), report.pages_written.into());
+                extra.insert(
+                    "uncommitted_transactions".into(),
+                    report.uncommitted_transactions.into(),
+                );
+                extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
+            }
+            Err(error) => {
+                log.line(format!("{name}: recovery failed: {error}"));
+                reasons.push(format!(
+                    "{name}: recovery failed: {error} (the database stays dirty)"
+                ));
+                extra.insert("error".into(), format!("recovery failed: {error}").into());
+            }
+        }
+        results.push(InstanceResult {
+            name,
+            database_path: instance.database_path.clone(),
+            log_path: instance.log_path.clone(),
+            io,
+            extra,
+        });
+    }
+    log.line(timings.join(", "));
+    log.line(format!(
+        "Recovery of all instances (concurrently) took {recovery_seconds:.3} seconds."
+    ));
+
+    let mut parameters = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
+    if let Some(map) = parameters.as_object_mut() {
+        map.insert(
+            "soft_recovery".into(),
+            serde_json::json!({
+                "log_files": log_files,
+                "sessions": sessions,
+                "recovery": "concurrent",
+            }),
+        );
+    }
+    let mut result = TestResult::new(
+        TestKind::Recovery,
+        started_at,
+        started.elapsed().as_secs_f64(),
+        parameters,
+    );
+    result.interrupted = interrupted;
+    result.instances = results;
+    result.log_file = Some(log.path().to_path_buf());
+    result
+        .totals
+        .insert("generation_seconds".into(), generation_seconds.into());
+    result
+        .totals
+        .insert("recovery_seconds".into(), recovery_seconds.into());
+    result
+        .totals
+        .insert("logs_replayed".into(), total_logs.into());
+    result.set_reasons(reasons);
+    log.line(format!(
+        "Overall test result: {}",
+        match result.verdict {
+            jetproof_results::Verdict::Pass => "Pass",
+            jetproof_results::Verdict::Fail => "Fail",
+        }
+    ));
+    out.write_result(&result)
+        .map_err(|e| RunError::Results(e.to_string()))?;
+    Ok(result)
+}
+
+/// Runs `sessions` sessions per instance, flat out, until each instance's log has grown by
+/// `log_files` generations, its sessions failed, or the run was interrupted.
+fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &RunOptions<'_>) {
+    std::thread::scope(|scope| {
+        for (index, g) in generating.iter().enumerate() {
+            for session in 0..sessions {
+                let seed = options
+                    .seed
+                    .wrapping_add((index as u64) << 32)
+                    .wrapping_add(u64::from(session));
+                scope.spawn(move || {
+                    let stopped = || {
+                        options.stop.load(Ordering::Relaxed)
+                            || g.done.load(Ordering::Relaxed)
+                            || g.failed.load(Ordering::Relaxed)
+                    };
+                    if let Err(error) = run_session(&g.load, seed, &stopped) {
+                        g.set_error(error.to_string());
+                    }
+                });
+            }
+        }
+        loop {
+            let mut all_stopped = true;
+            for g in generating {
+                if g.generated() >= u64::from(log_files) {
+                    g.done.store(true, Ordering::Relaxed);
+                }
+                if !g.done.load(Ordering::Relaxed) && !g.failed.load(Ordering::Relaxed) {
+                    all_stopped = false;
+                }
+            }
+            if all_stopped || options.stop.load(Ordering::Relaxed) {
+                for g in generating {
+                    g.done.store(true, Ordering::Relaxed);
+                }
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+    });
+}
+
+/// Closes instances attached before the test was refused (nothing was run on them).
+fn close_all(generating: Vec<Generating>) {
+    for g in generating {
+        let Generating { instance, load, .. } = g;
+        drop(load);
+        if let Ok(instance) = Arc::try_unwrap(instance) {
+            let _ = instance.close();
+        }
+    }
+}
