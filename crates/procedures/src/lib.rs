@@ -9,5 +9,6 @@ pub mod database;
 pub mod init;
 pub mod maintenance;
 pub mod performance;
+pub mod replication;
 pub mod soft_recovery;
 pub mod target;

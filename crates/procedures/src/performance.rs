@@ -18,8 +18,13 @@
 //! page change is logged, a durable commit waits for its commit record to be on stable storage,
 //! a page is never written before its log records, and the checkpoint is kept within the
 //! checkpoint depth. Log writes are metered into the instance's figures (`log_write`).
-//! A database left dirty is refused until `jetproof recover` replays its logs. Not yet here:
-//! replication reads.
+//! A database left dirty is refused until `jetproof recover` replays its logs.
+//!
+//! With `simulation.copies_per_database > 1`, each instance also has a log replication sender
+//! for the whole run, warm-up included (`replication.rs`): it reads every generation closed
+//! during the run back once, metered as `replication_read`; the log files are then kept
+//! (`keep_files`), so none is deleted before it is read. Like every class, the result's figures
+//! cover the measured window only.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -48,6 +53,7 @@ use jetproof_workload::store::{Store, StoreError};
 use crate::autotune::{self, Conclusion, Measurement, Trial};
 use crate::init::mailboxes_per_database;
 use crate::maintenance::{self, ScanConfig, ScanState};
+use crate::replication::{self, SenderConfig, SenderState};
 use crate::target::{BadInput, bad};
 
 /// How long the cache may take to fill before the measured window starts anyway.
@@ -157,6 +163,8 @@ struct Attached {
     error: FirstError,
     /// What the background maintenance scan found.
     bdm: ScanState,
+    /// What the log replication sender read (copies per database > 1).
+    replication: SenderState,
     /// The latest estimate of transactional I/Os per transaction (f64 bits; 0 = none yet),
     /// carried from phase to phase so that each starts paced at the right rate.
     ios_per_transaction: std::sync::atomic::AtomicU64,
@@ -392,7 +400,7 @@ pub fn performance(
         job.log.file_size,
         job.log.buffer_size,
         job.checkpoint_depth(),
-        if job.log.keep_files {
+        if keeps_log_files(job) {
             "log files kept"
         } else if job.log.circular {
             "circular logging"
@@ -413,12 +421,23 @@ pub fn performance(
         a.pace_at(per_instance_target);
     }
 
+    let copies = job.simulation.copies_per_database;
+    if copies > 1 {
+        log.line(replication::describe(copies, attached.len()));
+    }
+
     let run_stop = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
         if job.workload.background_maintenance {
             for a in &attached {
                 let run_stop = &run_stop;
                 scope.spawn(move || background_maintenance(job, a, options, log, run_stop));
+            }
+        }
+        if copies > 1 {
+            for a in &attached {
+                let run_stop = &run_stop;
+                scope.spawn(move || replication_sender(job, a, options, run_stop));
             }
         }
         let phases = phases(
@@ -439,6 +458,10 @@ pub fn performance(
     let maintenance_found: Vec<(String, ScanState)> = attached
         .iter_mut()
         .map(|a| (a.name.clone(), std::mem::take(&mut a.bdm)))
+        .collect();
+    let replication_done: Vec<SenderState> = attached
+        .iter_mut()
+        .map(|a| std::mem::take(&mut a.replication))
         .collect();
     log.line("Operation mix is complete; shutting down databases ...");
     for a in &attached {
@@ -477,6 +500,19 @@ pub fn performance(
                 "damaged_pages": damaged,
             }),
         );
+    }
+    if copies > 1 {
+        for (sent, instance) in replication_done.iter().zip(measured.instances.iter_mut()) {
+            instance.extra.insert(
+                "log_replication".into(),
+                serde_json::json!({
+                    "copies": copies,
+                    "generations_read": sent.generations_read.load(Ordering::Relaxed),
+                    "bytes_read": sent.bytes_read.load(Ordering::Relaxed),
+                    "frames_verified": sent.frames_verified.load(Ordering::Relaxed),
+                }),
+            );
+        }
     }
     if let Some(tuning) = &tuning {
         match &tuning.conclusion {
@@ -576,7 +612,8 @@ fn attach(
                 .min(file_size_bytes.saturating_sub(4096))
                 as usize,
             checkpoint_depth_bytes: job.checkpoint_depth().bytes(),
-            keep_files: job.log.keep_files,
+            // A replication sender reads every closed generation: none may be deleted first.
+            keep_files: keeps_log_files(job),
             circular: job.log.circular,
             ..InstanceOptions::default()
         },
@@ -607,6 +644,7 @@ fn attach(
         failed: AtomicBool::new(false),
         error: Default::default(),
         bdm: ScanState::default(),
+        replication: SenderState::default(),
         ios_per_transaction: Default::default(),
     })
 }
@@ -826,6 +864,37 @@ fn background_maintenance(
         a.failed.store(true, Ordering::Relaxed);
         a.error
             .set_once(format!("background database maintenance: {error}"));
+    }
+}
+
+/// Log files are kept when the job says so or when a replication sender must read them all.
+fn keeps_log_files(job: &Job) -> bool {
+    job.log.keep_files || job.simulation.copies_per_database > 1
+}
+
+/// One instance's log replication sender, until `run_stop`: every generation closed after the
+/// instance was attached is read back once, metered into the instance's figures as
+/// `replication_read`. An I/O error or a damaged frame stops the instance like a session's would.
+fn replication_sender(job: &Job, a: &Attached, options: &RunOptions<'_>, run_stop: &AtomicBool) {
+    let log = a.database.log();
+    let config = SenderConfig {
+        dir: a.database.log_dir().to_path_buf(),
+        database_id: log.options().database_id,
+        direct_io: job.storage.direct_io,
+        read_size: replication::READ_SIZE,
+    };
+    let first = log.flushed_lsn().generation;
+    if let Err(error) = replication::send(
+        options.backend.as_ref(),
+        &config,
+        &a.stats,
+        first,
+        &|| log.flushed_lsn(),
+        &a.replication,
+        &|| run_stop.load(Ordering::Relaxed) || a.failed.load(Ordering::Relaxed),
+    ) {
+        a.failed.store(true, Ordering::Relaxed);
+        a.error.set_once(format!("log replication read: {error}"));
     }
 }
 
