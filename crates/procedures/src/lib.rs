@@ -8,6 +8,7 @@ pub mod checksum;
 pub mod database;
 pub mod init;
 pub mod maintenance;
+pub mod options;
 pub mod performance;
 pub mod replication;
 pub mod soft_recovery;

@@ -33,8 +33,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use jetproof_engine::{DatabaseOptions, DbHeader, DbState, EngineError};
-use jetproof_instance::{Instance as LoggedInstance, InstanceError, InstanceOptions};
+use jetproof_engine::{DbHeader, DbState, EngineError};
+use jetproof_instance::{Instance as LoggedInstance, InstanceError};
 use jetproof_io::meter::{InstanceSnapshot, InstanceStats, MeteredFile};
 use jetproof_io::sample::Sampler;
 use jetproof_io::{IoBackend, IoClass, IoError, OpenOptions};
@@ -53,6 +53,7 @@ use jetproof_workload::store::{Store, StoreError};
 use crate::autotune::{self, Conclusion, Measurement, Trial};
 use crate::init::mailboxes_per_database;
 use crate::maintenance::{self, ScanConfig, ScanState};
+use crate::options::{instance_options, keeps_log_files};
 use crate::replication::{self, SenderConfig, SenderState};
 use crate::target::{BadInput, bad};
 
@@ -589,34 +590,11 @@ fn attach(
     options: &RunOptions<'_>,
 ) -> Result<Attached, RunError> {
     let stats = InstanceStats::new(instance.name.clone());
-    let file_size_bytes = job.log.file_size.bytes();
     let database = Arc::new(LoggedInstance::open(
         options.backend.clone(),
         &instance.database_path,
         &instance.log_path,
-        InstanceOptions {
-            database: DatabaseOptions {
-                cache_min_bytes: job.cache.min_size.bytes(),
-                cache_max_bytes: job.cache.max_size.bytes(),
-                direct_io: job.storage.direct_io,
-                stats: Some(stats.clone()),
-                ..DatabaseOptions::default()
-            },
-            log_file_size_bytes: file_size_bytes,
-            // The buffer is also the largest log write, which cannot exceed a generation's data
-            // area (4 KiB of each file is its header).
-            log_buffer_size_bytes: job
-                .log
-                .buffer_size
-                .bytes()
-                .min(file_size_bytes.saturating_sub(4096))
-                as usize,
-            checkpoint_depth_bytes: job.checkpoint_depth().bytes(),
-            // A replication sender reads every closed generation: none may be deleted first.
-            keep_files: keeps_log_files(job),
-            circular: job.log.circular,
-            ..InstanceOptions::default()
-        },
+        instance_options(job, stats.clone()),
     )?);
     let store: Arc<dyn Store> = Arc::new(EngineStore(database.clone()));
     let mailboxes = match Mailboxes::discover(store.as_ref(), mailboxes_per_database(job)) {
@@ -865,11 +843,6 @@ fn background_maintenance(
         a.error
             .set_once(format!("background database maintenance: {error}"));
     }
-}
-
-/// Log files are kept when the job says so or when a replication sender must read them all.
-fn keeps_log_files(job: &Job) -> bool {
-    job.log.keep_files || job.simulation.copies_per_database > 1
 }
 
 /// One instance's log replication sender, until `run_stop`: every generation closed after the
@@ -1444,7 +1417,8 @@ fn parameters(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jetproof_engine::Database;
+    use jetproof_engine::{Database, DatabaseOptions};
+    use jetproof_instance::InstanceOptions;
     use jetproof_io::fault::{FaultBackend, FaultConfig};
     use jetproof_workload::keys::MailKey;
 

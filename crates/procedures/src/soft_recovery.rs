@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use jetproof_engine::{DatabaseOptions, DbHeader, DbState};
-use jetproof_instance::{Instance as LoggedInstance, InstanceOptions, RecoveryReport, recover};
+use jetproof_engine::{DbHeader, DbState};
+use jetproof_instance::{Instance as LoggedInstance, RecoveryReport, recover};
 use jetproof_io::OpenOptions;
 use jetproof_io::meter::InstanceStats;
 use jetproof_job::{Job, Threads};
@@ -79,32 +79,6 @@ impl Generating {
         {
             *slot = Some(text);
         }
-    }
-}
-
-/// The options a test run attaches with (as `performance`), with `stats` to meter into.
-fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions {
-    let file_size_bytes = job.log.file_size.bytes();
-    InstanceOptions {
-        database: DatabaseOptions {
-            cache_min_bytes: job.cache.min_size.bytes(),
-            cache_max_bytes: job.cache.max_size.bytes(),
-            direct_io: job.storage.direct_io,
-            stats: Some(stats),
-            ..DatabaseOptions::default()
-        },
-        log_file_size_bytes: file_size_bytes,
-        // The largest log write cannot exceed a generation's data area (4 KiB is its header).
-        log_buffer_size_bytes: job
-            .log
-            .buffer_size
-            .bytes()
-            .min(file_size_bytes.saturating_sub(4096)) as usize,
-        checkpoint_depth_bytes: job.checkpoint_depth().bytes(),
-        keep_files: job.log.keep_files,
-        circular: job.log.circular,
-        checkpoint_interval: None,
-        ..InstanceOptions::default()
     }
 }
 
@@ -165,7 +139,8 @@ pub fn soft_recovery(
     let mut generating = Vec::with_capacity(instances.len());
     for instance in &instances {
         // The checkpoint held: no checkpointer runs, and no log file is deleted.
-        let mut attach_options = instance_options(job, InstanceStats::new(instance.name.clone()));
+        let mut attach_options =
+            crate::options::instance_options(job, InstanceStats::new(instance.name.clone()));
         attach_options.keep_files = true;
         attach_options.checkpoint_interval = None;
         let opened = LoggedInstance::open(
@@ -268,7 +243,7 @@ pub fn soft_recovery(
                 .iter()
                 .map(|instance| {
                     let stats = InstanceStats::new(instance.name.clone());
-                    let recovery_options = instance_options(job, stats.clone());
+                    let recovery_options = crate::options::recovery_options(job, stats.clone());
                     let backend = options.backend.clone();
                     let handle = scope.spawn(move || {
                         recover(

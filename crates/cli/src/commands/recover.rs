@@ -13,12 +13,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use jetproof_engine::{DatabaseOptions, DbHeader, DbState};
-use jetproof_instance::{InstanceOptions, RecoveryReport, recover};
+use jetproof_engine::{DbHeader, DbState};
+use jetproof_instance::{RecoveryReport, recover};
 use jetproof_io::meter::InstanceStats;
 use jetproof_io::std_backend::StdBackend;
 use jetproof_io::{IoBackend, OpenOptions};
-use jetproof_job::Job;
 use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult};
 
 use crate::common::{CliError, JobArgs, Outcome};
@@ -30,32 +29,6 @@ pub struct Args {
     /// Results directory (default ./jetproof-results/recovery-<time>/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-/// The instance options a test run attaches with (`jetproof_procedures::performance`), so the
-/// log is reopened with the geometry it was written with.
-fn instance_options(job: &Job, stats: std::sync::Arc<InstanceStats>) -> InstanceOptions {
-    let file_size_bytes = job.log.file_size.bytes();
-    InstanceOptions {
-        database: DatabaseOptions {
-            cache_min_bytes: job.cache.min_size.bytes(),
-            cache_max_bytes: job.cache.max_size.bytes(),
-            direct_io: job.storage.direct_io,
-            stats: Some(stats),
-            ..DatabaseOptions::default()
-        },
-        log_file_size_bytes: file_size_bytes,
-        log_buffer_size_bytes: job
-            .log
-            .buffer_size
-            .bytes()
-            .min(file_size_bytes.saturating_sub(4096)) as usize,
-        checkpoint_depth_bytes: job.checkpoint_depth().bytes(),
-        keep_files: job.log.keep_files,
-        circular: job.log.circular,
-        checkpoint_interval: None,
-        ..InstanceOptions::default()
-    }
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -122,7 +95,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             backend.clone(),
             &instance.database_path,
             &instance.log_path,
-            &instance_options(&job, stats.clone()),
+            &jetproof_procedures::options::recovery_options(&job, stats.clone()),
         ) {
             Ok(report) => report,
             Err(error) => {
