@@ -2,36 +2,17 @@
 //! databases dirty; `recover` replays their logs and reports it, after which `checksum` passes and
 //! a new run attaches and passes. Clean databases: nothing to do, exit 0.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn jetproof(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("jetproof").expect("binary built");
-    cmd.current_dir(dir);
-    cmd
-}
-
-/// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O (as `run_cli.rs`).
-fn small_job(dir: &Path) -> PathBuf {
-    let job = dir.join("job.toml");
-    std::fs::write(
-        &job,
-        "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-         [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
-         [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
-         [run]\nduration = \"60s\"\nsample_interval = \"500ms\"\n",
-    )
-    .expect("write job");
-    job
-}
+mod common;
+use common::{jetproof, small_job};
 
 #[test]
 fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path());
+    let job = small_job(dir.path(), "60s", "");
     let job_arg = job.to_str().expect("utf-8");
     jetproof(dir.path())
         .args(["init", job_arg])

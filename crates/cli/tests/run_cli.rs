@@ -1,42 +1,15 @@
 //! `jetproof run` through the real binary: each built test type runs on small databases and
 //! writes a valid result; thresholds decide the verdict; bad input exits 2.
 
-use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn jetproof(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("jetproof").expect("binary built");
-    cmd.current_dir(dir);
-    cmd
-}
-
-/// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O (runs on any file
-/// system), a 2-second window sampled every half second.
-fn small_job(dir: &Path, extra: &str) -> PathBuf {
-    let job = dir.join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
-            "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
-             [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
-             [run]\nduration = \"2s\"\nsample_interval = \"500ms\"\n{extra}"
-        ),
-    )
-    .expect("write job");
-    job
-}
-
-fn result(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("result.json")).expect("valid JSON")
-}
+mod common;
+use common::{jetproof, result, small_job};
 
 #[test]
 fn performance_initialises_first_then_measures_and_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path(), "");
+    let job = small_job(dir.path(), "2s", "");
     jetproof(dir.path())
         .args([
             "run",
@@ -135,7 +108,11 @@ fn performance_initialises_first_then_measures_and_passes() {
 #[test]
 fn an_impossible_threshold_fails_with_its_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path(), "[thresholds]\ndb_read_avg_ms = 0.000001\n");
+    let job = small_job(
+        dir.path(),
+        "2s",
+        "[thresholds]\ndb_read_avg_ms = 0.000001\n",
+    );
     jetproof(dir.path())
         .args([
             "run",
@@ -166,7 +143,7 @@ fn an_impossible_threshold_fails_with_its_reason() {
 #[test]
 fn a_mix_that_does_not_sum_to_100_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path(), "");
+    let job = small_job(dir.path(), "2s", "");
     let text = std::fs::read_to_string(&job).expect("read") + "";
     std::fs::write(
         &job,
@@ -185,7 +162,7 @@ fn a_mix_that_does_not_sum_to_100_is_refused() {
 #[test]
 fn backup_without_databases_says_to_init() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path(), "");
+    let job = small_job(dir.path(), "2s", "");
     jetproof(dir.path())
         .args(["run", job.to_str().expect("utf-8"), "--test", "backup"])
         .assert()
@@ -196,7 +173,7 @@ fn backup_without_databases_says_to_init() {
 #[test]
 fn stress_ends_with_a_checksum_of_every_page() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path(), "");
+    let job = small_job(dir.path(), "2s", "");
     let job = job.to_str().expect("utf-8");
     jetproof(dir.path())
         .args(["init", job, "--out", "i"])
@@ -246,6 +223,7 @@ fn auto_tune_picks_a_session_count_and_reports_its_trials() {
     // 100 transactional IOPS: one session per instance reaches it on any machine.
     let job = small_job(
         dir.path(),
+        "2s",
         "[simulation]\nmailboxes = 100\niops_per_mailbox = 1.0\n",
     );
     let text = std::fs::read_to_string(&job).expect("read");
@@ -308,6 +286,7 @@ fn auto_tune_fails_clearly_when_the_target_is_out_of_reach() {
     // 10^9 transactional IOPS: no storage reaches it.
     let job = small_job(
         dir.path(),
+        "2s",
         "[simulation]\nmailboxes = 1000\niops_per_mailbox = 1000000.0\n",
     );
     let text = std::fs::read_to_string(&job).expect("read");
@@ -351,7 +330,7 @@ fn auto_tune_fails_clearly_when_the_target_is_out_of_reach() {
 #[test]
 fn auto_tune_without_a_target_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path(), "");
+    let job = small_job(dir.path(), "2s", "");
     jetproof(dir.path())
         .args([
             "run",

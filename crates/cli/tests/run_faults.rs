@@ -7,34 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
-
-fn jetproof(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("jetproof").expect("binary built");
-    cmd.current_dir(dir);
-    cmd
-}
-
-/// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O, sampled every half
-/// second (as in run_cli.rs).
-fn small_job(dir: &Path, duration: &str, extra: &str) -> PathBuf {
-    let job = dir.join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
-            "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
-             [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
-             [run]\nduration = \"{duration}\"\nsample_interval = \"500ms\"\n{extra}"
-        ),
-    )
-    .expect("write job");
-    job
-}
-
-fn result(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("result.json")).expect("valid JSON")
-}
+mod common;
+use common::{jetproof, result, small_job};
 
 fn database_paths(dir: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = walk(&dir.join("jetproof-data"))

@@ -4,36 +4,19 @@
 //! must show every generation replayed with its timing and the replay's own I/O, and the
 //! databases must be clean after it: `checksum` passes and a performance run attaches.
 
-use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn jetproof(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("jetproof").expect("binary built");
-    cmd.current_dir(dir);
-    cmd
-}
-
-/// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O, 64 KiB log files.
-fn small_job(dir: &Path) -> PathBuf {
-    let job = dir.join("job.toml");
-    std::fs::write(
-        &job,
-        "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-         [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
-         [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
-         [log]\nfile_size = \"64KiB\"\nbuffer_size = \"64KiB\"\n\
-         [run]\nduration = \"60s\"\nsample_interval = \"500ms\"\n",
-    )
-    .expect("write job");
-    job
-}
+mod common;
+use common::{jetproof, small_job};
 
 #[test]
 fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path());
+    let job = small_job(
+        dir.path(),
+        "60s",
+        "[log]\nfile_size = \"64KiB\"\nbuffer_size = \"64KiB\"\n",
+    );
     let job_arg = job.to_str().expect("utf-8");
     // No `init` first: the run initialises the missing databases itself.
     jetproof(dir.path())
@@ -157,7 +140,11 @@ fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
 #[test]
 fn zero_log_files_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = small_job(dir.path());
+    let job = small_job(
+        dir.path(),
+        "60s",
+        "[log]\nfile_size = \"64KiB\"\nbuffer_size = \"64KiB\"\n",
+    );
     jetproof(dir.path())
         .args([
             "run",
