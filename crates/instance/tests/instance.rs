@@ -25,6 +25,8 @@ use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
 const DB: &str = "/inst/db.jpdb";
 const LOGS: &str = "/inst/logs";
 const PAGE: usize = 4096;
@@ -459,33 +461,9 @@ fn redo_case(seed: u64, from_checkpoint: bool) {
     let instance = fresh(backend.clone(), &opts);
     let first_checkpoint = instance.log().checkpoint();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    let max = instance.database().max_record_bytes() - 8;
     let mut committed = BTreeSet::new();
     for n in 0..rng.random_range(300..900u32) {
-        let key = rng.random_range(0..400u64).to_be_bytes().to_vec();
-        let len = if rng.random_bool(0.2) {
-            rng.random_range(max / 2..max)
-        } else {
-            rng.random_range(1..max / 6)
-        };
-        let value = vec![rng.random::<u8>(); len];
-        match rng.random_range(0..10) {
-            0..5 => {
-                if instance.insert(&key, &value).unwrap() {
-                    model.insert(key, value);
-                }
-            }
-            5..8 => {
-                if instance.delete(&key).unwrap() {
-                    model.remove(&key);
-                }
-            }
-            _ => {
-                if instance.replace(&key, &value).unwrap() {
-                    model.insert(key, value);
-                }
-            }
-        }
+        common::random_change(&instance, &mut rng, 400, &mut model);
         if rng.random_bool(0.4)
             && let Some(lsn) = instance.commit(rng.random_bool(0.7)).unwrap()
         {

@@ -24,6 +24,8 @@ use jetproof_log::log_file_path;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
 const DB: &str = "/rec/db.jpdb";
 const LOGS: &str = "/rec/logs";
 const PAGE: usize = 4096;
@@ -90,30 +92,7 @@ fn crashed_run(seed: u64) -> (Arc<FaultBackend>, BTreeMap<Vec<u8>, Vec<u8>>) {
     let max = instance.database().max_record_bytes() - 8;
     let mut model = BTreeMap::new();
     for n in 0..rng.random_range(300..700u32) {
-        let key = rng.random_range(0..300u64).to_be_bytes().to_vec();
-        let len = if rng.random_bool(0.2) {
-            rng.random_range(max / 2..max)
-        } else {
-            rng.random_range(1..max / 6)
-        };
-        let value = vec![rng.random::<u8>(); len];
-        match rng.random_range(0..10) {
-            0..5 => {
-                if instance.insert(&key, &value).unwrap() {
-                    model.insert(key, value);
-                }
-            }
-            5..8 => {
-                if instance.delete(&key).unwrap() {
-                    model.remove(&key);
-                }
-            }
-            _ => {
-                if instance.replace(&key, &value).unwrap() {
-                    model.insert(key, value);
-                }
-            }
-        }
+        common::random_change(&instance, &mut rng, 300, &mut model);
         if rng.random_bool(0.4) {
             instance.commit(rng.random_bool(0.7)).unwrap();
         }
