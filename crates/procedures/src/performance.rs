@@ -1151,6 +1151,9 @@ fn measure(
         .map(|a| a.load.counters.transactions())
         .collect();
     let window_started = Instant::now();
+    // The process's CPU time over the window alone (warm-up and shut-down excluded): every
+    // thread's, sessions, flushers, log writers, maintenance and this one.
+    let cpu_started = jetproof_io::sample::process_cpu_time();
     let interval = job.run.sample_interval.as_duration();
     let mut next_sample = window_started + interval;
     let mut interval_max: BTreeMap<(usize, IoClass), f64> = BTreeMap::new();
@@ -1235,6 +1238,9 @@ fn measure(
         std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
     }
     let window = window_started.elapsed().as_secs_f64();
+    let cpu_seconds = jetproof_io::sample::process_cpu_time()
+        .saturating_sub(cpu_started)
+        .as_secs_f64();
     log.line(format!("Measured window: {window:.1} s."));
 
     let mut instances = Vec::new();
@@ -1242,6 +1248,7 @@ fn measure(
     let mut reasons = Vec::new();
     let mut totals = BTreeMap::new();
     let mut all_tx = 0u64;
+    let mut transactional_ios = 0u64;
     for (index, (a, base)) in attached.iter().zip(&base).enumerate() {
         let delta = a.stats.snapshot().delta_since(base);
         let mut io = snapshot_results(&delta, window);
@@ -1257,6 +1264,11 @@ fn measure(
             .map(|c| c.ops_per_sec)
             .sum();
         achieved += transactional;
+        transactional_ios += ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| io.get(*k))
+            .map(|c| c.count)
+            .sum::<u64>();
         let tx = a.load.counters.transactions() - base_tx[index];
         all_tx += tx;
         let cache = a.database.database().cache_stats();
@@ -1296,6 +1308,14 @@ fn measure(
     }
     totals.insert("measured_seconds".into(), window.into());
     totals.insert("transactions".into(), all_tx.into());
+    totals.insert("process_cpu_seconds".into(), cpu_seconds.into());
+    if transactional_ios > 0 {
+        let per_io = cpu_seconds * 1e6 / transactional_ios as f64;
+        totals.insert("cpu_us_per_transactional_io".into(), per_io.into());
+        log.line(format!(
+            "Process CPU over the measured window: {cpu_seconds:.2} s, {per_io:.1} µs per transactional I/O ({transactional_ios} database reads and writes)."
+        ));
+    }
     let stat = |values: &[f64]| {
         (!values.is_empty()).then(|| Stat {
             average: values.iter().sum::<f64>() / values.len() as f64,
@@ -1654,5 +1674,59 @@ mod tests {
             .expect("open");
         let header = DbHeader::read(file.as_ref()).expect("header");
         assert_eq!(header.state, DbState::Clean);
+    }
+
+    /// Not a check but the in-memory variant of `bench/run-overhead.sh`: `init` then
+    /// `run --test performance` of the job in `JETPROOF_BENCH_JOB`, both through
+    /// `jetproof_io::mem::MemBackend` (databases and logs are byte vectors: no device, no
+    /// system call per I/O), results into `JETPROOF_BENCH_OUT`. The run's own
+    /// `totals.cpu_us_per_transactional_io` is the driver's CPU cost per I/O with no device in
+    /// the way. The CLI's `run` always uses the portable backend, hence this entry point.
+    /// `cargo test --release -p jetproof-procedures --lib -- --ignored --exact
+    /// performance::tests::bench_run_with_the_mem_backend --nocapture`
+    #[test]
+    #[ignore = "benchmark, run by bench/run-overhead.sh with JETPROOF_BENCH_JOB set"]
+    fn bench_run_with_the_mem_backend() {
+        use crate::init::{InitOptions, NoProgress, init};
+        use crate::target::Permissions;
+        let (Ok(job_path), Ok(out_dir)) = (
+            std::env::var("JETPROOF_BENCH_JOB"),
+            std::env::var("JETPROOF_BENCH_OUT"),
+        ) else {
+            println!("JETPROOF_BENCH_JOB and JETPROOF_BENCH_OUT are not set: nothing to run");
+            return;
+        };
+        let job = Job::load(std::path::Path::new(&job_path)).expect("job");
+        let backend = jetproof_io::mem::MemBackend::new();
+        let stop = AtomicBool::new(false);
+        let out_dir = std::path::Path::new(&out_dir);
+        let init_out = OutDir::prepare(Some(&out_dir.join("init")), TestKind::Init).expect("out");
+        let init_log = TestLog::create(&init_out.file("test.log"), false).expect("log");
+        init(
+            &job,
+            &init_out,
+            &init_log,
+            &InitOptions {
+                permissions: Permissions::default(),
+                backend: backend.clone(),
+                progress: &NoProgress,
+                stop: &stop,
+                seed: 0x6a65_7470_726f_6f66,
+            },
+        )
+        .expect("init in memory");
+        let out = OutDir::prepare(Some(&out_dir.join("results")), TestKind::Performance)
+            .expect("out dir");
+        let log = TestLog::create(&out.file("test.log"), false).expect("log");
+        let options = RunOptions {
+            backend,
+            stop: &stop,
+            seed: 0x6a70_7275_6e00_0001,
+        };
+        let result = performance(&job, false, &out, &log, &options).expect("a result");
+        println!(
+            "mem backend: {:?} transactional IOPS, totals {:?}",
+            result.achieved_iops, result.totals
+        );
     }
 }
