@@ -378,19 +378,13 @@ impl<'a> Tree<'a> {
                 if let Some(range) = node::leaf_value_range(leaf.data(), index)
                     && range.len() == value.len()
                 {
-                    let old_value = leaf.data().get(range.clone()).unwrap_or_default().to_vec();
                     if let Some(slot) = leaf.data_mut().get_mut(range) {
                         slot.copy_from_slice(value);
                     }
                     self.logged(
                         leaf,
                         log_position,
-                        PageChange::LeafReplace {
-                            index,
-                            key,
-                            old_value: &old_value,
-                            new_value: value,
-                        },
+                        PageChange::LeafReplace { index, key, value },
                     )?;
                     return Ok(Some(true));
                 }
@@ -400,22 +394,16 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 let mut entries = self.decode(page, leaf.data())?;
-                let mut old_value = Vec::new();
                 if let Entries::Leaf(e) = &mut entries
                     && let Some(slot) = e.get_mut(index)
                 {
-                    old_value = std::mem::replace(&mut slot.1, value.to_vec());
+                    slot.1 = value.to_vec();
                 }
                 entries.encode(leaf.data_mut(), 0);
                 self.logged(
                     leaf,
                     log_position,
-                    PageChange::LeafReplace {
-                        index,
-                        key,
-                        old_value: &old_value,
-                        new_value: value,
-                    },
+                    PageChange::LeafReplace { index, key, value },
                 )?;
                 Ok(Some(true))
             }
@@ -424,22 +412,13 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 let mut entries = self.decode(page, leaf.data())?;
-                let mut old_value = Vec::new();
                 if let Entries::Leaf(e) = &mut entries
                     && index < e.len()
                 {
-                    old_value = e.remove(index).1;
+                    e.remove(index);
                 }
                 entries.encode(leaf.data_mut(), 0);
-                self.logged(
-                    leaf,
-                    log_position,
-                    PageChange::LeafDelete {
-                        index,
-                        key,
-                        old_value: &old_value,
-                    },
-                )?;
+                self.logged(leaf, log_position, PageChange::LeafDelete { index, key })?;
                 Ok(Some(true))
             }
             (Op::Insert { .. }, None, Ok(_)) => Err(self.inconsistent(page, "search disagrees")),
@@ -598,6 +577,9 @@ impl<'a> Tree<'a> {
         Ok(true)
     }
 
+    /// Rewrites an existing node with `entries` at `level` and logs it as a splice of its own
+    /// previous entries ([`PageChange::NodeSplice`]), which carries only the entries the node
+    /// did not hold before.
     fn write_node(
         &self,
         node: &mut PageMut<'_>,
@@ -605,8 +587,30 @@ impl<'a> Tree<'a> {
         level: u16,
         lp: u64,
     ) -> Result<()> {
+        let page = node.page_number();
+        let old = self.decode(page, node.data())?;
+        let splice = node::splice_between(&old, entries);
+        let (Ok(keep), Ok(at), Ok(remove)) = (
+            u16::try_from(splice.keep),
+            u16::try_from(splice.at),
+            u16::try_from(splice.remove),
+        ) else {
+            return Err(self.inconsistent(page, "node with more than 65535 entries"));
+        };
+        let mut records = Vec::new();
+        entries.encode_records(splice.inserted, &mut records);
         entries.encode(node.data_mut(), level);
-        self.logged_image(node, lp)
+        self.logged(
+            node,
+            lp,
+            PageChange::NodeSplice {
+                level,
+                keep,
+                at,
+                remove,
+                records: &records,
+            },
+        )
     }
 
     fn new_node(&self, entries: &Entries, level: u16, lp: u64) -> Result<u32> {
@@ -619,7 +623,10 @@ impl<'a> Tree<'a> {
         };
         page::write_common(node.data_mut(), page, page_type, 0);
         page::put_u32(node.data_mut(), page::OFFSET_TREE, self.tree_id);
-        self.write_node(&mut node, entries, level, lp)?;
+        // A new page's content comes from another page, which may already be on disk in its
+        // later state at redo time: it is logged whole (the log leaves out its free space).
+        entries.encode(node.data_mut(), level);
+        self.logged_image(&mut node, lp)?;
         Ok(page)
     }
 

@@ -2,10 +2,14 @@
 //!
 //! Every change the engine makes to a page is reported, while the page is still latched
 //! exclusively, to the database's [`ChangeLog`] as one [`PageChange`]: physiological (which page,
-//! what change within it), as ESE logs. The common changes are small (a leaf insert, replace or
-//! delete carries the record, and for undo the old value); structural changes (splits, merges, new
-//! and freed pages) carry the page's whole new image, which is rare (about one change in ten for
-//! an insert-heavy mix). The log returns the log position of its record, which is stamped on the
+//! what change within it), as ESE logs. The common changes are small (a leaf insert or replace
+//! carries the record, a delete its key; only what redo needs: undo is logged apart, logically,
+//! by the instance). Structural changes to an existing node (the left half of a split, a parent
+//! gaining or losing a separator, the survivor of a merge) are [`PageChange::NodeSplice`]s,
+//! derived from the node's own previous entries, so they carry only the entries it did not hold
+//! before. Only a page whose new content cannot be derived from its own previous state (the new
+//! right half of a split, a new root child, a freed page) is logged as an image, which the log
+//! stores without its free-space hole. The log returns the log position of its record, which is stamped on the
 //! page with the change's update stamp: the cache will not write the page before the log is
 //! durable up to there (see [`crate::cache::WriteAheadGate`]).
 //!
@@ -24,7 +28,9 @@ use crate::page;
 /// One change to one page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PageChange<'a> {
-    /// The page's whole new content (splits, merges, rebuilt nodes, new and freed pages).
+    /// The page's whole new content (new and freed pages, and nodes whose new content shares
+    /// nothing with the old). The log stores it without its longest run of zeros (the free-space
+    /// hole), see `jetproof_instance::format`.
     Image { data: &'a [u8] },
     /// A record inserted at slot `index` of a leaf.
     LeafInsert {
@@ -32,18 +38,28 @@ pub enum PageChange<'a> {
         key: &'a [u8],
         value: &'a [u8],
     },
-    /// The value of the record at slot `index` replaced (`old_value` is for undo).
+    /// The value of the record at slot `index` replaced. Redo needs only the new value; undo is
+    /// logged apart, logically, by the instance.
     LeafReplace {
         index: usize,
         key: &'a [u8],
-        old_value: &'a [u8],
-        new_value: &'a [u8],
+        value: &'a [u8],
     },
-    /// The record at slot `index` removed (`old_value` is for undo).
-    LeafDelete {
-        index: usize,
-        key: &'a [u8],
-        old_value: &'a [u8],
+    /// The record at slot `index` removed.
+    LeafDelete { index: usize, key: &'a [u8] },
+    /// A node rewritten from its own previous entries (splits, merges, separators added to or
+    /// dropped from a parent, changes made on the tree's pessimistic path): keep the first
+    /// `keep` entries, replace entries `at..at + remove` of those with `records` (entries in
+    /// the node's record layout, see [`Entries::encode_records`]), and write the result
+    /// packed as a node at `level`. Derived from the page's own previous state only, so it is
+    /// replayable per page; it carries only the entries the page did not already hold (the
+    /// left half of a split carries none, or the one new record).
+    NodeSplice {
+        level: u16,
+        keep: u16,
+        at: u16,
+        remove: u16,
+        records: &'a [u8],
     },
     /// A space map bit set (page in use) or cleared (page free).
     MapBit { bit: u64, used: bool },
@@ -61,13 +77,18 @@ pub enum OwnedPageChange {
     LeafReplace {
         index: usize,
         key: Vec<u8>,
-        old_value: Vec<u8>,
-        new_value: Vec<u8>,
+        value: Vec<u8>,
     },
     LeafDelete {
         index: usize,
         key: Vec<u8>,
-        old_value: Vec<u8>,
+    },
+    NodeSplice {
+        level: u16,
+        keep: u16,
+        at: u16,
+        remove: u16,
+        records: Vec<u8>,
     },
     MapBit {
         bit: u64,
@@ -84,25 +105,27 @@ impl PageChange<'_> {
                 key: key.to_vec(),
                 value: value.to_vec(),
             },
-            PageChange::LeafReplace {
-                index,
-                key,
-                old_value,
-                new_value,
-            } => OwnedPageChange::LeafReplace {
+            PageChange::LeafReplace { index, key, value } => OwnedPageChange::LeafReplace {
                 index,
                 key: key.to_vec(),
-                old_value: old_value.to_vec(),
-                new_value: new_value.to_vec(),
+                value: value.to_vec(),
             },
-            PageChange::LeafDelete {
-                index,
-                key,
-                old_value,
-            } => OwnedPageChange::LeafDelete {
+            PageChange::LeafDelete { index, key } => OwnedPageChange::LeafDelete {
                 index,
                 key: key.to_vec(),
-                old_value: old_value.to_vec(),
+            },
+            PageChange::NodeSplice {
+                level,
+                keep,
+                at,
+                remove,
+                records,
+            } => OwnedPageChange::NodeSplice {
+                level,
+                keep,
+                at,
+                remove,
+                records: records.to_vec(),
             },
             PageChange::MapBit { bit, used } => OwnedPageChange::MapBit { bit, used },
         }
@@ -118,25 +141,26 @@ impl OwnedPageChange {
                 key,
                 value,
             },
-            OwnedPageChange::LeafReplace {
-                index,
-                key,
-                old_value,
-                new_value,
-            } => PageChange::LeafReplace {
+            OwnedPageChange::LeafReplace { index, key, value } => PageChange::LeafReplace {
                 index: *index,
                 key,
-                old_value,
-                new_value,
+                value,
             },
-            OwnedPageChange::LeafDelete {
-                index,
-                key,
-                old_value,
-            } => PageChange::LeafDelete {
-                index: *index,
-                key,
-                old_value,
+            OwnedPageChange::LeafDelete { index, key } => {
+                PageChange::LeafDelete { index: *index, key }
+            }
+            OwnedPageChange::NodeSplice {
+                level,
+                keep,
+                at,
+                remove,
+                records,
+            } => PageChange::NodeSplice {
+                level: *level,
+                keep: *keep,
+                at: *at,
+                remove: *remove,
+                records,
             },
             OwnedPageChange::MapBit { bit, used } => PageChange::MapBit {
                 bit: *bit,
@@ -210,27 +234,31 @@ pub fn apply(page_bytes: &mut [u8], change: &PageChange<'_>) -> Result<(), RedoE
                 return Err(bad("leaf insert does not fit the page's records"));
             }
         }
-        PageChange::LeafReplace {
-            index,
-            key,
-            new_value,
-            ..
-        } => {
+        PageChange::LeafReplace { index, key, value } => {
             if node::leaf_search(page_bytes, key) != Some(Ok(index)) {
                 return Err(bad("replaced record not at its slot"));
+            }
+            // As the tree does it: a value of the same size is overwritten where it is (so redo
+            // gives the live page's bytes, not only its records), any other is repacked.
+            if let Some(range) = node::leaf_value_range(page_bytes, index)
+                && range.len() == value.len()
+                && let Some(slot) = page_bytes.get_mut(range)
+            {
+                slot.copy_from_slice(value);
+                return Ok(());
             }
             let mut entries = Entries::decode(page_bytes).ok_or_else(|| bad("malformed leaf"))?;
             if let Entries::Leaf(records) = &mut entries
                 && let Some(slot) = records.get_mut(index)
             {
-                slot.1 = new_value.to_vec();
+                slot.1 = value.to_vec();
             }
             if entries.bytes() > node::capacity(page_bytes.len()) {
                 return Err(bad("replaced record does not fit"));
             }
             entries.encode(page_bytes, 0);
         }
-        PageChange::LeafDelete { index, key, .. } => {
+        PageChange::LeafDelete { index, key } => {
             if node::leaf_search(page_bytes, key) != Some(Ok(index)) {
                 return Err(bad("deleted record not at its slot"));
             }
@@ -240,6 +268,37 @@ pub fn apply(page_bytes: &mut [u8], change: &PageChange<'_>) -> Result<(), RedoE
             }
             entries.encode(page_bytes, 0);
         }
+        PageChange::NodeSplice {
+            level,
+            keep,
+            at,
+            remove,
+            records,
+        } => {
+            node::validate(page_bytes).ok_or_else(|| bad("spliced page is not a valid node"))?;
+            let mut entries = Entries::decode(page_bytes)
+                .ok_or_else(|| bad("spliced page is not a valid node"))?;
+            let inserted = Entries::decode_records(records, level == 0)
+                .ok_or_else(|| bad("malformed records in a node splice"))?;
+            let (keep, at, remove) = (usize::from(keep), usize::from(at), usize::from(remove));
+            if entries.is_leaf() != inserted.is_leaf() {
+                // A node that changes kind (a root split or collapse) keeps none of its entries.
+                if keep != 0 || at != 0 || remove != 0 {
+                    return Err(bad("node splice keeps entries of another kind"));
+                }
+                entries = inserted;
+            } else {
+                entries
+                    .splice(keep, at, remove, inserted)
+                    .ok_or_else(|| bad("node splice outside the page's entries"))?;
+            }
+            if entries.bytes() > node::capacity(page_bytes.len())
+                || entries.len() > usize::from(u16::MAX)
+            {
+                return Err(bad("node splice does not fit the page"));
+            }
+            entries.encode(page_bytes, level);
+        }
         PageChange::MapBit { bit, used } => {
             if !crate::space::set_map_bit(page_bytes, bit, used) {
                 return Err(bad("space map bit outside the page"));
@@ -247,4 +306,124 @@ pub fn apply(page_bytes: &mut [u8], change: &PageChange<'_>) -> Result<(), RedoE
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn leaf(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut page = vec![0u8; 4096];
+        page::write_common(&mut page, 7, page::PageType::Leaf, 1);
+        Entries::Leaf(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+        )
+        .encode(&mut page, 0);
+        page
+    }
+
+    /// A splice that does not fit the page it is redone on is an error naming why, never a
+    /// panic or a changed page: garbage records, ranges past the entries, another kind, too
+    /// large, a page that is not a node.
+    #[test]
+    fn bad_splices_are_errors() {
+        let page = leaf(&[(b"a", b"1"), (b"b", b"2")]);
+        let mut records = Vec::new();
+        Entries::Leaf(vec![(b"c".to_vec(), vec![9; 5000])]).encode_records(0..1, &mut records);
+        let cases: Vec<PageChange<'_>> = vec![
+            PageChange::NodeSplice {
+                level: 0,
+                keep: 2,
+                at: 2,
+                remove: 0,
+                records: &[1, 2, 3],
+            },
+            PageChange::NodeSplice {
+                level: 0,
+                keep: 3,
+                at: 0,
+                remove: 0,
+                records: &[],
+            },
+            PageChange::NodeSplice {
+                level: 0,
+                keep: 2,
+                at: 2,
+                remove: 1,
+                records: &[],
+            },
+            PageChange::NodeSplice {
+                level: 1,
+                keep: 1,
+                at: 1,
+                remove: 0,
+                records: &[],
+            },
+            PageChange::NodeSplice {
+                level: 0,
+                keep: 2,
+                at: 2,
+                remove: 0,
+                records: &records,
+            },
+        ];
+        for change in &cases {
+            let mut copy = page.clone();
+            assert!(apply(&mut copy, change).is_err(), "{change:?}");
+            assert_eq!(copy, page, "{change:?} changed the page");
+        }
+        let mut free = vec![0u8; 4096];
+        page::format_free(&mut free, 3);
+        let splice = PageChange::NodeSplice {
+            level: 0,
+            keep: 0,
+            at: 0,
+            remove: 0,
+            records: &[],
+        };
+        assert!(apply(&mut free, &splice).is_err());
+    }
+
+    /// Redo of a splice over the page before it gives exactly the page the tree wrote.
+    #[test]
+    fn a_splice_redone_gives_the_new_node() {
+        let before = leaf(&[(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4")]);
+        let old = Entries::decode(&before).unwrap();
+        for new in [
+            Entries::Leaf(vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"b".to_vec(), b"2".to_vec()),
+            ]),
+            Entries::Leaf(vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"ab".to_vec(), b"x".to_vec()),
+            ]),
+            Entries::Interior(vec![(Vec::new(), 10), (b"c".to_vec(), 11)]),
+        ] {
+            let mut live = before.clone();
+            let level = u16::from(!new.is_leaf());
+            new.encode(&mut live, level);
+            let splice = node::splice_between(&old, &new);
+            let mut records = Vec::new();
+            new.encode_records(splice.inserted.clone(), &mut records);
+            let mut redone = before.clone();
+            let change = PageChange::NodeSplice {
+                level,
+                keep: splice.keep as u16,
+                at: splice.at as u16,
+                remove: splice.remove as u16,
+                records: &records,
+            };
+            assert!(redo(&mut redone, 5, 6, &change).unwrap());
+            page::put_u64(&mut live, page::OFFSET_UPDATE_STAMP, 5);
+            page::put_u64(&mut live, page::OFFSET_LOG_POSITION, 6);
+            assert_eq!(redone, live, "{new:?}");
+            // Already applied: skipped.
+            assert!(!redo(&mut redone, 5, 6, &change).unwrap());
+        }
+    }
 }

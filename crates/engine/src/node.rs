@@ -351,6 +351,158 @@ impl Entries {
     }
 }
 
+impl Entries {
+    /// The entries `range` in the records' own layout (leaf: key length u16, value length u16,
+    /// key, value; interior: key length u16, child u32, key), concatenated: the payload of a
+    /// [`crate::change::PageChange::NodeSplice`].
+    pub fn encode_records(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        match self {
+            Entries::Leaf(e) => {
+                for (k, v) in e.get(range).unwrap_or_default() {
+                    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+                    out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+                    out.extend_from_slice(k);
+                    out.extend_from_slice(v);
+                }
+            }
+            Entries::Interior(e) => {
+                for (k, c) in e.get(range).unwrap_or_default() {
+                    out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+                    out.extend_from_slice(&c.to_le_bytes());
+                    out.extend_from_slice(k);
+                }
+            }
+        }
+    }
+
+    /// Parses what [`Entries::encode_records`] wrote; `None` if the bytes do not split exactly
+    /// into records (a torn or garbage payload).
+    pub fn decode_records(bytes: &[u8], leaf: bool) -> Option<Entries> {
+        let mut rest = bytes;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let (head, tail) = rest.split_at_checked(n)?;
+            rest = tail;
+            Some(head)
+        };
+        let mut leaves = Vec::new();
+        let mut interiors = Vec::new();
+        while let Some(len) = take(2) {
+            let key_len = usize::from(page::get_u16(len, 0)?);
+            if leaf {
+                let value_len = usize::from(page::get_u16(take(2)?, 0)?);
+                let key = take(key_len)?.to_vec();
+                let value = take(value_len)?.to_vec();
+                leaves.push((key, value));
+            } else {
+                let child = page::get_u32(take(4)?, 0)?;
+                let key = take(key_len)?.to_vec();
+                interiors.push((key, child));
+            }
+        }
+        // `take(2)` failed: either nothing was left (done) or one stray byte (garbage).
+        if !rest.is_empty() {
+            return None;
+        }
+        Some(if leaf {
+            Entries::Leaf(leaves)
+        } else {
+            Entries::Interior(interiors)
+        })
+    }
+
+    /// Keeps the first `keep` entries, then replaces entries `at..at + remove` of those with
+    /// `inserted`. `None` (self unchanged) if the ranges do not fit or the kinds differ.
+    pub fn splice(
+        &mut self,
+        keep: usize,
+        at: usize,
+        remove: usize,
+        inserted: Entries,
+    ) -> Option<()> {
+        let end = at.checked_add(remove)?;
+        if keep > self.len() || end > keep {
+            return None;
+        }
+        match (self, inserted) {
+            (Entries::Leaf(e), Entries::Leaf(new)) => {
+                e.truncate(keep);
+                e.splice(at..end, new);
+            }
+            (Entries::Interior(e), Entries::Interior(new)) => {
+                e.truncate(keep);
+                e.splice(at..end, new);
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn same_entry(&self, i: usize, other: &Entries, j: usize) -> bool {
+        match (self, other) {
+            (Entries::Leaf(a), Entries::Leaf(b)) => a.get(i).is_some() && a.get(i) == b.get(j),
+            (Entries::Interior(a), Entries::Interior(b)) => {
+                a.get(i).is_some() && a.get(i) == b.get(j)
+            }
+            _ => false,
+        }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        matches!(self, Entries::Leaf(_))
+    }
+}
+
+/// How a node's entries went from `old` to `new`, as one splice of the old ones: keep the first
+/// `keep`, replace `at..at + remove` of those with `new[inserted]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Splice {
+    pub keep: usize,
+    pub at: usize,
+    pub remove: usize,
+    pub inserted: std::ops::Range<usize>,
+}
+
+/// The splice that turns `old` into `new` carrying few entries: the common prefix is kept, and
+/// the longest run ending `new` that is also a run of `old` (after the prefix) is kept where it
+/// is, whatever `old` has after it being cut off. That covers what the tree does to an existing
+/// node: an entry inserted, replaced or removed (one entry carried), the left half of a split
+/// (a cut, plus the new entry if it landed there), a separator added or dropped, a merge that
+/// appends a sibling's entries. Entries of different kinds (a root that changes level) share
+/// nothing: the splice carries all of `new`.
+pub fn splice_between(old: &Entries, new: &Entries) -> Splice {
+    let (n, m) = (old.len(), new.len());
+    if old.is_leaf() != new.is_leaf() {
+        return Splice {
+            keep: 0,
+            at: 0,
+            remove: 0,
+            inserted: 0..m,
+        };
+    }
+    let mut p = 0;
+    while p < n.min(m) && old.same_entry(p, new, p) {
+        p += 1;
+    }
+    // The last entry of `new`, if it comes from `old` after the prefix, ends the kept run.
+    let mut end = p;
+    let mut run = 0;
+    if m > p
+        && let Some(j) = (p..n).rev().find(|&j| old.same_entry(j, new, m - 1))
+    {
+        end = j + 1;
+        run = 1;
+        while run < m - p && run < end - p && old.same_entry(end - 1 - run, new, m - 1 - run) {
+            run += 1;
+        }
+    }
+    Splice {
+        keep: end,
+        at: p,
+        remove: end - run - p,
+        inserted: p..m - run,
+    }
+}
+
 /// Writes a node's framing fields (entry count, level, data start) and its page type, for a
 /// caller that placed the slots and records itself (the bulk loader).
 pub fn set_framing(page: &mut [u8], entries: usize, level: u16, data_start: usize) {
@@ -459,5 +611,74 @@ mod tests {
         let right = left.split_off(at);
         assert!(left.bytes() <= capacity(4096) && right.bytes() <= capacity(4096));
         assert!(!left.is_empty() && !right.is_empty());
+    }
+
+    /// The splice found between two entry lists, applied to the first, gives the second: for
+    /// the tree's own cases and for random pairs (seeded, deterministic).
+    #[test]
+    fn splice_between_rebuilds_the_new_entries() {
+        let leaf =
+            |keys: &[u8]| Entries::Leaf(keys.iter().map(|&k| (vec![k], vec![k; 3])).collect());
+        let check = |old: &Entries, new: &Entries| {
+            let splice = splice_between(old, new);
+            let mut records = Vec::new();
+            new.encode_records(splice.inserted.clone(), &mut records);
+            let inserted = Entries::decode_records(&records, new.is_leaf()).unwrap();
+            let mut rebuilt = old.clone();
+            if old.is_leaf() == new.is_leaf() {
+                rebuilt
+                    .splice(splice.keep, splice.at, splice.remove, inserted)
+                    .unwrap();
+            } else {
+                assert_eq!((splice.keep, splice.at, splice.remove), (0, 0, 0));
+                rebuilt = inserted;
+            }
+            assert_eq!(&rebuilt, new, "{old:?} -> {new:?}: {splice:?}");
+            splice
+        };
+        let old = leaf(&[1, 2, 3, 4, 5, 6]);
+        // Left half of a split, the new record on the right: a cut, nothing carried.
+        assert_eq!(check(&old, &leaf(&[1, 2, 3])).inserted.len(), 0);
+        // Left half with the new record in it: one entry carried.
+        assert_eq!(check(&old, &leaf(&[1, 2, 9, 3])).inserted.len(), 1);
+        // Insert, delete, append (merge).
+        assert_eq!(check(&old, &leaf(&[1, 2, 3, 9, 4, 5, 6])).inserted.len(), 1);
+        assert_eq!(check(&old, &leaf(&[1, 2, 4, 5, 6])).inserted.len(), 0);
+        assert_eq!(
+            check(&old, &leaf(&[1, 2, 3, 4, 5, 6, 7, 8])).inserted.len(),
+            2
+        );
+        // A level change carries everything.
+        let interior = Entries::Interior(vec![(vec![], 4), (vec![5], 6)]);
+        assert_eq!(check(&old, &interior).inserted.len(), 2);
+        assert_eq!(check(&interior, &old).inserted.len(), 6);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1)) as u8
+        };
+        for _ in 0..2000 {
+            let old: Vec<u8> = (0..next(12)).map(|_| next(16)).collect();
+            let new: Vec<u8> = (0..next(12)).map(|_| next(16)).collect();
+            check(&leaf(&old), &leaf(&new));
+        }
+    }
+
+    #[test]
+    fn garbage_records_are_refused() {
+        assert!(Entries::decode_records(&[1], true).is_none());
+        assert!(Entries::decode_records(&[1, 0, 0], true).is_none());
+        assert!(Entries::decode_records(&[5, 0, 1, 0, 0, 0, 7], false).is_none());
+        assert_eq!(
+            Entries::decode_records(&[], false),
+            Some(Entries::Interior(Vec::new()))
+        );
+        let mut e = Entries::Leaf(vec![(vec![1], vec![])]);
+        assert!(e.splice(2, 0, 0, Entries::Leaf(vec![])).is_none());
+        assert!(e.splice(1, 1, 1, Entries::Leaf(vec![])).is_none());
+        assert!(e.splice(1, usize::MAX, 1, Entries::Leaf(vec![])).is_none());
+        assert!(e.splice(1, 0, 0, Entries::Interior(vec![])).is_none());
     }
 }

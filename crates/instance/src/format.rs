@@ -2,8 +2,9 @@
 //!
 //! The log crate stores `record_type`, `transaction_id` and an opaque payload; this module gives
 //! the payload its meaning. One [`RECORD_PAGE_CHANGE`] record per page change (physiological, as
-//! ESE logs: page number, update stamp, the change and, for replace and delete, the old value that
-//! undo needs), and one [`RECORD_COMMIT`] record per transaction that changed anything. Recovery
+//! ESE logs: page number, update stamp and what redo needs of the change; images without their
+//! longest run of zeros, the page's free-space hole, as PostgreSQL logs full-page images), and one
+//! [`RECORD_COMMIT`] record per transaction that changed anything. Recovery
 //! decodes with [`decode`]; every length is checked against the payload, so a decoded record never
 //! indexes past its bytes (the log's CRCs already caught damage; this is the pair check).
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
@@ -22,9 +23,47 @@ pub const COMMIT_BYTES: usize = 8;
 
 const KIND_IMAGE: u8 = 1;
 const KIND_LEAF_INSERT: u8 = 2;
-const KIND_LEAF_REPLACE: u8 = 3;
-const KIND_LEAF_DELETE: u8 = 4;
+/// Leaf replace with the old value (the first layout); still decoded, the old value dropped.
+const KIND_LEAF_REPLACE_V1: u8 = 3;
+/// Leaf delete with the old value (the first layout); still decoded, the old value dropped.
+const KIND_LEAF_DELETE_V1: u8 = 4;
 const KIND_MAP_BIT: u8 = 5;
+const KIND_LEAF_REPLACE: u8 = 6;
+const KIND_LEAF_DELETE: u8 = 7;
+const KIND_NODE_SPLICE: u8 = 8;
+
+/// The largest page an image may describe (the largest page size), so a damaged hole length
+/// cannot ask for a huge allocation.
+pub const MAX_IMAGE_BYTES: usize = 32 * 1024;
+/// Zero runs shorter than this are not worth leaving out of an image.
+const MIN_HOLE_BYTES: usize = 64;
+
+/// The longest run of zero bytes in `data` (the first, if several are as long), as the range
+/// an image leaves out; empty if no run reaches [`MIN_HOLE_BYTES`]. In a B+tree node it is the
+/// free space between the slot array and the records (the engine keeps it zeroed); in a free
+/// page, everything after the header.
+pub fn image_hole(data: &[u8]) -> std::ops::Range<usize> {
+    let mut best = 0..0;
+    let mut start = None;
+    for (i, &byte) in data.iter().chain(std::iter::once(&1u8)).enumerate() {
+        match (byte, start) {
+            (0, None) => start = Some(i),
+            (0, Some(_)) => {}
+            (_, Some(s)) => {
+                if i - s > best.len() {
+                    best = s..i;
+                }
+                start = None;
+            }
+            (_, None) => {}
+        }
+    }
+    if best.len() < MIN_HOLE_BYTES {
+        0..0
+    } else {
+        best
+    }
+}
 
 /// A decoded engine log record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +90,8 @@ pub enum DecodeError {
     BadLength { expected: usize, found: usize },
     #[error("page change index {0} does not fit this machine's usize")]
     IndexTooLarge(u64),
+    #[error("page image of {0} bytes, more than a page")]
+    ImageTooLarge(u64),
 }
 
 /// Appends the payload of a page change record to `out` (cleared first).
@@ -62,28 +103,44 @@ pub fn encode_page_change(
 ) {
     let (kind, flags, index, key, first, second): (u8, u8, u64, &[u8], &[u8], &[u8]) = match *change
     {
-        PageChange::Image { data } => (KIND_IMAGE, 0, 0, &[], data, &[]),
+        // The index field holds the hole's length; the parts before and after it are the two
+        // values.
+        PageChange::Image { data } => {
+            let hole = image_hole(data);
+            (
+                KIND_IMAGE,
+                0,
+                hole.len() as u64,
+                &[],
+                data.get(..hole.start).unwrap_or(data),
+                data.get(hole.end..).unwrap_or(&[]),
+            )
+        }
         PageChange::LeafInsert { index, key, value } => {
             (KIND_LEAF_INSERT, 0, index as u64, key, value, &[])
         }
-        PageChange::LeafReplace {
-            index,
-            key,
-            old_value,
-            new_value,
+        PageChange::LeafReplace { index, key, value } => {
+            (KIND_LEAF_REPLACE, 0, index as u64, key, value, &[])
+        }
+        PageChange::LeafDelete { index, key } => (KIND_LEAF_DELETE, 0, index as u64, key, &[], &[]),
+        // The index field packs the splice: keep, at, remove, level (u16 each, low to high).
+        PageChange::NodeSplice {
+            level,
+            keep,
+            at,
+            remove,
+            records,
         } => (
-            KIND_LEAF_REPLACE,
+            KIND_NODE_SPLICE,
             0,
-            index as u64,
-            key,
-            old_value,
-            new_value,
+            u64::from(keep)
+                | u64::from(at) << 16
+                | u64::from(remove) << 32
+                | u64::from(level) << 48,
+            &[],
+            records,
+            &[],
         ),
-        PageChange::LeafDelete {
-            index,
-            key,
-            old_value,
-        } => (KIND_LEAF_DELETE, 0, index as u64, key, old_value, &[]),
         PageChange::MapBit { bit, used } => (KIND_MAP_BIT, u8::from(used), bit, &[], &[], &[]),
     };
     out.clear();
@@ -180,11 +237,23 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
             })
         }
     };
+    let u16_at = |shift: u32| (index_or_bit >> shift) as u16;
     let change = match kind {
         KIND_IMAGE => {
             expect_empty(key, key_len)?;
-            expect_empty(second, second_len)?;
-            OwnedPageChange::Image(first.to_vec())
+            let hole = usize::try_from(index_or_bit)
+                .ok()
+                .filter(|&h| h <= MAX_IMAGE_BYTES)
+                .ok_or(DecodeError::ImageTooLarge(index_or_bit))?;
+            let total = first.len() + hole + second.len();
+            if total > MAX_IMAGE_BYTES {
+                return Err(DecodeError::ImageTooLarge(total as u64));
+            }
+            let mut data = Vec::with_capacity(total);
+            data.extend_from_slice(first);
+            data.resize(first.len() + hole, 0);
+            data.extend_from_slice(second);
+            OwnedPageChange::Image(data)
         }
         KIND_LEAF_INSERT => {
             expect_empty(second, second_len)?;
@@ -194,18 +263,43 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
                 value: first.to_vec(),
             }
         }
-        KIND_LEAF_REPLACE => OwnedPageChange::LeafReplace {
+        KIND_LEAF_REPLACE_V1 => OwnedPageChange::LeafReplace {
             index: index()?,
             key: key.to_vec(),
-            old_value: first.to_vec(),
-            new_value: second.to_vec(),
+            value: second.to_vec(),
         },
-        KIND_LEAF_DELETE => {
+        KIND_LEAF_DELETE_V1 => {
             expect_empty(second, second_len)?;
             OwnedPageChange::LeafDelete {
                 index: index()?,
                 key: key.to_vec(),
-                old_value: first.to_vec(),
+            }
+        }
+        KIND_LEAF_REPLACE => {
+            expect_empty(second, second_len)?;
+            OwnedPageChange::LeafReplace {
+                index: index()?,
+                key: key.to_vec(),
+                value: first.to_vec(),
+            }
+        }
+        KIND_LEAF_DELETE => {
+            expect_empty(first, first_len)?;
+            expect_empty(second, second_len)?;
+            OwnedPageChange::LeafDelete {
+                index: index()?,
+                key: key.to_vec(),
+            }
+        }
+        KIND_NODE_SPLICE => {
+            expect_empty(key, key_len)?;
+            expect_empty(second, second_len)?;
+            OwnedPageChange::NodeSplice {
+                keep: u16_at(0),
+                at: u16_at(16),
+                remove: u16_at(32),
+                level: u16_at(48),
+                records: first.to_vec(),
             }
         }
         KIND_MAP_BIT => {
@@ -231,10 +325,21 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
 mod tests {
     use super::*;
 
+    /// A page with a header, a free-space hole and records at the end.
+    fn holed_page() -> Vec<u8> {
+        let mut page = vec![0u8; 32768];
+        page[..100].fill(7);
+        page[30000..].fill(9);
+        page[31000] = 0;
+        page
+    }
+
     fn every_variant() -> Vec<OwnedPageChange> {
         vec![
             OwnedPageChange::Image((0..4096u32).map(|i| i as u8).collect()),
             OwnedPageChange::Image(Vec::new()),
+            OwnedPageChange::Image(holed_page()),
+            OwnedPageChange::Image(vec![0; 8192]),
             OwnedPageChange::LeafInsert {
                 index: 7,
                 key: b"key-7".to_vec(),
@@ -248,13 +353,25 @@ mod tests {
             OwnedPageChange::LeafReplace {
                 index: 3,
                 key: b"k".to_vec(),
-                old_value: vec![1; 10],
-                new_value: vec![2; 20],
+                value: vec![2; 20],
             },
             OwnedPageChange::LeafDelete {
                 index: 12,
                 key: b"gone".to_vec(),
-                old_value: vec![5; 100],
+            },
+            OwnedPageChange::NodeSplice {
+                level: 3,
+                keep: 65535,
+                at: 7,
+                remove: 2,
+                records: vec![4; 300],
+            },
+            OwnedPageChange::NodeSplice {
+                level: 0,
+                keep: 0,
+                at: 0,
+                remove: 0,
+                records: Vec::new(),
             },
             OwnedPageChange::MapBit {
                 bit: 1 << 40,
@@ -315,5 +432,123 @@ mod tests {
             decode(RECORD_PAGE_CHANGE, &buf),
             Err(DecodeError::UnknownChangeKind(77))
         );
+    }
+
+    /// An image leaves out its longest zero run: a node with 30 KB free logs ~3 KB.
+    #[test]
+    fn images_are_logged_without_their_hole() {
+        let mut buf = Vec::new();
+        let page = holed_page();
+        encode_page_change(1, 2, &PageChange::Image { data: &page }, &mut buf);
+        assert_eq!(buf.len(), PAGE_CHANGE_HEADER_BYTES + 100 + 2768);
+        assert_eq!(image_hole(&page), 100..30000);
+        let EngineRecord::PageChange { change, .. } = decode(RECORD_PAGE_CHANGE, &buf).unwrap()
+        else {
+            panic!("not a page change")
+        };
+        assert_eq!(change, OwnedPageChange::Image(page));
+        // Short zero runs are kept: no hole at all.
+        let mut busy = vec![1u8; 4096];
+        busy[10..20].fill(0);
+        assert_eq!(image_hole(&busy), 0..0);
+        assert_eq!(image_hole(&[]), 0..0);
+        assert_eq!(image_hole(&[0; 64]), 0..64);
+    }
+
+    /// Records written by the first layout (replace and delete with the old value, images
+    /// whole) still decode, to what redo needs.
+    #[test]
+    fn first_layout_records_still_decode() {
+        let mut v1 = Vec::new();
+        let push = |v: &mut Vec<u8>, kind: u8, index: u64, parts: [&[u8]; 3]| {
+            v.clear();
+            v.extend_from_slice(&9u32.to_le_bytes());
+            v.extend_from_slice(&[kind, 0, 0, 0]);
+            v.extend_from_slice(&5u64.to_le_bytes());
+            v.extend_from_slice(&index.to_le_bytes());
+            for part in parts {
+                v.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            }
+            for part in parts {
+                v.extend_from_slice(part);
+            }
+        };
+        let image = [3u8; 4096];
+        let cases: [(u8, u64, [&[u8]; 3], OwnedPageChange); 3] = [
+            (
+                3,
+                2,
+                [b"key", b"old", b"new"],
+                OwnedPageChange::LeafReplace {
+                    index: 2,
+                    key: b"key".to_vec(),
+                    value: b"new".to_vec(),
+                },
+            ),
+            (
+                4,
+                1,
+                [b"key", b"old", b""],
+                OwnedPageChange::LeafDelete {
+                    index: 1,
+                    key: b"key".to_vec(),
+                },
+            ),
+            (
+                1,
+                0,
+                [b"", &image, b""],
+                OwnedPageChange::Image(image.to_vec()),
+            ),
+        ];
+        for (kind, index, parts, expected) in cases {
+            push(&mut v1, kind, index, parts);
+            assert_eq!(
+                decode(RECORD_PAGE_CHANGE, &v1).unwrap(),
+                EngineRecord::PageChange {
+                    page: 9,
+                    update_stamp: 5,
+                    change: expected
+                }
+            );
+        }
+    }
+
+    /// Random damage to valid payloads decodes to a record or an error, never a panic or an
+    /// allocation beyond a page. Seeded: `JETPROOF_SEED` replays.
+    #[test]
+    fn garbage_payloads_never_panic() {
+        let seed = std::env::var("JETPROOF_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5eed_f00d_u64)
+            | 1;
+        let mut state = seed;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut buf = Vec::new();
+        let variants = every_variant();
+        for round in 0..20_000 {
+            let change = &variants[round % variants.len()];
+            encode_page_change(3, 4, &change.as_change(), &mut buf);
+            for _ in 0..1 + next() % 4 {
+                let at = (next() as usize) % buf.len();
+                buf[at] = next() as u8;
+            }
+            if next() % 3 == 0 {
+                buf.truncate((next() as usize) % (buf.len() + 1));
+            }
+            if let Ok(EngineRecord::PageChange {
+                change: OwnedPageChange::Image(data),
+                ..
+            }) = decode(RECORD_PAGE_CHANGE, &buf)
+            {
+                assert!(data.len() <= MAX_IMAGE_BYTES, "seed {seed} round {round}");
+            }
+        }
     }
 }
