@@ -52,9 +52,11 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
         .args(["recover", job_arg, "--out", "rec"])
         .assert()
         .success()
+        .stdout(predicate::str::contains("Soft Recovery Statistics"))
         .stdout(predicate::str::contains("Log files replayed"))
-        .stdout(predicate::str::contains("seconds per log file"))
-        .stdout(predicate::str::contains("Records applied"));
+        .stdout(predicate::str::contains("Seconds per log"))
+        .stdout(predicate::str::contains("Records applied"))
+        .stdout(predicate::str::contains("Soft Recovery I/O Performance"));
     let result: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("rec/result.json")).expect("result.json"),
     )
@@ -75,7 +77,29 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
             instance["log_read"]["count"].as_u64().expect("log_read") > 0,
             "{instance}"
         );
+        // The replay's whole I/O table, as the soft-recovery test reports it: every page a
+        // record touched was read, every page it changed written back (plus the header writes
+        // of the clean close); no log writes.
+        let touched = instance["records_applied"]
+            .as_u64()
+            .expect("records_applied")
+            + instance["records_skipped"]
+                .as_u64()
+                .expect("records_skipped");
+        if touched > 0 {
+            assert!(
+                instance["db_read"]["count"].as_u64().expect("db_read") > 0,
+                "{instance}"
+            );
+        }
+        let pages_written = instance["pages_written"].as_u64().expect("pages_written");
+        assert!(
+            instance["db_write"]["count"].as_u64().unwrap_or(0) >= pages_written,
+            "{instance}"
+        );
+        assert!(instance.get("log_write").is_none(), "{instance}");
     }
+    assert!(dir.path().join("rec/report.md").exists());
     assert!(dir.path().join("rec/test.log").exists());
 
     jetproof(dir.path())
@@ -102,4 +126,140 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
         .assert()
         .success()
         .stdout(predicate::str::contains("Overall Test Result: Pass"));
+}
+
+/// The `.jplog` generation files in `logs`, oldest first.
+fn generation_files(logs: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(logs)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "jplog"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// A failed recovery's verdict: a soft-recovery run (checkpoint held, every generation kept) is
+/// killed once db1's log has grown by a few generations, and one bit is flipped in the first
+/// record of a generation that later ones vouch for. `recover` must fail with exit 3, write a
+/// result whose verdict is fail and whose reason names that file and the offset, leave db1 dirty
+/// (a second `recover` fails the same way) and still recover db2.
+#[test]
+fn a_corrupted_log_in_the_needed_range_fails_recovery_with_file_and_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(
+        dir.path(),
+        "60s",
+        "[log]\nfile_size = \"64KiB\"\nbuffer_size = \"64KiB\"\n",
+    );
+    let job_arg = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job_arg])
+        .assert()
+        .success();
+    let logs = dir.path().join("jetproof-data/db1/logs");
+    let before = generation_files(&logs).len();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jetproof"))
+        .current_dir(dir.path())
+        .args([
+            "run",
+            job_arg,
+            "--test",
+            "soft-recovery",
+            "--log-files",
+            "100000",
+            "--out",
+            "killed",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn jetproof run");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while generation_files(&logs).len() < before + 5 {
+        assert!(
+            child.try_wait().expect("child status").is_none(),
+            "the soft-recovery run ended before it was killed"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "db1's log did not grow by 5 generations in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+
+    // Generations are renamed into place only when started, and each is complete once a later
+    // one exists: the third from the end has two after it and lies after the held checkpoint.
+    let files = generation_files(&logs);
+    let victim = files[files.len() - 3].clone();
+    // One bit of the first record frame after the 4 KiB generation header.
+    let offset = 4096 + 40;
+    let mut bytes = std::fs::read(&victim).expect("read the generation");
+    bytes[offset] ^= 1 << 3;
+    std::fs::write(&victim, &bytes).expect("write the generation back");
+
+    // Named as the job names it (relative to the working directory), and the frame that holds
+    // the flipped bit starts the generation's data.
+    let victim_text = victim
+        .strip_prefix(dir.path())
+        .expect("under the test directory")
+        .display()
+        .to_string();
+    let at_offset = "is corrupt at offset 4096";
+    let assert = jetproof(dir.path())
+        .args(["recover", job_arg, "--out", "rec"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(victim_text.as_str()));
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains("Overall Test Result: Fail"), "{stdout}");
+    let result = common::result(&dir.path().join("rec/result.json"));
+    assert_eq!(result["test"], "recovery");
+    assert_eq!(result["verdict"], "fail", "{result}");
+    let reasons = result["reasons"].as_array().expect("reasons");
+    assert_eq!(reasons.len(), 1, "{result}");
+    let reason = reasons[0].as_str().expect("reason");
+    assert!(
+        reason.starts_with("db1: recovery failed")
+            && reason.contains(&victim_text)
+            && reason.contains(at_offset)
+            && reason.contains("stays dirty"),
+        "{reason}"
+    );
+    let instances = result["instances"].as_array().expect("instances");
+    assert_eq!(instances.len(), 2, "{result}");
+    let db1 = &instances[0];
+    assert_eq!(db1["name"], "db1");
+    assert!(
+        db1["error"].as_str().expect("error").contains(&victim_text),
+        "{db1}"
+    );
+    assert!(db1.get("logs_replayed").is_none(), "{db1}");
+    // The other instance (whose log grew at its own pace) is replayed all the same.
+    let db2 = &instances[1];
+    assert_eq!(db2["name"], "db2");
+    assert!(
+        db2["logs_replayed"].as_u64().expect("logs_replayed") >= 1 && db2.get("error").is_none(),
+        "{db2}"
+    );
+
+    // db1 stays dirty: recovery is tried again and fails the same way; db2 is not replayed.
+    jetproof(dir.path())
+        .args(["recover", job_arg, "--out", "again"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(victim_text.as_str()));
+    let again = common::result(&dir.path().join("again/result.json"));
+    let names: Vec<&str> = again["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert_eq!(names, ["db1"], "{again}");
 }

@@ -33,7 +33,7 @@ fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
         .assert()
         .success()
         .stdout(predicate::str::contains("Soft Recovery Statistics"))
-        .stdout(predicate::str::contains("Verdict: Pass"));
+        .stdout(predicate::str::contains("Overall Test Result: Pass"));
 
     let result: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("soft/result.json")).expect("result.json"),
@@ -99,6 +99,18 @@ fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
         // Only the replay's classes are reported.
         assert!(instance.get("log_write").is_none(), "{instance}");
     }
+    let report = std::fs::read_to_string(dir.path().join("soft/report.md")).expect("report.md");
+    for words in [
+        "## Soft Recovery Statistics",
+        "## Soft Recovery I/O Performance",
+        "| db1 | log_read |",
+    ] {
+        assert!(report.contains(words), "{words:?} missing from:\n{report}");
+    }
+    assert!(
+        !report.contains("Transactional I/O Performance"),
+        "a replay's I/O is not transactional:\n{report}"
+    );
     let test_log = std::fs::read_to_string(dir.path().join("soft/test.log")).expect("test.log");
     for words in [
         "Generating log files",

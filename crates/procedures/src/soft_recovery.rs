@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use jetproof_engine::{DbHeader, DbState};
 use jetproof_instance::{Instance as LoggedInstance, RecoveryReport, recover};
-use jetproof_io::OpenOptions;
 use jetproof_io::meter::InstanceStats;
+use jetproof_io::{IoBackend, OpenOptions};
 use jetproof_job::{Job, Threads};
 use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult};
 use jetproof_workload::mailboxes::Mailboxes;
@@ -237,36 +237,8 @@ pub fn soft_recovery(
 
     log.line("Recovering databases ...");
     let recovery_started = Instant::now();
-    let replays: Vec<(Arc<InstanceStats>, Result<RecoveryReport, String>)> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = instances
-                .iter()
-                .map(|instance| {
-                    let stats = InstanceStats::new(instance.name.clone());
-                    let recovery_options = crate::options::recovery_options(job, stats.clone());
-                    let backend = options.backend.clone();
-                    let handle = scope.spawn(move || {
-                        recover(
-                            backend,
-                            &instance.database_path,
-                            &instance.log_path,
-                            &recovery_options,
-                        )
-                        .map_err(|e| e.to_string())
-                    });
-                    (stats, handle)
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|(stats, handle)| {
-                    let result = handle
-                        .join()
-                        .unwrap_or_else(|_| Err("the recovery thread panicked".to_string()));
-                    (stats, result)
-                })
-                .collect()
-        });
+    let all: Vec<&jetproof_job::Instance> = instances.iter().collect();
+    let replays = replay(job, &options.backend, &all);
     let recovery_seconds = recovery_started.elapsed().as_secs_f64();
 
     let mut reasons = Vec::new();
@@ -278,7 +250,7 @@ pub fn soft_recovery(
     let mut results = Vec::with_capacity(instances.len());
     let mut timings = Vec::new();
     let mut total_logs = 0u64;
-    for ((instance, (name, _, generated, generation_error)), (stats, replay)) in
+    for ((instance, (name, _, generated, generation_error)), replayed) in
         instances.iter().zip(stopped).zip(replays)
     {
         let mut extra = BTreeMap::new();
@@ -289,63 +261,16 @@ pub fn soft_recovery(
             ));
             extra.insert("generation_error".into(), error.clone().into());
         }
-        let mut io = BTreeMap::new();
-        match replay {
-            Ok(report) => {
-                log.line(format!(
-                    "{name}: Soft recovery took {:.3} seconds / {} logs ({:.3} seconds per log, {} records applied, {} already on their pages).",
-                    report.seconds,
-                    report.logs_replayed,
-                    report.seconds_per_log,
-                    report.records_applied,
-                    report.records_skipped
-                ));
-                if let Some(torn) = &report.torn_tail {
-                    log.line(format!(
-                        "{name}: torn log tail tolerated: {} bytes at offset {} of {} ({})",
-                        torn.bytes,
-                        torn.offset,
-                        torn.path.display(),
-                        torn.reason
-                    ));
-                }
-                if report.uncommitted_transactions > 0 {
-                    log.line(format!(
-                        "{name}: {} transaction(s) cut off by the stop had no commit record and keep their changes (undo is not built).",
-                        report.uncommitted_transactions
-                    ));
-                }
-                timings.push(format!("{name} ({:.3})", report.seconds));
-                total_logs += report.logs_replayed;
-                io = jetproof_results::io_results(&stats, Duration::from_secs_f64(report.seconds));
-                io.retain(|class, _| REPLAY_CLASSES.contains(&class.as_str()));
-                extra.insert("logs_replayed".into(), report.logs_replayed.into());
-                extra.insert("seconds".into(), report.seconds.into());
-                extra.insert("seconds_per_log".into(), report.seconds_per_log.into());
-                extra.insert("records_applied".into(), report.records_applied.into());
-                extra.insert("records_skipped".into(), report.records_skipped.into());
-                extra.insert("pages_written".into(), report.pages_written.into());
-                extra.insert(
-                    "uncommitted_transactions".into(),
-                    report.uncommitted_transactions.into(),
-                );
-                extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
-            }
-            Err(error) => {
-                log.line(format!("{name}: recovery failed: {error}"));
-                reasons.push(format!(
-                    "{name}: recovery failed: {error} (the database stays dirty)"
-                ));
-                extra.insert("error".into(), format!("recovery failed: {error}").into());
-            }
+        if let Ok(report) = &replayed.outcome {
+            timings.push(format!("{name} ({:.3})", report.seconds));
+            total_logs += report.logs_replayed;
         }
-        results.push(InstanceResult {
-            name,
-            database_path: instance.database_path.clone(),
-            log_path: instance.log_path.clone(),
-            io,
-            extra,
-        });
+        for line in replayed.log_lines() {
+            log.line(line);
+        }
+        let (result, reason) = replayed.into_result(instance, extra);
+        reasons.extend(reason);
+        results.push(result);
     }
     log.line(timings.join(", "));
     log.line(format!(
@@ -389,7 +314,258 @@ pub fn soft_recovery(
             jetproof_results::Verdict::Fail => "Fail",
         }
     ));
-    out.write_result(&result)
+    out.write_result_and_report(&result)
+        .map_err(|e| RunError::Results(e.to_string()))?;
+    Ok(result)
+}
+
+/// One instance's replay: the I/O it did (metered from its start) and what recovery reported, or
+/// why it failed. Shared by the soft-recovery test and `jetproof recover`, so both report the
+/// same figures under the same keys.
+pub struct Replay {
+    pub name: String,
+    pub stats: Arc<InstanceStats>,
+    pub outcome: Result<RecoveryReport, String>,
+}
+
+impl Replay {
+    /// The test-log lines of this replay, in Jetstress's words.
+    pub fn log_lines(&self) -> Vec<String> {
+        let name = &self.name;
+        let report = match &self.outcome {
+            Ok(report) => report,
+            Err(error) => return vec![format!("{name}: recovery failed: {error}")],
+        };
+        let mut lines = vec![
+            format!(
+                "{name}: Soft recovery took {:.3} seconds / {} logs ({:.3} seconds per log file).",
+                report.seconds, report.logs_replayed, report.seconds_per_log
+            ),
+            format!(
+                "{name}: Log files replayed: {}, Records applied: {} (already on their pages: {}), pages written: {}.",
+                report.logs_replayed,
+                report.records_applied,
+                report.records_skipped,
+                report.pages_written
+            ),
+        ];
+        if let Some(torn) = &report.torn_tail {
+            lines.push(format!(
+                "{name}: torn log tail tolerated: {} bytes at offset {} of {} ({})",
+                torn.bytes,
+                torn.offset,
+                torn.path.display(),
+                torn.reason
+            ));
+        }
+        if report.uncommitted_transactions > 0 {
+            lines.push(format!(
+                "{name}: {} transaction(s) without a commit record keep their changes (undo is not built).",
+                report.uncommitted_transactions
+            ));
+        }
+        lines
+    }
+
+    /// The instance's `result.json` entry: the recovery figures added to `extra`, and the
+    /// replay's I/O classes ([`REPLAY_CLASSES`]) over its own time; with the reason for the
+    /// verdict when the replay failed (the database stays dirty).
+    pub fn into_result(
+        self,
+        instance: &jetproof_job::Instance,
+        mut extra: BTreeMap<String, serde_json::Value>,
+    ) -> (InstanceResult, Option<String>) {
+        let mut io = BTreeMap::new();
+        let mut reason = None;
+        match &self.outcome {
+            Ok(report) => {
+                io = jetproof_results::io_results(
+                    &self.stats,
+                    Duration::from_secs_f64(report.seconds),
+                );
+                io.retain(|class, _| REPLAY_CLASSES.contains(&class.as_str()));
+                extra.insert("logs_replayed".into(), report.logs_replayed.into());
+                extra.insert("seconds".into(), report.seconds.into());
+                extra.insert("seconds_per_log".into(), report.seconds_per_log.into());
+                extra.insert("records_applied".into(), report.records_applied.into());
+                extra.insert("records_skipped".into(), report.records_skipped.into());
+                extra.insert("pages_written".into(), report.pages_written.into());
+                extra.insert(
+                    "uncommitted_transactions".into(),
+                    report.uncommitted_transactions.into(),
+                );
+                extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
+            }
+            Err(error) => {
+                reason = Some(format!(
+                    "{}: recovery failed: {error} (the database stays dirty)",
+                    self.name
+                ));
+                extra.insert("error".into(), format!("recovery failed: {error}").into());
+            }
+        }
+        let result = InstanceResult {
+            name: self.name,
+            database_path: instance.database_path.clone(),
+            log_path: instance.log_path.clone(),
+            io,
+            extra,
+        };
+        (result, reason)
+    }
+}
+
+/// Replays the logs of `instances` concurrently, one thread each (as Jetstress replays its
+/// storage groups at once), each metered into fresh stats so its I/O table is its own.
+pub fn replay(
+    job: &Job,
+    backend: &Arc<dyn IoBackend>,
+    instances: &[&jetproof_job::Instance],
+) -> Vec<Replay> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = instances
+            .iter()
+            .map(|instance| {
+                let stats = InstanceStats::new(instance.name.clone());
+                let recovery_options = crate::options::recovery_options(job, stats.clone());
+                let backend = backend.clone();
+                let handle = scope.spawn(move || {
+                    recover(
+                        backend,
+                        &instance.database_path,
+                        &instance.log_path,
+                        &recovery_options,
+                    )
+                    .map_err(|e| e.to_string())
+                });
+                (instance.name.clone(), stats, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(name, stats, handle)| {
+                let outcome = handle
+                    .join()
+                    .unwrap_or_else(|_| Err("the recovery thread panicked".to_string()));
+                Replay {
+                    name,
+                    stats,
+                    outcome,
+                }
+            })
+            .collect()
+    })
+}
+
+/// Which databases of the job were left dirty (need recovery), in `job.instances()` order, read
+/// from their headers before anything is written. A missing database is bad input.
+pub fn dirty_databases(job: &Job, backend: &Arc<dyn IoBackend>) -> Result<Vec<bool>, RunError> {
+    let mut dirty = Vec::new();
+    for instance in job.instances() {
+        if !backend.exists(&instance.database_path) {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} does not exist; run `jetproof init` first",
+                    instance.database_path.display()
+                ),
+            )
+            .into());
+        }
+        let file = backend.open(
+            &instance.database_path,
+            &OpenOptions::read_only().buffered(),
+        )?;
+        let header = DbHeader::read(file.as_ref())
+            .map_err(|e| RunError::Results(format!("{}: {e}", instance.database_path.display())))?;
+        dirty.push(header.state == DbState::Dirty);
+    }
+    Ok(dirty)
+}
+
+/// `jetproof recover`: replays, concurrently, the log of every instance whose database is
+/// `dirty` (from [`dirty_databases`]), writes `result.json` (test `recovery`, the same figures as
+/// the soft-recovery test) and returns it. A failed replay fails the verdict, names the log file
+/// and offset in its reason and leaves that database dirty; the others are recovered.
+pub fn recover_job(
+    job: &Job,
+    dirty: &[bool],
+    backend: &Arc<dyn IoBackend>,
+    out: &OutDir,
+    log: &TestLog,
+) -> Result<TestResult, RunError> {
+    let started_at = jetproof_results::now_rfc3339();
+    let started = Instant::now();
+    let instances = job.instances();
+    let mut to_replay = Vec::new();
+    for (instance, &is_dirty) in instances.iter().zip(dirty) {
+        if is_dirty {
+            log.line(format!(
+                "{}: recovering {} from the logs in {}",
+                instance.name,
+                instance.database_path.display(),
+                instance.log_path.display()
+            ));
+            to_replay.push(instance);
+        } else {
+            log.line(format!(
+                "{}: database {} is clean; nothing to do",
+                instance.name,
+                instance.database_path.display()
+            ));
+        }
+    }
+    log.line("Recovering databases ...");
+    let recovery_started = Instant::now();
+    let replays = replay(job, backend, &to_replay);
+    let recovery_seconds = recovery_started.elapsed().as_secs_f64();
+    let mut reasons = Vec::new();
+    let mut results = Vec::with_capacity(replays.len());
+    let mut total_logs = 0u64;
+    for (instance, replayed) in to_replay.into_iter().zip(replays) {
+        if let Ok(report) = &replayed.outcome {
+            total_logs += report.logs_replayed;
+        }
+        for line in replayed.log_lines() {
+            log.line(line);
+        }
+        let (result, reason) = replayed.into_result(instance, BTreeMap::new());
+        reasons.extend(reason);
+        results.push(result);
+    }
+    log.line(format!(
+        "Recovery of all instances (concurrently) took {recovery_seconds:.3} seconds."
+    ));
+    let mut parameters = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
+    if let Some(map) = parameters.as_object_mut() {
+        map.insert(
+            "recover".into(),
+            serde_json::json!({ "recovery": "concurrent" }),
+        );
+    }
+    let mut result = TestResult::new(
+        TestKind::Recovery,
+        started_at,
+        started.elapsed().as_secs_f64(),
+        parameters,
+    );
+    result.instances = results;
+    result.log_file = Some(log.path().to_path_buf());
+    result
+        .totals
+        .insert("recovery_seconds".into(), recovery_seconds.into());
+    result
+        .totals
+        .insert("logs_replayed".into(), total_logs.into());
+    result.set_reasons(reasons);
+    log.line(format!(
+        "Overall test result: {}",
+        match result.verdict {
+            jetproof_results::Verdict::Pass => "Pass",
+            jetproof_results::Verdict::Fail => "Fail",
+        }
+    ));
+    out.write_result_and_report(&result)
         .map_err(|e| RunError::Results(e.to_string()))?;
     Ok(result)
 }

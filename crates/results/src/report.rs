@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{ClassResult, InstanceResult, TestResult, Verdict};
+use crate::{ClassResult, InstanceResult, TestKind, TestResult, Verdict};
 
 /// A table: a header row and data rows, rendered as Markdown or aligned text.
 struct Table {
@@ -163,11 +163,89 @@ fn class_table(result: &TestResult, key: &str, header: &[&str]) -> Option<Table>
     (!table.rows.is_empty()).then_some(table)
 }
 
+/// Jetstress's soft-recovery figures per instance (log files replayed, seconds, seconds per log)
+/// with what the replay did; a failed replay reads "failed" (its reason is in the reasons).
+fn recovery_table(result: &TestResult) -> Table {
+    let mut table = Table::new(&[
+        "Instance",
+        "Log files replayed",
+        "Seconds",
+        "Seconds per log",
+        "Records applied",
+        "Records skipped",
+        "Pages written",
+    ]);
+    for instance in &result.instances {
+        let number = |key: &str| instance.extra.get(key).and_then(|v| v.as_f64());
+        let whole = |key: &str| {
+            instance
+                .extra
+                .get(key)
+                .and_then(|v| v.as_u64())
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        };
+        let Some(logs) = instance.extra.get("logs_replayed").and_then(|v| v.as_u64()) else {
+            table.row(vec![
+                instance.name.clone(),
+                "failed".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]);
+            continue;
+        };
+        table.row(vec![
+            instance.name.clone(),
+            logs.to_string(),
+            ms(number("seconds").unwrap_or(0.0)),
+            ms(number("seconds_per_log").unwrap_or(0.0)),
+            whole("records_applied"),
+            whole("records_skipped"),
+            whole("pages_written"),
+        ]);
+    }
+    table
+}
+
+/// The replay's I/O per instance and class (`log_read`, `db_read`, `db_write`).
+fn recovery_io_table(result: &TestResult) -> Table {
+    let mut table = Table::new(&[
+        "Instance",
+        "I/O class",
+        "I/Os/sec",
+        "Average Bytes",
+        "MB/sec",
+        "Average Latency (msec)",
+    ]);
+    for instance in &result.instances {
+        for (key, c) in &instance.io {
+            table.row(vec![
+                instance.name.clone(),
+                key.clone(),
+                rate(c.ops_per_sec),
+                rate(c.avg_bytes),
+                rate(c.ops_per_sec * c.avg_bytes / 1e6),
+                ms(c.avg_latency_ms),
+            ]);
+        }
+    }
+    table
+}
+
 /// Sections of a report, in order: (title, table).
 fn sections(result: &TestResult) -> Vec<(&'static str, Table)> {
     let mut sections = Vec::new();
     let has = |key: &str| result.instances.iter().any(|i| i.io.contains_key(key));
-    if has("db_read") || has("db_write") || has("log_write") {
+    if result.test == TestKind::Recovery {
+        // A replay's page I/O is not transactional: recovery has its own tables.
+        sections.push(("Soft Recovery Statistics", recovery_table(result)));
+        if !result.instances.iter().all(|i| i.io.is_empty()) {
+            sections.push(("Soft Recovery I/O Performance", recovery_io_table(result)));
+        }
+    } else if has("db_read") || has("db_write") || has("log_write") {
         sections.push(("Transactional I/O Performance", transactional_table(result)));
     }
     if let Some(t) = class_table(
@@ -359,7 +437,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Host, TestKind, io_results};
+    use crate::{Host, io_results};
     use jetproof_io::IoClass;
     use jetproof_io::meter::InstanceStats;
 

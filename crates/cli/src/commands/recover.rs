@@ -1,24 +1,25 @@
 //! `jetproof recover [JOB]`: soft recovery. Every instance of the job whose database was left
 //! dirty by an unclean stop has its log replayed from the checkpoint (`jetproof_instance::recover`,
-//! redo only; undo is not built), and is marked clean so tests can attach again. Per instance it
-//! prints what Jetstress reports for soft recovery (log files replayed, seconds, seconds per log
-//! file, records applied) and writes `result.json` (test "recovery") and `test.log` to `--out`.
+//! redo only; undo is not built), all of them concurrently, and is marked clean so tests can attach
+//! again. The replay and its report are the soft-recovery test's
+//! (`jetproof_procedures::soft_recovery::recover_job`): per instance log files replayed, seconds,
+//! seconds per log file, records applied and the replay's I/O (`log_read`, `db_read`,
+//! `db_write`), in `result.json` (test "recovery"), `test.log` and `report.md` under `--out`.
 //!
 //! Exit codes: 0 every dirty database was recovered, or every database was clean (nothing to
 //! do); 2 bad input (a missing database: run `jetproof init` first; a bad job field; an unusable
 //! `--out`); 3 recovery failed (a damaged or missing log file, named with its offset; an I/O
-//! error). A failure leaves that database dirty; the instances recovered before it stay clean.
+//! error): `result.json` is still written, with verdict fail and the reason. A failed instance
+//! stays dirty; the others are recovered and clean.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::Context;
-use jetproof_engine::{DbHeader, DbState};
-use jetproof_instance::{RecoveryReport, recover};
-use jetproof_io::meter::InstanceStats;
+use jetproof_io::IoBackend;
 use jetproof_io::std_backend::StdBackend;
-use jetproof_io::{IoBackend, OpenOptions};
-use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult};
+use jetproof_procedures::performance::RunError;
+use jetproof_procedures::soft_recovery::{dirty_databases, recover_job};
+use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
 use crate::common::{CliError, JobArgs, Outcome};
 
@@ -32,32 +33,18 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    let run_error = |e: RunError| match e {
+        RunError::BadInput(bad) => CliError::bad_input(bad),
+        other => CliError::runtime(other),
+    };
     let job = args.job.load()?;
-    let backend = StdBackend::new();
-    let instances = job.instances();
+    let backend: std::sync::Arc<dyn IoBackend> = StdBackend::new();
     // Which databases need recovery, before anything is written.
-    let mut dirty = Vec::new();
-    for instance in &instances {
-        if !backend.exists(&instance.database_path) {
-            return Err(CliError::bad_input(anyhow::anyhow!(
-                "{}: {} does not exist; run `jetproof init` first",
-                instance.name,
-                instance.database_path.display()
-            )));
-        }
-        let file = backend
-            .open(
-                &instance.database_path,
-                &OpenOptions::read_only().buffered(),
-            )
-            .map_err(CliError::runtime)?;
-        let header = DbHeader::read(file.as_ref()).map_err(CliError::runtime)?;
-        dirty.push(header.state == DbState::Dirty);
-    }
+    let dirty = dirty_databases(&job, &backend).map_err(run_error)?;
     if !dirty.iter().any(|&d| d) {
         println!(
             "Every database of the job ({}) was shut down cleanly: nothing to recover.",
-            instances.len()
+            dirty.len()
         );
         return Ok(Outcome::Pass);
     }
@@ -71,124 +58,18 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         "jetproof {} recover: replaying the logs of the databases not shut down cleanly",
         jetproof_results::tool_version()
     ));
-    let started_at = jetproof_results::now_rfc3339();
-    let started = Instant::now();
-    let mut results = Vec::new();
-    let mut reports: Vec<(String, RecoveryReport)> = Vec::new();
-    for (instance, &is_dirty) in instances.iter().zip(&dirty) {
-        if !is_dirty {
-            log.line(format!(
-                "Instance {}: database {} is clean; nothing to do",
-                instance.name,
-                instance.database_path.display()
-            ));
-            continue;
-        }
-        log.line(format!(
-            "Instance {}: recovering {} from the logs in {}",
-            instance.name,
-            instance.database_path.display(),
-            instance.log_path.display()
-        ));
-        let stats = InstanceStats::new(instance.name.clone());
-        let report = match recover(
-            backend.clone(),
-            &instance.database_path,
-            &instance.log_path,
-            &jetproof_procedures::options::recovery_options(&job, stats.clone()),
-        ) {
-            Ok(report) => report,
-            Err(error) => {
-                log.line(format!(
-                    "Instance {}: recovery failed: {error}",
-                    instance.name
-                ));
-                return Err(CliError::runtime(anyhow::anyhow!(
-                    "{}: recovery failed: {error}",
-                    instance.name
-                )));
-            }
-        };
-        let elapsed = std::time::Duration::from_secs_f64(report.seconds);
-        let mut io = jetproof_results::io_results(&stats, elapsed);
-        // Only the log reads are recovery's own figures (the database I/O of the final clean
-        // open and close is not).
-        io.retain(|class, _| class == "log_read");
-        let mut extra = std::collections::BTreeMap::new();
-        extra.insert("logs_replayed".into(), report.logs_replayed.into());
-        extra.insert("seconds".into(), report.seconds.into());
-        extra.insert("seconds_per_log".into(), report.seconds_per_log.into());
-        extra.insert("records_applied".into(), report.records_applied.into());
-        extra.insert("records_skipped".into(), report.records_skipped.into());
-        extra.insert(
-            "uncommitted_transactions".into(),
-            report.uncommitted_transactions.into(),
-        );
-        extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
-        results.push(InstanceResult {
-            name: instance.name.clone(),
-            database_path: instance.database_path.clone(),
-            log_path: instance.log_path.clone(),
-            io,
-            extra,
-        });
-        for line in report_lines(&instance.name, &report) {
-            log.line(line);
-        }
-        reports.push((instance.name.clone(), report));
-    }
-    log.line("Verdict: pass (every database that needed it was recovered and marked clean)");
-    let mut result = TestResult::new(
-        TestKind::Recovery,
-        started_at,
-        started.elapsed().as_secs_f64(),
-        serde_json::to_value(&job).unwrap_or(serde_json::Value::Null),
-    );
-    result.instances = results;
-    result.log_file = Some(log.path().to_path_buf());
-    result.set_reasons(Vec::new());
-    let result_path = out.write_result(&result).map_err(CliError::runtime)?;
-
-    for (name, report) in &reports {
-        for line in report_lines(name, report) {
-            println!("{line}");
-        }
-    }
+    let result = recover_job(&job, &dirty, &backend, &out, &log).map_err(run_error)?;
+    print!("{}", jetproof_results::report::text(&result));
+    let result_path = out.file("result.json");
     println!("Results: {}", result_path.display());
-    Ok(Outcome::Pass)
-}
-
-/// The per-instance lines, in Jetstress's words.
-fn report_lines(name: &str, report: &RecoveryReport) -> Vec<String> {
-    let mut lines = vec![
-        format!(
-            "Instance {name}: Log files replayed: {}",
-            report.logs_replayed
-        ),
-        format!(
-            "Instance {name}: Recovery time: {:.3} seconds ({:.3} seconds per log file)",
-            report.seconds, report.seconds_per_log
-        ),
-        format!(
-            "Instance {name}: Records applied: {} (skipped, already on their pages: {})",
-            report.records_applied, report.records_skipped
-        ),
-    ];
-    if let Some(torn) = &report.torn_tail {
-        lines.push(format!(
-            "Instance {name}: torn log tail tolerated: {} bytes at offset {} of {} ({})",
-            torn.bytes,
-            torn.offset,
-            torn.path.display(),
-            torn.reason
-        ));
+    match result.verdict {
+        Verdict::Pass => Ok(Outcome::Pass),
+        // A replay that failed is a runtime error (a damaged or missing log, an I/O error), not
+        // a threshold verdict: exit 3, with the reasons (file and offset) on stderr too.
+        Verdict::Fail => Err(CliError::runtime(anyhow::anyhow!(
+            "{}; see {}",
+            result.reasons.join("; "),
+            result_path.display()
+        ))),
     }
-    if report.uncommitted_transactions > 0 {
-        lines.push(format!(
-            "Instance {name}: {} transaction(s) without a commit record keep their changes \
-             (undo is not built)",
-            report.uncommitted_transactions
-        ));
-    }
-    lines
 }

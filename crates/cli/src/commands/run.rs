@@ -104,52 +104,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options)
             .map_err(run_error)?;
 
-    println!("Soft Recovery Statistics");
-    println!(
-        "  {:<12} {:>9} {:>11} {:>9} {:>12}",
-        "Instance", "Logs", "Seconds", "Sec/log", "Records"
-    );
-    for instance in &result.instances {
-        let figure = |key: &str| instance.extra.get(key).and_then(|v| v.as_f64());
-        match (figure("logs_replayed"), figure("seconds")) {
-            (Some(logs), Some(seconds)) => println!(
-                "  {:<12} {:>9} {:>11.3} {:>9.3} {:>12}",
-                instance.name,
-                logs,
-                seconds,
-                figure("seconds_per_log").unwrap_or(0.0),
-                figure("records_applied").unwrap_or(0.0)
-            ),
-            _ => println!("  {:<12} recovery failed", instance.name),
-        }
-    }
-    println!("Recovery I/O");
-    println!(
-        "  {:<12} {:<9} {:>10} {:>12} {:>14}",
-        "Instance", "Class", "Ops/sec", "Avg bytes", "Avg latency ms"
-    );
-    for instance in &result.instances {
-        for (class, figures) in &instance.io {
-            println!(
-                "  {:<12} {:<9} {:>10.1} {:>12.0} {:>14.3}",
-                instance.name,
-                class,
-                figures.ops_per_sec,
-                figures.avg_bytes,
-                figures.avg_latency_ms
-            );
-        }
-    }
-    for reason in &result.reasons {
-        println!("  FAIL: {reason}");
-    }
-    println!(
-        "Verdict: {}",
-        match result.verdict {
-            Verdict::Pass => "Pass",
-            Verdict::Fail => "Fail",
-        }
-    );
+    print!("{}", jetproof_results::report::text(&result));
     println!("Result: {}", out.file("result.json").display());
     if result
         .instances
