@@ -23,7 +23,7 @@
 //! 1". Separators are the first key of the right node at the time of the split.
 #![deny(clippy::unwrap_used)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use crate::cache::{PageCache, PageMut, PageRef};
 use crate::change::{ChangeLog, PageChange};
@@ -99,14 +99,14 @@ impl<'a> Tree<'a> {
         }
     }
 
-    fn next_stamp(&self) -> u64 {
-        self.stamp.fetch_add(1, Ordering::AcqRel)
+    fn next_stamp(&self, node: &PageMut<'_>) -> u64 {
+        crate::space::stamp_after(self.stamp, node.data())
     }
 
     /// Reports a change just made to `node` and stamps the page with a new update stamp and the
     /// log position the log gave (or `lp`, the caller's, if later).
     fn logged(&self, node: &mut PageMut<'_>, lp: u64, change: PageChange<'_>) -> Result<()> {
-        let stamp = self.next_stamp();
+        let stamp = self.next_stamp(node);
         let logged = self
             .log
             .record(node.page_number(), stamp, &change)
@@ -117,7 +117,7 @@ impl<'a> Tree<'a> {
 
     /// Reports the page's whole new content (structural changes) and stamps it.
     fn logged_image(&self, node: &mut PageMut<'_>, lp: u64) -> Result<()> {
-        let stamp = self.next_stamp();
+        let stamp = self.next_stamp(node);
         let logged = self
             .log
             .record(

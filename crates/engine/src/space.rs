@@ -89,6 +89,16 @@ pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> 
 }
 
 /// A fresh map page: marks itself in use, and in group 0 the two header pages too.
+/// A new update stamp for a change to `page_bytes`: above every stamp given out since open and
+/// above the page's own. Redo needs each page's stamps to grow; the database-wide counter alone
+/// does not promise that after a recovery that replayed no record (its start, from the header,
+/// can be below stamps that pages written before the crash carry).
+pub(crate) fn stamp_after(counter: &AtomicU64, page_bytes: &[u8]) -> u64 {
+    let current = page::update_stamp(page_bytes).unwrap_or(0);
+    counter.fetch_max(current.saturating_add(1), Ordering::AcqRel);
+    counter.fetch_add(1, Ordering::AcqRel)
+}
+
 pub(crate) fn format_map(slot: &mut [u8], number: u32) {
     format_map_unsealed(slot, number);
     checksum::seal(slot);
@@ -278,7 +288,7 @@ impl Space {
     fn mark(&self, cache: &PageCache, page: u64, used: bool) -> Result<()> {
         let map_page = map_page_for(page, self.page_size) as u32;
         let mut map = cache.write(map_page)?;
-        let stamp = self.stamp.fetch_add(1, Ordering::AcqRel);
+        let stamp = stamp_after(&self.stamp, map.data());
         let bit = page % pages_per_map(self.page_size);
         set_bit(map.data_mut(), bit, used);
         let log = self.log.read().clone();

@@ -32,6 +32,10 @@ pub enum InstanceError {
     /// names the file and offset.
     #[error("{path}: recovery failed: {reason}")]
     RecoveryImpossible { path: PathBuf, reason: String },
+    /// The key was changed by another transaction that is still open (ESE's
+    /// `JET_errWriteConflict`); the caller rolls back its transaction and may try again.
+    #[error("write conflict on key {key}: transaction {holder} has changed it and is still open")]
+    WriteConflict { key: String, holder: u64 },
     #[error("invalid instance option `{field}`: {reason}")]
     InvalidOption { field: &'static str, reason: String },
 }

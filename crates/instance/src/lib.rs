@@ -1,6 +1,6 @@
 //! A database instance, as ESE's: one engine [`Database`] and one log stream ([`Log`]), tied
 //! together so that every page change is logged before it can reach the disk (issue 3, items 1–5
-//! as far as they meet the engine; redo recovery is [`recovery`], undo is not built).
+//! as far as they meet the engine; recovery is [`recovery`], logical undo is [`undo`]).
 //!
 //! Invariants, and where they are kept (`docs/log.md`, "The engine's log records"):
 //! * **Every page change is a log record** ([`mod@format`]): the engine reports each change under the
@@ -16,8 +16,14 @@
 //!   change, nor of the log end when the oldest active transaction began (undo will need its
 //!   records). When it falls more than the checkpoint depth behind the log's end, the oldest dirty
 //!   pages are flushed so it can advance.
-//! * **Clean shutdown** ([`Instance::close`]): pages and log flushed, a checkpoint at the log's
-//!   end, the database header given that recovery position and marked clean. Dropping an instance
+//! * **Undo** ([`mod@undo`]): before a transaction first changes a key, the key's prior state is
+//!   logged and the key is locked to the transaction until it ends; a second writer gets
+//!   [`InstanceError::WriteConflict`]. [`Instance::rollback`], [`Instance::close`] (for
+//!   transactions still open) and recovery (for transactions with no commit record) restore
+//!   those states through the engine and log a rollback record.
+//! * **Clean shutdown** ([`Instance::close`]): open transactions rolled back, pages and log
+//!   flushed, a checkpoint at the log's end, the database header given that recovery position
+//!   and marked clean. Dropping an instance
 //!   without `close` is an unclean stop, and [`Instance::open`] then refuses the database until
 //!   its logs are replayed.
 //!
@@ -28,9 +34,10 @@
 pub mod error;
 pub mod format;
 pub mod recovery;
+pub mod undo;
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +55,7 @@ use parking_lot::{Condvar, Mutex};
 
 pub use error::{InstanceError, Result};
 pub use recovery::{RecoveryReport, recover};
+pub use undo::UndoEntry;
 
 /// How an instance is created or opened.
 #[derive(Clone, Debug)]
@@ -115,6 +123,12 @@ pub struct InstanceCounters {
     pub page_change_records: AtomicU64,
     pub depth_flushes: AtomicU64,
     pub checkpoint_writes: AtomicU64,
+    /// Undo records logged (one per key per transaction).
+    pub undo_records: AtomicU64,
+    /// Transactions taken back (by [`Instance::rollback`], at close, or by recovery).
+    pub transactions_rolled_back: AtomicU64,
+    /// Writes refused because another open transaction had changed the key.
+    pub write_conflicts: AtomicU64,
 }
 
 /// A session's transaction on one instance.
@@ -205,6 +219,15 @@ struct Shared {
     options: InstanceOptions,
     /// Active transactions and the log's end when each began (a lower bound of its records).
     active: Mutex<BTreeMap<u64, Lsn>>,
+    /// Committed transactions whose commit record may not be durable yet: (commit record's
+    /// position, log end when the transaction began). Until the commit record is durable the
+    /// checkpoint must not pass the transaction's undo records, or a crash losing the commit
+    /// would leave its changes with no way to take them back.
+    committing: Mutex<Vec<(Lsn, Lsn)>>,
+    /// Keys changed by open transactions, and which transaction holds each.
+    locks: Mutex<HashMap<Vec<u8>, u64>>,
+    /// The undo entries of each open transaction that changed anything, in the order logged.
+    undo: Mutex<HashMap<u64, Vec<UndoEntry>>>,
     next_transaction: AtomicU64,
     checkpoint_lock: Mutex<Instant>,
     stop: Mutex<bool>,
@@ -322,6 +345,28 @@ impl Instance {
         Ok(Self::assemble(db, log, log_dir, options))
     }
 
+    /// Recovery's open, after redo: the database is dirty and its log is at the end of the
+    /// replayed range. Stamps given out from now on are above `max_stamp` (the highest replayed)
+    /// and the stamp stored with the checkpoint (above every page written before it). The
+    /// database stays dirty until [`Instance::close`].
+    pub(crate) fn open_for_recovery(
+        backend: Arc<dyn IoBackend>,
+        db_path: &Path,
+        log_dir: &Path,
+        mut options: InstanceOptions,
+        max_stamp: u64,
+    ) -> Result<Instance> {
+        options.database.accept_dirty = true;
+        let db = Database::open(backend.as_ref(), db_path, options.database.clone())?;
+        db.advance_update_stamp(max_stamp);
+        let (log, _) = Log::open(
+            backend.clone(),
+            log_options(log_dir, db.header().database_id, &options),
+        )?;
+        db.advance_update_stamp(log.checkpoint_engine_stamp());
+        Ok(Self::assemble(db, log, log_dir, options))
+    }
+
     fn assemble(db: Database, log: Log, log_dir: &Path, options: InstanceOptions) -> Instance {
         let log = Arc::new(log);
         db.set_change_log(Arc::new(LogSink {
@@ -340,6 +385,9 @@ impl Instance {
             log_dir: log_dir.to_path_buf(),
             options,
             active: Mutex::new(BTreeMap::new()),
+            committing: Mutex::new(Vec::new()),
+            locks: Mutex::new(HashMap::new()),
+            undo: Mutex::new(HashMap::new()),
             // Ids keep growing across runs, so a record of an earlier run is never taken for
             // one of this run's transactions.
             next_transaction: AtomicU64::new(now_us()),
@@ -413,37 +461,124 @@ impl Instance {
         change: impl FnOnce(&Database) -> jetproof_engine::error::Result<R>,
     ) -> Result<R> {
         let id = self.current_transaction();
+        let (result, logged) = self.logged_as(id, change);
+        self.add_to_thread_transaction(logged);
+        Ok(result?)
+    }
+
+    fn add_to_thread_transaction(&self, records: u64) {
+        let instance = self.shared.id;
+        TRANSACTIONS.with_borrow_mut(|all| {
+            if let Some(t) = all.iter_mut().find(|t| t.instance == instance) {
+                t.page_changes += records;
+            }
+        });
+    }
+
+    /// Runs `change` with its page change records tagged with transaction `id`; returns its
+    /// result and how many records it logged.
+    fn logged_as<R>(
+        &self,
+        id: u64,
+        change: impl FnOnce(&Database) -> jetproof_engine::error::Result<R>,
+    ) -> (jetproof_engine::error::Result<R>, u64) {
         let previous = CURRENT.replace(id);
         let previous_logged = LOGGED.replace(0);
         let result = change(self.shared.db());
         let logged = LOGGED.replace(previous_logged);
         CURRENT.set(previous);
-        let instance = self.shared.id;
-        TRANSACTIONS.with_borrow_mut(|all| {
-            if let Some(t) = all.iter_mut().find(|t| t.instance == instance) {
-                t.page_changes += logged;
-            }
-        });
         self.shared
             .counters
             .page_change_records
             .fetch_add(logged, Ordering::Relaxed);
-        Ok(result?)
+        (result, logged)
+    }
+
+    /// One write of this thread's transaction to `key`: the key is locked to the transaction
+    /// and, the first time, its prior state is logged for undo (if `changes` says the write will
+    /// change anything given that state), then `write` runs.
+    fn write(
+        &self,
+        key: &[u8],
+        changes: impl FnOnce(Option<&[u8]>) -> bool,
+        write: impl FnOnce(&Database) -> jetproof_engine::error::Result<bool>,
+    ) -> Result<bool> {
+        let id = self.current_transaction();
+        {
+            let mut locks = self.shared.locks.lock();
+            match locks.get(key) {
+                Some(&holder) if holder == id => {
+                    drop(locks);
+                    return self.in_transaction(write);
+                }
+                Some(&holder) => {
+                    drop(locks);
+                    self.shared
+                        .counters
+                        .write_conflicts
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(InstanceError::WriteConflict {
+                        key: hex(key),
+                        holder,
+                    });
+                }
+                None => {
+                    locks.insert(key.to_vec(), id);
+                }
+            }
+        }
+        // The key is ours: nobody else can change it between this read and the write.
+        let before = match self.shared.db().get(key) {
+            Ok(before) => before,
+            Err(e) => {
+                self.shared.locks.lock().remove(key);
+                return Err(e.into());
+            }
+        };
+        if !changes(before.as_deref()) {
+            self.shared.locks.lock().remove(key);
+            return Ok(false);
+        }
+        let appended = SCRATCH.with_borrow_mut(|buffer| {
+            undo::encode_undo(key, before.as_deref(), buffer);
+            self.shared.log.append(&Record {
+                record_type: undo::RECORD_UNDO,
+                transaction_id: id,
+                payload: buffer,
+            })
+        });
+        // Registered even if the append failed: whatever reached the log can be taken back.
+        self.shared
+            .undo
+            .lock()
+            .entry(id)
+            .or_default()
+            .push(UndoEntry {
+                key: key.to_vec(),
+                before,
+            });
+        appended?;
+        self.shared
+            .counters
+            .undo_records
+            .fetch_add(1, Ordering::Relaxed);
+        self.add_to_thread_transaction(1);
+        self.in_transaction(write)
     }
 
     /// Adds a record in this thread's transaction; false if the key exists.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.in_transaction(|db| db.insert(key, value))
+        self.write(key, |before| before.is_none(), |db| db.insert(key, value))
     }
 
     /// Replaces a record's value in this thread's transaction; false if the key is absent.
     pub fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.in_transaction(|db| db.replace(key, value))
+        self.write(key, |before| before.is_some(), |db| db.replace(key, value))
     }
 
     /// Removes a record in this thread's transaction; false if the key is absent.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.in_transaction(|db| db.delete(key))
+        self.write(key, |before| before.is_some(), |db| db.delete(key))
     }
 
     /// Reads a record (reads log nothing, and begin no transaction).
@@ -480,8 +615,14 @@ impl Instance {
                 })
                 .map(Some)
         };
-        // Appended (or failed): the transaction no longer holds the checkpoint back.
-        self.shared.active.lock().remove(&transaction.id);
+        // Appended (or failed): the transaction no longer holds its keys (a later change of
+        // them is logged after this commit record), and holds the checkpoint back only until
+        // the commit record is durable.
+        let begun = self.shared.active.lock().get(&transaction.id).copied();
+        if let (Ok(Some(lsn)), Some(begun)) = (&result, begun) {
+            self.shared.committing.lock().push((*lsn, begun));
+        }
+        self.shared.end_transaction(transaction.id);
         let Some(lsn) = result? else {
             return Ok(None);
         };
@@ -499,6 +640,82 @@ impl Instance {
         Ok(Some(lsn))
     }
 
+    /// Takes back this thread's transaction: every key it changed is restored to its state
+    /// before the transaction (through the engine, logged), then a rollback record ends it.
+    /// Returns whether there was anything to take back.
+    pub fn rollback(&self) -> Result<bool> {
+        let instance = self.shared.id;
+        let Some(transaction) = TRANSACTIONS.with_borrow_mut(|all| {
+            let at = all.iter().position(|t| t.instance == instance)?;
+            Some(all.swap_remove(at))
+        }) else {
+            return Ok(false);
+        };
+        // Kept registered until the end, so the keys stay locked while they are restored.
+        let entries = self
+            .shared
+            .undo
+            .lock()
+            .get(&transaction.id)
+            .cloned()
+            .unwrap_or_default();
+        let result = self.take_back(transaction.id, &entries);
+        self.shared.end_transaction(transaction.id);
+        result?;
+        Ok(!entries.is_empty())
+    }
+
+    /// Restores `entries` (in reverse) as transaction `id` and logs its rollback record. Used by
+    /// [`Instance::rollback`], [`Instance::close`] and recovery, which passes the entries it
+    /// read from the log.
+    pub(crate) fn take_back(&self, id: u64, entries: &[UndoEntry]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        for entry in entries.iter().rev() {
+            let key = entry.key.as_slice();
+            let (result, _) = self.logged_as(id, |db| {
+                match (db.get(key)?, entry.before.as_deref()) {
+                    (Some(_), None) => {
+                        db.delete(key)?;
+                    }
+                    (None, Some(value)) => {
+                        db.insert(key, value)?;
+                    }
+                    (Some(now), Some(value)) if now != value => {
+                        db.replace(key, value)?;
+                    }
+                    _ => {}
+                }
+                Ok(())
+            });
+            result?;
+        }
+        self.shared.log.append(&Record {
+            record_type: undo::RECORD_ROLLBACK,
+            transaction_id: id,
+            payload: &[],
+        })?;
+        self.shared
+            .counters
+            .transactions_rolled_back
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Recovery's undo of a transaction that has no commit record: registered as active while
+    /// its keys are restored, so a checkpoint cannot pass its undo records before its rollback
+    /// record is logged.
+    pub(crate) fn roll_back_recovered(&self, id: u64, entries: &[UndoEntry]) -> Result<()> {
+        self.shared
+            .active
+            .lock()
+            .insert(id, self.shared.log.end_lsn());
+        let result = self.take_back(id, entries);
+        self.shared.active.lock().remove(&id);
+        result
+    }
+
     /// Runs one checkpoint pass now (the background checkpointer runs the same), and always
     /// rewrites the checkpoint file if the checkpoint moved.
     pub fn checkpoint(&self) -> Result<CheckpointReport> {
@@ -512,17 +729,31 @@ impl Instance {
 
     /// Clean shutdown: every dirty page flushed (the log made durable first, by the write-ahead
     /// gate), the log flushed, a checkpoint at its end, the database header given that recovery
-    /// position and marked clean, the log closed. Transactions still open are not rolled back
-    /// (undo is not built yet): their changes stay, as written.
+    /// position and marked clean, the log closed. Transactions still open (of any session) are
+    /// rolled back first.
     pub fn close(mut self) -> Result<()> {
         self.stop_checkpointer();
+        let open: Vec<(u64, Vec<UndoEntry>)> = self
+            .shared
+            .undo
+            .lock()
+            .iter()
+            .map(|(id, entries)| (*id, entries.clone()))
+            .collect();
+        for (id, entries) in open {
+            let result = self.take_back(id, &entries);
+            self.shared.end_transaction(id);
+            result?;
+        }
         let shared = &self.shared;
         let db = shared.db();
         db.flush()?;
         shared.log.flush()?;
         let end = shared.log.flushed_lsn();
         if end > shared.log.checkpoint() {
-            shared.log.write_checkpoint(end)?;
+            shared
+                .log
+                .write_checkpoint_stamped(end, Some(db.next_update_stamp()))?;
         }
         db.set_recovery_position(LogPosition {
             generation: end.generation,
@@ -578,7 +809,26 @@ fn back_by(lsn: Lsn, bytes: u64, file_size_bytes: u64) -> Lsn {
     Lsn::new(at / usable, at % usable + DATA_START)
 }
 
+/// A key, printable.
+fn hex(key: &[u8]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl Shared {
+    /// The transaction is over (committed, rolled back, or failed): it no longer holds the
+    /// checkpoint back nor its keys.
+    fn end_transaction(&self, id: u64) {
+        self.active.lock().remove(&id);
+        if let Some(entries) = self.undo.lock().remove(&id) {
+            let mut locks = self.locks.lock();
+            for entry in entries {
+                if locks.get(&entry.key) == Some(&id) {
+                    locks.remove(&entry.key);
+                }
+            }
+        }
+    }
+
     fn db(&self) -> &Database {
         match &self.db {
             Some(db) => db,
@@ -594,6 +844,15 @@ impl Shared {
         // `active` snapshot below (registered at begin) or to a page already dirty (marked before
         // its operation returned), so the minimum cannot skip a record still needed.
         let mut needed = self.log.flushed_lsn();
+        {
+            // A commit record that starts before the durable end is wholly durable (the log
+            // writes whole records).
+            let mut committing = self.committing.lock();
+            committing.retain(|&(commit, _)| commit >= needed);
+            if let Some(&(_, begun)) = committing.iter().min_by_key(|(_, begun)| *begun) {
+                needed = needed.min(begun);
+            }
+        }
         if let Some(&begun) = self.active.lock().values().min() {
             needed = needed.min(begun);
         }
@@ -631,7 +890,10 @@ impl Shared {
             // durable before the checkpoint moves past their changes (a crash would otherwise
             // lose both the page write and, once the checkpoint moved, the need to redo it).
             self.db().file().sync_data(IoClass::DbWrite)?;
-            self.log.write_checkpoint(needed)?;
+            // Every page written so far carries a stamp below this one: recovery starts its
+            // stamps above it (and above every replayed one), whatever the header says.
+            let stamp = self.db().next_update_stamp();
+            self.log.write_checkpoint_stamped(needed, Some(stamp))?;
             self.counters
                 .checkpoint_writes
                 .fetch_add(1, Ordering::Relaxed);

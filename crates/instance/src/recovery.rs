@@ -6,17 +6,16 @@
 //! Why the steps are in this order (each crash point leaves a state the next `recover` finishes):
 //! 1. Redo, pages written and synced. A crash here leaves the header dirty and the checkpoint
 //!    where it was: the next run replays again, and redo skips what already reached the disk.
-//! 2. The database opened, its update stamp advanced past every replayed stamp, its recovery
-//!    position set to the checkpoint it was replayed from, closed clean: a consistent clean pair
-//!    (header = checkpoint file), and the stamp is persisted before the checkpoint can move.
-//! 3. The instance opened and closed cleanly: the checkpoint and the header's recovery position
-//!    move to the log's end (a crash inside leaves the header dirty with a persisted stamp, and
-//!    the next run replays at most that empty stretch).
-//!
-//! Undo is not built: a transaction whose records are in the log but whose commit record is not
-//! keeps its changes. Undoing them through the engine would need the logical operation of every
-//! change, and structural changes (splits, merges) are logged as page images that do not carry
-//! it; so recovery counts such transactions and reports them instead of pretending.
+//! 2. Undo, then a clean close: the instance is opened over the still-dirty database (its
+//!    update stamp advanced past every replayed stamp), every transaction with undo records but
+//!    neither a commit nor a rollback record in the log (a loser) is taken back through the
+//!    engine ([`crate::undo`]: its keys restored to their state before it, logged as ordinary
+//!    page changes, then a rollback record), and the instance is closed cleanly: pages flushed
+//!    and synced, the log flushed, the checkpoint moved to the log's end, and only then the
+//!    header given that recovery position and marked clean. A crash before the checkpoint moved
+//!    leaves everything to replay again: redo repeats the restores that were logged, and undo
+//!    restores the losers again (a restore sets an absolute state, so repeating it is harmless).
+//!    A crash after it leaves the header dirty with nothing left to replay or undo.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::collections::btree_map::Entry;
@@ -26,12 +25,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jetproof_engine::change;
-use jetproof_engine::{Database, DbHeader, DbState, LogPosition, checksum};
+use jetproof_engine::{DbHeader, DbState, checksum};
 use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use jetproof_log::{LogReader, ReadOptions, TornTail, read_checkpoint};
 
 use crate::format::{self, EngineRecord};
+use crate::undo::{self, UndoEntry};
 use crate::{Instance, InstanceError, InstanceOptions, Result};
 
 /// Pages kept in memory between writes; when more are being worked on, they are all written.
@@ -50,9 +50,15 @@ pub struct RecoveryReport {
     pub records_skipped: u64,
     /// Commit records read.
     pub commits: u64,
-    /// Transactions with page changes in the replayed log but no commit record: their changes
-    /// remain in the database (undo is not built).
+    /// Transactions with changes in the replayed log but no commit or rollback record.
     pub uncommitted_transactions: u64,
+    /// Of those, the ones taken back by undo (each had undo records; the others had only page
+    /// changes of a rollback already complete in content, and are ended the same way).
+    pub transactions_rolled_back: u64,
+    /// Undo entries restored (one per key per transaction taken back).
+    pub undo_entries: u64,
+    /// CPU time of the recovering thread (redo and undo), seconds.
+    pub cpu_seconds: f64,
     /// Distinct pages written back.
     pub pages_written: u64,
     pub seconds: f64,
@@ -87,7 +93,7 @@ pub fn recover(
             ..RecoveryReport::default()
         });
     }
-    let Some(found) = read_checkpoint(&*backend, log_dir, Some(header.database_id))? else {
+    let Some(_checkpoint) = read_checkpoint(&*backend, log_dir, Some(header.database_id))? else {
         return Err(InstanceError::RecoveryImpossible {
             path: db_path.to_path_buf(),
             reason: format!(
@@ -96,7 +102,7 @@ pub fn recover(
             ),
         });
     };
-    let checkpoint = found.checkpoint.lsn;
+
     let read_options = ReadOptions {
         direct_io: options.database.direct_io,
         class: IoClass::LogRead,
@@ -112,8 +118,34 @@ pub fn recover(
     let mut pages = PageMap::new(file, db_path, header.page_size as usize)?;
     let mut report = RecoveryReport::default();
     let mut open: BTreeSet<u64> = BTreeSet::new();
+    // The undo entries of each transaction not yet ended, in log order.
+    let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
+    let cpu_started = thread_cpu_seconds();
     let mut max_stamp = 0u64;
     while let Some(record) = reader.next_record()? {
+        match record.record_type {
+            undo::RECORD_UNDO => {
+                let entry = undo::decode_undo(&record.payload).map_err(|e| {
+                    InstanceError::RecoveryImpossible {
+                        path: db_path.to_path_buf(),
+                        reason: format!(
+                            "undo record at {} in {}: {e}",
+                            record.lsn,
+                            log_dir.display()
+                        ),
+                    }
+                })?;
+                open.insert(record.transaction_id);
+                losers.entry(record.transaction_id).or_default().push(entry);
+                continue;
+            }
+            undo::RECORD_ROLLBACK => {
+                open.remove(&record.transaction_id);
+                losers.remove(&record.transaction_id);
+                continue;
+            }
+            _ => {}
+        }
         let decoded = format::decode(record.record_type, &record.payload).map_err(|e| {
             InstanceError::RecoveryImpossible {
                 path: db_path.to_path_buf(),
@@ -124,6 +156,7 @@ pub fn recover(
             EngineRecord::Commit { .. } => {
                 report.commits += 1;
                 open.remove(&record.transaction_id);
+                losers.remove(&record.transaction_id);
             }
             EngineRecord::PageChange {
                 page,
@@ -170,21 +203,19 @@ pub fn recover(
     report.uncommitted_transactions = open.len() as u64;
     drop(pages);
 
-    // Step 2: a clean header naming the checkpoint replayed from, with the stamp persisted.
-    let mut db_options = options.database.clone();
-    db_options.accept_dirty = true;
-    let db = Database::open(backend.as_ref(), db_path, db_options)?;
-    db.advance_update_stamp(max_stamp);
-    db.set_recovery_position(LogPosition {
-        generation: checkpoint.generation,
-        offset: checkpoint.offset,
-    })?;
-    db.close()?;
-
-    // Step 3: the checkpoint and the recovery position to the log's end.
+    // Step 2: undo, then a clean close. The database stays dirty until the close, so a crash
+    // in between is finished by the next recovery.
     let mut instance_options = options.clone();
     instance_options.checkpoint_interval = None;
-    Instance::open(backend, db_path, log_dir, instance_options)?.close()?;
+    let instance =
+        Instance::open_for_recovery(backend, db_path, log_dir, instance_options, max_stamp)?;
+    for (&id, entries) in losers.iter().rev() {
+        instance.roll_back_recovered(id, entries)?;
+        report.transactions_rolled_back += 1;
+        report.undo_entries += entries.len() as u64;
+    }
+    instance.close()?;
+    report.cpu_seconds = (thread_cpu_seconds() - cpu_started).max(0.0);
 
     report.seconds = started.elapsed().as_secs_f64();
     report.seconds_per_log = if report.logs_replayed == 0 {
@@ -193,6 +224,19 @@ pub fn recover(
         report.seconds / report.logs_replayed as f64
     };
     Ok(report)
+}
+
+/// CPU time of the calling thread, seconds (0 if the clock is unavailable).
+fn thread_cpu_seconds() -> f64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the pointer it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return 0.0;
+    }
+    now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
 }
 
 /// The pages being worked on, read from the file on first use.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use jetproof_engine::change;
 use jetproof_engine::{Database, DatabaseOptions, checksum, page};
 use jetproof_instance::format::{self, EngineRecord};
-use jetproof_instance::{Instance, InstanceError, InstanceOptions};
+use jetproof_instance::{Instance, InstanceError, InstanceOptions, undo};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::mem::MemBackend;
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
@@ -69,6 +69,11 @@ fn options(cache_pages: u64) -> InstanceOptions {
     }
 }
 
+/// An undo or rollback record (`jetproof_instance::undo`), which the redo tests skip.
+fn is_undo(record: &LogRecord) -> bool {
+    record.record_type == undo::RECORD_UNDO || record.record_type == undo::RECORD_ROLLBACK
+}
+
 fn paths() -> (&'static Path, &'static Path) {
     (Path::new(DB), Path::new(LOGS))
 }
@@ -117,7 +122,16 @@ fn a_transaction_logs_its_page_changes_and_a_commit_record() {
     instance.close().unwrap();
 
     let (records, _) = read_log(backend);
-    let ours: Vec<_> = records.iter().filter(|r| r.transaction_id == id).collect();
+    // Undo records (one per key, before its first change) are checked in `tests/undo.rs`.
+    let ours: Vec<_> = records
+        .iter()
+        .filter(|r| r.transaction_id == id && !is_undo(r))
+        .collect();
+    let undo_records = records
+        .iter()
+        .filter(|r| r.transaction_id == id && is_undo(r))
+        .count();
+    assert_eq!(undo_records, 2, "one per key: alpha and beta");
     let decoded: Vec<_> = ours
         .iter()
         .map(|r| format::decode(r.record_type, &r.payload).unwrap())
@@ -144,12 +158,13 @@ fn a_transaction_logs_its_page_changes_and_a_commit_record() {
     assert_eq!(
         decoded.last(),
         Some(&EngineRecord::Commit {
-            page_changes: changes.len() as u64
+            // The commit counts every record of the transaction, its undo records included.
+            page_changes: (changes.len() + undo_records) as u64
         })
     );
     assert_eq!(ours.last().unwrap().lsn, commit);
     // Every record of the log is the engine's and decodes.
-    for record in &records {
+    for record in records.iter().filter(|r| !is_undo(r)) {
         format::decode(record.record_type, &record.payload).unwrap();
     }
 }
@@ -524,7 +539,7 @@ fn redo_case(seed: u64, from_checkpoint: bool) {
     let mut applied = 0;
     let mut max_stamp = 0;
     let mut touched = BTreeSet::new();
-    for record in &records {
+    for record in records.iter().filter(|r| !is_undo(r)) {
         match format::decode(record.record_type, &record.payload).unwrap() {
             EngineRecord::Commit { .. } => {
                 commits_found.insert(record.lsn);

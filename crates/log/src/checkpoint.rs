@@ -18,10 +18,11 @@ use crate::format::checkpoint_path;
 use crate::lsn::Lsn;
 
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"JPLOGCHK";
-pub const CHECKPOINT_VERSION: u32 = 1;
+/// Version 2 added `engine_stamp`; version 1 slots are still read (with a stamp of 0).
+pub const CHECKPOINT_VERSION: u32 = 2;
 /// Each slot is one 4 KiB block, so it can be written with direct I/O on its own.
 pub const SLOT_BYTES: usize = 4096;
-const SLOT_MEANINGFUL_BYTES: usize = 76;
+const SLOT_MEANINGFUL_BYTES: usize = 84;
 
 /// One checkpoint.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,10 @@ pub struct Checkpoint {
     /// Size of the log's generation files, so a reader needs no other configuration.
     pub log_file_size_bytes: u64,
     pub written_unix_ms: u64,
+    /// A value the log's user stores with the checkpoint: the engine's next update stamp when
+    /// the checkpoint was taken, so recovery never gives out a stamp a page already carries
+    /// (0: unknown, as in version 1 files).
+    pub engine_stamp: u64,
 }
 
 impl Checkpoint {
@@ -47,8 +52,9 @@ impl Checkpoint {
         slot[48..56].copy_from_slice(&self.lsn.offset.to_le_bytes());
         slot[56..64].copy_from_slice(&self.log_file_size_bytes.to_le_bytes());
         slot[64..72].copy_from_slice(&self.written_unix_ms.to_le_bytes());
-        let crc = crc32c::crc32c(&slot[..72]);
-        slot[72..76].copy_from_slice(&crc.to_le_bytes());
+        slot[72..80].copy_from_slice(&self.engine_stamp.to_le_bytes());
+        let crc = crc32c::crc32c(&slot[..80]);
+        slot[80..84].copy_from_slice(&crc.to_le_bytes());
     }
 
     fn decode(slot: &[u8]) -> Option<Checkpoint> {
@@ -61,14 +67,18 @@ impl Checkpoint {
             raw.copy_from_slice(&slot[at..at + 8]);
             u64::from_le_bytes(raw)
         };
-        let mut crc = [0u8; 4];
-        crc.copy_from_slice(&slot[72..76]);
-        if u32::from_le_bytes(crc) != crc32c::crc32c(&slot[..72]) {
-            return None;
-        }
         let mut version = [0u8; 4];
         version.copy_from_slice(&slot[8..12]);
-        if u32::from_le_bytes(version) != CHECKPOINT_VERSION {
+        let version = u32::from_le_bytes(version);
+        // Version 1: CRC of the first 72 bytes at 72; version 2: stamp at 72, CRC of 80 at 80.
+        let covered = match version {
+            1 => 72,
+            CHECKPOINT_VERSION => 80,
+            _ => return None,
+        };
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&slot[covered..covered + 4]);
+        if u32::from_le_bytes(crc) != crc32c::crc32c(&slot[..covered]) {
             return None;
         }
         let mut id = [0u8; 16];
@@ -79,6 +89,7 @@ impl Checkpoint {
             lsn: Lsn::new(field(40), field(48)),
             log_file_size_bytes: field(56),
             written_unix_ms: field(64),
+            engine_stamp: if version == 1 { 0 } else { field(72) },
         })
     }
 }
@@ -177,7 +188,7 @@ impl CheckpointWriter {
         // Both slots exist from the start, so a later update never extends the file (an
         // extending write would need the file size, i.e. metadata, to be synced too).
         writer.file.set_size(2 * SLOT_BYTES as u64)?;
-        writer.write(first.lsn)?;
+        writer.write(first.lsn, Some(first.engine_stamp))?;
         backend.sync_dir(dir)?;
         Ok(writer)
     }
@@ -209,12 +220,14 @@ impl CheckpointWriter {
         self.file.path()
     }
 
-    /// Durably records `lsn` as the new checkpoint (one 4 KiB write and one fdatasync).
-    pub fn write(&mut self, lsn: Lsn) -> Result<Checkpoint, IoError> {
+    /// Durably records `lsn` as the new checkpoint (one 4 KiB write and one fdatasync), with
+    /// `engine_stamp` (or the last one, if `None`).
+    pub fn write(&mut self, lsn: Lsn, engine_stamp: Option<u64>) -> Result<Checkpoint, IoError> {
         let next = Checkpoint {
             sequence: self.last.sequence.wrapping_add(1),
             lsn,
             written_unix_ms: unix_ms(),
+            engine_stamp: engine_stamp.unwrap_or(self.last.engine_stamp),
             ..self.last
         };
         next.encode(&mut self.slot);
@@ -241,14 +254,16 @@ mod tests {
             lsn: Lsn::new(1, 4096),
             log_file_size_bytes: 1 << 20,
             written_unix_ms: 0,
+            engine_stamp: 0,
         };
         let mut writer = CheckpointWriter::create(&*backend, dir, false, first).expect("create");
-        writer.write(Lsn::new(2, 4096)).expect("write 2");
-        writer.write(Lsn::new(3, 8192)).expect("write 3");
+        writer.write(Lsn::new(2, 4096), Some(11)).expect("write 2");
+        writer.write(Lsn::new(3, 8192), None).expect("write 3");
         let read = read_checkpoint(&*backend, dir, Some(7))
             .expect("read")
             .expect("present");
         assert_eq!(read.checkpoint.lsn, Lsn::new(3, 8192));
+        assert_eq!(read.checkpoint.engine_stamp, 11, "kept from the write before");
         // Tear the newest slot (sequence 3 lives in slot 1): the previous checkpoint remains.
         let file = backend
             .open(&checkpoint_path(dir), &OpenOptions::read_write())

@@ -286,6 +286,7 @@ impl Log {
                 lsn: first,
                 log_file_size_bytes: options.file_size_bytes,
                 written_unix_ms: unix_ms(),
+                engine_stamp: 0,
             },
         )?;
         Ok(Log::start(backend, options, file, first, 1, checkpoint))
@@ -609,6 +610,16 @@ impl Log {
     /// Durably records `lsn` as the oldest position recovery needs, then applies the retention
     /// rule to generations wholly before it. `lsn` must not be ahead of the durable log.
     pub fn write_checkpoint(&self, lsn: Lsn) -> Result<()> {
+        self.write_checkpoint_stamped(lsn, None)
+    }
+
+    /// The engine's stamp stored with the last checkpoint (see [`Checkpoint::engine_stamp`]).
+    pub fn checkpoint_engine_stamp(&self) -> u64 {
+        self.inner.checkpoint.lock().last().engine_stamp
+    }
+
+    /// [`Log::write_checkpoint`], storing `engine_stamp` with it (`None`: the previous one).
+    pub fn write_checkpoint_stamped(&self, lsn: Lsn, engine_stamp: Option<u64>) -> Result<()> {
         let inner = &*self.inner;
         let durable = {
             let state = inner.state.lock();
@@ -632,7 +643,7 @@ impl Log {
                 ),
             });
         }
-        if let Err(error) = checkpoint.write(lsn) {
+        if let Err(error) = checkpoint.write(lsn, engine_stamp) {
             return Err(inner.poison(error));
         }
         inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);

@@ -90,15 +90,30 @@ pub struct RunOptions<'a> {
 /// thread, and the instance keeps each thread's current transaction.
 pub(crate) struct EngineStore(pub(crate) Arc<LoggedInstance>);
 
+impl EngineStore {
+    /// A write conflict (another session's open transaction changed the key; ESE's
+    /// `JET_errWriteConflict`) is not a storage error: the transaction is rolled back, counted in
+    /// the instance's `write_conflicts`, and the operation counts as finding nothing.
+    fn write(&self, result: Result<bool, InstanceError>) -> Result<bool, StoreError> {
+        match result {
+            Err(InstanceError::WriteConflict { .. }) => {
+                self.0.rollback()?;
+                Ok(false)
+            }
+            other => Ok(other?),
+        }
+    }
+}
+
 impl Store for EngineStore {
     fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
-        Ok(self.0.insert(key, value)?)
+        self.write(self.0.insert(key, value))
     }
     fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
-        Ok(self.0.replace(key, value)?)
+        self.write(self.0.replace(key, value))
     }
     fn delete(&self, key: &[u8]) -> Result<bool, StoreError> {
-        Ok(self.0.delete(key)?)
+        self.write(self.0.delete(key))
     }
     fn read(&self, key: &[u8]) -> Result<bool, StoreError> {
         Ok(self.0.get(key)?.is_some())
@@ -637,7 +652,8 @@ fn log_summary(a: &Attached) -> String {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
-         each), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes.",
+         each), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
+         {} undo records, {} write conflicts rolled back.",
         a.name,
         get(&log.records),
         mb(get(&log.record_bytes)),
@@ -649,6 +665,8 @@ fn log_summary(a: &Attached) -> String {
         mb(get(&log.format_bytes)),
         get(&log.checkpoints),
         get(&counters.depth_flushes),
+        get(&counters.undo_records),
+        get(&counters.write_conflicts),
     )
 }
 

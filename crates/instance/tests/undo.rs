@@ -1,0 +1,249 @@
+//! Logical undo (`jetproof_instance::undo`): a rollback restores every key the transaction
+//! changed, a second writer of a key held by an open transaction gets a write conflict, close
+//! rolls back what is still open, and recovery takes back a transaction whose records reached the
+//! durable log without its commit record, also when that recovery is itself cut by a crash.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jetproof_engine::DatabaseOptions;
+use jetproof_instance::undo::{self, UndoEntry};
+use jetproof_instance::{Instance, InstanceError, InstanceOptions, recover};
+use jetproof_io::IoBackend;
+use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
+use jetproof_io::mem::MemBackend;
+use jetproof_log::format::DATA_START;
+use jetproof_log::{LogReader, Lsn, ReadOptions};
+
+const DB: &str = "/undo/db.jpdb";
+const LOGS: &str = "/undo/logs";
+const PAGE: usize = 4096;
+
+fn options() -> InstanceOptions {
+    InstanceOptions {
+        database: DatabaseOptions {
+            page_size: PAGE,
+            initial_size_bytes: 256 * PAGE as u64,
+            extent_bytes: 64 * PAGE as u64,
+            cache_min_bytes: 16 * PAGE as u64,
+            cache_max_bytes: 32 * PAGE as u64,
+            direct_io: false,
+            stats: None,
+            flush_thread: false,
+            accept_dirty: false,
+        },
+        log_file_size_bytes: 64 << 10,
+        log_buffer_size_bytes: 32 << 10,
+        lazy_flush_interval: Duration::from_millis(1),
+        checkpoint_depth_bytes: 20 << 20,
+        keep_files: true,
+        circular: false,
+        checkpoint_interval: None,
+        checkpoint_write_interval: Duration::from_secs(1),
+    }
+}
+
+fn fresh(backend: Arc<dyn IoBackend>) -> Instance {
+    let (db, logs) = (Path::new(DB), Path::new(LOGS));
+    Instance::create(backend.clone(), db, logs, options())
+        .unwrap()
+        .close()
+        .unwrap();
+    Instance::open(backend, db, logs, options()).unwrap()
+}
+
+fn content(instance: &Instance) -> Vec<(Vec<u8>, Vec<u8>)> {
+    instance.scan(b"", usize::MAX).unwrap()
+}
+
+/// Committed base content: ten keys, some with values large enough that later changes split
+/// and merge leaves.
+fn base(instance: &Instance) {
+    for n in 0..10u8 {
+        let len = if n % 3 == 0 { 1500 } else { 40 };
+        assert!(instance.insert(&[b'k', n], &vec![n; len]).unwrap());
+    }
+    instance.commit(false).unwrap().unwrap();
+}
+
+/// Inserts, replaces and deletes (some twice on one key) in the open transaction.
+fn changes(instance: &Instance) {
+    assert!(instance.insert(b"new", &[9; 1800]).unwrap());
+    assert!(instance.replace(&[b'k', 1], &[1; 1700]).unwrap());
+    assert!(instance.replace(&[b'k', 1], b"again").unwrap());
+    assert!(instance.delete(&[b'k', 3]).unwrap());
+    assert!(instance.insert(&[b'k', 3], b"back, different").unwrap());
+    assert!(instance.delete(&[b'k', 6]).unwrap());
+    for n in 0..8u8 {
+        assert!(instance.insert(&[b'z', n], &[n; 1200]).unwrap());
+    }
+}
+
+#[test]
+fn rollback_restores_every_key_and_logs_one_undo_record_per_key() {
+    let backend = MemBackend::new();
+    let instance = fresh(backend.clone());
+    base(&instance);
+    let before = content(&instance);
+    let id = instance.begin();
+    changes(&instance);
+    assert_ne!(content(&instance), before);
+    assert!(instance.rollback().unwrap());
+    assert_eq!(content(&instance), before);
+    instance.database().check().unwrap();
+    // Nothing open any more: a commit writes nothing, and the keys are free again.
+    assert_eq!(instance.commit(false).unwrap(), None);
+    assert!(instance.insert(b"new", b"x").unwrap());
+    instance.commit(false).unwrap().unwrap();
+    instance.close().unwrap();
+
+    let mut reader = LogReader::open(
+        backend,
+        Path::new(LOGS),
+        None,
+        Lsn::new(1, DATA_START),
+        ReadOptions::default(),
+    )
+    .unwrap();
+    let mut undo_keys = Vec::new();
+    let mut rollbacks = 0;
+    while let Some(record) = reader.next_record().unwrap() {
+        if record.transaction_id != id {
+            continue;
+        }
+        match record.record_type {
+            undo::RECORD_UNDO => undo_keys.push(undo::decode_undo(&record.payload).unwrap()),
+            undo::RECORD_ROLLBACK => rollbacks += 1,
+            _ => {}
+        }
+    }
+    // One per key: new, k1, k3, k6 and the eight z keys, each with its state before.
+    assert_eq!(undo_keys.len(), 12, "{undo_keys:?}");
+    assert_eq!(
+        undo_keys[0],
+        UndoEntry {
+            key: b"new".to_vec(),
+            before: None
+        }
+    );
+    assert_eq!(undo_keys[1].before, Some(vec![1; 40]));
+    assert_eq!(rollbacks, 1);
+}
+
+#[test]
+fn a_key_held_by_an_open_transaction_is_a_write_conflict_until_it_ends() {
+    let backend = MemBackend::new();
+    let instance = Arc::new(fresh(backend));
+    base(&instance);
+    instance.begin();
+    assert!(instance.replace(&[b'k', 2], b"mine").unwrap());
+    let other = instance.clone();
+    std::thread::spawn(move || {
+        let error = other.replace(&[b'k', 2], b"theirs").unwrap_err();
+        assert!(
+            matches!(error, InstanceError::WriteConflict { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("write conflict on key 6b02"),
+            "{error}"
+        );
+        // Other keys are free; the conflicting transaction rolls back what it did.
+        assert!(other.replace(&[b'k', 4], b"theirs").unwrap());
+        assert!(other.rollback().unwrap());
+    })
+    .join()
+    .unwrap();
+    assert_eq!(instance.get(&[b'k', 4]).unwrap(), Some(vec![4; 40]));
+    assert_eq!(
+        instance
+            .counters()
+            .write_conflicts
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    instance.commit(true).unwrap().unwrap();
+    let other = instance.clone();
+    std::thread::spawn(move || {
+        assert!(other.replace(&[b'k', 2], b"theirs").unwrap());
+        other.commit(false).unwrap().unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(instance.get(&[b'k', 2]).unwrap(), Some(b"theirs".to_vec()));
+    Arc::into_inner(instance).unwrap().close().unwrap();
+}
+
+#[test]
+fn close_rolls_back_transactions_left_open_by_any_session() {
+    let backend = MemBackend::new();
+    let instance = Arc::new(fresh(backend.clone()));
+    base(&instance);
+    let before = content(&instance);
+    let session = instance.clone();
+    // A session that ends without committing.
+    std::thread::spawn(move || changes(&session))
+        .join()
+        .unwrap();
+    assert_ne!(content(&instance), before);
+    Arc::into_inner(instance).unwrap().close().unwrap();
+    let reopened = Instance::open(backend, Path::new(DB), Path::new(LOGS), options()).unwrap();
+    assert_eq!(content(&reopened), before);
+    reopened.database().check().unwrap();
+    reopened.close().unwrap();
+}
+
+/// The open transaction's records and some of its pages are durable, its commit record is not:
+/// recovery takes it back; cut by a crash at every few operations, recovery run again still
+/// ends with the same content.
+#[test]
+fn recovery_takes_back_a_transaction_without_its_commit_record() {
+    let (db, logs) = (Path::new(DB), Path::new(LOGS));
+    let backend = FaultBackend::new(FaultConfig::default());
+    let instance = fresh(backend.clone());
+    base(&instance);
+    let before = content(&instance);
+    instance.begin();
+    changes(&instance);
+    // The log is durable, and dirty pages reach the file (after the log, by the write-ahead
+    // rule): the uncommitted changes are both in the log and on disk.
+    instance.log().flush().unwrap();
+    instance.database().flush().unwrap();
+    let crashed = backend.crash(CrashMode::SyncedOnly);
+    std::mem::forget(instance);
+
+    let report = recover(crashed.clone(), db, logs, &options()).unwrap();
+    assert_eq!(report.transactions_rolled_back, 1, "{report:?}");
+    assert_eq!(report.undo_entries, 12, "{report:?}");
+    assert!(report.cpu_seconds > 0.0, "{report:?}");
+    let reopened = Instance::open(crashed.clone(), db, logs, options()).unwrap();
+    assert_eq!(content(&reopened), before);
+    reopened.database().check().unwrap();
+    reopened.close().unwrap();
+
+    // The same crash, with recovery cut after 1, 2, … operations and run again.
+    let mut cut_during_undo = 0;
+    for ops in (1..400u64).step_by(7) {
+        let twin = backend.crash(CrashMode::SyncedOnly);
+        let limit = twin.operations() + ops;
+        twin.configure(|c| c.eio_after_ops = Some(limit));
+        let first = recover(twin.clone(), db, logs, &options());
+        let again = twin.crash(CrashMode::SyncedOnly);
+        again.configure(|c| c.eio_after_ops = None);
+        let report = recover(again.clone(), db, logs, &options())
+            .unwrap_or_else(|e| panic!("cut after {ops} operations: {e}"));
+        if first.is_err() && report.transactions_rolled_back == 1 && !report.was_clean {
+            cut_during_undo += 1;
+        }
+        let reopened = Instance::open(again, db, logs, options()).unwrap();
+        assert!(
+            content(&reopened) == before,
+            "cut after {ops} operations: the content differs from before the transaction"
+        );
+        reopened.database().check().unwrap();
+        reopened.close().unwrap();
+    }
+    assert!(cut_during_undo > 0, "no recovery was cut");
+}
