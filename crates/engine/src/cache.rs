@@ -23,6 +23,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -90,8 +91,8 @@ impl CacheConfig {
 
 #[derive(Debug, Default)]
 struct Counters {
+    /// Hits of the resident-only paths; `lookup`'s hits and every miss are in `MapState`.
     hits: AtomicU64,
-    misses: AtomicU64,
     evictions: AtomicU64,
     page_fault_stalls: AtomicU64,
     pages_read: AtomicU64,
@@ -146,12 +147,51 @@ struct Frame {
     first_dirty_log_position: AtomicU64,
 }
 
+/// The page table's hash: page numbers are chosen by the cache's own allocator, not by an
+/// adversary, so a multiplicative (Fibonacci) hash of the `u32` spreads them well at a fraction
+/// of SipHash's cost, on a lookup every page access makes under the map mutex.
+#[derive(Default)]
+struct PageHasher(u64);
+
+impl Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, page: u32) {
+        // The high bits of the product are the well-mixed ones; hashbrown uses the top 7 bits
+        // as a tag and the low bits as the bucket, so fold the high half down.
+        let product = (u64::from(page) ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = product ^ (product >> 32);
+    }
+}
+
+type PageTable = HashMap<u32, usize, BuildHasherDefault<PageHasher>>;
+
+/// What the flush lock guards: the flush hand (a frame index: where the next pass starts its
+/// clock order) and the buffer writes are sealed into, kept from pass to pass so a write does
+/// not allocate and zero up to 512 KiB (and, for direct I/O, fault its pages in) each time.
+#[derive(Debug)]
+struct FlushState {
+    hand: u32,
+    buf: AlignedBuf,
+}
+
 #[derive(Debug)]
 struct MapState {
-    table: HashMap<u32, usize>,
+    table: PageTable,
     free: Vec<usize>,
     allocated: usize,
     clock_hand: usize,
+    /// Hits and misses of `lookup`, counted under the map mutex (its cache line is already
+    /// ours there; a shared atomic would be one more line moving between cores per access).
+    /// `stats` adds them to the atomic counters of the other paths.
+    hits: u64,
+    misses: u64,
 }
 
 #[derive(Debug)]
@@ -170,7 +210,7 @@ pub(crate) struct CacheInner {
     dirty_count: AtomicUsize,
     counters: Counters,
     gate: RwLock<Arc<dyn WriteAheadGate>>,
-    flush_lock: Mutex<u32>,
+    flush_lock: Mutex<FlushState>,
     signal: Mutex<FlushSignal>,
     signal_cv: Condvar,
     poisoned: AtomicBool,
@@ -330,15 +370,20 @@ impl PageCache {
             file,
             frames,
             map: Mutex::new(MapState {
-                table: HashMap::new(),
+                table: PageTable::default(),
                 free: (0..config.min_pages).rev().collect(),
                 allocated: config.min_pages,
                 clock_hand: 0,
+                hits: 0,
+                misses: 0,
             }),
             dirty_count: AtomicUsize::new(0),
             counters: Counters::default(),
             gate: RwLock::new(Arc::new(NoLog)),
-            flush_lock: Mutex::new(0),
+            flush_lock: Mutex::new(FlushState {
+                hand: 0,
+                buf: AlignedBuf::zeroed(0),
+            }),
             signal: Mutex::new(FlushSignal {
                 wanted: false,
                 scavenge: false,
@@ -505,9 +550,13 @@ impl PageCache {
     pub fn stats(&self) -> CacheStats {
         let c = &self.inner.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (lookup_hits, lookup_misses, resident_pages) = {
+            let map = self.inner.map.lock();
+            (map.hits, map.misses, map.table.len())
+        };
         CacheStats {
-            hits: load(&c.hits),
-            misses: load(&c.misses),
+            hits: load(&c.hits) + lookup_hits,
+            misses: lookup_misses,
             evictions: load(&c.evictions),
             page_fault_stalls: load(&c.page_fault_stalls),
             pages_read: load(&c.pages_read),
@@ -517,7 +566,7 @@ impl PageCache {
             pages_corrected: load(&c.pages_corrected),
             readahead_pages: load(&c.readahead_pages),
             flushes: load(&c.flushes),
-            resident_pages: self.inner.map.lock().table.len(),
+            resident_pages,
             dirty_pages: self.inner.dirty_count.load(Ordering::Relaxed),
             max_pages: self.inner.config.max_pages,
         }
@@ -641,7 +690,11 @@ impl CacheInner {
 
     /// Called after a lookup: passes on the clock's request to write cold dirty pages.
     fn maybe_scavenge(&self) {
-        if !self.scavenge_wanted.swap(false, Ordering::AcqRel) {
+        // Read before swapping: this runs on every page access, and a swap would take the
+        // flag's cache line exclusively from the other cores each time.
+        if !self.scavenge_wanted.load(Ordering::Relaxed)
+            || !self.scavenge_wanted.swap(false, Ordering::AcqRel)
+        {
             return;
         }
         if self.config.flush_thread {
@@ -664,7 +717,7 @@ impl CacheInner {
             frame.pins.fetch_add(1, Ordering::AcqRel);
             frame.referenced.store(true, Ordering::Relaxed);
             if !create {
-                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                map.hits += 1;
             }
             return Lookup::Hit(f);
         }
@@ -678,7 +731,7 @@ impl CacheInner {
         frame.referenced.store(true, Ordering::Relaxed);
         map.table.insert(page, f);
         if !create {
-            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+            map.misses += 1;
         }
         Lookup::Load(f)
     }
@@ -1092,19 +1145,23 @@ impl CacheInner {
     /// pages not referenced lately first: they are the ones eviction will want next, so hot
     /// pages stay dirty in memory and absorb more changes, as in ESE. Each seed is written
     /// together with the dirty pages adjacent to it on disk, up to 512 KiB in one I/O. The caller
-    /// holds the flush lock, which owns `hand`.
-    fn flush_pass(&self, hand: &mut u32, clean_goal: usize) -> Result<()> {
-        self.flush_pass_filtered(hand, clean_goal, None)
+    /// holds the flush lock, which owns the hand and the write buffer.
+    fn flush_pass(&self, state: &mut FlushState, clean_goal: usize) -> Result<()> {
+        self.flush_pass_filtered(state, clean_goal, None)
     }
 
     /// A flush pass whose seeds are only pages dirty since before `older_than`, if given.
     fn flush_pass_filtered(
         &self,
-        hand: &mut u32,
+        state: &mut FlushState,
         clean_goal: usize,
         older_than: Option<u64>,
     ) -> Result<()> {
         self.check_poisoned()?;
+        let FlushState {
+            hand,
+            buf: write_buf,
+        } = state;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         let (mut dirty, allocated) = {
             let map = self.map.lock();
@@ -1203,7 +1260,12 @@ impl CacheInner {
             let Some(first_page) = run.first().map(|(page, _, _)| *page) else {
                 continue;
             };
-            let mut buf = AlignedBuf::zeroed(ps * run.len());
+            // Every byte of the write is a page copied in below: the buffer is never zeroed, only
+            // grown (to at most MAX_IO_BYTES) when a run is longer than any before.
+            if write_buf.len() < ps * run.len() {
+                *write_buf = AlignedBuf::zeroed(ps * max_run);
+            }
+            let buf = &mut write_buf[..ps * run.len()];
             let mut versions = Vec::with_capacity(run.len());
             let mut max_log_position = 0u64;
             for (i, (_, f, guard)) in run.iter().enumerate() {
@@ -1223,7 +1285,7 @@ impl CacheInner {
                 return Err(e);
             }
             let offset = u64::from(first_page) * ps as u64;
-            if let Err(e) = self.file.write_at(&buf, offset, IoClass::DbWrite) {
+            if let Err(e) = self.file.write_at(buf, offset, IoClass::DbWrite) {
                 // STYLE: after a failed write the instance stops rather than limping on.
                 let e = EngineError::from(e);
                 self.poison(&e);
