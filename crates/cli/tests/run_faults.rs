@@ -1,7 +1,7 @@
 //! `jetproof run` when something goes wrong, through the real binary: a page damaged on the
 //! storage is found by background database maintenance and fails the run naming the page; a
 //! Ctrl-C (SIGINT) mid-run ends the window, writes the partial result marked interrupted and
-//! leaves the databases closed cleanly (a checksum passes after).
+//! leaves the databases closed cleanly (`recover` has nothing to do and a checksum passes after).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -181,8 +181,13 @@ fn ctrl_c_mid_run_writes_a_partial_result_and_closes_the_databases() {
     assert!(r["achieved_iops"].as_f64().expect("achieved") > 0.0);
     let log = std::fs::read_to_string(&log_path).expect("log");
     assert!(log.contains("Databases are shut down."), "{log}");
-    // Closed cleanly: the checksum test passes, and another run (which refuses a database not
-    // shut down cleanly) attaches.
+    // Closed cleanly: `recover` has nothing to replay, the checksum test passes after it, and
+    // another run (which refuses a database not shut down cleanly) attaches.
+    jetproof(dir.path())
+        .args(["recover", job, "--out", "rec"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("nothing to recover"));
     jetproof(dir.path())
         .args(["checksum", job, "--out", "c"])
         .assert()

@@ -4,6 +4,8 @@
 //! must show every generation replayed with its timing and the replay's own I/O, and the
 //! databases must be clean after it: `checksum` passes and a performance run attaches.
 
+use std::time::{Duration, Instant};
+
 use predicates::prelude::*;
 
 mod common;
@@ -169,4 +171,112 @@ fn zero_log_files_is_refused() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--log-files"));
+}
+
+/// Ctrl-C (SIGINT) while the log files are generated: the test stops generating, still stops
+/// the instances uncleanly and replays what was generated, and writes a partial result marked
+/// interrupted (verdict fail with the reason, exit 1). The databases are left recovered: `recover`
+/// has nothing to do and `checksum` passes.
+#[test]
+fn ctrl_c_while_generating_replays_what_was_generated_and_writes_a_partial_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(
+        dir.path(),
+        "60s",
+        "[log]\nfile_size = \"64KiB\"\nbuffer_size = \"64KiB\"\n",
+    );
+    let job_arg = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job_arg])
+        .assert()
+        .success();
+    let logs = dir.path().join("jetproof-data/db1/logs");
+    let count = || {
+        std::fs::read_dir(&logs)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "jplog"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let before = count();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jetproof"))
+        .current_dir(dir.path())
+        .args([
+            "run",
+            job_arg,
+            "--test",
+            "soft-recovery",
+            "--log-files",
+            "100000",
+            "--out",
+            "soft",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn jetproof run");
+    let started = Instant::now();
+    while count() < before + 3 {
+        assert!(child.try_wait().expect("poll").is_none(), "run ended early");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "db1's log did not grow by 3 generations in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let interrupted = Instant::now();
+    let exit = loop {
+        if let Some(exit) = child.try_wait().expect("poll") {
+            break exit;
+        }
+        if interrupted.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("jetproof did not stop within 30 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("interrupted: stopping cleanly"), "{stderr}");
+    assert_eq!(exit.code(), Some(1), "{stdout}\n{stderr}");
+    let r = common::valid_result(&dir.path().join("soft/result.json"), "recovery");
+    assert!(r.interrupted);
+    assert!(
+        r.reasons
+            .iter()
+            .any(|reason| reason.contains("interrupted before 100000 log files")),
+        "{:?}",
+        r.reasons
+    );
+    for instance in &r.instances {
+        let figure = |key: &str| instance.extra.get(key).and_then(|v| v.as_u64());
+        let generated = figure("logs_generated").expect("logs_generated");
+        let replayed = figure("logs_replayed").expect("logs_replayed");
+        // Every generated file is replayed (plus the one the checkpoint was held in).
+        assert!(replayed >= generated.max(1), "{instance:?}");
+        assert!(instance.io.contains_key("log_read"), "{instance:?}");
+    }
+    assert!(
+        r.instances[0].extra["logs_generated"].as_u64() >= Some(2),
+        "{:?}",
+        r.instances[0]
+    );
+    jetproof(dir.path())
+        .args(["recover", job_arg])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nothing to recover"));
+    jetproof(dir.path())
+        .args(["checksum", job_arg, "--out", "sum"])
+        .assert()
+        .success();
 }

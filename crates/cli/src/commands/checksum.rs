@@ -114,7 +114,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         log_file: Some(log.path().to_path_buf()),
     };
     let result = checksum::to_result(&run, &job, &record);
-    let result_path = out.write_result(&result).map_err(CliError::runtime)?;
+    let result_path = out
+        .write_result_and_report(&result)
+        .map_err(CliError::runtime)?;
 
     println!("Checksum Statistics - All");
     for row in &table {

@@ -35,3 +35,59 @@ pub fn small_job(dir: &Path, duration: &str, extra: &str) -> PathBuf {
 pub fn result(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("result.json")).expect("valid JSON")
 }
+
+/// A `result.json` checked against the schema (`docs/results.md`): it reads back as
+/// `jetproof_results::TestResult` of the current schema version, names `test`, its verdict
+/// agrees with its reasons, its times and duration are coherent, the test log and `report.md`
+/// sit beside it, and every I/O class's figures agree with each other. Returns the parsed result.
+pub fn valid_result(path: &Path, test: &str) -> jetproof_results::TestResult {
+    let text = std::fs::read_to_string(path).expect("result.json");
+    let result: jetproof_results::TestResult = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} does not fit the schema: {e}\n{text}", path.display()));
+    assert_eq!(result.schema_version, jetproof_results::SCHEMA_VERSION);
+    assert_eq!(result.test.name(), test, "{text}");
+    assert_eq!(
+        result.verdict == jetproof_results::Verdict::Fail,
+        !result.reasons.is_empty(),
+        "the verdict must be fail exactly when there are reasons: {text}"
+    );
+    assert!(
+        result.started.ends_with('Z') && result.ended.ends_with('Z'),
+        "{text}"
+    );
+    assert!(result.started <= result.ended, "{text}");
+    assert!(result.duration_s > 0.0, "{text}");
+    assert!(!result.instances.is_empty(), "{text}");
+    let dir = path.parent().expect("results directory");
+    assert!(
+        dir.join("report.md").exists(),
+        "report.md beside {}",
+        path.display()
+    );
+    let log = result.log_file.as_ref().expect("log_file");
+    let log = if log.is_absolute() {
+        log.clone()
+    } else {
+        // Relative to the working directory of the run, which holds the results directory.
+        dir.parent().expect("run directory").join(log)
+    };
+    assert!(log.exists(), "{} missing", log.display());
+    for instance in &result.instances {
+        for (class, c) in &instance.io {
+            let context = format!("{} {class}: {c:?}", instance.name);
+            assert!(c.count > 0, "{context}");
+            assert!(
+                (c.avg_bytes - c.bytes as f64 / c.count as f64).abs() < 1e-6 * c.avg_bytes.max(1.0),
+                "{context}"
+            );
+            assert!(c.ops_per_sec > 0.0, "{context}");
+            assert!(
+                c.p50_ms <= c.p95_ms && c.p95_ms <= c.p99_ms && c.p99_ms <= c.p999_ms,
+                "{context}"
+            );
+            assert!(c.p999_ms <= c.max_ms * 1.01 + 1e-6, "{context}");
+            assert!(c.avg_latency_ms <= c.max_ms + 1e-9, "{context}");
+        }
+    }
+    result
+}
