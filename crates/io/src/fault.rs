@@ -3,7 +3,11 @@
 //! The model (also in `docs/io.md`):
 //! * Each file has a **current** content (what reads see) and a **durable** content (what
 //!   survives a crash). A write changes the current content and is remembered as *pending*;
-//!   `sync_data` makes the current content durable and forgets the pending writes.
+//!   `sync_data` makes the current content durable and forgets the pending writes. A write to
+//!   a file opened write-through ([`crate::OpenOptions::dsync`]) is durable when it returns:
+//!   no crash loses or tears it (other pending writes of the file are not made durable by it).
+//!   One that fails with the injected EIO (the power failing while it was in flight) may have
+//!   partly reached the disk: it stays pending, so a crash keeps, loses or tears it.
 //! * The **namespace** (create, rename, remove) is likewise current vs durable: a change becomes
 //!   durable only when `sync_dir` is called on the directory holding the name (as POSIX
 //!   requires), unless [`FaultConfig::sync_dir_required`] is off.
@@ -131,7 +135,13 @@ pub enum FaultEvent {
 
 #[derive(Clone, Debug)]
 enum Pending {
-    Write { offset: u64, data: Vec<u8> },
+    /// `durable`: written through a write-through (dsync) file, so already on stable storage:
+    /// kept whole at a crash, in its place in the order.
+    Write {
+        offset: u64,
+        data: Vec<u8>,
+        durable: bool,
+    },
     SetSize(u64),
 }
 
@@ -179,7 +189,9 @@ fn apply_write(data: &mut Vec<u8>, offset: u64, src: &[u8]) {
 
 fn apply(data: &mut Vec<u8>, pending: &Pending) {
     match pending {
-        Pending::Write { offset, data: src } => apply_write(data, *offset, src),
+        Pending::Write {
+            offset, data: src, ..
+        } => apply_write(data, *offset, src),
         Pending::SetSize(size) => data.resize(usize::try_from(*size).unwrap_or(usize::MAX), 0),
     }
 }
@@ -298,7 +310,8 @@ impl FaultBackend {
                 CrashMode::SyncedOnly => {}
                 CrashMode::RandomSubset => {
                     for p in &inode.pending {
-                        if rng.random_bool(0.5) {
+                        let kept = matches!(p, Pending::Write { durable: true, .. });
+                        if kept || rng.random_bool(0.5) {
                             apply(&mut data, p);
                         }
                     }
@@ -307,10 +320,15 @@ impl FaultBackend {
                     let last_write = inode
                         .pending
                         .iter()
-                        .rposition(|p| matches!(p, Pending::Write { .. }));
+                        .rposition(|p| matches!(p, Pending::Write { durable: false, .. }));
                     for (i, p) in inode.pending.iter().enumerate() {
                         match (Some(i) == last_write, p) {
-                            (true, Pending::Write { offset, data: src }) => {
+                            (
+                                true,
+                                Pending::Write {
+                                    offset, data: src, ..
+                                },
+                            ) => {
                                 let sectors = src.len().div_ceil(sector);
                                 let kept_sectors = if sectors > 1 {
                                     rng.random_range(0..sectors)
@@ -421,6 +439,7 @@ impl IoBackend for FaultBackend {
             inode: id,
             block_size,
             writable: options.write,
+            dsync: options.dsync,
         }))
     }
 
@@ -485,6 +504,8 @@ pub struct FaultFile {
     inode: InodeId,
     block_size: usize,
     writable: bool,
+    /// Opened write-through: every write is durable when it returns.
+    dsync: bool,
 }
 
 impl FaultFile {
@@ -563,7 +584,23 @@ impl IoFile for FaultFile {
         }
         let admitted = {
             let mut state = self.shared.state.lock();
-            let admitted = self.shared.admit(&mut state, "write", &self.path, offset)?;
+            let admitted = match self.shared.admit(&mut state, "write", &self.path, offset) {
+                Ok(admitted) => admitted,
+                Err(error @ IoError::Injected { .. }) if self.dsync => {
+                    // The power failing during a write-through write: it never returns
+                    // success, and any part of it may have reached the disk. Pending, not
+                    // durable: a crash keeps it whole, loses it or tears it.
+                    let inode = &mut state.inodes[self.inode];
+                    apply_write(&mut inode.current, offset, src);
+                    inode.pending.push(Pending::Write {
+                        offset,
+                        data: src.to_vec(),
+                        durable: false,
+                    });
+                    return Err(error);
+                }
+                Err(error) => return Err(error),
+            };
             let config = state.config.clone();
             let chance = |state: &mut State, p: f64| p > 0.0 && state.rng.random_bool(p.min(1.0));
             if chance(&mut state, config.lost_write_probability) {
@@ -606,9 +643,16 @@ impl IoFile for FaultFile {
                 }
                 let inode = &mut state.inodes[self.inode];
                 apply_write(&mut inode.current, target, &data);
+                if self.dsync {
+                    // Durable now. It also stays among the pending writes, so that a crash that
+                    // replays earlier unsynced writes over the durable content replays this one
+                    // after them, as the disk would hold it.
+                    apply_write(&mut inode.durable, target, &data);
+                }
                 inode.pending.push(Pending::Write {
                     offset: target,
                     data,
+                    durable: self.dsync,
                 });
             }
             admitted

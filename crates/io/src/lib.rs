@@ -49,6 +49,11 @@ pub struct OpenOptions {
     /// unless the user said so (SPEC §6: job key `storage.allow_devices = true`, or
     /// `probe --allow-device`).
     pub allow_device: bool,
+    /// Write-through (O_DSYNC): every write returns only once its data is on stable storage, so
+    /// its latency includes durability and no separate `sync_data` is needed for it. What ESE
+    /// does for log files (they are opened write-through), so that a log write's measured
+    /// latency is Jetstress's "I/O Log Writes Average Latency".
+    pub dsync: bool,
 }
 
 impl OpenOptions {
@@ -58,6 +63,7 @@ impl OpenOptions {
             write: false,
             direct: true,
             allow_device: false,
+            dsync: false,
         }
     }
     pub fn read_write() -> Self {
@@ -66,6 +72,7 @@ impl OpenOptions {
             write: true,
             direct: true,
             allow_device: false,
+            dsync: false,
         }
     }
     pub fn create() -> Self {
@@ -74,6 +81,7 @@ impl OpenOptions {
             write: true,
             direct: true,
             allow_device: false,
+            dsync: false,
         }
     }
     pub fn buffered(mut self) -> Self {
@@ -87,6 +95,11 @@ impl OpenOptions {
     /// See [`OpenOptions::allow_device`].
     pub fn with_allow_device(mut self, allow: bool) -> Self {
         self.allow_device = allow;
+        self
+    }
+    /// See [`OpenOptions::dsync`].
+    pub fn with_dsync(mut self, dsync: bool) -> Self {
+        self.dsync = dsync;
         self
     }
 }

@@ -147,8 +147,17 @@ fn open_checked(path: &Path, options: &OpenOptions) -> Result<StdFile, IoError> 
     if options.create {
         open.create(true);
     }
+    let mut flags = 0;
     if options.direct {
-        open.custom_flags(libc::O_DIRECT);
+        flags |= libc::O_DIRECT;
+    }
+    if options.dsync {
+        // Write-through: each write is durable when it returns (io_uring writes on this
+        // descriptor too).
+        flags |= libc::O_DSYNC;
+    }
+    if flags != 0 {
+        open.custom_flags(flags);
     }
     let file = match open.open(path) {
         Ok(file) => file,

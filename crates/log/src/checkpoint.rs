@@ -263,7 +263,10 @@ mod tests {
             .expect("read")
             .expect("present");
         assert_eq!(read.checkpoint.lsn, Lsn::new(3, 8192));
-        assert_eq!(read.checkpoint.engine_stamp, 11, "kept from the write before");
+        assert_eq!(
+            read.checkpoint.engine_stamp, 11,
+            "kept from the write before"
+        );
         // Tear the newest slot (sequence 3 lives in slot 1): the previous checkpoint remains.
         let file = backend
             .open(&checkpoint_path(dir), &OpenOptions::read_write())

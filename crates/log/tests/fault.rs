@@ -97,9 +97,11 @@ fn fault_run(seed: u64) -> bool {
             }
         }
         if rng.random_bool(0.5) {
-            // The power fails: the next write lands (unsynced), its sync fails.
+            // The power fails during the next write: log files are written through, so the
+            // write itself fails, and any part of it may be on the disk (kept, lost or torn
+            // by the crash below).
             let operations = backend.operations();
-            backend.configure(|config| config.eio_after_ops = Some(operations + 1));
+            backend.configure(|config| config.eio_after_ops = Some(operations));
             let _ = log.flush();
         }
         let mode = match rng.random_range(0..3) {
