@@ -98,6 +98,29 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
             "{instance}"
         );
         assert!(instance.get("log_write").is_none(), "{instance}");
+        // The run was killed with transactions open: undo takes back those it can name.
+        assert!(
+            instance["transactions_rolled_back"]
+                .as_u64()
+                .expect("transactions_rolled_back")
+                <= instance["uncommitted_transactions"]
+                    .as_u64()
+                    .expect("uncommitted_transactions"),
+            "{instance}"
+        );
+        assert!(
+            instance["cpu_seconds"].as_f64().expect("cpu_seconds") >= 0.0,
+            "{instance}"
+        );
+        if instance["records_applied"].as_u64() > Some(0) {
+            assert!(
+                instance["cpu_us_per_record"]
+                    .as_f64()
+                    .expect("cpu_us_per_record")
+                    > 0.0,
+                "{instance}"
+            );
+        }
     }
     assert!(dir.path().join("rec/report.md").exists());
     assert!(dir.path().join("rec/test.log").exists());

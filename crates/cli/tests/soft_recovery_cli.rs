@@ -70,6 +70,26 @@ fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
                 > 0,
             "{instance}"
         );
+        // The replaying thread's CPU time, per record applied (issue 3's figure), and undo.
+        let cpu = instance["cpu_seconds"].as_f64().expect("cpu_seconds");
+        assert!(cpu > 0.0 && cpu <= seconds * 1.05 + 0.01, "{instance}");
+        let per_record = instance["cpu_us_per_record"]
+            .as_f64()
+            .expect("cpu_us_per_record");
+        let applied = instance["records_applied"].as_u64().expect("applied") as f64;
+        assert!(
+            (per_record - cpu / applied * 1e6).abs() <= 1e-6 * per_record,
+            "{instance}"
+        );
+        assert!(
+            instance["transactions_rolled_back"]
+                .as_u64()
+                .expect("transactions_rolled_back")
+                <= instance["uncommitted_transactions"]
+                    .as_u64()
+                    .expect("uncommitted_transactions"),
+            "{instance}"
+        );
         // The replay read the log in large sequential reads.
         let log_read = &instance["log_read"];
         assert!(
@@ -106,6 +126,8 @@ fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
         "## Soft Recovery Statistics",
         "## Soft Recovery I/O Performance",
         "| db1 | log_read |",
+        "CPU µs per record applied",
+        "Transactions rolled back",
     ] {
         assert!(report.contains(words), "{words:?} missing from:\n{report}");
     }

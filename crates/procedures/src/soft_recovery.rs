@@ -360,10 +360,21 @@ impl Replay {
         }
         if report.uncommitted_transactions > 0 {
             lines.push(format!(
-                "{name}: {} transaction(s) without a commit record keep their changes (undo is not built).",
-                report.uncommitted_transactions
+                "{name}: {} transaction(s) without a commit record; {} rolled back by undo ({} key(s) restored).",
+                report.uncommitted_transactions,
+                report.transactions_rolled_back,
+                report.undo_entries
             ));
         }
+        lines.push(format!(
+            "{name}: Replay CPU time {:.3} seconds ({}; the replaying thread was busy {:.0}% of the replay).",
+            report.cpu_seconds,
+            match cpu_us_per_record(report) {
+                Some(us) => format!("{us:.2} µs per record applied"),
+                None => "no record applied".to_string(),
+            },
+            cpu_share(report) * 100.0
+        ));
         lines
     }
 
@@ -394,7 +405,24 @@ impl Replay {
                     "uncommitted_transactions".into(),
                     report.uncommitted_transactions.into(),
                 );
+                extra.insert(
+                    "transactions_rolled_back".into(),
+                    report.transactions_rolled_back.into(),
+                );
+                extra.insert("undo_entries".into(), report.undo_entries.into());
                 extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
+                extra.insert("cpu_seconds".into(), report.cpu_seconds.into());
+                extra.insert("cpu_share".into(), cpu_share(report).into());
+                if let Some(us) = cpu_us_per_record(report) {
+                    extra.insert("cpu_us_per_record".into(), us.into());
+                }
+                let replayed = report.records_applied + report.records_skipped;
+                if replayed > 0 {
+                    extra.insert(
+                        "cpu_us_per_record_replayed".into(),
+                        (report.cpu_seconds / replayed as f64 * 1e6).into(),
+                    );
+                }
             }
             Err(error) => {
                 reason = Some(format!(
@@ -412,6 +440,22 @@ impl Replay {
             extra,
         };
         (result, reason)
+    }
+}
+
+/// CPU µs of the replaying thread per record applied (issue 3's figure: is the replay bound by
+/// the CPU or by the device); None when no record was applied.
+pub fn cpu_us_per_record(report: &RecoveryReport) -> Option<f64> {
+    (report.records_applied > 0).then(|| report.cpu_seconds / report.records_applied as f64 * 1e6)
+}
+
+/// The share of the replay's wall-clock time the replaying thread spent on the CPU (0 to 1):
+/// near 1 the replay is CPU-bound, well under 1 it waits for the device.
+pub fn cpu_share(report: &RecoveryReport) -> f64 {
+    if report.seconds > 0.0 {
+        report.cpu_seconds / report.seconds
+    } else {
+        0.0
     }
 }
 

@@ -174,6 +174,9 @@ fn recovery_table(result: &TestResult) -> Table {
         "Records applied",
         "Records skipped",
         "Pages written",
+        "Transactions rolled back",
+        "CPU µs per record applied",
+        "CPU busy %",
     ]);
     for instance in &result.instances {
         let number = |key: &str| instance.extra.get(key).and_then(|v| v.as_f64());
@@ -194,6 +197,9 @@ fn recovery_table(result: &TestResult) -> Table {
                 "-".into(),
                 "-".into(),
                 "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
             ]);
             continue;
         };
@@ -205,6 +211,13 @@ fn recovery_table(result: &TestResult) -> Table {
             whole("records_applied"),
             whole("records_skipped"),
             whole("pages_written"),
+            whole("transactions_rolled_back"),
+            number("cpu_us_per_record")
+                .map(|us| format!("{us:.2}"))
+                .unwrap_or_else(|| "-".into()),
+            number("cpu_share")
+                .map(|share| format!("{:.0}", share * 100.0))
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     table
@@ -437,7 +450,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Host, io_results};
+    use crate::{Host, TestKind, io_results};
     use jetproof_io::IoClass;
     use jetproof_io::meter::InstanceStats;
 
@@ -493,6 +506,39 @@ mod tests {
             !md.contains("Log Replication"),
             "no replication I/O occurred:\n{md}"
         );
+    }
+
+    #[test]
+    fn a_recovery_result_has_its_own_tables() {
+        let mut result = sample();
+        result.test = TestKind::Recovery;
+        result.set_reasons(Vec::new());
+        let extra: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(serde_json::json!({
+                "logs_replayed": 500, "seconds": 17.5, "seconds_per_log": 0.035,
+                "records_applied": 8000, "records_skipped": 170000, "pages_written": 380,
+                "transactions_rolled_back": 3, "cpu_us_per_record": 812.5, "cpu_share": 0.37,
+            }))
+            .expect("extra");
+        result.instances[0].extra = extra;
+        let failed = InstanceResult {
+            name: "db2".into(),
+            database_path: "/d2".into(),
+            log_path: "/l2".into(),
+            io: BTreeMap::new(),
+            extra: [("error".to_string(), serde_json::json!("recovery failed"))].into(),
+        };
+        result.instances.push(failed);
+        let md = markdown(&result);
+        for words in [
+            "## Soft Recovery Statistics",
+            "| db1 | 500 | 17.500 | 0.035 | 8000 | 170000 | 380 | 3 | 812.50 | 37 |",
+            "| db2 | failed |",
+            "## Soft Recovery I/O Performance",
+        ] {
+            assert!(md.contains(words), "missing {words:?} in\n{md}");
+        }
+        assert!(!md.contains("Transactional I/O Performance"), "{md}");
     }
 
     #[test]

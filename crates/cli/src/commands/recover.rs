@@ -1,10 +1,10 @@
 //! `jetproof recover [JOB]`: soft recovery. Every instance of the job whose database was left
-//! dirty by an unclean stop has its log replayed from the checkpoint (`jetproof_instance::recover`,
-//! redo only; undo is not built), all of them concurrently, and is marked clean so tests can attach
-//! again. The replay and its report are the soft-recovery test's
+//! dirty by an unclean stop has its log replayed from the checkpoint (`jetproof_instance::recover`:
+//! redo, then undo of the transactions without a commit record), all of them concurrently, and is
+//! marked clean so tests can attach again. The replay and its report are the soft-recovery test's
 //! (`jetproof_procedures::soft_recovery::recover_job`): per instance log files replayed, seconds,
-//! seconds per log file, records applied and the replay's I/O (`log_read`, `db_read`,
-//! `db_write`), in `result.json` (test "recovery"), `test.log` and `report.md` under `--out`.
+//! seconds per log file, records applied, transactions rolled back, the replaying thread's CPU
+//! time per record applied and the replay's I/O (`log_read`, `db_read`, `db_write`), in `result.json` (test "recovery"), `test.log` and `report.md` under `--out`.
 //!
 //! Exit codes: 0 every dirty database was recovered, or every database was clean (nothing to
 //! do); 2 bad input (a missing database: run `jetproof init` first; a bad job field; an unusable
