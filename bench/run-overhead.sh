@@ -23,7 +23,8 @@
 # Usage: bench/run-overhead.sh [DIR]   (default ./bench-data; removed after)
 # Environment: DB_SIZE (default 512MiB), DATABASES (2), THREADS (4), CACHE_MAX (64MiB),
 # DURATION (20s), ROUNDS (3), FIO_SIZE (1G), FIO_RUNTIME (15), BASE_JETPROOF, BASE_MEM_BENCH,
-# BASE_LABEL (before), OUT (default bench/results/<date>-run-overhead.md).
+# BASE_LABEL (before), NOW_JETPROOF and NOW_MEM_BENCH (binaries to measure instead of building
+# the working tree), NOW_LABEL (now), OUT (default bench/results/<date>-run-overhead.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -40,18 +41,23 @@ fio_runtime=${FIO_RUNTIME:-15}
 base_label=${BASE_LABEL:-before}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-notes=$(machine_notes "$dir")
-(cd "$here/.." && cargo build --release -q -p jetproof)
-jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
-# The test binary of jetproof-procedures' library (built now).
-mem_bench=$(cd "$here/.." && cargo test --release -q -p jetproof-procedures --lib --no-run \
-  --message-format=json 2>/dev/null | python3 -c '
+notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)")
+if [[ -n ${NOW_JETPROOF:-} && -n ${NOW_MEM_BENCH:-} ]]; then
+  jetproof=$NOW_JETPROOF
+  mem_bench=$NOW_MEM_BENCH
+else
+  (cd "$here/.." && cargo build --release -q -p jetproof)
+  jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
+  # The test binary of jetproof-procedures' library (built now).
+  mem_bench=$(cd "$here/.." && cargo test --release -q -p jetproof-procedures --lib --no-run \
+    --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
         print(m["executable"])')
-variants=("now $jetproof $mem_bench")
+fi
+variants=("${NOW_LABEL:-now} $jetproof $mem_bench")
 if [[ -n ${BASE_JETPROOF:-} && -n ${BASE_MEM_BENCH:-} ]]; then
   variants=("$base_label $BASE_JETPROOF $BASE_MEM_BENCH" "${variants[@]}")
 fi
@@ -137,6 +143,7 @@ for round in $(seq 1 "$rounds"); do
   rows+=("$round fio $fio_us $fio_iops")
 done
 rmdir "$dir" 2>/dev/null || true
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-run-overhead.md}
 body=$(printf '%s\n' "${rows[@]}" | python3 -c '
@@ -184,6 +191,7 @@ print("| bound: %d x %s cache + 10%% + 64 MiB | %.1f |" % (databases, cache_max,
   echo "# run: driver CPU per I/O and memory"
   echo
   echo "$notes"
+  echo "- load average at the end: $load_end"
   echo
   echo "## Commands"
   echo
