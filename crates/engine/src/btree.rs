@@ -613,7 +613,9 @@ impl<'a> Tree<'a> {
         )
     }
 
-    fn new_node(&self, entries: &Entries, level: u16, lp: u64) -> Result<u32> {
+    /// A new node holding `entries`, returned latched: it belongs to the open group
+    /// ([`ChangeLog::begin_group`]) until the group is logged and its pages stamped.
+    fn new_node(&self, entries: &Entries, level: u16, lp: u64) -> Result<(u32, PageMut<'a>)> {
         let page = self.space.allocate(self.cache)?;
         let mut node = self.cache.create(page)?;
         let page_type = if level == 0 {
@@ -627,25 +629,78 @@ impl<'a> Tree<'a> {
         // later state at redo time: it is logged whole (the log leaves out its free space).
         entries.encode(node.data_mut(), level);
         self.logged_image(&mut node, lp)?;
-        Ok(page)
+        Ok((page, node))
     }
 
-    fn free_node(&self, node: &mut PageMut<'_>, lp: u64) -> Result<()> {
+    /// Formats `node` as a free page; its space map bit is cleared only after the group is
+    /// logged (`to_free`), so a crash can leak a page but never free one the tree still uses.
+    fn free_node(&self, node: &mut PageMut<'_>, lp: u64, to_free: &mut Vec<u32>) -> Result<()> {
         let page = node.page_number();
         page::format_free(node.data_mut(), page);
         self.logged_image(node, lp)?;
-        self.space.free(self.cache, page)
+        to_free.push(page);
+        Ok(())
     }
 
-    /// Writes `pending` (the new entries of `path[at]`), splitting or merging as needed and
-    /// carrying the change up the latched path.
+    /// Writes `pending` (the new entries of `path[at]`), splitting or merging as needed, as one
+    /// group of changes ([`ChangeLog::begin_group`]): recovery applies a split or merge whole or
+    /// not at all. Every page the group changes stays latched until the group is logged and the
+    /// pages carry its log position (so none reaches the disk before the whole group is durable,
+    /// and no other change to them is logged before it); freed pages return to the space map
+    /// after that.
     fn rebalance(
+        &self,
+        path: &mut [PathNode<'a>],
+        at: usize,
+        pending: Entries,
+        append: bool,
+        lp: u64,
+    ) -> Result<()> {
+        let first_stamp = self.stamp.load(std::sync::atomic::Ordering::Acquire);
+        let mut held: Vec<PageMut<'a>> = Vec::new();
+        let mut to_free = Vec::new();
+        self.log.begin_group();
+        if let Err(e) = self.rebalance_group(path, at, pending, append, lp, &mut held, &mut to_free)
+        {
+            self.log.discard_group();
+            self.cache.poison(&e);
+            return Err(e);
+        }
+        let position = self.log.end_group().inspect_err(|e| self.cache.poison(e))?;
+        if position != 0 {
+            let changed = |node: &mut PageMut<'a>| {
+                let stamp = page::update_stamp(node.data()).unwrap_or(0);
+                if stamp >= first_stamp {
+                    let at = page::log_position(node.data()).unwrap_or(0);
+                    node.stamp(stamp, at.max(position));
+                }
+            };
+            for step in path.iter_mut() {
+                changed(&mut step.node);
+                if let Some((sibling, _)) = step.sibling.as_mut() {
+                    changed(sibling);
+                }
+            }
+            held.iter_mut().for_each(changed);
+        }
+        drop(held);
+        for page in to_free {
+            self.space.free(self.cache, page)?;
+        }
+        Ok(())
+    }
+
+    /// The changes of [`Tree::rebalance`], carried up the latched path.
+    #[allow(clippy::too_many_arguments)]
+    fn rebalance_group(
         &self,
         path: &mut [PathNode<'a>],
         mut at: usize,
         mut pending: Entries,
         mut append: bool,
         lp: u64,
+        held: &mut Vec<PageMut<'a>>,
+        to_free: &mut Vec<u32>,
     ) -> Result<()> {
         let ps = self.cache.config().page_size;
         let capacity = node::capacity(ps);
@@ -667,14 +722,17 @@ impl<'a> Tree<'a> {
                     first.0.clear();
                 }
                 if is_root {
-                    let left_page = self.new_node(&pending, level, lp)?;
-                    let right_page = self.new_node(&right, level, lp)?;
+                    let (left_page, left) = self.new_node(&pending, level, lp)?;
+                    held.push(left);
+                    let (right_page, right_node) = self.new_node(&right, level, lp)?;
+                    held.push(right_node);
                     let root_entries =
                         Entries::Interior(vec![(Vec::new(), left_page), (separator, right_page)]);
                     self.write_node(&mut current.node, &root_entries, level + 1, lp)?;
                     return Ok(());
                 }
-                let right_page = self.new_node(&right, level, lp)?;
+                let (right_page, right_node) = self.new_node(&right, level, lp)?;
+                held.push(right_node);
                 self.write_node(&mut current.node, &pending, level, lp)?;
                 if at == 0 {
                     return Err(self.inconsistent(page, "split with no latched parent"));
@@ -732,11 +790,11 @@ impl<'a> Tree<'a> {
                         };
                         let survivor_page = if sibling_index < child_index {
                             self.write_node(&mut sibling, &combined, level, lp)?;
-                            self.free_node(&mut current.node, lp)?;
+                            self.free_node(&mut current.node, lp, to_free)?;
                             sibling.page_number()
                         } else {
                             self.write_node(&mut current.node, &combined, level, lp)?;
-                            self.free_node(&mut sibling, lp)?;
+                            self.free_node(&mut sibling, lp, to_free)?;
                             current.node.page_number()
                         };
                         let _ = left_index;
@@ -755,13 +813,15 @@ impl<'a> Tree<'a> {
                             self.write_node(&mut root.node, &combined, level, lp)?;
                             if survivor_page == page {
                                 if let Some(current) = path.get_mut(1) {
-                                    self.free_node(&mut current.node, lp)?;
+                                    self.free_node(&mut current.node, lp, to_free)?;
                                 }
                             } else {
-                                self.free_node(&mut sibling, lp)?;
+                                self.free_node(&mut sibling, lp, to_free)?;
                             }
+                            held.push(sibling);
                             return Ok(());
                         }
+                        held.push(sibling);
                         pending = Entries::Interior(parent_entries);
                         append = false;
                         continue;

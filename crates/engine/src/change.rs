@@ -181,6 +181,23 @@ pub trait ChangeLog: Send + Sync + std::fmt::Debug {
         update_stamp: u64,
         change: &PageChange<'_>,
     ) -> crate::error::Result<u64>;
+
+    /// Starts a group on the calling thread: the page changes it records until
+    /// [`ChangeLog::end_group`] (space map bits aside) are one structural change (a split or a
+    /// merge), which recovery must apply whole or not at all, as ESE logs a split as one record.
+    /// While a group is open, `record` may hold the change back and return a position at or
+    /// before where the group will be logged; the caller keeps every page of the group latched
+    /// until `end_group` and then stamps them with the position it returns.
+    fn begin_group(&self) {}
+
+    /// Logs the group's changes as one atomic unit and returns the log position every page of
+    /// the group must carry (0 if nothing was held back).
+    fn end_group(&self) -> crate::error::Result<u64> {
+        Ok(0)
+    }
+
+    /// Drops the group's held changes (the change failed half way; the cache is poisoned).
+    fn discard_group(&self) {}
 }
 
 /// The change log used while there is no log: records nothing, returns log position 0.

@@ -33,6 +33,7 @@
 
 pub mod error;
 pub mod format;
+pub mod group;
 pub mod recovery;
 pub mod undo;
 
@@ -148,6 +149,9 @@ thread_local! {
     static LOGGED: Cell<u64> = const { Cell::new(0) };
     /// Encoding buffer, reused.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The page changes of the structural change (group) open on this thread, held back until
+    /// it ends (`None`: no group open).
+    static GROUP: RefCell<Option<Vec<Vec<u8>>>> = const { RefCell::new(None) };
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -173,6 +177,23 @@ impl ChangeLog for LogSink {
         update_stamp: u64,
         change: &PageChange<'_>,
     ) -> jetproof_engine::error::Result<u64> {
+        // Space map bits are not held in a group: each is absolute, and the map page is shared
+        // by every session (its latch is not kept for the group).
+        if !matches!(change, PageChange::MapBit { .. }) {
+            let held = GROUP.with_borrow_mut(|group| {
+                let members = group.as_mut()?;
+                let mut payload = Vec::new();
+                format::encode_page_change(page, update_stamp, change, &mut payload);
+                members.push(payload);
+                Some(())
+            });
+            if held.is_some() {
+                LOGGED.set(LOGGED.get() + 1);
+                // At or before where the group will be logged: the page's first unflushed
+                // change for the checkpoint; the engine stamps the group's position at its end.
+                return Ok(self.log.end_lsn().to_u64());
+            }
+        }
         let transaction_id = CURRENT.get();
         let lsn = SCRATCH.with_borrow_mut(|buffer| {
             format::encode_page_change(page, update_stamp, change, buffer);
@@ -185,6 +206,48 @@ impl ChangeLog for LogSink {
         let lsn = lsn.map_err(|e| log_failure(&self.dir, &e))?;
         LOGGED.set(LOGGED.get() + 1);
         Ok(lsn.to_u64())
+    }
+
+    fn begin_group(&self) {
+        GROUP.set(Some(Vec::new()));
+    }
+
+    fn end_group(&self) -> jetproof_engine::error::Result<u64> {
+        let Some(members) = GROUP.take() else {
+            return Ok(0);
+        };
+        let transaction_id = CURRENT.get();
+        let appended = match members.as_slice() {
+            [] => return Ok(0),
+            // One change is atomic on its own.
+            [only] => self.log.append(&Record {
+                record_type: format::RECORD_PAGE_CHANGE,
+                transaction_id,
+                payload: only,
+            }),
+            _ => {
+                let max = self.log.options().max_payload_bytes();
+                let mut last = 0;
+                for part in group::encode_parts(&members, max) {
+                    last = self
+                        .log
+                        .append(&Record {
+                            record_type: group::RECORD_GROUP,
+                            transaction_id,
+                            payload: &part,
+                        })
+                        .map_err(|e| log_failure(&self.dir, &e))?
+                        .to_u64();
+                }
+                return Ok(last);
+            }
+        };
+        let lsn = appended.map_err(|e| log_failure(&self.dir, &e))?;
+        Ok(lsn.to_u64())
+    }
+
+    fn discard_group(&self) {
+        GROUP.set(None);
     }
 }
 
@@ -219,10 +282,11 @@ struct Shared {
     options: InstanceOptions,
     /// Active transactions and the log's end when each began (a lower bound of its records).
     active: Mutex<BTreeMap<u64, Lsn>>,
-    /// Committed transactions whose commit record may not be durable yet: (commit record's
-    /// position, log end when the transaction began). Until the commit record is durable the
-    /// checkpoint must not pass the transaction's undo records, or a crash losing the commit
-    /// would leave its changes with no way to take them back.
+    /// Transactions that ended (committed or rolled back) whose end record may not be durable
+    /// yet: (end record's position, log end when the transaction began). Until the end record
+    /// is durable the checkpoint must not pass the transaction's undo records: a crash losing a
+    /// commit record, or a rollback's restores, would leave changes with no way to take them
+    /// back.
     committing: Mutex<Vec<(Lsn, Lsn)>>,
     /// Keys changed by open transactions, and which transaction holds each.
     locks: Mutex<HashMap<Vec<u8>, u64>>,
@@ -618,9 +682,8 @@ impl Instance {
         // Appended (or failed): the transaction no longer holds its keys (a later change of
         // them is logged after this commit record), and holds the checkpoint back only until
         // the commit record is durable.
-        let begun = self.shared.active.lock().get(&transaction.id).copied();
-        if let (Ok(Some(lsn)), Some(begun)) = (&result, begun) {
-            self.shared.committing.lock().push((*lsn, begun));
+        if let Ok(Some(lsn)) = &result {
+            self.shared.hold_until_durable(transaction.id, *lsn);
         }
         self.shared.end_transaction(transaction.id);
         let Some(lsn) = result? else {
@@ -660,6 +723,9 @@ impl Instance {
             .cloned()
             .unwrap_or_default();
         let result = self.take_back(transaction.id, &entries);
+        if let Ok(Some(end)) = &result {
+            self.shared.hold_until_durable(transaction.id, *end);
+        }
         self.shared.end_transaction(transaction.id);
         result?;
         Ok(!entries.is_empty())
@@ -668,9 +734,10 @@ impl Instance {
     /// Restores `entries` (in reverse) as transaction `id` and logs its rollback record. Used by
     /// [`Instance::rollback`], [`Instance::close`] and recovery, which passes the entries it
     /// read from the log.
-    pub(crate) fn take_back(&self, id: u64, entries: &[UndoEntry]) -> Result<()> {
+    /// Returns the rollback record's position (`None`: nothing to take back, nothing logged).
+    pub(crate) fn take_back(&self, id: u64, entries: &[UndoEntry]) -> Result<Option<Lsn>> {
         if entries.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         for entry in entries.iter().rev() {
             let key = entry.key.as_slice();
@@ -691,7 +758,7 @@ impl Instance {
             });
             result?;
         }
-        self.shared.log.append(&Record {
+        let end = self.shared.log.append(&Record {
             record_type: undo::RECORD_ROLLBACK,
             transaction_id: id,
             payload: &[],
@@ -700,7 +767,7 @@ impl Instance {
             .counters
             .transactions_rolled_back
             .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(Some(end))
     }
 
     /// Recovery's undo of a transaction that has no commit record: registered as active while
@@ -712,8 +779,11 @@ impl Instance {
             .lock()
             .insert(id, self.shared.log.end_lsn());
         let result = self.take_back(id, entries);
+        if let Ok(Some(end)) = &result {
+            self.shared.hold_until_durable(id, *end);
+        }
         self.shared.active.lock().remove(&id);
-        result
+        result.map(|_| ())
     }
 
     /// Runs one checkpoint pass now (the background checkpointer runs the same), and always
@@ -815,6 +885,14 @@ fn hex(key: &[u8]) -> String {
 }
 
 impl Shared {
+    /// Transaction `id` ended with the record at `end`: until that record is durable, the
+    /// checkpoint stays at or before where the transaction began.
+    fn hold_until_durable(&self, id: u64, end: Lsn) {
+        if let Some(&begun) = self.active.lock().get(&id) {
+            self.committing.lock().push((end, begun));
+        }
+    }
+
     /// The transaction is over (committed, rolled back, or failed): it no longer holds the
     /// checkpoint back nor its keys.
     fn end_transaction(&self, id: u64) {

@@ -31,6 +31,7 @@ use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use jetproof_log::{LogReader, ReadOptions, TornTail, read_checkpoint};
 
 use crate::format::{self, EngineRecord};
+use crate::group;
 use crate::undo::{self, UndoEntry};
 use crate::{Instance, InstanceError, InstanceOptions, Result};
 
@@ -59,6 +60,8 @@ pub struct RecoveryReport {
     pub undo_entries: u64,
     /// CPU time of the recovering thread (redo and undo), seconds.
     pub cpu_seconds: f64,
+    /// Structural changes whose last part never reached the log, left out (`crate::group`).
+    pub groups_dropped: u64,
     /// Distinct pages written back.
     pub pages_written: u64,
     pub seconds: f64,
@@ -120,6 +123,8 @@ pub fn recover(
     let mut open: BTreeSet<u64> = BTreeSet::new();
     // The undo entries of each transaction not yet ended, in log order.
     let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
+    // Parts of each transaction's group (structural change) read so far.
+    let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
     let cpu_started = thread_cpu_seconds();
     let mut max_stamp = 0u64;
     while let Some(record) = reader.next_record()? {
@@ -146,54 +151,69 @@ pub fn recover(
             }
             _ => {}
         }
-        let decoded = format::decode(record.record_type, &record.payload).map_err(|e| {
-            InstanceError::RecoveryImpossible {
-                path: db_path.to_path_buf(),
-                reason: format!("log record at {} in {}: {e}", record.lsn, log_dir.display()),
+        let bad = |e: format::DecodeError| InstanceError::RecoveryImpossible {
+            path: db_path.to_path_buf(),
+            reason: format!("log record at {} in {}: {e}", record.lsn, log_dir.display()),
+        };
+        let changes = if record.record_type == group::RECORD_GROUP {
+            // A structural change: applied only once its last part is read.
+            let part = group::decode_group(&record.payload).map_err(bad)?;
+            let held = groups.entry(record.transaction_id).or_default();
+            held.extend(part.changes);
+            if part.more {
+                continue;
             }
-        })?;
-        match decoded {
-            EngineRecord::Commit { .. } => {
-                report.commits += 1;
-                open.remove(&record.transaction_id);
-                losers.remove(&record.transaction_id);
-            }
-            EngineRecord::PageChange {
-                page,
-                update_stamp,
-                change,
-            } => {
-                if record.transaction_id != 0 {
-                    open.insert(record.transaction_id);
+            groups.remove(&record.transaction_id).unwrap_or_default()
+        } else {
+            vec![format::decode(record.record_type, &record.payload).map_err(bad)?]
+        };
+        for decoded in changes {
+            match decoded {
+                EngineRecord::Commit { .. } => {
+                    report.commits += 1;
+                    open.remove(&record.transaction_id);
+                    losers.remove(&record.transaction_id);
                 }
-                max_stamp = max_stamp.max(update_stamp);
-                let bytes = pages.get(page)?;
-                let applied = change::redo(
-                    bytes,
+                EngineRecord::PageChange {
+                    page,
                     update_stamp,
-                    record.lsn.to_u64(),
-                    &change.as_change(),
-                )
-                .map_err(|e| InstanceError::RecoveryImpossible {
-                    path: db_path.to_path_buf(),
-                    reason: format!(
-                        "page {page}, log record at {} in {}: {e}",
-                        record.lsn,
-                        log_dir.display()
-                    ),
-                })?;
-                if applied {
-                    report.records_applied += 1;
-                    pages.mark_dirty(page);
-                } else {
-                    report.records_skipped += 1;
-                }
-                if pages.len() > PAGE_MAP_LIMIT {
-                    pages.write_all()?;
+                    change,
+                } => {
+                    if record.transaction_id != 0 {
+                        open.insert(record.transaction_id);
+                    }
+                    max_stamp = max_stamp.max(update_stamp);
+                    let bytes = pages.get(page)?;
+                    let applied = change::redo(
+                        bytes,
+                        update_stamp,
+                        record.lsn.to_u64(),
+                        &change.as_change(),
+                    )
+                    .map_err(|e| InstanceError::RecoveryImpossible {
+                        path: db_path.to_path_buf(),
+                        reason: format!(
+                            "page {page}, log record at {} in {}: {e}",
+                            record.lsn,
+                            log_dir.display()
+                        ),
+                    })?;
+                    if applied {
+                        report.records_applied += 1;
+                        pages.mark_dirty(page);
+                    } else {
+                        report.records_skipped += 1;
+                    }
                 }
             }
         }
+        if pages.len() > PAGE_MAP_LIMIT {
+            pages.write_all()?;
+        }
     }
+    // A group whose last part never reached the log: its pages were latched until the whole
+    // group was logged, so none of it is on disk and no later record depends on it.
+    report.groups_dropped = groups.len() as u64;
     pages.write_all()?;
     pages.sync()?;
     report.pages_written = pages.written.len() as u64;

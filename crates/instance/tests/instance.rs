@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use jetproof_engine::change;
 use jetproof_engine::{Database, DatabaseOptions, checksum, page};
-use jetproof_instance::format::{self, EngineRecord};
+use jetproof_instance::format::EngineRecord;
+use jetproof_instance::group;
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, undo};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::mem::MemBackend;
@@ -134,7 +135,7 @@ fn a_transaction_logs_its_page_changes_and_a_commit_record() {
     assert_eq!(undo_records, 2, "one per key: alpha and beta");
     let decoded: Vec<_> = ours
         .iter()
-        .map(|r| format::decode(r.record_type, &r.payload).unwrap())
+        .flat_map(|r| group::engine_records(r.record_type, &r.payload).unwrap())
         .collect();
     let changes: Vec<_> = decoded
         .iter()
@@ -165,7 +166,7 @@ fn a_transaction_logs_its_page_changes_and_a_commit_record() {
     assert_eq!(ours.last().unwrap().lsn, commit);
     // Every record of the log is the engine's and decodes.
     for record in records.iter().filter(|r| !is_undo(r)) {
-        format::decode(record.record_type, &record.payload).unwrap();
+        group::engine_records(record.record_type, &record.payload).unwrap();
     }
 }
 
@@ -540,29 +541,32 @@ fn redo_case(seed: u64, from_checkpoint: bool) {
     let mut max_stamp = 0;
     let mut touched = BTreeSet::new();
     for record in records.iter().filter(|r| !is_undo(r)) {
-        match format::decode(record.record_type, &record.payload).unwrap() {
-            EngineRecord::Commit { .. } => {
-                commits_found.insert(record.lsn);
-            }
-            EngineRecord::PageChange {
-                page: number,
-                update_stamp,
-                change,
-            } => {
-                let at = number as usize * PAGE;
-                let bytes = &mut image[at..at + PAGE];
-                if change::redo(
-                    bytes,
-                    update_stamp,
-                    record.lsn.to_u64(),
-                    &change.as_change(),
-                )
-                .unwrap_or_else(|e| panic!("seed {seed}: page {number}: {e}"))
-                {
-                    applied += 1;
-                    touched.insert(number);
+        // A structural change is one group record: its changes redone together.
+        for decoded in group::engine_records(record.record_type, &record.payload).unwrap() {
+            match decoded {
+                EngineRecord::Commit { .. } => {
+                    commits_found.insert(record.lsn);
                 }
-                max_stamp = max_stamp.max(update_stamp);
+                EngineRecord::PageChange {
+                    page: number,
+                    update_stamp,
+                    change,
+                } => {
+                    let at = number as usize * PAGE;
+                    let bytes = &mut image[at..at + PAGE];
+                    if change::redo(
+                        bytes,
+                        update_stamp,
+                        record.lsn.to_u64(),
+                        &change.as_change(),
+                    )
+                    .unwrap_or_else(|e| panic!("seed {seed}: page {number}: {e}"))
+                    {
+                        applied += 1;
+                        touched.insert(number);
+                    }
+                    max_stamp = max_stamp.max(update_stamp);
+                }
             }
         }
     }

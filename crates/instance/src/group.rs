@@ -1,0 +1,176 @@
+//! Group records: a structural change (a split or a merge, with the parents it changes) logged as
+//! one unit, as ESE logs a split as one record, so recovery applies it whole or not at all.
+//!
+//! Without groups, a split's page changes were separate records, and a crash whose durable log
+//! ended between them left redo a half split: a new page holding keys its parent did not point
+//! to, or a parent pointing to a page whose content never made it (the crash harness found both).
+//! The engine brackets each structural change with `begin_group`/`end_group`
+//! ([`jetproof_engine::change::ChangeLog`]) and keeps its pages latched until they carry the
+//! group's log position; the instance holds the group's page changes back and appends them here.
+//!
+//! Payload: flags (u8; bit 0: more parts follow), member count (u32), then per member its length
+//! (u32) and a page change payload ([`crate::format::encode_page_change`]). A group larger than
+//! the log's largest record is split into parts, all but the last flagged: recovery holds a
+//! transaction's parts until the last one and drops an unfinished group at the log's end (its
+//! pages were latched until the whole group was logged, so no later record depends on it).
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use crate::format::{self, DecodeError, EngineRecord};
+
+/// `record_type` of a group record (or part).
+pub const RECORD_GROUP: u8 = 5;
+/// Bytes before the first member.
+pub const GROUP_HEADER_BYTES: usize = 5;
+const MEMBER_HEADER_BYTES: usize = 4;
+const FLAG_MORE: u8 = 1;
+
+/// Encodes `members` (page change payloads) into one or more group payloads of at most
+/// `max_payload` bytes each (a member alone larger than that gets a part of its own, which the
+/// log then refuses as too large).
+pub fn encode_parts(members: &[Vec<u8>], max_payload: usize) -> Vec<Vec<u8>> {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    let mut current: Vec<&[u8]> = Vec::new();
+    let mut size = GROUP_HEADER_BYTES;
+    for member in members {
+        let cost = MEMBER_HEADER_BYTES + member.len();
+        if !current.is_empty() && size + cost > max_payload {
+            parts.push(encode_one(&current, true));
+            current.clear();
+            size = GROUP_HEADER_BYTES;
+        }
+        current.push(member);
+        size += cost;
+    }
+    parts.push(encode_one(&current, false));
+    parts
+}
+
+fn encode_one(members: &[&[u8]], more: bool) -> Vec<u8> {
+    let size = GROUP_HEADER_BYTES
+        + members
+            .iter()
+            .map(|m| MEMBER_HEADER_BYTES + m.len())
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(size);
+    out.push(if more { FLAG_MORE } else { 0 });
+    out.extend_from_slice(&(members.len() as u32).to_le_bytes());
+    for member in members {
+        out.extend_from_slice(&(member.len() as u32).to_le_bytes());
+        out.extend_from_slice(member);
+    }
+    out
+}
+
+/// One decoded group record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupPart {
+    /// More parts of the same group follow.
+    pub more: bool,
+    /// Its page changes ([`EngineRecord::PageChange`] each), in the order they were made.
+    pub changes: Vec<EngineRecord>,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(bytes.get(at..at + 4)?);
+    Some(u32::from_le_bytes(b) as usize)
+}
+
+/// Decodes a group payload; every length is checked against the payload.
+pub fn decode_group(payload: &[u8]) -> Result<GroupPart, DecodeError> {
+    let short = |expected: usize| DecodeError::BadLength {
+        expected,
+        found: payload.len(),
+    };
+    let (Some(&flags), Some(count)) = (payload.first(), u32_at(payload, 1)) else {
+        return Err(short(GROUP_HEADER_BYTES));
+    };
+    let mut at = GROUP_HEADER_BYTES;
+    // Each member takes at least its length field: a count beyond that is damage.
+    if count > payload.len() / MEMBER_HEADER_BYTES {
+        return Err(short(GROUP_HEADER_BYTES + count * MEMBER_HEADER_BYTES));
+    }
+    let mut changes = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = u32_at(payload, at).ok_or_else(|| short(at + MEMBER_HEADER_BYTES))?;
+        at += MEMBER_HEADER_BYTES;
+        let end = at.checked_add(len).ok_or_else(|| short(usize::MAX))?;
+        let member = payload.get(at..end).ok_or_else(|| short(end))?;
+        changes.push(format::decode(format::RECORD_PAGE_CHANGE, member)?);
+        at = end;
+    }
+    if at != payload.len() {
+        return Err(short(at));
+    }
+    Ok(GroupPart {
+        more: flags & FLAG_MORE != 0,
+        changes,
+    })
+}
+
+/// The engine records in one log record of any type the instance writes but undo's: a page
+/// change or commit is one, a group part its members (for tools and tests that walk the log;
+/// recovery also joins the parts of a group).
+pub fn engine_records(record_type: u8, payload: &[u8]) -> Result<Vec<EngineRecord>, DecodeError> {
+    if record_type == RECORD_GROUP {
+        return Ok(decode_group(payload)?.changes);
+    }
+    Ok(vec![format::decode(record_type, payload)?])
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use jetproof_engine::change::PageChange;
+
+    fn member(page: u32, fill: u8, len: usize) -> Vec<u8> {
+        let data = vec![fill; len];
+        let mut out = Vec::new();
+        format::encode_page_change(
+            page,
+            u64::from(page) + 100,
+            &PageChange::LeafInsert {
+                index: 0,
+                key: b"k",
+                value: &data,
+            },
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn groups_round_trip_split_into_parts_and_damage_is_an_error() {
+        let members: Vec<Vec<u8>> = (0..5).map(|n| member(n, n as u8, 300)).collect();
+        let whole = encode_parts(&members, 1 << 20);
+        assert_eq!(whole.len(), 1);
+        let part = decode_group(&whole[0]).unwrap();
+        assert!(!part.more);
+        assert_eq!(part.changes.len(), 5);
+        for (n, change) in part.changes.iter().enumerate() {
+            match change {
+                EngineRecord::PageChange { page, .. } => assert_eq!(*page as usize, n),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Small parts: every part but the last says more follow, and all members come back.
+        let parts = encode_parts(&members, 800);
+        assert!(parts.len() > 1);
+        let mut found = 0;
+        for (i, payload) in parts.iter().enumerate() {
+            assert!(payload.len() <= 800 || decode_group(payload).unwrap().changes.len() == 1);
+            let part = decode_group(payload).unwrap();
+            assert_eq!(part.more, i + 1 < parts.len());
+            found += part.changes.len();
+        }
+        assert_eq!(found, 5);
+        // Every strict prefix and a wrong count are refused, never a panic.
+        for cut in 0..whole[0].len() {
+            assert!(decode_group(&whole[0][..cut]).is_err(), "cut {cut}");
+        }
+        let mut wrong = whole[0].clone();
+        wrong[1] = 200;
+        assert!(decode_group(&wrong).is_err());
+    }
+}
