@@ -68,7 +68,8 @@ pub struct InstanceOptions {
     pub log_file_size_bytes: u64,
     /// The log buffer, and so the largest log write.
     pub log_buffer_size_bytes: usize,
-    /// A lazy commit is made durable within this time.
+    /// A lazy commit is made durable within this time at the latest (usually much sooner, by
+    /// the next log write).
     pub lazy_flush_interval: Duration,
     /// When the checkpoint is further than this behind the log's end, the oldest dirty pages
     /// are flushed (SPEC §2: 20 MiB for a single copy).
@@ -92,7 +93,9 @@ impl Default for InstanceOptions {
             database: DatabaseOptions::default(),
             log_file_size_bytes: 1 << 20,
             log_buffer_size_bytes: 256 << 10,
-            lazy_flush_interval: Duration::from_millis(5),
+            // A bound, not a rhythm: lazy commits ride on the log's own writes (a full sector
+            // waiting, a durable commit, a page's write-ahead wait), as ESE's do.
+            lazy_flush_interval: Duration::from_secs(1),
             checkpoint_depth_bytes: 20 << 20,
             keep_files: false,
             circular: false,

@@ -495,9 +495,19 @@ impl Log {
                 record.payload,
             );
             state.append_end += size;
-            // Start a write early when the buffer is a quarter full (ESE starts log writes well
-            // before the buffer fills, so appenders rarely wait for space).
-            if !state.flushing && end_in_buffer > inner.options.buffer_size_bytes as u64 / 4 {
+            // Start a write as soon as a full sector is waiting past the durable end, as ESE's
+            // log writer does (its writes follow the traffic: a few sectors each), and in any
+            // case when the buffer is a quarter full, so appenders rarely wait for space. Lazy
+            // commits ride on these writes; the background flusher's timer is only a bound.
+            let unwritten = if state.durable.generation == state.generation {
+                state.append_end.saturating_sub(state.durable.offset)
+            } else {
+                state.append_end
+            };
+            if !state.flushing
+                && (unwritten >= inner.options.sector_size_bytes as u64
+                    || end_in_buffer > inner.options.buffer_size_bytes as u64 / 4)
+            {
                 inner.wake_flusher.notify_one();
             }
             drop(state);
