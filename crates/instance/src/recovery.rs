@@ -35,8 +35,11 @@ use crate::group;
 use crate::undo::{self, UndoEntry};
 use crate::{Instance, InstanceError, InstanceOptions, Result};
 
-/// Pages kept in memory between writes; when more are being worked on, they are all written.
-const PAGE_MAP_LIMIT: usize = 256;
+/// Pages kept in memory between writes, at least; recovery keeps up to the instance's cache
+/// maximum (the memory the run would have used), and when more are being worked on they are
+/// all written and forgotten. Most records of a soft recovery find their page already current
+/// (flushed before the crash), so every page kept saves reading it again for the next record.
+const PAGE_MAP_MIN: usize = 256;
 
 /// What one recovery did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -119,6 +122,10 @@ pub fn recover(
         read_options,
     )?;
     let mut pages = PageMap::new(file, db_path, header.page_size as usize)?;
+    let page_map_limit =
+        usize::try_from(options.database.cache_max_bytes / u64::from(header.page_size))
+            .unwrap_or(usize::MAX)
+            .max(PAGE_MAP_MIN);
     let mut report = RecoveryReport::default();
     let mut open: BTreeSet<u64> = BTreeSet::new();
     // The undo entries of each transaction not yet ended, in log order.
@@ -207,7 +214,7 @@ pub fn recover(
                 }
             }
         }
-        if pages.len() > PAGE_MAP_LIMIT {
+        if pages.len() > page_map_limit {
             pages.write_all()?;
         }
     }
