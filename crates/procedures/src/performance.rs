@@ -643,8 +643,9 @@ fn attach(
 }
 
 /// One line of the test log on what the instance's log did over the whole run (warm-up
-/// included): how much of the `log_write` class was records and how much the preformatting of
-/// new generation files, so the log figures can be read beside the seeds'.
+/// included): records and their bytes, the log writes (the `log_write` class) and their size, and
+/// apart from them the preformatting of new generation files (not a log write, as in the seeds'
+/// figures: `docs/log.md`), so the log figures can be read beside the seeds'.
 fn log_summary(a: &Attached) -> String {
     let log = a.database.log().stats();
     let get = jetproof_log::LogStats::get;
