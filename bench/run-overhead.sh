@@ -12,11 +12,10 @@
 #
 # The in-memory run: `jetproof run` always uses the portable backend, so the mem variant runs the
 # same procedures (init, then the performance test) in one process over
-# `jetproof_io::mem::MemBackend`, through the ignored test
-# `performance::tests::bench_run_with_the_mem_backend` of jetproof-procedures.
+# `jetproof_io::mem::MemBackend`, through the example `mem_bench` of jetproof-procedures.
 #
 # Before/after: with BASE_JETPROOF and BASE_MEM_BENCH set (a `jetproof` binary and a
-# jetproof-procedures library test binary built from an earlier commit), every round also runs
+# jetproof-procedures `mem_bench` example binary built from an earlier commit), every round also runs
 # them, interleaved with the current build, and the table gains their columns. The machine is
 # shared: compare within rounds, and medians over rounds.
 #
@@ -48,14 +47,8 @@ if [[ -n ${NOW_JETPROOF:-} && -n ${NOW_MEM_BENCH:-} ]]; then
 else
   (cd "$here/.." && cargo build --release -q -p jetproof)
   jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
-  # The test binary of jetproof-procedures' library (built now).
-  mem_bench=$(cd "$here/.." && cargo test --release -q -p jetproof-procedures --lib --no-run \
-    --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
-        print(m["executable"])')
+  (cd "$here/.." && cargo build --release -q -p jetproof-procedures --example mem_bench)
+  mem_bench="${CARGO_TARGET_DIR:-$here/../target}/release/examples/mem_bench"
 fi
 variants=("${NOW_LABEL:-now} $jetproof $mem_bench")
 if [[ -n ${BASE_JETPROOF:-} && -n ${BASE_MEM_BENCH:-} ]]; then
@@ -93,7 +86,7 @@ run_mem() { # $1: mem bench binary -> "cpu_us iops"
   mkdir -p "$dir/mem"
   job "$dir/mem/data" false >"$dir/mem/job.toml"
   JETPROOF_BENCH_JOB="$dir/mem/job.toml" JETPROOF_BENCH_OUT="$dir/mem/out" \
-    "$1" --ignored --exact performance::tests::bench_run_with_the_mem_backend >/dev/null
+    "$1" >/dev/null
   local us ios iops
   read -r us ios iops < <(figures "$dir/mem/out/results/result.json")
   rm -rf "$dir/mem"
@@ -198,7 +191,7 @@ print("| bound: %d x %s cache + 10%% + 64 MiB | %.1f |" % (databases, cache_max,
   echo '```'
   echo "bench/run-overhead.sh   # DB_SIZE=$db_size DATABASES=$databases THREADS=$threads CACHE_MAX=$cache_max DURATION=$duration ROUNDS=$rounds"
   echo "# each round, for each build:"
-  echo "# mem:  JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out <jetproof-procedures lib test binary> --ignored --exact performance::tests::bench_run_with_the_mem_backend"
+  echo "# mem:  JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out target/release/examples/mem_bench   # cargo build --release -p jetproof-procedures --example mem_bench"
   echo "# disk: jetproof init job.toml && /usr/bin/time jetproof run job.toml --test performance   (direct I/O, std backend)"
   echo "# job: $databases databases of $db_size, $threads sessions each, cache 8MiB/$cache_max, $duration window, unpaced"
   echo "# then fio: fio --rw=randread --bs=32k --size=$fio_size --direct=1 --ioengine=psync --numjobs=$depth --group_reporting --runtime=$fio_runtime --time_based"

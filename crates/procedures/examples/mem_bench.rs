@@ -1,0 +1,71 @@
+//! The in-memory variant of `bench/run-overhead.sh` (a benchmark, not a check): `init` then
+//! `run --test performance` of the job in `JETPROOF_BENCH_JOB`, both through
+//! `jetproof_io::mem::MemBackend` (databases and logs are byte vectors: no device, no system call
+//! per I/O), results into `JETPROOF_BENCH_OUT`. The run's own `totals.cpu_us_per_transactional_io`
+//! is the driver's CPU cost per I/O with no device in the way. The CLI's `run` always uses the
+//! portable backend, hence this entry point.
+//!
+//! `JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out cargo run --release -p jetproof-procedures
+//! --example mem_bench`
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+
+use jetproof_job::Job;
+use jetproof_procedures::init::{InitOptions, NoProgress, init};
+use jetproof_procedures::performance::{RunOptions, performance};
+use jetproof_procedures::target::Permissions;
+use jetproof_results::{OutDir, TestKind, TestLog};
+
+fn main() -> ExitCode {
+    let (Ok(job_path), Ok(out_dir)) = (
+        std::env::var("JETPROOF_BENCH_JOB"),
+        std::env::var("JETPROOF_BENCH_OUT"),
+    ) else {
+        eprintln!(
+            "mem_bench: set JETPROOF_BENCH_JOB (a job file) and JETPROOF_BENCH_OUT (a directory)"
+        );
+        return ExitCode::from(2);
+    };
+    match run(Path::new(&job_path), Path::new(&out_dir)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mem_bench: {error}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let job = Job::load(job_path)?;
+    let backend = jetproof_io::mem::MemBackend::new();
+    let stop = AtomicBool::new(false);
+    let init_out = OutDir::prepare(Some(&out_dir.join("init")), TestKind::Init)?;
+    let init_log = TestLog::create(&init_out.file("test.log"), false)?;
+    init(
+        &job,
+        &init_out,
+        &init_log,
+        &InitOptions {
+            permissions: Permissions::default(),
+            backend: backend.clone(),
+            progress: &NoProgress,
+            stop: &stop,
+            seed: 0x6a65_7470_726f_6f66,
+        },
+    )?;
+    let out = OutDir::prepare(Some(&out_dir.join("results")), TestKind::Performance)?;
+    let log = TestLog::create(&out.file("test.log"), false)?;
+    let options = RunOptions {
+        backend,
+        stop: &stop,
+        seed: 0x6a70_7275_6e00_0001,
+    };
+    let result = performance(&job, false, &out, &log, &options)?;
+    println!(
+        "mem backend: {:?} transactional IOPS, totals {:?}",
+        result.achieved_iops, result.totals
+    );
+    Ok(())
+}
