@@ -18,9 +18,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
-use jetproof_engine::{DatabaseOptions, checksum};
+use jetproof_engine::checksum;
 use jetproof_instance::{Instance, InstanceOptions, recover};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use rand::rngs::StdRng;
@@ -28,7 +27,9 @@ use rand::{Rng, SeedableRng};
 
 const DB: &str = "/crash/db.jpdb";
 const LOGS: &str = "/crash/logs";
-const PAGE: usize = 4096;
+mod common;
+
+use common::PAGE;
 const KEYS: u64 = 200;
 
 /// Seeds that once failed, run on every CI run (timing decides whether a seed reproduces, so a
@@ -41,17 +42,6 @@ const REGRESSIONS: &[u64] = &[1_795_316_968_780_921_813, 1_795_316_968_780_924_5
 type Value = (u8, usize);
 type Model = BTreeMap<u64, Value>;
 
-fn first_seed() -> u64 {
-    std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
-}
-
 fn seed_count() -> u64 {
     std::env::var("JETPROOF_CRASH_SEEDS")
         .ok()
@@ -61,25 +51,10 @@ fn seed_count() -> u64 {
 
 fn options() -> InstanceOptions {
     InstanceOptions {
-        database: DatabaseOptions {
-            page_size: PAGE,
-            initial_size_bytes: 512 * PAGE as u64,
-            extent_bytes: 64 * PAGE as u64,
-            cache_min_bytes: 12 * PAGE as u64,
-            cache_max_bytes: 20 * PAGE as u64,
-            direct_io: false,
-            stats: None,
-            flush_thread: false,
-            accept_dirty: false,
-        },
-        log_file_size_bytes: 64 << 10,
         log_buffer_size_bytes: 16 << 10,
-        lazy_flush_interval: Duration::from_millis(1),
         checkpoint_depth_bytes: 64 << 10,
         keep_files: false,
-        circular: false,
-        checkpoint_interval: None,
-        checkpoint_write_interval: Duration::from_secs(1),
+        ..common::small_options(512, 12, 20)
     }
 }
 
@@ -300,7 +275,7 @@ fn one_case(seed: u64) {
 
 #[test]
 fn crash_harness_recovers_exactly_a_committed_prefix() {
-    let first = first_seed();
+    let first = common::seed("crash_harness_recovers_exactly_a_committed_prefix");
     let count = seed_count();
     eprintln!(
         "crash harness: seeds {first}..{} (replay one with JETPROOF_SEED=<seed> \

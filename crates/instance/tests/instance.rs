@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::change;
-use jetproof_engine::{Database, DatabaseOptions, checksum, page};
+use jetproof_engine::{Database, checksum, page};
 use jetproof_instance::format::EngineRecord;
 use jetproof_instance::group;
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, undo};
@@ -30,44 +30,11 @@ mod common;
 
 const DB: &str = "/inst/db.jpdb";
 const LOGS: &str = "/inst/logs";
-const PAGE: usize = 4096;
-
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
-    seed
-}
+use common::PAGE;
 
 fn options(cache_pages: u64) -> InstanceOptions {
-    InstanceOptions {
-        database: DatabaseOptions {
-            page_size: PAGE,
-            // Large enough that the tests never grow the file.
-            initial_size_bytes: 1024 * PAGE as u64,
-            extent_bytes: 64 * PAGE as u64,
-            cache_min_bytes: 16 * PAGE as u64,
-            cache_max_bytes: cache_pages * PAGE as u64,
-            direct_io: false,
-            stats: None,
-            flush_thread: false,
-            accept_dirty: false,
-        },
-        log_file_size_bytes: 64 << 10,
-        log_buffer_size_bytes: 32 << 10,
-        lazy_flush_interval: Duration::from_millis(1),
-        checkpoint_depth_bytes: 20 << 20,
-        keep_files: true,
-        circular: false,
-        checkpoint_interval: None,
-        checkpoint_write_interval: Duration::from_secs(1),
-    }
+    // The file is large enough that the tests never grow it.
+    common::small_options(1024, 16, cache_pages)
 }
 
 /// An undo or rollback record (`jetproof_instance::undo`), which the redo tests skip.
@@ -280,7 +247,7 @@ fn a_database_without_a_log_gets_a_new_one_and_a_missing_log_is_refused_later() 
 #[test]
 fn the_checkpoint_advances_and_stays_within_the_depth() {
     for keep_files in [false, true] {
-        let seed = seed("the_checkpoint_advances_and_stays_within_the_depth");
+        let seed = common::seed("the_checkpoint_advances_and_stays_within_the_depth");
         let mut rng = StdRng::seed_from_u64(seed);
         let backend = MemBackend::new();
         let mut opts = options(512);
@@ -381,7 +348,7 @@ fn assert_write_ahead(seed: u64, image: &[u8], end: Lsn) -> usize {
 /// written under pressure, before their transactions commit too), then power lost.
 #[test]
 fn the_write_ahead_rule_holds_across_a_crash() {
-    let seed = seed("the_write_ahead_rule_holds_across_a_crash");
+    let seed = common::seed("the_write_ahead_rule_holds_across_a_crash");
     let mut logged_total = 0;
     for round in 0..6u64 {
         let seed = seed.wrapping_add(round);
@@ -412,7 +379,7 @@ fn the_write_ahead_rule_holds_across_a_crash() {
 /// Four sessions commit while the power fails under them.
 #[test]
 fn the_write_ahead_rule_holds_when_the_power_fails_mid_run() {
-    let seed = seed("the_write_ahead_rule_holds_when_the_power_fails_mid_run");
+    let seed = common::seed("the_write_ahead_rule_holds_when_the_power_fails_mid_run");
     let backend = fault_backend(seed);
     let instance = Arc::new(fresh(backend.clone(), &options(32)));
     let stop = Arc::new(AtomicBool::new(false));
@@ -453,7 +420,7 @@ fn the_write_ahead_rule_holds_when_the_power_fails_mid_run() {
 /// page writes.
 #[test]
 fn redo_of_the_durable_log_gives_back_every_committed_change() {
-    let seed = seed("redo_of_the_durable_log_gives_back_every_committed_change");
+    let seed = common::seed("redo_of_the_durable_log_gives_back_every_committed_change");
     for round in 0..4u64 {
         redo_case(seed.wrapping_add(round), false);
     }
@@ -464,7 +431,7 @@ fn redo_of_the_durable_log_gives_back_every_committed_change() {
 /// checkpoint must never pass a change whose page write is not durable.
 #[test]
 fn redo_from_the_checkpoint_gives_back_every_committed_change() {
-    let seed = seed("redo_from_the_checkpoint_gives_back_every_committed_change");
+    let seed = common::seed("redo_from_the_checkpoint_gives_back_every_committed_change");
     for round in 0..4u64 {
         redo_case(seed.wrapping_add(round), true);
     }

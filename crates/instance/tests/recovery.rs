@@ -13,9 +13,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use jetproof_engine::{DatabaseOptions, DbHeader, DbState, checksum};
+use jetproof_engine::{DbHeader, DbState, checksum};
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, RecoveryReport, recover};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
@@ -28,45 +27,16 @@ mod common;
 
 const DB: &str = "/rec/db.jpdb";
 const LOGS: &str = "/rec/logs";
-const PAGE: usize = 4096;
+use common::PAGE;
 
 type Content = Vec<(Vec<u8>, Vec<u8>)>;
 
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
-    seed
-}
-
 fn options() -> InstanceOptions {
     InstanceOptions {
-        database: DatabaseOptions {
-            page_size: PAGE,
-            initial_size_bytes: 1024 * PAGE as u64,
-            extent_bytes: 64 * PAGE as u64,
-            cache_min_bytes: 16 * PAGE as u64,
-            cache_max_bytes: 24 * PAGE as u64,
-            direct_io: false,
-            stats: None,
-            flush_thread: false,
-            accept_dirty: false,
-        },
-        log_file_size_bytes: 64 << 10,
-        log_buffer_size_bytes: 32 << 10,
-        lazy_flush_interval: Duration::from_millis(1),
         // Small, so pages are flushed and the checkpoint moves during the run.
         checkpoint_depth_bytes: 96 << 10,
         keep_files: false,
-        circular: false,
-        checkpoint_interval: None,
-        checkpoint_write_interval: Duration::from_secs(1),
+        ..common::small_options(1024, 16, 24)
     }
 }
 
@@ -200,7 +170,7 @@ fn recover_on(backend: &Arc<FaultBackend>) -> Result<RecoveryReport, InstanceErr
 
 #[test]
 fn recovery_gives_back_every_durable_commit_and_is_idempotent() {
-    let seed = seed("recovery_gives_back_every_durable_commit_and_is_idempotent");
+    let seed = common::seed("recovery_gives_back_every_durable_commit_and_is_idempotent");
     for round in 0..4u64 {
         let seed = seed.wrapping_add(round);
         let (crashed, model) = crashed_run(seed);
@@ -264,7 +234,7 @@ fn recovery_gives_back_every_durable_commit_and_is_idempotent() {
 /// and the database stays dirty (nothing is marked clean on a partial replay).
 #[test]
 fn a_corrupted_log_in_the_needed_range_is_an_error_with_its_location() {
-    let seed = seed("a_corrupted_log_in_the_needed_range_is_an_error_with_its_location");
+    let seed = common::seed("a_corrupted_log_in_the_needed_range_is_an_error_with_its_location");
     let logs = Path::new(LOGS);
     // A run whose needed range spans at least two generations (most do).
     let (crashed, victim) = (0..8u64)
@@ -295,7 +265,7 @@ fn a_corrupted_log_in_the_needed_range_is_an_error_with_its_location() {
 /// A missing log file in the needed range is an error naming it.
 #[test]
 fn a_missing_log_file_is_an_error() {
-    let seed = seed("a_missing_log_file_is_an_error");
+    let seed = common::seed("a_missing_log_file_is_an_error");
     let (crashed, _) = crashed_run(seed);
     let logs = Path::new(LOGS);
     let generations: Vec<u64> = (1..10_000)
@@ -313,7 +283,7 @@ fn a_missing_log_file_is_an_error() {
 /// durably committed is still recovered.
 #[test]
 fn a_torn_log_tail_is_tolerated_and_reported() {
-    let seed = seed("a_torn_log_tail_is_tolerated_and_reported");
+    let seed = common::seed("a_torn_log_tail_is_tolerated_and_reported");
     let (crashed, model) = crashed_run(seed);
     let logs = Path::new(LOGS);
     let (mut reader, _) = jetproof_log::LogReader::from_checkpoint(

@@ -6,9 +6,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use jetproof_engine::DatabaseOptions;
 use jetproof_instance::undo::{self, UndoEntry};
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, recover};
 use jetproof_io::IoBackend;
@@ -19,30 +17,10 @@ use jetproof_log::{LogReader, Lsn, ReadOptions};
 
 const DB: &str = "/undo/db.jpdb";
 const LOGS: &str = "/undo/logs";
-const PAGE: usize = 4096;
+mod common;
 
 fn options() -> InstanceOptions {
-    InstanceOptions {
-        database: DatabaseOptions {
-            page_size: PAGE,
-            initial_size_bytes: 256 * PAGE as u64,
-            extent_bytes: 64 * PAGE as u64,
-            cache_min_bytes: 16 * PAGE as u64,
-            cache_max_bytes: 32 * PAGE as u64,
-            direct_io: false,
-            stats: None,
-            flush_thread: false,
-            accept_dirty: false,
-        },
-        log_file_size_bytes: 64 << 10,
-        log_buffer_size_bytes: 32 << 10,
-        lazy_flush_interval: Duration::from_millis(1),
-        checkpoint_depth_bytes: 20 << 20,
-        keep_files: true,
-        circular: false,
-        checkpoint_interval: None,
-        checkpoint_write_interval: Duration::from_secs(1),
-    }
+    common::small_options(256, 16, 32)
 }
 
 fn fresh(backend: Arc<dyn IoBackend>) -> Instance {

@@ -2,10 +2,61 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use jetproof_instance::Instance;
+use jetproof_engine::DatabaseOptions;
+use jetproof_instance::{Instance, InstanceOptions};
 use rand::Rng;
 use rand::rngs::StdRng;
+
+/// The page size of every instance test.
+pub const PAGE: usize = 4096;
+
+/// A test's first seed: `JETPROOF_SEED` if set, else the time; printed with how to replay it.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("JETPROOF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
+    seed
+}
+
+/// A small instance for tests: 4 KiB pages, a file of `initial_pages`, a cache of
+/// `cache_min_pages`..`cache_max_pages`, 64 KiB log files with a 32 KiB buffer, lazy commits
+/// durable within 1 ms, a 20 MiB checkpoint depth, log files kept, and no background
+/// checkpointer (tests call `checkpoint` themselves). Tests change fields with `..`.
+pub fn small_options(
+    initial_pages: u64,
+    cache_min_pages: u64,
+    cache_max_pages: u64,
+) -> InstanceOptions {
+    InstanceOptions {
+        database: DatabaseOptions {
+            page_size: PAGE,
+            initial_size_bytes: initial_pages * PAGE as u64,
+            extent_bytes: 64 * PAGE as u64,
+            cache_min_bytes: cache_min_pages * PAGE as u64,
+            cache_max_bytes: cache_max_pages * PAGE as u64,
+            direct_io: false,
+            stats: None,
+            flush_thread: false,
+            accept_dirty: false,
+        },
+        log_file_size_bytes: 64 << 10,
+        log_buffer_size_bytes: 32 << 10,
+        lazy_flush_interval: Duration::from_millis(1),
+        checkpoint_depth_bytes: 20 << 20,
+        keep_files: true,
+        circular: false,
+        checkpoint_interval: None,
+        checkpoint_write_interval: Duration::from_secs(1),
+    }
+}
 
 /// One random change through `instance`, mirrored in `model`: half inserts, three in ten
 /// deletes, the rest replaces, of keys `0..keys`; a fifth of the values are large (over half the
