@@ -164,6 +164,31 @@ pub fn preflight(job: &Job) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Refuses a database that was not shut down cleanly (read-only: its header only), saying how
+/// to go on. Every test that attaches databases checks all of them first.
+pub(crate) fn require_clean(
+    job: &Job,
+    backend: &dyn IoBackend,
+    instance: &jetproof_job::Instance,
+) -> Result<(), RunError> {
+    let file = backend.open(
+        &instance.database_path,
+        &OpenOptions::read_only().with_direct(job.storage.direct_io),
+    )?;
+    let header = DbHeader::read(file.as_ref()).map_err(|e| RunError::Results(e.to_string()))?;
+    if header.state != DbState::Clean {
+        return Err(bad(
+            format!("database of {}", instance.name),
+            format!(
+                "{} was not shut down cleanly and needs recovery from its logs; run `jetproof recover` first",
+                instance.database_path.display()
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// True when every database of the job exists (`run` initialises them first otherwise).
 pub fn databases_exist(job: &Job) -> bool {
     job.instances().iter().all(|i| i.database_path.exists())
@@ -335,21 +360,7 @@ pub fn performance(
 
     // Attach: check every header before opening any database for writing.
     for instance in &instances {
-        let file = options.backend.open(
-            &instance.database_path,
-            &OpenOptions::read_only().with_direct(job.storage.direct_io),
-        )?;
-        let header = DbHeader::read(file.as_ref()).map_err(|e| RunError::Results(e.to_string()))?;
-        if header.state != DbState::Clean {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} was not shut down cleanly and needs recovery from its logs; run `jetproof recover` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
+        require_clean(job, options.backend.as_ref(), instance)?;
     }
     log.line("Attaching databases ...");
     let mix = Mix::from_job(&job.workload);

@@ -39,7 +39,7 @@ use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::Store;
 
 use crate::init::mailboxes_per_database;
-use crate::performance::{EngineStore, RunError, RunOptions};
+use crate::performance::{EngineStore, RunError, RunOptions, require_clean};
 use crate::target::bad;
 
 /// Sessions per instance when the job says `threads = "auto"`.
@@ -111,21 +111,7 @@ pub fn soft_recovery(
             )
             .into());
         }
-        let file = options.backend.open(
-            &instance.database_path,
-            &OpenOptions::read_only().with_direct(job.storage.direct_io),
-        )?;
-        let header = DbHeader::read(file.as_ref()).map_err(|e| RunError::Results(e.to_string()))?;
-        if header.state != DbState::Clean {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} was not shut down cleanly and needs recovery from its logs; run `jetproof recover` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
+        require_clean(job, options.backend.as_ref(), instance)?;
     }
     let sessions = match job.workload.threads {
         Threads::Fixed(n) => n,
