@@ -292,6 +292,17 @@ pub fn soft_recovery(
     result
         .totals
         .insert("logs_replayed".into(), total_logs.into());
+    finish(result, reasons, log, out)
+}
+
+/// The end of a recovery test (soft recovery or `jetproof recover`): the verdict from the
+/// reasons, its line in the test log, `result.json` and `report.md`.
+fn finish(
+    mut result: TestResult,
+    reasons: Vec<String>,
+    log: &TestLog,
+    out: &OutDir,
+) -> Result<TestResult, RunError> {
     result.set_reasons(reasons);
     log.line(format!(
         "Overall test result: {}",
@@ -587,17 +598,7 @@ pub fn recover_job(
     result
         .totals
         .insert("logs_replayed".into(), total_logs.into());
-    result.set_reasons(reasons);
-    log.line(format!(
-        "Overall test result: {}",
-        match result.verdict {
-            jetproof_results::Verdict::Pass => "Pass",
-            jetproof_results::Verdict::Fail => "Fail",
-        }
-    ));
-    out.write_result_and_report(&result)
-        .map_err(|e| RunError::Results(e.to_string()))?;
-    Ok(result)
+    finish(result, reasons, log, out)
 }
 
 /// Runs `sessions` sessions per instance, flat out, until each instance's log has grown by
