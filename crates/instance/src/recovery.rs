@@ -132,7 +132,7 @@ pub fn recover(
     let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
     // Parts of each transaction's group (structural change) read so far.
     let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
-    let cpu_started = thread_cpu_seconds();
+    let cpu_started = jetproof_io::sample::thread_cpu_time();
     let mut max_stamp = 0u64;
     while let Some(record) = reader.next_record()? {
         match record.record_type {
@@ -242,7 +242,9 @@ pub fn recover(
         report.undo_entries += entries.len() as u64;
     }
     instance.close()?;
-    report.cpu_seconds = (thread_cpu_seconds() - cpu_started).max(0.0);
+    report.cpu_seconds = jetproof_io::sample::thread_cpu_time()
+        .saturating_sub(cpu_started)
+        .as_secs_f64();
 
     report.seconds = started.elapsed().as_secs_f64();
     report.seconds_per_log = if report.logs_replayed == 0 {
@@ -251,19 +253,6 @@ pub fn recover(
         report.seconds / report.logs_replayed as f64
     };
     Ok(report)
-}
-
-/// CPU time of the calling thread, seconds (0 if the clock is unavailable).
-fn thread_cpu_seconds() -> f64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the pointer it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
-        return 0.0;
-    }
-    now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
 }
 
 /// The pages being worked on, read from the file on first use.

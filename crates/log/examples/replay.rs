@@ -19,16 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn thread_cpu_us() -> u64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a full rusage into the pointer it is given.
-    let usage = unsafe {
-        if libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) != 0 {
-            return 0;
-        }
-        usage.assume_init()
-    };
-    let micros = |time: libc::timeval| time.tv_sec as u64 * 1_000_000 + time.tv_usec as u64;
-    micros(usage.ru_utime) + micros(usage.ru_stime)
+    jetproof_io::sample::thread_cpu_time().as_micros() as u64
 }
 
 fn main() {
