@@ -162,7 +162,7 @@ impl<'a> Tree<'a> {
         let mut root = self.cache.create(self.root)?;
         page::write_common(root.data_mut(), self.root, PageType::Leaf, 0);
         page::put_u32(root.data_mut(), page::OFFSET_TREE, self.tree_id);
-        Entries::Leaf(Vec::new()).encode(root.data_mut(), 0);
+        Entries::from_leaf(Vec::<(Vec<u8>, Vec<u8>)>::new()).encode(root.data_mut(), 0);
         self.logged_image(&mut root, 0)
     }
 
@@ -374,32 +374,17 @@ impl<'a> Tree<'a> {
                 Ok(Some(true))
             }
             (Op::Replace { key, value }, Some((index, old)), _) => {
-                // Same size: overwrite the value where it is (the common replace).
-                if let Some(range) = node::leaf_value_range(leaf.data(), index)
-                    && range.len() == value.len()
-                {
-                    if let Some(slot) = leaf.data_mut().get_mut(range) {
-                        slot.copy_from_slice(value);
-                    }
-                    self.logged(
-                        leaf,
-                        log_position,
-                        PageChange::LeafReplace { index, key, value },
-                    )?;
-                    return Ok(Some(true));
-                }
                 let new_used =
                     used.saturating_sub(old) + node::leaf_entry_bytes(key.len(), value.len());
-                if new_used > node::capacity(ps) || (new_used < threshold && !is_root) {
+                // A value of the same size is overwritten where it is, whatever the fill.
+                if new_used != used
+                    && (new_used > node::capacity(ps) || (new_used < threshold && !is_root))
+                {
                     return Ok(None);
                 }
-                let mut entries = self.decode(page, leaf.data())?;
-                if let Entries::Leaf(e) = &mut entries
-                    && let Some(slot) = e.get_mut(index)
-                {
-                    slot.1 = value.to_vec();
+                if !node::leaf_replace_in_place(leaf.data_mut(), index, key, value) {
+                    return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
-                entries.encode(leaf.data_mut(), 0);
                 self.logged(
                     leaf,
                     log_position,
@@ -411,13 +396,9 @@ impl<'a> Tree<'a> {
                 if used.saturating_sub(old) < threshold && !is_root {
                     return Ok(None);
                 }
-                let mut entries = self.decode(page, leaf.data())?;
-                if let Entries::Leaf(e) = &mut entries
-                    && index < e.len()
-                {
-                    e.remove(index);
+                if !node::leaf_remove_in_place(leaf.data_mut(), index) {
+                    return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
-                entries.encode(leaf.data_mut(), 0);
                 self.logged(leaf, log_position, PageChange::LeafDelete { index, key })?;
                 Ok(Some(true))
             }
@@ -551,25 +532,19 @@ impl<'a> Tree<'a> {
         };
         let page = leaf.node.page_number();
         let mut entries = self.decode(page, leaf.node.data())?;
-        let Entries::Leaf(records) = &mut entries else {
+        if !entries.is_leaf() {
             return Err(self.inconsistent(page, "expected a leaf"));
-        };
-        let found = records.binary_search_by(|(k, _)| k.as_slice().cmp(op.key()));
-        let old_len = records.len();
+        }
+        let found = entries.search(op.key());
+        let old_len = entries.len();
         let mut append = false;
         match (op, found) {
             (Op::Insert { key, value }, Err(i)) => {
                 append = i == old_len && leaf.rightmost;
-                records.insert(i, (key.to_vec(), value.to_vec()));
+                entries.insert_leaf(i, key, value);
             }
-            (Op::Replace { value, .. }, Ok(i)) => {
-                if let Some(slot) = records.get_mut(i) {
-                    slot.1 = value.to_vec();
-                }
-            }
-            (Op::Delete { .. }, Ok(i)) => {
-                records.remove(i);
-            }
+            (Op::Replace { value, .. }, Ok(i)) => entries.set_value(i, value),
+            (Op::Delete { .. }, Ok(i)) => entries.remove(i),
             _ => return Ok(false),
         }
         let last = path.len() - 1;
@@ -716,18 +691,18 @@ impl<'a> Tree<'a> {
                 let split = pending.split_point(ps, append);
                 let mut right = pending.split_off(split);
                 let separator = right.first_key().unwrap_or_default().to_vec();
-                if let Entries::Interior(e) = &mut right
-                    && let Some(first) = e.first_mut()
-                {
-                    first.0.clear();
+                if !right.is_leaf() {
+                    right.clear_first_key();
                 }
                 if is_root {
                     let (left_page, left) = self.new_node(&pending, level, lp)?;
                     held.push(left);
                     let (right_page, right_node) = self.new_node(&right, level, lp)?;
                     held.push(right_node);
-                    let root_entries =
-                        Entries::Interior(vec![(Vec::new(), left_page), (separator, right_page)]);
+                    let root_entries = Entries::from_interior([
+                        (&[][..], left_page),
+                        (separator.as_slice(), right_page),
+                    ]);
                     self.write_node(&mut current.node, &root_entries, level + 1, lp)?;
                     return Ok(());
                 }
@@ -744,10 +719,11 @@ impl<'a> Tree<'a> {
                 let parent_page = parent.node.page_number();
                 let mut parent_entries = self.decode(parent_page, parent.node.data())?;
                 let index = parent.child_index + 1;
-                if let Entries::Interior(e) = &mut parent_entries {
-                    append = append && parent.rightmost && index == e.len();
-                    e.insert(index.min(e.len()), (separator, right_page));
+                if parent_entries.is_leaf() {
+                    return Err(self.inconsistent(parent_page, "expected an interior node"));
                 }
+                append = append && parent.rightmost && index == parent_entries.len();
+                parent_entries.insert_child(index, &separator, right_page);
                 pending = parent_entries;
                 continue;
             }
@@ -763,21 +739,17 @@ impl<'a> Tree<'a> {
                     };
                     let parent_page = parent.node.page_number();
                     let child_index = parent.child_index;
-                    let Entries::Interior(mut parent_entries) =
-                        self.decode(parent_page, parent.node.data())?
-                    else {
+                    let mut parent_entries = self.decode(parent_page, parent.node.data())?;
+                    if parent_entries.is_leaf() {
                         return Err(self.inconsistent(parent_page, "expected an interior node"));
-                    };
+                    }
                     let sibling_entries = self.decode(sibling.page_number(), sibling.data())?;
                     let (left_index, right_index) = if sibling_index < child_index {
                         (sibling_index, child_index)
                     } else {
                         (child_index, sibling_index)
                     };
-                    let separator = parent_entries
-                        .get(right_index)
-                        .map(|(k, _)| k.clone())
-                        .unwrap_or_default();
+                    let separator = parent_entries.key(right_index).unwrap_or_default().to_vec();
                     let (mut combined, right_part) = if sibling_index < child_index {
                         (sibling_entries, pending.clone())
                     } else {
@@ -805,7 +777,7 @@ impl<'a> Tree<'a> {
                         if at == 0
                             && parent_page == self.root
                             && parent_entries.len() == 1
-                            && parent_entries.first().map(|(_, c)| *c) == Some(survivor_page)
+                            && parent_entries.child(0) == Some(survivor_page)
                         {
                             let Some(root) = path.get_mut(0) else {
                                 return Err(self.inconsistent(page, "path too short"));
@@ -822,7 +794,7 @@ impl<'a> Tree<'a> {
                             return Ok(());
                         }
                         held.push(sibling);
-                        pending = Entries::Interior(parent_entries);
+                        pending = parent_entries;
                         append = false;
                         continue;
                     }
@@ -870,45 +842,48 @@ impl<'a> Tree<'a> {
         let entries = self.decode(page, data)?;
         drop(node_ref);
         let in_bounds = |key: &[u8]| low.is_none_or(|l| key >= l) && high.is_none_or(|h| key < h);
-        match entries {
-            Entries::Leaf(records) => {
-                stats.leaf_pages += 1;
-                for (i, (key, value)) in records.iter().enumerate() {
-                    if !in_bounds(key) {
-                        return Err(self.inconsistent(page, "key outside its parent's range"));
-                    }
-                    if i > 0 && records.get(i - 1).is_some_and(|(prev, _)| prev >= key) {
-                        return Err(self.inconsistent(page, "keys out of order"));
-                    }
-                    stats.records += 1;
-                    stats.record_bytes += (key.len() + value.len()) as u64;
+        if entries.is_leaf() {
+            stats.leaf_pages += 1;
+            for i in 0..entries.len() {
+                let (Some(key), Some(value)) = (entries.key(i), entries.value(i)) else {
+                    return Err(self.inconsistent(page, "malformed leaf entry"));
+                };
+                if !in_bounds(key) {
+                    return Err(self.inconsistent(page, "key outside its parent's range"));
                 }
+                if i > 0 && entries.key(i - 1).is_some_and(|prev| prev >= key) {
+                    return Err(self.inconsistent(page, "keys out of order"));
+                }
+                stats.records += 1;
+                stats.record_bytes += (key.len() + value.len()) as u64;
             }
-            Entries::Interior(children) => {
-                stats.interior_pages += 1;
-                if children.is_empty() {
-                    return Err(self.inconsistent(page, "interior node without children"));
-                }
-                for (i, (key, child)) in children.iter().enumerate() {
-                    if i > 0 {
-                        if !in_bounds(key) {
-                            return Err(self.inconsistent(page, "separator outside its range"));
-                        }
-                        if i > 1 && children.get(i - 1).is_some_and(|(prev, _)| prev >= key) {
-                            return Err(self.inconsistent(page, "separators out of order"));
-                        }
+        } else {
+            stats.interior_pages += 1;
+            if entries.is_empty() {
+                return Err(self.inconsistent(page, "interior node without children"));
+            }
+            for i in 0..entries.len() {
+                let (Some(key), Some(child)) = (entries.key(i), entries.child(i)) else {
+                    return Err(self.inconsistent(page, "malformed interior entry"));
+                };
+                if i > 0 {
+                    if !in_bounds(key) {
+                        return Err(self.inconsistent(page, "separator outside its range"));
                     }
-                    let child_low = if i == 0 { low } else { Some(key.as_slice()) };
-                    let child_high = children.get(i + 1).map(|(k, _)| k.as_slice()).or(high);
-                    self.check_subtree(
-                        *child,
-                        Some(found_level - 1),
-                        child_low,
-                        child_high,
-                        stats,
-                        seen,
-                    )?;
+                    if i > 1 && entries.key(i - 1).is_some_and(|prev| prev >= key) {
+                        return Err(self.inconsistent(page, "separators out of order"));
+                    }
                 }
+                let child_low = if i == 0 { low } else { Some(key) };
+                let child_high = entries.key(i + 1).or(high);
+                self.check_subtree(
+                    child,
+                    Some(found_level - 1),
+                    child_low,
+                    child_high,
+                    stats,
+                    seen,
+                )?;
             }
         }
         Ok(found_level)

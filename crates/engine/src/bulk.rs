@@ -551,7 +551,7 @@ fn encode_interior(
         .enumerate()
         .map(|(i, (k, c))| (if i == 0 { Vec::new() } else { k.clone() }, *c))
         .collect();
-    Entries::Interior(stored).encode(page, level);
+    Entries::from_interior(stored).encode(page, level);
     checksum::seal(page);
 }
 

@@ -255,35 +255,18 @@ pub fn apply(page_bytes: &mut [u8], change: &PageChange<'_>) -> Result<(), RedoE
             if node::leaf_search(page_bytes, key) != Some(Ok(index)) {
                 return Err(bad("replaced record not at its slot"));
             }
-            // As the tree does it: a value of the same size is overwritten where it is (so redo
-            // gives the live page's bytes, not only its records), any other is repacked.
-            if let Some(range) = node::leaf_value_range(page_bytes, index)
-                && range.len() == value.len()
-                && let Some(slot) = page_bytes.get_mut(range)
-            {
-                slot.copy_from_slice(value);
-                return Ok(());
-            }
-            let mut entries = Entries::decode(page_bytes).ok_or_else(|| bad("malformed leaf"))?;
-            if let Entries::Leaf(records) = &mut entries
-                && let Some(slot) = records.get_mut(index)
-            {
-                slot.1 = value.to_vec();
-            }
-            if entries.bytes() > node::capacity(page_bytes.len()) {
+            // As the tree does it (the same function), so redo gives the live page's bytes,
+            // not only its records.
+            if !node::leaf_replace_in_place(page_bytes, index, key, value) {
                 return Err(bad("replaced record does not fit"));
             }
-            entries.encode(page_bytes, 0);
         }
         PageChange::LeafDelete { index, key } => {
-            if node::leaf_search(page_bytes, key) != Some(Ok(index)) {
+            if node::leaf_search(page_bytes, key) != Some(Ok(index))
+                || !node::leaf_remove_in_place(page_bytes, index)
+            {
                 return Err(bad("deleted record not at its slot"));
             }
-            let mut entries = Entries::decode(page_bytes).ok_or_else(|| bad("malformed leaf"))?;
-            if let Entries::Leaf(records) = &mut entries {
-                records.remove(index);
-            }
-            entries.encode(page_bytes, 0);
         }
         PageChange::NodeSplice {
             level,
@@ -333,13 +316,8 @@ mod tests {
     fn leaf(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
         let mut page = vec![0u8; 4096];
         page::write_common(&mut page, 7, page::PageType::Leaf, 1);
-        Entries::Leaf(
-            entries
-                .iter()
-                .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .collect(),
-        )
-        .encode(&mut page, 0);
+        Entries::from_leaf(entries.iter().map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .encode(&mut page, 0);
         page
     }
 
@@ -350,7 +328,7 @@ mod tests {
     fn bad_splices_are_errors() {
         let page = leaf(&[(b"a", b"1"), (b"b", b"2")]);
         let mut records = Vec::new();
-        Entries::Leaf(vec![(b"c".to_vec(), vec![9; 5000])]).encode_records(0..1, &mut records);
+        Entries::from_leaf(vec![(b"c".to_vec(), vec![9; 5000])]).encode_records(0..1, &mut records);
         let cases: Vec<PageChange<'_>> = vec![
             PageChange::NodeSplice {
                 level: 0,
@@ -411,15 +389,15 @@ mod tests {
         let before = leaf(&[(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4")]);
         let old = Entries::decode(&before).unwrap();
         for new in [
-            Entries::Leaf(vec![
+            Entries::from_leaf(vec![
                 (b"a".to_vec(), b"1".to_vec()),
                 (b"b".to_vec(), b"2".to_vec()),
             ]),
-            Entries::Leaf(vec![
+            Entries::from_leaf(vec![
                 (b"a".to_vec(), b"1".to_vec()),
                 (b"ab".to_vec(), b"x".to_vec()),
             ]),
-            Entries::Interior(vec![(Vec::new(), 10), (b"c".to_vec(), 11)]),
+            Entries::from_interior(vec![(Vec::new(), 10), (b"c".to_vec(), 11)]),
         ] {
             let mut live = before.clone();
             let level = u16::from(!new.is_leaf());

@@ -42,22 +42,46 @@ const MIN_HOLE_BYTES: usize = 64;
 /// an image leaves out; empty if no run reaches [`MIN_HOLE_BYTES`]. In a B+tree node it is the
 /// free space between the slot array and the records (the engine keeps it zeroed); in a free
 /// page, everything after the header.
+///
+/// Scans 8 bytes at a time: a run that can be the answer (at least [`MIN_HOLE_BYTES`]) spans
+/// words, so only the zero bytes at the two ends of each non-zero word matter (a run inside one
+/// word is at most 6 bytes). Gives exactly what a byte-by-byte scan gives (test
+/// `image_hole_matches_a_byte_scan`); it was 3–4% of a run's CPU byte by byte.
 pub fn image_hole(data: &[u8]) -> std::ops::Range<usize> {
     let mut best = 0..0;
-    let mut start = None;
-    for (i, &byte) in data.iter().chain(std::iter::once(&1u8)).enumerate() {
-        match (byte, start) {
-            (0, None) => start = Some(i),
-            (0, Some(_)) => {}
-            (_, Some(s)) => {
-                if i - s > best.len() {
-                    best = s..i;
-                }
-                start = None;
-            }
-            (_, None) => {}
+    // Where the current run of zeros began: just after the last non-zero byte seen.
+    let mut run_start = 0;
+    fn end_run(at: usize, run_start: usize, best: &mut std::ops::Range<usize>) {
+        if at - run_start > best.len() {
+            *best = run_start..at;
         }
     }
+    let words = data.chunks_exact(8);
+    let tail = words.remainder();
+    for (n, chunk) in words.enumerate() {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(raw);
+        if word == 0 {
+            continue;
+        }
+        let at = n * 8;
+        // Little-endian: the low byte is the first in memory.
+        end_run(
+            at + (word.trailing_zeros() / 8) as usize,
+            run_start,
+            &mut best,
+        );
+        run_start = at + 8 - (word.leading_zeros() / 8) as usize;
+    }
+    let tail_at = data.len() - tail.len();
+    for (i, &byte) in tail.iter().enumerate() {
+        if byte != 0 {
+            end_run(tail_at + i, run_start, &mut best);
+            run_start = tail_at + i + 1;
+        }
+    }
+    end_run(data.len(), run_start, &mut best);
     if best.len() < MIN_HOLE_BYTES {
         0..0
     } else {
@@ -94,8 +118,21 @@ pub enum DecodeError {
     ImageTooLarge(u64),
 }
 
-/// Appends the payload of a page change record to `out` (cleared first).
+/// Writes the payload of a page change record to `out` (cleared first).
 pub fn encode_page_change(
+    page: u32,
+    update_stamp: u64,
+    change: &PageChange<'_>,
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    append_page_change(page, update_stamp, change, out);
+}
+
+/// Appends the payload of a page change record to the end of `out` (which keeps what it
+/// holds), so a group's members are encoded straight into the group's payload
+/// ([`crate::group::GroupBuilder`]).
+pub fn append_page_change(
     page: u32,
     update_stamp: u64,
     change: &PageChange<'_>,
@@ -143,7 +180,6 @@ pub fn encode_page_change(
         ),
         PageChange::MapBit { bit, used } => (KIND_MAP_BIT, u8::from(used), bit, &[], &[], &[]),
     };
-    out.clear();
     out.reserve(PAGE_CHANGE_HEADER_BYTES + key.len() + first.len() + second.len());
     out.extend_from_slice(&page.to_le_bytes());
     out.push(kind);
@@ -453,6 +489,103 @@ mod tests {
         assert_eq!(image_hole(&busy), 0..0);
         assert_eq!(image_hole(&[]), 0..0);
         assert_eq!(image_hole(&[0; 64]), 0..64);
+    }
+
+    /// The longest zero run, byte by byte: what [`image_hole`] must give.
+    fn byte_scan_hole(data: &[u8]) -> std::ops::Range<usize> {
+        let mut best = 0..0;
+        let mut start = None;
+        for (i, &byte) in data.iter().chain(std::iter::once(&1u8)).enumerate() {
+            match (byte, start) {
+                (0, None) => start = Some(i),
+                (_, Some(s)) if byte != 0 => {
+                    if i - s > best.len() {
+                        best = s..i;
+                    }
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if best.len() < MIN_HOLE_BYTES {
+            0..0
+        } else {
+            best
+        }
+    }
+
+    /// The word-at-a-time scan finds the same hole as a byte scan on pages with zero runs of
+    /// every length at every alignment, ties included. Seeded: `JETPROOF_SEED` replays.
+    #[test]
+    fn image_hole_matches_a_byte_scan() {
+        let seed = std::env::var("JETPROOF_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x401e_u64)
+            | 1;
+        let mut state = seed;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..3000 {
+            let len = match round % 4 {
+                0 => (next() % 300) as usize,
+                1 => 4096,
+                _ => (next() % 9000) as usize,
+            };
+            let mut page: Vec<u8> = (0..len).map(|_| 1 + (next() % 255) as u8).collect();
+            // Zero runs around the threshold and long ones, at random offsets; sometimes two
+            // of the same length (the first must win).
+            for _ in 0..next() % 6 {
+                if len == 0 {
+                    break;
+                }
+                let run = match next() % 3 {
+                    0 => 56 + (next() % 16) as usize,
+                    1 => (next() % 8) as usize,
+                    _ => (next() as usize) % len,
+                };
+                let at = (next() as usize) % len;
+                let end = (at + run).min(len);
+                page[at..end].fill(0);
+                if next() % 4 == 0 {
+                    let again = (next() as usize) % len;
+                    let end = (again + (end - at)).min(len);
+                    page[again..end].fill(0);
+                }
+            }
+            assert_eq!(
+                image_hole(&page),
+                byte_scan_hole(&page),
+                "seed {seed} round {round} len {len}"
+            );
+            let offset = (round % 8).min(page.len());
+            assert_eq!(
+                image_hole(&page[offset..]),
+                byte_scan_hole(&page[offset..]),
+                "seed {seed} round {round} offset {offset}"
+            );
+        }
+        let page = holed_page();
+        assert_eq!(image_hole(&page), byte_scan_hole(&page));
+    }
+
+    #[test]
+    fn append_page_change_keeps_what_the_buffer_held() {
+        let mut out = b"prefix".to_vec();
+        let change = PageChange::LeafInsert {
+            index: 2,
+            key: b"k",
+            value: b"v",
+        };
+        append_page_change(7, 8, &change, &mut out);
+        let mut alone = Vec::new();
+        encode_page_change(7, 8, &change, &mut alone);
+        assert_eq!(&out[..6], b"prefix");
+        assert_eq!(&out[6..], &alone[..]);
     }
 
     /// Records written by the first layout (replace and delete with the old value, images

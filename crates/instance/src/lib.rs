@@ -153,8 +153,9 @@ thread_local! {
     /// Encoding buffer, reused.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The page changes of the structural change (group) open on this thread, held back until
-    /// it ends (`None`: no group open).
-    static GROUP: RefCell<Option<Vec<Vec<u8>>>> = const { RefCell::new(None) };
+    /// it ends, encoded into one reused payload.
+    static GROUP: RefCell<group::GroupBuilder> =
+        const { RefCell::new(group::GroupBuilder::new()) };
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -183,14 +184,8 @@ impl ChangeLog for LogSink {
         // Space map bits are not held in a group: each is absolute, and the map page is shared
         // by every session (its latch is not kept for the group).
         if !matches!(change, PageChange::MapBit { .. }) {
-            let held = GROUP.with_borrow_mut(|group| {
-                let members = group.as_mut()?;
-                let mut payload = Vec::new();
-                format::encode_page_change(page, update_stamp, change, &mut payload);
-                members.push(payload);
-                Some(())
-            });
-            if held.is_some() {
+            let held = GROUP.with_borrow_mut(|group| group.push(page, update_stamp, change));
+            if held {
                 LOGGED.set(LOGGED.get() + 1);
                 // At or before where the group will be logged: the page's first unflushed
                 // change for the checkpoint; the engine stamps the group's position at its end.
@@ -212,45 +207,27 @@ impl ChangeLog for LogSink {
     }
 
     fn begin_group(&self) {
-        GROUP.set(Some(Vec::new()));
+        GROUP.with_borrow_mut(group::GroupBuilder::begin);
     }
 
     fn end_group(&self) -> jetproof_engine::error::Result<u64> {
-        let Some(members) = GROUP.take() else {
-            return Ok(0);
-        };
         let transaction_id = CURRENT.get();
-        let appended = match members.as_slice() {
-            [] => return Ok(0),
-            // One change is atomic on its own.
-            [only] => self.log.append(&Record {
-                record_type: format::RECORD_PAGE_CHANGE,
-                transaction_id,
-                payload: only,
-            }),
-            _ => {
-                let max = self.log.options().max_payload_bytes();
-                let mut last = 0;
-                for part in group::encode_parts(&members, max) {
-                    last = self
-                        .log
-                        .append(&Record {
-                            record_type: group::RECORD_GROUP,
-                            transaction_id,
-                            payload: &part,
-                        })
-                        .map_err(|e| log_failure(&self.dir, &e))?
-                        .to_u64();
-                }
-                return Ok(last);
-            }
-        };
-        let lsn = appended.map_err(|e| log_failure(&self.dir, &e))?;
-        Ok(lsn.to_u64())
+        let max = self.log.options().max_payload_bytes();
+        let last = GROUP.with_borrow_mut(|group| {
+            group.finish(max, |record_type, payload| {
+                self.log.append(&Record {
+                    record_type,
+                    transaction_id,
+                    payload,
+                })
+            })
+        });
+        let last = last.map_err(|e| log_failure(&self.dir, &e))?;
+        Ok(last.map_or(0, Lsn::to_u64))
     }
 
     fn discard_group(&self) {
-        GROUP.set(None);
+        GROUP.with_borrow_mut(group::GroupBuilder::discard);
     }
 }
 

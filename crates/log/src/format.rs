@@ -226,12 +226,35 @@ pub fn encode_frame(
     transaction_id: u64,
     payload: &[u8],
 ) {
+    encode_frame_with_crc(
+        out,
+        kind,
+        position,
+        record_type,
+        transaction_id,
+        payload,
+        crc32c::crc32c(payload),
+    );
+}
+
+/// [`encode_frame`] with the payload's CRC-32C computed beforehand (`payload_crc` must be
+/// `crc32c(payload)`): [`crate::Log::append`] computes it before taking the log's mutex, so the
+/// pass over the payload is not made while other sessions wait to append.
+pub fn encode_frame_with_crc(
+    out: &mut [u8],
+    kind: FrameKind,
+    position: Lsn,
+    record_type: u8,
+    transaction_id: u64,
+    payload: &[u8],
+    payload_crc: u32,
+) {
     let header = &mut out[..FRAME_HEADER_BYTES];
     header[4] = kind as u8;
     header[5] = record_type;
     header[6..8].fill(0);
     header[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    header[12..16].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    header[12..16].copy_from_slice(&payload_crc.to_le_bytes());
     header[16..24].copy_from_slice(&position.generation.to_le_bytes());
     header[24..32].copy_from_slice(&position.offset.to_le_bytes());
     header[32..40].copy_from_slice(&transaction_id.to_le_bytes());

@@ -3,12 +3,15 @@
 //! Invariants (see `docs/log.md` for the protocol and crash table):
 //! * Records are appended to the buffer under one mutex; a record's LSN is the file position its
 //!   frame will occupy. The buffer mirrors the file from `buffer_start` (a sector boundary) to
-//!   `append_end`; bytes past `append_end` are zero.
+//!   `append_end`; bytes past `append_end` are left over from earlier use, and each write zeroes
+//!   the rounded-up tail it carries past the last frame.
 //! * At most one log write is in flight (`flushing`). A write covers everything appended when it
 //!   starts, ends with a flush frame, starts at the sector holding the durable end (rewriting the
-//!   partial last sector with the same bytes plus new ones) and is followed by `fdatasync` before
-//!   the durable end moves. So every acknowledged write is on stable storage, the durable end is
-//!   always a frame boundary, and only the one write in flight can be torn by a crash.
+//!   partial last sector with the same bytes plus new ones) and is written through (O_DSYNC)
+//!   before the durable end moves. It goes out of the buffer itself: the writer swaps the buffer
+//!   with a spare one holding a copy of the last partial sector, where appends continue. So
+//!   every acknowledged write is on stable storage, the durable end is always a frame boundary,
+//!   and only the one write in flight can be torn by a crash.
 //! * Committers that find a write in flight wait for it and then one of them writes everything
 //!   appended meanwhile: that is group commit; no timer is needed for it.
 //! * A generation is finished by a write that ends with a generation-end frame, is synced, and
@@ -19,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -31,7 +34,8 @@ use crate::checkpoint::{Checkpoint, CheckpointWriter, read_checkpoint, unix_ms};
 use crate::error::{LogError, Result};
 use crate::format::{
     DATA_START, FLUSH_FRAME_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES, GenerationHeader,
-    align_down, align_up, checkpoint_path, encode_frame, frame_bytes, generation_path, spare_path,
+    align_down, align_up, checkpoint_path, encode_frame, encode_frame_with_crc, frame_bytes,
+    generation_path, spare_path,
 };
 use crate::lsn::{Durability, Lsn, Record};
 use crate::scan::{ReadOptions, TornTail, analyse_generation};
@@ -193,6 +197,9 @@ struct State {
     /// Everything before this is on stable storage. Always a frame boundary.
     durable: Lsn,
     flushing: bool,
+    /// The background flusher was woken to write and has not taken the mutex since: appends
+    /// need not wake it again.
+    flusher_woken: bool,
     /// A record did not fit in this generation: the next write ends it.
     rollover_requested: bool,
     poisoned: Option<String>,
@@ -212,6 +219,9 @@ struct Inner {
     /// `State::durable` packed ([`Lsn::to_u64`]), readable without the mutex: the cache asks
     /// [`Log::is_durable`] before every page write.
     durable_packed: AtomicU64,
+    /// Set once the log is poisoned or closed (both also in [`State`]): a lazy commit checks
+    /// this instead of taking the mutex.
+    unusable: AtomicBool,
     /// Signalled whenever the durable end, the generation or the poisoned state changes.
     changed: Condvar,
     /// Wakes the background flusher.
@@ -413,6 +423,7 @@ impl Log {
             append_end: start.offset,
             durable: start,
             flushing: false,
+            flusher_woken: false,
             rollover_requested: false,
             poisoned: None,
             closed: false,
@@ -426,6 +437,7 @@ impl Log {
             sector,
             state: Mutex::new(state),
             durable_packed: AtomicU64::new(start.to_u64()),
+            unusable: AtomicBool::new(false),
             changed: Condvar::new(),
             wake_flusher: Condvar::new(),
             spare: Mutex::new(None),
@@ -452,6 +464,8 @@ impl Log {
             });
         }
         let size = frame_bytes(record.payload.len());
+        // Outside the mutex: the one pass over the payload besides its copy into the buffer.
+        let payload_crc = crc32c::crc32c(record.payload);
         let mut state = inner.state.lock();
         loop {
             inner.check_usable(&state)?;
@@ -486,13 +500,14 @@ impl Log {
             }
             let lsn = Lsn::new(state.generation, state.append_end);
             let at = (state.append_end - state.buffer_start) as usize;
-            encode_frame(
+            encode_frame_with_crc(
                 &mut state.buffer[at..at + size as usize],
                 FrameKind::Record,
                 lsn,
                 record.record_type,
                 record.transaction_id,
                 record.payload,
+                payload_crc,
             );
             state.append_end += size;
             // Start a write as soon as a full sector is waiting past the durable end, as ESE's
@@ -505,9 +520,11 @@ impl Log {
                 state.append_end
             };
             if !state.flushing
+                && !state.flusher_woken
                 && (unwritten >= inner.options.sector_size_bytes as u64
                     || end_in_buffer > inner.options.buffer_size_bytes as u64 / 4)
             {
+                state.flusher_woken = true;
                 inner.wake_flusher.notify_one();
             }
             drop(state);
@@ -536,7 +553,12 @@ impl Log {
                     .stats
                     .lazy_commits
                     .fetch_add(1, Ordering::Relaxed);
-                self.inner.check_usable(&self.inner.state.lock())
+                // No mutex unless the log is poisoned or closed (then for the error's cause).
+                if self.inner.unusable.load(Ordering::Acquire) {
+                    self.inner.check_usable(&self.inner.state.lock())
+                } else {
+                    Ok(())
+                }
             }
         }
     }
@@ -695,6 +717,7 @@ impl Log {
         {
             let mut state = self.inner.state.lock();
             state.closed = true;
+            self.inner.unusable.store(true, Ordering::Release);
         }
         self.inner.wake_flusher.notify_all();
         self.inner.changed.notify_all();
@@ -738,6 +761,7 @@ impl Inner {
         let mut state = self.state.lock();
         if state.poisoned.is_none() {
             state.poisoned = Some(error.to_string());
+            self.unusable.store(true, Ordering::Release);
         }
         drop(state);
         self.changed.notify_all();
@@ -783,11 +807,23 @@ impl Inner {
         let last = align_up(end, self.sector);
         let from = (first - state.buffer_start) as usize;
         let length = (last - first) as usize;
-        let mut write_buffer = state
+        // The write goes out of the buffer itself: the buffer is swapped with the spare one,
+        // which gets only the sector holding the write's end (rewritten by the next write), and
+        // appends continue there while the write is in flight. Bytes past the end of the log in
+        // a buffer are left over from earlier use, so the rounded-up tail of the write is zeroed
+        // (a reader must find zeros, "nothing written", after the last frame).
+        let used = (end - state.buffer_start) as usize;
+        let tail = (last - end) as usize;
+        state.buffer[used..used + tail].fill(0);
+        let keep_from = align_down(end, self.sector);
+        let kept = (end - keep_from) as usize;
+        let mut next = state
             .write_buffer
             .take()
             .unwrap_or_else(|| AlignedBuf::zeroed(state.buffer.len()));
-        write_buffer[..length].copy_from_slice(&state.buffer[from..from + length]);
+        next[..kept].copy_from_slice(&state.buffer[used - kept..used]);
+        let write_buffer = std::mem::replace(&mut state.buffer, next);
+        state.buffer_start = keep_from;
         let file = state.file.clone();
         let generation = state.generation;
         let previous_end = Lsn::new(generation, end);
@@ -799,7 +835,7 @@ impl Inner {
                 // the write returns once durable, so its latency is the log write's whole cost
                 // and no fdatasync follows.
                 let begun = std::time::Instant::now();
-                file.write_at(&write_buffer[..length], first, IoClass::LogWrite)?;
+                file.write_at(&write_buffer[from..from + length], first, IoClass::LogWrite)?;
                 self.stats
                     .write_latency_ns_total
                     .fetch_add(nanos_since(begun), Ordering::Relaxed);
@@ -836,6 +872,7 @@ impl Inner {
             Err(error) => {
                 if state.poisoned.is_none() {
                     state.poisoned = Some(error.to_string());
+                    self.unusable.store(true, Ordering::Release);
                 }
                 self.changed.notify_all();
                 return Err(LogError::Io(error));
@@ -850,7 +887,6 @@ impl Inner {
             Some(next) => {
                 state.generation = generation + 1;
                 state.file = next;
-                state.buffer.fill(0);
                 state.buffer_start = DATA_START;
                 state.append_end = DATA_START;
                 state.durable = Lsn::new(generation + 1, DATA_START);
@@ -862,17 +898,10 @@ impl Inner {
                     .fetch_add(1, Ordering::Relaxed);
             }
             None => {
+                // The buffer already starts at the sector holding the durable end.
                 state.durable = Lsn::new(generation, end);
                 self.durable_packed
                     .store(state.durable.to_u64(), Ordering::Release);
-                // Keep the sector holding the durable end (it is rewritten by the next write)
-                // and everything appended while this write was in flight.
-                let keep_from = align_down(end, self.sector);
-                let shift = (keep_from - state.buffer_start) as usize;
-                let used = (state.append_end - state.buffer_start) as usize;
-                state.buffer.copy_within(shift..used, 0);
-                state.buffer[used - shift..used].fill(0);
-                state.buffer_start = keep_from;
             }
         }
         self.changed.notify_all();
@@ -947,9 +976,14 @@ fn background_flusher(inner: &Inner) {
             if state.closed || state.poisoned.is_some() {
                 return;
             }
-            inner
-                .wake_flusher
-                .wait_for(&mut state, inner.options.lazy_flush_interval);
+            // Woken while it was busy (formatting the spare, or writing): the wake-up found no
+            // waiter, so do not sleep through it.
+            if !state.flusher_woken {
+                inner
+                    .wake_flusher
+                    .wait_for(&mut state, inner.options.lazy_flush_interval);
+            }
+            state.flusher_woken = false;
             if state.closed || state.poisoned.is_some() {
                 return;
             }
