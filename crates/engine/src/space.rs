@@ -58,6 +58,10 @@ pub fn is_map_page(page: u64, page_size: usize) -> bool {
 
 /// Formats pages `[from, to)` of a file as free pages (map pages as maps marking themselves, and
 /// for group 0 the header pages, in use), in sequential writes of up to 1 MiB, then syncs.
+///
+/// The writes are metered as [`IoClass::DbExtend`], not `DbWrite`: they extend the file (ESE's
+/// database extension), they are not the cache's page writes whose count and average size the
+/// reference reports describe (`docs/faithfulness.md`, "Database extension writes").
 pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> Result<()> {
     let per_write = (GROWTH_WRITE_BYTES / page_size) as u64;
     let mut buf = AlignedBuf::zeroed(per_write as usize * page_size);
@@ -81,10 +85,10 @@ pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> 
         let Some(data) = buf.get(..bytes) else {
             break;
         };
-        file.write_at(data, start * page_size as u64, IoClass::DbWrite)?;
+        file.write_at(data, start * page_size as u64, IoClass::DbExtend)?;
         start += count;
     }
-    file.sync_data(IoClass::DbWrite)?;
+    file.sync_data(IoClass::DbExtend)?;
     Ok(())
 }
 

@@ -297,6 +297,20 @@ fn sections(result: &TestResult) -> Vec<(&'static str, Table)> {
     ) {
         sections.push(("Database Backup I/O Performance", t));
     }
+    // The file's growth: formatting writes of new extents, kept out of the transactional
+    // table's database writes (docs/faithfulness.md) but shown.
+    if let Some(t) = class_table(
+        result,
+        "db_extend",
+        &[
+            "Instance",
+            "Database Extension Writes/sec",
+            "Database Extension Writes Average Bytes",
+            "Average Latency (msec)",
+        ],
+    ) {
+        sections.push(("Database Extension I/O (file growth)", t));
+    }
     if !result.instances.iter().all(|i| i.io.is_empty()) {
         sections.push(("Latency Distribution", distribution_table(result)));
     }
