@@ -538,9 +538,16 @@ impl<'a> Tree<'a> {
         let found = entries.search(op.key());
         let old_len = entries.len();
         let mut append = false;
+        let mut hotpoint = None;
         match (op, found) {
             (Op::Insert { key, value }, Err(i)) => {
                 append = i == old_len && leaf.rightmost;
+                // ESE's choice (`ErrBTINewSplit`, bt.cxx): an append split at the tree's right
+                // edge overrides a hotpoint split, which a non-root leaf takes when the insert
+                // follows the page's two newest records.
+                if !append && page != self.root && is_hotpoint(leaf.node.data(), i) {
+                    hotpoint = Some(i);
+                }
                 entries.insert_leaf(i, key, value);
             }
             (Op::Replace { value, .. }, Ok(i)) => entries.set_value(i, value),
@@ -548,7 +555,7 @@ impl<'a> Tree<'a> {
             _ => return Ok(false),
         }
         let last = path.len() - 1;
-        self.rebalance(&mut path, last, entries, append, log_position)?;
+        self.rebalance(&mut path, last, entries, append, hotpoint, log_position)?;
         Ok(true)
     }
 
@@ -629,14 +636,23 @@ impl<'a> Tree<'a> {
         at: usize,
         pending: Entries,
         append: bool,
+        hotpoint: Option<usize>,
         lp: u64,
     ) -> Result<()> {
         let first_stamp = self.stamp.load(std::sync::atomic::Ordering::Acquire);
         let mut held: Vec<PageMut<'a>> = Vec::new();
         let mut to_free = Vec::new();
         self.log.begin_group();
-        if let Err(e) = self.rebalance_group(path, at, pending, append, lp, &mut held, &mut to_free)
-        {
+        if let Err(e) = self.rebalance_group(
+            path,
+            at,
+            pending,
+            append,
+            hotpoint,
+            lp,
+            &mut held,
+            &mut to_free,
+        ) {
             self.log.discard_group();
             self.cache.poison(&e);
             return Err(e);
@@ -673,6 +689,7 @@ impl<'a> Tree<'a> {
         mut at: usize,
         mut pending: Entries,
         mut append: bool,
+        mut hotpoint: Option<usize>,
         lp: u64,
         held: &mut Vec<PageMut<'a>>,
         to_free: &mut Vec<u32>,
@@ -688,7 +705,11 @@ impl<'a> Tree<'a> {
             let level = node::level(current.node.data());
             let is_root = page == self.root;
             if pending.bytes() > capacity {
-                let split = pending.split_point(ps, append);
+                // A hotpoint applies to the leaf only; the levels above split as usual.
+                let split = hotpoint
+                    .take()
+                    .and_then(|at| hotpoint_split(&pending, ps, at))
+                    .unwrap_or_else(|| pending.split_point(ps, append));
                 let mut right = pending.split_off(split);
                 let separator = right.first_key().unwrap_or_default().to_vec();
                 if !right.is_leaf() {
@@ -888,6 +909,49 @@ impl<'a> Tree<'a> {
         }
         Ok(found_level)
     }
+}
+
+/// ESE's hotpoint test (`ErrBTINewSplit` in bt.cxx): an insert at `index` of a leaf is at a
+/// hotpoint when the two records just before it are the newest on the page, in key order, and
+/// every record after it is older than both. ESE reads "newest" from where the records lie on the
+/// page (it appends each new node to the page's free space and compaction keeps their order); so
+/// do we: a record inserted in place, or encoded later in key order, lies below (at a lower
+/// offset than) the older ones. Mail inserts, each at its mailbox's tail, form such a pattern
+/// after two inserts at the same place.
+fn is_hotpoint(page: &[u8], index: usize) -> bool {
+    // Where a record lies: its value's offset orders records as their own offsets do.
+    let at = |i: usize| node::leaf_value_range(page, i).map(|r| r.start);
+    if index < 2 {
+        return false;
+    }
+    let (Some(newest), Some(second)) = (at(index - 1), at(index - 2)) else {
+        return false;
+    };
+    newest < second
+        && (0..index - 2).all(|i| at(i).is_some_and(|o| o > second))
+        && (index..node::count(page)).all(|i| at(i).is_some_and(|o| o > second))
+}
+
+/// ESE's hotpoint split (`BTISelectHotPointSplit`) for an insert that put the new entry at `at`
+/// of `entries` (the overflowing leaf): the entries after the new one move to the new page, or,
+/// for an insert at the end, the new entry alone does; the page being split keeps the rest full.
+/// ESE does the first case as a split without the insert and then retries the insert, which
+/// lands at the end of the page; when the page could not take it, that retry splits again at
+/// the end. We make one split: when the left side would not fit, None (an even split instead).
+fn hotpoint_split(entries: &Entries, page_size: usize, at: usize) -> Option<usize> {
+    let n = entries.len();
+    let split = if at + 1 >= n {
+        n.checked_sub(1)?
+    } else {
+        at + 1
+    };
+    if split == 0 {
+        return None;
+    }
+    let mut left = entries.clone();
+    let right = left.split_off(split);
+    let cap = node::capacity(page_size);
+    (left.bytes() <= cap && right.bytes() <= cap).then_some(split)
 }
 
 #[derive(Debug, Default)]
