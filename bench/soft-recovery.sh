@@ -12,14 +12,22 @@
 # In the same round, on the same file system, fio gives the device's reference read rates:
 #   - 1 MiB sequential direct reads (one reader, the shape of the log reads);
 #   - 32 KiB random direct reads, one reader per database at one I/O in flight each (the shape
-#     of the replay's page reads: each replay thread reads one page at a time).
+#     of the replay's page reads without read-ahead: one page at a time per database);
+#   - the same with READERS readers per database (default 8, recovery's READ_AHEAD_READERS: the
+#     most page reads the replay's read-ahead has in flight per database).
 # The ratio replay read MB/s ÷ fio MB/s says how close the replay is to the device.
+#
+# With BASE_JETPROOF_BIN (a jetproof built from another commit, e.g. the one before a change),
+# every round runs the soft-recovery test with both binaries on the same job, one after the
+# other (base first in odd rounds, the build under test first in even ones), after the round's
+# fio, and the report adds the ratio build ÷ base of each round's seconds per log.
 #
 # Usage: bench/soft-recovery.sh [DIR]   (default /var/tmp/jetproof-bench-soft-recovery; the
 #        data under it is deleted after)
 # Environment: LOG_FILES (default 500), DATABASES (2), DB_SIZE (1GiB), ROUNDS (2),
 #   FIO_SIZE (1G), FIO_RUNTIME (10), JETPROOF_BIN (a built jetproof; default: build release),
-#   OUT (default bench/results/<date>-soft-recovery.md).
+#   READERS (8), BASE_JETPROOF_BIN (optional, see above), BASE_LABEL / LABEL (names of the two builds in the
+#   report; default base / new), OUT (default bench/results/<date>-soft-recovery.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -30,6 +38,7 @@ db_size=${DB_SIZE:-1GiB}
 rounds=${ROUNDS:-2}
 fio_size=${FIO_SIZE:-1G}
 fio_runtime=${FIO_RUNTIME:-10}
+readers=${READERS:-8}
 dir=${1:-/var/tmp/jetproof-bench-soft-recovery}
 out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-soft-recovery.md}
 mkdir -p "$dir"
@@ -66,6 +75,13 @@ if [ -z "${JETPROOF_BIN:-}" ]; then
   JETPROOF_BIN="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
 fi
 notes=$(machine_notes "$dir")
+base_bin=${BASE_JETPROOF_BIN:-}
+label=${LABEL:-new}
+base_label=${BASE_LABEL:-base}
+if [ -n "$base_bin" ] && [ ! -x "$base_bin" ]; then
+  echo "soft-recovery.sh: BASE_JETPROOF_BIN=$base_bin is not an executable" >&2
+  exit 2
+fi
 
 cat >"$dir/job.toml" <<JOB
 [storage]
@@ -79,6 +95,7 @@ init_cmd="jetproof init $dir/job.toml --out $dir/results/init"
 run_cmd="jetproof run $dir/job.toml --test soft-recovery --log-files $log_files --out $dir/results/soft-N"
 fio_seq_cmd="fio --name=seq --filename=$dir/fio.dat --rw=read --bs=1M --direct=1 --ioengine=psync --size=$fio_size --runtime=$fio_runtime --time_based"
 fio_rand_cmd="fio --name=rand --filename=$dir/fio.dat --rw=randread --bs=32k --direct=1 --ioengine=psync --size=$fio_size --numjobs=$databases --group_reporting --runtime=$fio_runtime --time_based"
+fio_rand_deep_cmd="fio --name=rand --filename=$dir/fio.dat --rw=randread --bs=32k --direct=1 --ioengine=psync --size=$fio_size --numjobs=$((databases * readers)) --group_reporting --runtime=$fio_runtime --time_based"
 
 fio_read_mb() { # fio options...; prints read MB/s (10^6)
   fio --output-format=json "$@" >"$dir/fio.json" 2>/dev/null
@@ -93,28 +110,29 @@ fio --name=layout --filename="$dir/fio.dat" --rw=write --bs=1M --size="$fio_size
   --ioengine=psync >/dev/null 2>&1
 rows=()
 raw=()
+ratios=()
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-for round in $(seq 1 "$rounds"); do
-  echo "round $round: fio" >&2
-  seq_mb=$(fio_read_mb --name=seq --filename="$dir/fio.dat" --rw=read --bs=1M --direct=1 \
-    --ioengine=psync --size="$fio_size" --runtime="$fio_runtime" --time_based)
-  rand_mb=$(fio_read_mb --name=rand --filename="$dir/fio.dat" --rw=randread --bs=32k --direct=1 \
-    --ioengine=psync --size="$fio_size" --numjobs="$databases" --group_reporting \
-    --runtime="$fio_runtime" --time_based)
-  echo "round $round: ${run_cmd/soft-N/soft-$round}" >&2
+
+# One soft-recovery test with one binary; appends its row to rows (and its report to raw) and
+# sets last_wall_per_log. Args: build label, binary, round, fio seq MB/s, fio rand MB/s (one
+# reader per database), fio rand MB/s (READERS per database).
+replay_round() {
+  local name=$1 bin=$2 round=$3 seq_mb=$4 rand_mb=$5 deep_mb=$6
+  local out_dir="$dir/results/soft-$round-$name"
+  echo "round $round ($name): ${run_cmd/soft-N/soft-$round-$name}" >&2
+  local start code=0 wall row
   start=$(date +%s.%N)
-  code=0
-  "$JETPROOF_BIN" run "$dir/job.toml" --test soft-recovery --log-files "$log_files" \
-    --out "$dir/results/soft-$round" >"$dir/results/soft-$round.stdout" 2>&1 || code=$?
+  "$bin" run "$dir/job.toml" --test soft-recovery --log-files "$log_files" \
+    --out "$out_dir" >"$out_dir.stdout" 2>&1 || code=$?
   wall=$(python3 -c "print('%.1f' % ($(date +%s.%N) - $start))")
   if [ "$code" -ne 0 ]; then
-    cat "$dir/results/soft-$round.stdout" >&2
-    echo "soft-recovery.sh: jetproof exited $code in round $round" >&2
+    cat "$out_dir.stdout" >&2
+    echo "soft-recovery.sh: jetproof ($name) exited $code in round $round" >&2
     exit 1
   fi
-  row=$(python3 - "$dir/results/soft-$round/result.json" "$round" "$wall" "$seq_mb" "$rand_mb" <<'PY'
+  row=$(python3 - "$out_dir/result.json" "$round" "$wall" "$seq_mb" "$rand_mb" "$name" "$deep_mb" <<'PY'
 import json, sys
-path, rnd, wall, seq_mb, rand_mb = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+path, rnd, wall, seq_mb, rand_mb, name, deep_mb = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], float(sys.argv[7])
 r = json.load(open(path))
 inst = r["instances"]
 rec = r["totals"]["recovery_seconds"]
@@ -136,16 +154,45 @@ cpu_all_text = ", ".join("%.2f" % c for c in cpu_all) if cpu_all else "not repor
 busy = [i["cpu_seconds"] / i["seconds"] for i in inst if "cpu_seconds" in i and i["seconds"] > 0]
 busy_text = ", ".join("%.2f" % b for b in busy) if busy else "-"
 print(" | ".join([
-    rnd, str(logs), "%.1f" % gen, "%.2f" % rec, per_log, "%.4f" % (rec / logs * len(inst)),
+    name, rnd, str(logs), "%.1f" % gen, "%.2f" % rec, per_log, "%.4f" % (rec / logs * len(inst)),
     str(applied), str(skipped), cpu_text, cpu_all_text, busy_text,
     "%.0f" % log_mb, "%.0f" % db_mb, "%.0f" % read_mb, "%.0f" % write_mb,
     "%.0f" % seq_mb, "%.2f" % (read_mb / seq_mb), "%.0f" % rand_mb, "%.2f" % (db_mb / rand_mb),
-    "%.0f" % wall,
+    "%.0f" % deep_mb, "%.2f" % (db_mb / deep_mb), "%.0f" % wall,
 ]))
 PY
 )
   rows+=("| $row |")
-  raw+=("$(sed -n '/^Soft Recovery Statistics/,/^Result:/p' "$dir/results/soft-$round.stdout")")
+  raw+=("$name, round $round:
+$(sed -n '/^Soft Recovery Statistics/,/^Result:/p' "$out_dir.stdout")")
+  # The wall seconds per log (column 7) for the ratio.
+  last_wall_per_log=$(echo "$row" | awk -F' [|] ' '{print $7}')
+}
+
+for round in $(seq 1 "$rounds"); do
+  echo "round $round: fio" >&2
+  seq_mb=$(fio_read_mb --name=seq --filename="$dir/fio.dat" --rw=read --bs=1M --direct=1 \
+    --ioengine=psync --size="$fio_size" --runtime="$fio_runtime" --time_based)
+  rand_mb=$(fio_read_mb --name=rand --filename="$dir/fio.dat" --rw=randread --bs=32k --direct=1 \
+    --ioengine=psync --size="$fio_size" --numjobs="$databases" --group_reporting \
+    --runtime="$fio_runtime" --time_based)
+  deep_mb=$(fio_read_mb --name=rand --filename="$dir/fio.dat" --rw=randread --bs=32k --direct=1 \
+    --ioengine=psync --size="$fio_size" --numjobs=$((databases * readers)) --group_reporting \
+    --runtime="$fio_runtime" --time_based)
+  mkdir -p "$dir/results"
+  if [ -z "$base_bin" ]; then
+    replay_round "$label" "$JETPROOF_BIN" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+  elif [ $((round % 2)) -eq 1 ]; then
+    replay_round "$base_label" "$base_bin" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    base_per_log=$last_wall_per_log
+    replay_round "$label" "$JETPROOF_BIN" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    ratios+=("| $round | $base_per_log | $last_wall_per_log | $(python3 -c "print('%.2f' % ($last_wall_per_log / $base_per_log))") |")
+  else
+    replay_round "$label" "$JETPROOF_BIN" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    new_per_log=$last_wall_per_log
+    replay_round "$base_label" "$base_bin" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    ratios+=("| $round | $last_wall_per_log | $new_per_log | $(python3 -c "print('%.2f' % ($new_per_log / $last_wall_per_log))") |")
+  fi
 done
 
 {
@@ -162,11 +209,17 @@ done
   echo "## Commands"
   echo
   echo '```'
-  echo "LOG_FILES=$log_files DATABASES=$databases DB_SIZE=$db_size ROUNDS=$rounds bench/soft-recovery.sh $dir"
+  if [ -n "$base_bin" ]; then
+    echo "BASE_JETPROOF_BIN=$base_bin JETPROOF_BIN=$JETPROOF_BIN BASE_LABEL=$base_label LABEL=$label \\"
+    echo "  LOG_FILES=$log_files DATABASES=$databases DB_SIZE=$db_size ROUNDS=$rounds bench/soft-recovery.sh $dir"
+  else
+    echo "LOG_FILES=$log_files DATABASES=$databases DB_SIZE=$db_size ROUNDS=$rounds bench/soft-recovery.sh $dir"
+  fi
   echo "$init_cmd"
-  echo "$run_cmd   # per round, N = round"
+  echo "$run_cmd   # per round and build, N = round-build"
   echo "$fio_seq_cmd"
   echo "$fio_rand_cmd"
+  echo "$fio_rand_deep_cmd"
   echo "# job.toml:"
   sed 's/^/#   /' "$dir/job.toml"
   echo '```'
@@ -179,13 +232,27 @@ done
   echo "the replaying thread's own CPU time (redo, undo, the clean close), per instance; CPU busy ="
   echo "that CPU time ÷ the replay's seconds (near 1: CPU-bound; well under 1: waiting for I/O)."
   echo
-  echo "| round | logs replayed (all) | generation s | replay s (wall) | seconds per log (per instance) | wall s per log | records applied | records skipped | CPU µs per record applied | CPU µs per record replayed (applied + skipped) | replay thread CPU busy | log read MB/s | page read MB/s | replay read MB/s | page write MB/s | fio 1 MiB seq read MB/s | replay read ÷ fio seq | fio 32 KiB rand read MB/s (${databases} readers) | page read ÷ fio rand | round wall s |"
-  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "| build | round | logs replayed (all) | generation s | replay s (wall) | seconds per log (per instance) | wall s per log | records applied | records skipped | CPU µs per record applied | CPU µs per record replayed (applied + skipped) | replay thread CPU busy | log read MB/s | page read MB/s | replay read MB/s | page write MB/s | fio 1 MiB seq read MB/s | replay read ÷ fio seq | fio 32 KiB rand read MB/s (${databases} readers) | page read ÷ fio rand | fio 32 KiB rand read MB/s ($((databases * readers)) readers) | page read ÷ fio rand ($((databases * readers))) | round wall s |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   printf '%s\n' "${rows[@]}"
   echo
+  if [ -n "$base_bin" ]; then
+    echo "## $label against $base_label, same round"
+    echo
+    echo "Wall seconds per log of each build in the same round (same job, same fio figures), and"
+    echo "the ratio $label ÷ $base_label (under 1: $label replays faster)."
+    echo
+    echo "| round | $base_label wall s per log | $label wall s per log | $label ÷ $base_label |"
+    echo "| ---: | ---: | ---: | ---: |"
+    printf '%s\n' "${ratios[@]}"
+    echo
+  fi
   echo "## jetproof's report (last round)"
   echo
   echo '```'
+  if [ -n "$base_bin" ]; then
+    printf '%s\n\n' "${raw[-2]}"
+  fi
   printf '%s\n' "${raw[-1]}"
   echo '```'
 } >"$out"
