@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use jetproof_job::{ByteSize, Job, Overrides, Span, Threads};
+use jetproof_job::{ByteSize, IoEngine, Job, Overrides, Span, Threads};
+use jetproof_procedures::options::SelectedBackend;
+use jetproof_results::TestLog;
 
 /// How a command ended, when it ran to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,15 @@ pub struct JobArgs {
     /// Length of the measured window, like 90s or 2h (overrides run.duration).
     #[arg(long, value_name = "D")]
     pub duration: Option<Span>,
+    /// How database and log files are read and written: std, io_uring or auto (overrides
+    /// storage.io_engine; default std).
+    #[arg(long, value_name = "ENGINE", value_parser = parse_io_engine)]
+    pub io_engine: Option<IoEngine>,
+}
+
+fn parse_io_engine(text: &str) -> Result<IoEngine, String> {
+    text.parse()
+        .map_err(|e| format!("{e} (the flag overrides storage.io_engine)"))
 }
 
 fn parse_threads(text: &str) -> Result<Threads, String> {
@@ -75,8 +86,26 @@ impl JobArgs {
             db_size: self.db_size,
             threads: self.threads,
             duration: self.duration,
+            io_engine: self.io_engine,
         };
         overrides.apply(&mut job).map_err(CliError::bad_input)?;
         Ok(job)
     }
+}
+
+/// Opens the I/O engine the job chose (`storage.io_engine`, or `--io-engine`), before any I/O:
+/// an engine the kernel refuses is bad input (exit 2) naming the key and the fix. With "auto"
+/// falling back to std, says so on stderr; [`log_engine`] puts it in the test log.
+pub fn select_backend(job: &Job) -> Result<SelectedBackend, CliError> {
+    let selected =
+        jetproof_procedures::options::select_backend(job).map_err(CliError::bad_input)?;
+    if let Some(why) = &selected.fallback {
+        eprintln!("jetproof: storage.io_engine = \"auto\": {why}");
+    }
+    Ok(selected)
+}
+
+/// The test-log line naming the I/O engine in use (and why, when "auto" fell back to std).
+pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
+    log.line(selected.log_line(job));
 }

@@ -64,10 +64,73 @@ pub struct Storage {
     pub direct_io: bool,
     /// Allow raw block devices as database or log paths. Their content is destroyed.
     pub allow_devices: bool,
+    /// How the database and log files are read and written: "std" (pread/pwrite from each
+    /// session's thread, the default), "io_uring", or "auto" (io_uring when the kernel allows
+    /// it, else std, with a line in the test log). See docs/io.md.
+    pub io_engine: IoEngine,
     /// Explicit instances, each with its own database file and log directory (as Jetstress lets
     /// each database and log sit on its own volume). When present, `data_dir` and `databases` are
     /// not used.
     pub instance: Vec<InstanceSpec>,
+}
+
+/// The I/O engine of `storage.io_engine` (and `--io-engine`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum IoEngine {
+    /// Portable positional I/O (pread/pwrite): every session thread waits for its own I/O.
+    #[default]
+    Std,
+    /// io_uring rings: the same I/Os, and a flush's writes overlapped in one submission. An
+    /// error (exit 2) when the kernel does not allow io_uring.
+    IoUring,
+    /// io_uring when it works here, else std (said in the test log).
+    Auto,
+}
+
+impl IoEngine {
+    /// Every value, as written in the job file.
+    pub const ALL: [IoEngine; 3] = [IoEngine::Std, IoEngine::IoUring, IoEngine::Auto];
+
+    /// The value as written in the job file.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoEngine::Std => "std",
+            IoEngine::IoUring => "io_uring",
+            IoEngine::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for IoEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for IoEngine {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        IoEngine::ALL
+            .into_iter()
+            .find(|engine| engine.name() == text)
+            .ok_or_else(|| {
+                format!("{text:?} is not an I/O engine; use \"std\", \"io_uring\" or \"auto\"")
+            })
+    }
+}
+
+impl Serialize for IoEngine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for IoEngine {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse()
+            .map_err(|e| serde::de::Error::custom(format!("`storage.io_engine`: {e}")))
+    }
 }
 
 /// One database instance placed explicitly.
@@ -212,6 +275,7 @@ impl Default for Storage {
             page_size: ByteSize::kib(32),
             direct_io: true,
             allow_devices: false,
+            io_engine: IoEngine::Std,
             instance: Vec::new(),
         }
     }
@@ -678,6 +742,7 @@ pub struct Overrides {
     pub db_size: Option<ByteSize>,
     pub threads: Option<Threads>,
     pub duration: Option<Span>,
+    pub io_engine: Option<IoEngine>,
 }
 
 impl Overrides {
@@ -712,6 +777,9 @@ impl Overrides {
         if let Some(duration) = self.duration {
             job.run.duration = duration;
             job.run.stress_duration = duration;
+        }
+        if let Some(engine) = self.io_engine {
+            job.storage.io_engine = engine;
         }
         job.validate().map_err(|e| match e {
             JobError::Invalid {
@@ -828,6 +896,51 @@ mod tests {
         };
         let err = o.apply(&mut job).expect_err("refused");
         assert!(err.to_string().contains("--threads"), "{err}");
+    }
+
+    #[test]
+    fn io_engine_takes_three_values_and_refuses_others_by_key() {
+        assert_eq!(Job::default().storage.io_engine, IoEngine::Std);
+        for engine in IoEngine::ALL {
+            let text = format!("[storage]\nio_engine = \"{engine}\"\n");
+            let job = Job::parse(&text, "j").expect("a known engine");
+            assert_eq!(job.storage.io_engine, engine);
+            assert_eq!(
+                Job::parse(&job.to_toml(), "again").expect("round trip"),
+                job
+            );
+        }
+        let err =
+            Job::parse("[storage]\nio_engine = \"uring\"\n", "job.toml").expect_err("refused");
+        let text = err.to_string();
+        for needle in [
+            "job.toml",
+            "storage.io_engine",
+            "\"uring\"",
+            "\"std\"",
+            "\"io_uring\"",
+            "\"auto\"",
+        ] {
+            assert!(text.contains(needle), "{needle} missing: {text}");
+        }
+        assert!(Job::parse("[storage]\nio_engine = 1\n", "j").is_err());
+    }
+
+    #[test]
+    fn io_engine_override_replaces_the_job_value() {
+        let mut job = Job::parse("[storage]\nio_engine = \"auto\"\n", "j").expect("parses");
+        let o = Overrides {
+            io_engine: Some(IoEngine::IoUring),
+            ..Overrides::default()
+        };
+        o.apply(&mut job).expect("valid");
+        assert_eq!(job.storage.io_engine, IoEngine::IoUring);
+        Overrides::default().apply(&mut job).expect("valid");
+        assert_eq!(
+            job.storage.io_engine,
+            IoEngine::IoUring,
+            "no flag keeps the value"
+        );
     }
 
     #[test]

@@ -141,10 +141,11 @@ pub fn backup(
     }
 
     log.line(format!(
-        "Backup: {} database(s), {} bytes in all, {} KiB reads, all databases at once",
+        "Backup: {} database(s), {} bytes in all, {} KiB reads, all databases at once, I/O engine {}",
         sources.len(),
         total_bytes,
-        read_size / 1024
+        read_size / 1024,
+        options.backend.name()
     ));
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
@@ -236,6 +237,7 @@ pub fn backup(
         instances: instance_results,
         log_file: Some(log.path().to_path_buf()),
         totals,
+        io_engine: Some(options.backend.name().to_string()),
         ..TestResult::new(
             TestKind::Backup,
             started_at,

@@ -126,12 +126,13 @@ pub fn init(
     let db_size = job.db_size();
 
     log.line(format!(
-        "Preparing {} database(s) of {} each ({} pages of {}), direct I/O {}",
+        "Preparing {} database(s) of {} each ({} pages of {}), direct I/O {}, I/O engine {}",
         instances.len(),
         db_size,
         db_size.bytes() / job.storage.page_size.bytes(),
         job.storage.page_size,
         if job.storage.direct_io { "on" } else { "off" },
+        options.backend.name(),
     ));
     for instance in &instances {
         log.line(format!(
@@ -244,6 +245,7 @@ pub fn init(
         instances: instance_results,
         log_file: Some(log.path().to_path_buf()),
         totals,
+        io_engine: Some(options.backend.name().to_string()),
         ..TestResult::new(
             TestKind::Init,
             started_at,

@@ -362,7 +362,10 @@ pub fn performance(
     for instance in &instances {
         require_clean(job, options.backend.as_ref(), instance)?;
     }
-    log.line("Attaching databases ...");
+    log.line(format!(
+        "Attaching databases (I/O engine {}) ...",
+        options.backend.name()
+    ));
     let mix = Mix::from_job(&job.workload);
     let mut attached: Vec<Attached> = Vec::new();
     for instance in &instances {
@@ -568,6 +571,7 @@ pub fn performance(
         log_file: Some(log.path().to_path_buf()),
         samples_file: Some(out.file("samples.csv")),
         totals: measured.totals,
+        io_engine: Some(options.backend.name().to_string()),
         ..TestResult::new(
             test,
             started_at,

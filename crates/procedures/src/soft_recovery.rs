@@ -120,7 +120,10 @@ pub fn soft_recovery(
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
     log.line("Preparing for testing ...");
-    log.line("Attaching databases ...");
+    log.line(format!(
+        "Attaching databases (I/O engine {}) ...",
+        options.backend.name()
+    ));
     let mix = Mix::from_job(&job.workload);
     let mut generating = Vec::with_capacity(instances.len());
     for instance in &instances {
@@ -283,6 +286,7 @@ pub fn soft_recovery(
     result.interrupted = interrupted;
     result.instances = results;
     result.log_file = Some(log.path().to_path_buf());
+    result.io_engine = Some(options.backend.name().to_string());
     result
         .totals
         .insert("generation_seconds".into(), generation_seconds.into());
@@ -592,6 +596,7 @@ pub fn recover_job(
     );
     result.instances = results;
     result.log_file = Some(log.path().to_path_buf());
+    result.io_engine = Some(backend.name().to_string());
     result
         .totals
         .insert("recovery_seconds".into(), recovery_seconds.into());

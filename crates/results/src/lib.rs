@@ -24,9 +24,9 @@ pub use host::Host;
 pub use outdir::{OutDir, OutDirError};
 pub use testlog::TestLog;
 
-/// Version of the `result.json` layout. Bumped on any incompatible change; `docs/results.md`
-/// keeps the history.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the `result.json` layout. Bumped when a key is added that readers may rely on, and
+/// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The test that produced a result.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +77,11 @@ pub struct TestResult {
     pub started: String,
     pub ended: String,
     pub duration_s: f64,
+    /// The I/O engine that read and wrote the files ("std", "io_uring"; "mem" or "fault" in
+    /// tests): what ran, where `parameters.storage.io_engine` is what the job asked for ("auto"
+    /// may become either). Absent from schema version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_engine: Option<String>,
     /// The job as run, with everything the procedure decided (sessions, cache sizes, …).
     pub parameters: serde_json::Value,
     pub target_iops: Option<f64>,
@@ -110,6 +115,7 @@ impl TestResult {
             started,
             ended: now_rfc3339(),
             duration_s,
+            io_engine: None,
             parameters,
             target_iops: None,
             achieved_iops: None,

@@ -390,6 +390,9 @@ fn headline(result: &TestResult) -> Vec<(String, String)> {
         ),
         ("jetproof Version".into(), result.tool_version.clone()),
     ];
+    if let Some(engine) = &result.io_engine {
+        lines.push(("I/O Engine".into(), engine.clone()));
+    }
     if result.interrupted {
         lines.push((
             "Interrupted".into(),
@@ -484,6 +487,7 @@ mod tests {
             started: "2026-01-01T00:00:00Z".into(),
             ended: "2026-01-01T00:02:00Z".into(),
             duration_s: 120.0,
+            io_engine: Some("io_uring".into()),
             parameters: serde_json::Value::Null,
             target_iops: Some(100.0),
             achieved_iops: Some(90.0),
@@ -507,6 +511,7 @@ mod tests {
         for words in [
             "Overall Test Result | Fail",
             "Achieved Transactional I/O per Second | 90.000",
+            "I/O Engine | io_uring",
             "## Transactional I/O Performance",
             "I/O Database Reads Average Latency (msec)",
             "## Background Database Maintenance I/O Performance",

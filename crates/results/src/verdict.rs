@@ -125,6 +125,7 @@ mod tests {
             started: String::new(),
             ended: String::new(),
             duration_s: 1.0,
+            io_engine: None,
             parameters: serde_json::Value::Null,
             target_iops: Some(target),
             achieved_iops: Some(achieved),

@@ -13,11 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use jetproof_io::std_backend::StdBackend;
 use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, RunRecord};
 use jetproof_results::{OutDir, TestKind, TestLog};
 
-use crate::common::{CliError, JobArgs, Outcome};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
 
 /// Damaged pages printed per file on the terminal; result.json lists them all.
 const DAMAGE_LINES_PER_FILE: usize = 20;
@@ -33,7 +32,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
     let job = args.job.load()?;
-    let backend = StdBackend::new();
+    let selected = select_backend(&job)?;
+    let backend = selected.backend.clone();
     checksum::preflight(&job, backend.as_ref()).map_err(checksum_error)?;
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Checksum).map_err(CliError::bad_input)?;
@@ -54,6 +54,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         jetproof_results::tool_version(),
         job.instances().len()
     ));
+    log_engine(&log, &selected, &job);
     for instance in job.instances() {
         log.line(format!(
             "Instance {}: database {}",
@@ -113,7 +114,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         ended,
         log_file: Some(log.path().to_path_buf()),
     };
-    let result = checksum::to_result(&run, &job, &record);
+    let mut result = checksum::to_result(&run, &job, &record);
+    result.io_engine = Some(backend.name().to_string());
     let result_path = out
         .write_result_and_report(&result)
         .map_err(CliError::runtime)?;

@@ -9,7 +9,7 @@ use jetproof_procedures::init::{InitError, InitOptions};
 use jetproof_procedures::target::Permissions;
 use jetproof_results::{OutDir, TestKind, TestLog};
 
-use crate::common::{CliError, JobArgs, Outcome};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -33,10 +33,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         recreate: args.recreate,
     };
     jetproof_procedures::init::preflight(&job, permissions).map_err(init_error)?;
+    let selected = select_backend(&job)?;
     let out = OutDir::prepare(args.out.as_deref(), TestKind::Init).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
+    log_engine(&log, &selected, &job);
 
     let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
@@ -46,7 +48,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let bar = crate::progress::Bar::default();
     let options = InitOptions {
         permissions,
-        backend: jetproof_io::std_backend::StdBackend::new(),
+        backend: selected.backend.clone(),
         progress: &bar,
         stop: &stop,
         seed: 0x6a65_7470_726f_6f66,

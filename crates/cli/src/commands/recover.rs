@@ -15,13 +15,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use jetproof_io::IoBackend;
-use jetproof_io::std_backend::StdBackend;
 use jetproof_procedures::performance::RunError;
 use jetproof_procedures::soft_recovery::{dirty_databases, recover_job};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
-use crate::common::{CliError, JobArgs, Outcome};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,7 +36,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         other => CliError::runtime(other),
     };
     let job = args.job.load()?;
-    let backend: std::sync::Arc<dyn IoBackend> = StdBackend::new();
+    let selected = select_backend(&job)?;
+    let backend = selected.backend.clone();
     // Which databases need recovery, before anything is written.
     let dirty = dirty_databases(&job, &backend).map_err(run_error)?;
     if !dirty.iter().any(|&d| d) {
@@ -58,6 +57,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         "jetproof {} recover: replaying the logs of the databases not shut down cleanly",
         jetproof_results::tool_version()
     ));
+    log_engine(&log, &selected, &job);
     let result = recover_job(&job, &dirty, &backend, &out, &log).map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
     let result_path = out.file("result.json");

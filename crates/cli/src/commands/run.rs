@@ -12,7 +12,7 @@ use jetproof_procedures::backup::{BackupError, BackupOptions};
 use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
-use crate::common::{CliError, JobArgs, Outcome};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestType {
@@ -82,6 +82,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         )));
     }
     let log_files = args.log_files.unwrap_or(job.run.recovery_log_files);
+    let selected = select_backend(job)?;
     if !jetproof_procedures::performance::databases_exist(job) {
         init_if_missing(args)?;
     }
@@ -90,13 +91,14 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
+    log_engine(&log, &selected, job);
     let stop = stop_flag();
     eprintln!(
         "jetproof: soft-recovery test, {log_files} log file(s) per instance, then an unclean stop and replay; test log: {}",
         log.path().display()
     );
     let options = RunOptions {
-        backend: jetproof_io::std_backend::StdBackend::new(),
+        backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0002,
     };
@@ -133,6 +135,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         TestKind::Performance
     };
     jetproof_procedures::performance::check_job(job).map_err(run_error)?;
+    let selected = select_backend(job)?;
     if !jetproof_procedures::performance::databases_exist(job) {
         init_if_missing(args)?;
     }
@@ -141,6 +144,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
+    log_engine(&log, &selected, job);
     let stop = stop_flag();
     let duration = if stress {
         job.run.stress_duration
@@ -154,7 +158,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         log.path().display()
     );
     let options = RunOptions {
-        backend: jetproof_io::std_backend::StdBackend::new(),
+        backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
     };
@@ -218,11 +222,13 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         other => CliError::runtime(other),
     };
     jetproof_procedures::backup::preflight(job, args.to.as_deref()).map_err(backup_error)?;
+    let selected = select_backend(job)?;
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Backup).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
+    log_engine(&log, &selected, job);
     let stop = stop_flag();
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
@@ -237,7 +243,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         bar.set_position(done);
     };
     let options = BackupOptions {
-        backend: jetproof_io::std_backend::StdBackend::new(),
+        backend: selected.backend.clone(),
         to: args.to.clone(),
         stop: &stop,
         progress: &progress,
