@@ -5,13 +5,17 @@
 # same number of I/Os in flight on the same file system, in the same rounds; and the disk run's
 # peak resident memory against the bound sum(cache maxima) + 10% + 64 MiB.
 #
+# The disk run is made with each I/O engine of ENGINES (default "std io_uring": `--io-engine`,
+# docs/io.md) in every round, the engines alternating which goes first, so that std and
+# io_uring are compared within the same rounds, fio beside them.
+#
 # The CPU figure is the run's own `totals.cpu_us_per_transactional_io` (docs/results.md): the
 # process's CPU time (every thread) over the measured window only, divided by the window's
 # database reads and writes. The whole-process figure of /usr/bin/time (init excluded; attach,
 # warm-up and shut-down included) is shown beside it for the disk run.
 #
-# The in-memory run: `jetproof run` always uses the portable backend, so the mem variant runs the
-# same procedures (init, then the performance test) in one process over
+# The in-memory run: `jetproof run` offers the std and io_uring engines only, so the mem variant
+# runs the same procedures (init, then the performance test) in one process over
 # `jetproof_io::mem::MemBackend`, through the example `mem_bench` of jetproof-procedures.
 #
 # Before/after: with BASE_JETPROOF and BASE_MEM_BENCH set (a `jetproof` binary and a
@@ -21,7 +25,9 @@
 #
 # Usage: bench/run-overhead.sh [DIR]   (default ./bench-data; removed after)
 # Environment: DB_SIZE (default 512MiB), DATABASES (2), THREADS (4), CACHE_MAX (64MiB),
-# DURATION (20s), ROUNDS (3), FIO_SIZE (1G), FIO_RUNTIME (15), BASE_JETPROOF, BASE_MEM_BENCH,
+# DURATION (20s), ROUNDS (3), FIO_SIZE (1G), FIO_RUNTIME (15), ENGINES ("std io_uring"; std is
+# the default engine and is run without the flag, so it works with builds that predate it),
+# BASE_ENGINES (engines of the BASE_ build: "std"), BASE_JETPROOF, BASE_MEM_BENCH,
 # BASE_LABEL (before), NOW_JETPROOF and NOW_MEM_BENCH (binaries to measure instead of building
 # the working tree), NOW_LABEL (now), OUT (default bench/results/<date>-run-overhead.md).
 set -euo pipefail
@@ -38,6 +44,8 @@ rounds=${ROUNDS:-3}
 fio_size=${FIO_SIZE:-1G}
 fio_runtime=${FIO_RUNTIME:-15}
 base_label=${BASE_LABEL:-before}
+engines=${ENGINES:-std io_uring}
+base_engines=${BASE_ENGINES:-std}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)")
@@ -50,9 +58,10 @@ else
   (cd "$here/.." && cargo build --release -q -p jetproof-procedures --example mem_bench)
   mem_bench="${CARGO_TARGET_DIR:-$here/../target}/release/examples/mem_bench"
 fi
-variants=("${NOW_LABEL:-now} $jetproof $mem_bench")
+# label, jetproof binary, mem_bench binary, engines (comma-separated)
+variants=("${NOW_LABEL:-now} $jetproof $mem_bench ${engines// /,}")
 if [[ -n ${BASE_JETPROOF:-} && -n ${BASE_MEM_BENCH:-} ]]; then
-  variants=("$base_label $BASE_JETPROOF $BASE_MEM_BENCH" "${variants[@]}")
+  variants=("$base_label $BASE_JETPROOF $BASE_MEM_BENCH ${base_engines// /,}" "${variants[@]}")
 fi
 
 job() { # $1: data dir, $2: direct_io
@@ -93,14 +102,23 @@ run_mem() { # $1: mem bench binary -> "cpu_us iops"
   echo "$us $iops"
 }
 
-run_disk() { # $1: jetproof binary -> "cpu_us whole_us iops max_rss_kb"
+run_disk() { # $1: jetproof binary, $2: I/O engine -> "cpu_us whole_us iops max_rss_kb"
   rm -rf "$dir/data" "$dir/results" "$dir/init"
   job "$dir/data" true >"$dir/job.toml"
+  local engine=()
+  if [[ $2 != std ]]; then engine=(--io-engine "$2"); fi
   "$1" init "$dir/job.toml" --out "$dir/init" >/dev/null
+  # Exit 1 is a failed verdict (a latency threshold on a busy machine): still a measured run.
   /usr/bin/time -f "%U %S %M" -o "$dir/time.txt" \
-    "$1" run "$dir/job.toml" --test performance --out "$dir/results" >/dev/null
+    "$1" run "$dir/job.toml" --test performance "${engine[@]}" --out "$dir/results" >/dev/null ||
+    [[ $? == 1 ]]
+  if [[ $2 != std ]]; then # a build without the engine would have refused the flag
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engine" % sys.argv[2])' \
+      "$dir/results/result.json" "$2"
+  fi
   local user sys rss us ios iops
-  read -r user sys rss <"$dir/time.txt"
+  read -r user sys rss < <(tail -n 1 "$dir/time.txt") # after "Command exited with non-zero status 1"
   read -r us ios iops < <(figures "$dir/results/result.json")
   rm -rf "$dir/data" "$dir/results" "$dir/init" "$dir/time.txt" "$dir/job.toml"
   echo "$us $(python3 -c "print('%.3f' % (($user + $sys) / $ios * 1e6))") $iops $rss"
@@ -126,11 +144,23 @@ print("%.3f %.0f" % (cpu_s / ios * 1e6, j["read"]["iops"]))' "$dir/fio.json"
 rows=()
 for round in $(seq 1 "$rounds"); do
   for variant in "${variants[@]}"; do
-    read -r label bin mem <<<"$variant"
-    echo "round $round of $rounds: $label ..." >&2
+    read -r label bin mem variant_engines <<<"$variant"
+    read -r -a order <<<"${variant_engines//,/ }"
+    if ((round % 2 == 0)); then # alternate which engine goes first
+      for ((i = 0, j = ${#order[@]} - 1; i < j; i++, j--)); do
+        t=${order[i]}
+        order[i]=${order[j]}
+        order[j]=$t
+      done
+    fi
+    echo "round $round of $rounds: $label mem ..." >&2
     read -r mem_us mem_iops < <(run_mem "$mem")
-    read -r disk_us whole_us disk_iops rss < <(run_disk "$bin")
-    rows+=("$round $label $mem_us $mem_iops $disk_us $whole_us $disk_iops $rss")
+    rows+=("$round $label mem $mem_us $mem_iops")
+    for engine in "${order[@]}"; do
+      echo "round $round of $rounds: $label disk $engine ..." >&2
+      read -r disk_us whole_us disk_iops rss < <(run_disk "$bin" "$engine")
+      rows+=("$round $label $engine $disk_us $whole_us $disk_iops $rss")
+    done
   done
   read -r fio_us fio_iops < <(run_fio)
   rows+=("$round fio $fio_us $fio_iops")
@@ -146,28 +176,71 @@ rows = [l.split() for l in sys.stdin if l.strip()]
 fio = {int(r[0]): (float(r[2]), float(r[3])) for r in rows if r[1] == "fio"}
 runs = [r for r in rows if r[1] != "fio"]
 labels = list(dict.fromkeys(r[1] for r in runs))
-print("| round | build | mem: CPU µs per I/O | mem: IOPS | disk: CPU µs per I/O | disk: whole process | disk: IOPS | fio: CPU µs per I/O | fio: IOPS | disk ÷ fio | mem ÷ fio |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-per = {l: [] for l in labels}
+engines = list(dict.fromkeys(r[2] for r in runs if r[2] != "mem"))
+# cell[(round, label)] = {"mem": (us, iops), engine: (us, whole_us, iops, rss_kb)}
+cell = {}
 for r in runs:
-    n, label = int(r[0]), r[1]
-    mem_us, mem_iops, disk_us, whole_us, disk_iops = map(float, r[2:7])
+    cell.setdefault((int(r[0]), r[1]), {})[r[2]] = tuple(map(float, r[3:]))
+dash = "–"
+f2 = lambda v: dash if v is None else "%.2f" % v
+f0 = lambda v: dash if v is None else "%.0f" % v
+head = ["round", "build", "mem: CPU µs per I/O", "mem: IOPS"]
+for e in engines:
+    head += ["disk %s: CPU µs per I/O" % e, "disk %s: whole process" % e, "disk %s: IOPS" % e]
+head += ["fio: CPU µs per I/O", "fio: IOPS"] + ["%s ÷ fio" % e for e in engines]
+others = [e for e in engines if e != "std"]
+if "std" in engines:
+    head += ["%s ÷ std" % e for e in others]
+head += ["mem ÷ fio"]
+print("| " + " | ".join(head) + " |")
+print("|" + "|".join(" ---: " if i != 1 else " --- " for i in range(len(head))) + "|")
+def line(n, label, values, bold=False):
+    b = (lambda t: "**%s**" % t) if bold else (lambda t: t)
+    print("| " + " | ".join([b(n), b(label)] + values) + " |")
+series = {}  # (label, key) -> list of per-round values
+def keep(label, key, v):
+    if v is not None:
+        series.setdefault((label, key), []).append(v)
+for (n, label), c in sorted(cell.items(), key=lambda kv: (kv[0][0], labels.index(kv[0][1]))):
     fio_us, fio_iops = fio[n]
-    per[label].append((mem_us, mem_iops, disk_us, whole_us, disk_iops, fio_us, fio_iops, float(r[7])))
-    print("| %d | %s | %.2f | %.0f | %.2f | %.2f | %.0f | %.2f | %.0f | %.2f | %.2f |" % (
-        n, label, mem_us, mem_iops, disk_us, whole_us, disk_iops, fio_us, fio_iops,
-        disk_us / fio_us, mem_us / fio_us))
+    mem = c.get("mem")
+    values = [f2(mem and mem[0]), f0(mem and mem[1])]
+    keep(label, "mem_us", mem and mem[0]); keep(label, "mem_iops", mem and mem[1])
+    for e in engines:
+        d = c.get(e)
+        values += [f2(d and d[0]), f2(d and d[1]), f0(d and d[2])]
+        for i, k in enumerate(("us", "whole", "iops")):
+            keep(label, e + k, d and d[i])
+    values += [f2(fio_us), f0(fio_iops)]
+    keep(label, "fio_us", fio_us); keep(label, "fio_iops", fio_iops)
+    for e in engines:
+        d = c.get(e)
+        values.append(f2(d and d[0] / fio_us)); keep(label, e + "/fio", d and d[0] / fio_us)
+    if "std" in engines:
+        for e in others:
+            d, s = c.get(e), c.get("std")
+            v = d and s and d[0] / s[0]
+            values.append(f2(v)); keep(label, e + "/std", v)
+    values.append(f2(mem and mem[0] / fio_us)); keep(label, "mem/fio", mem and mem[0] / fio_us)
+    line(str(n), label, values)
+med = lambda label, key: statistics.median(series[(label, key)]) if (label, key) in series else None
 for label in labels:
-    v = per[label]
-    med = lambda i: statistics.median(x[i] for x in v)
-    ratio = lambda i: statistics.median(x[i] / x[5] for x in v)
-    print("| **median** | **%s** | **%.2f** | %.0f | **%.2f** | %.2f | %.0f | **%.2f** | %.0f | **%.2f** | **%.2f** |" % (
-        label, med(0), med(1), med(2), med(3), med(4), med(5), med(6), ratio(2), ratio(0)))
+    values = ["**%s**" % f2(med(label, "mem_us")), f0(med(label, "mem_iops"))]
+    for e in engines:
+        values += ["**%s**" % f2(med(label, e + "us")), f2(med(label, e + "whole")), f0(med(label, e + "iops"))]
+    values += ["**%s**" % f2(med(label, "fio_us")), f0(med(label, "fio_iops"))]
+    values += ["**%s**" % f2(med(label, e + "/fio")) for e in engines]
+    if "std" in engines:
+        values += ["**%s**" % f2(med(label, e + "/std")) for e in others]
+    values.append("**%s**" % f2(med(label, "mem/fio")))
+    line("median", label, values, bold=True)
 print()
 print("CPU µs per I/O of jetproof: the run'"'"'s `totals.cpu_us_per_transactional_io` (process CPU over")
 print("the measured window ÷ its database reads and writes); \"whole process\": /usr/bin/time'"'"'s user +")
-print("system of the whole `run` command ÷ the same I/Os. Ratios are medians of the per-round ratios")
-print("(fio ran once per round, after the jetproof runs).")
+print("system of the whole `run` command ÷ the same I/Os. \"disk std\" and \"disk io_uring\" are the")
+print("same job with `--io-engine std` (the default) and `--io-engine io_uring`, in the same round,")
+print("alternating which goes first. Ratios are medians of the per-round ratios (fio ran once per")
+print("round, after the jetproof runs).")
 print()
 units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 cache = next(float(cache_max[:-3]) * u for k, u in units.items() if cache_max.endswith(k))
@@ -175,9 +248,12 @@ bound = databases * cache * 1.10 + 64 * (1 << 20)
 print("| memory (disk run) | MiB |")
 print("| --- | ---: |")
 for label in labels:
-    rss = max(x[7] for x in per[label])
-    print("| peak resident set, %s (largest round) | %.1f |" % (label, rss / 1024))
-    print("| within the bound (%s) | %s |" % (label, "yes" if rss * 1024 <= bound else "NO"))
+    for e in engines:
+        rss = [c[e][3] for (n, l), c in cell.items() if l == label and e in c]
+        if not rss:
+            continue
+        print("| peak resident set, %s, %s (largest round) | %.1f |" % (label, e, max(rss) / 1024))
+        print("| within the bound (%s, %s) | %s |" % (label, e, "yes" if max(rss) * 1024 <= bound else "NO"))
 print("| bound: %d x %s cache + 10%% + 64 MiB | %.1f |" % (databases, cache_max, bound / (1 << 20)))
 ' "$databases" "$cache_max")
 {
@@ -189,10 +265,10 @@ print("| bound: %d x %s cache + 10%% + 64 MiB | %.1f |" % (databases, cache_max,
   echo "## Commands"
   echo
   echo '```'
-  echo "bench/run-overhead.sh   # DB_SIZE=$db_size DATABASES=$databases THREADS=$threads CACHE_MAX=$cache_max DURATION=$duration ROUNDS=$rounds"
+  echo "bench/run-overhead.sh   # DB_SIZE=$db_size DATABASES=$databases THREADS=$threads CACHE_MAX=$cache_max DURATION=$duration ROUNDS=$rounds ENGINES=\"$engines\""
   echo "# each round, for each build:"
   echo "# mem:  JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out target/release/examples/mem_bench   # cargo build --release -p jetproof-procedures --example mem_bench"
-  echo "# disk: jetproof init job.toml && /usr/bin/time jetproof run job.toml --test performance   (direct I/O, std backend)"
+  echo "# disk, for each engine of ENGINES (alternating which goes first): jetproof init job.toml && /usr/bin/time jetproof run job.toml --test performance [--io-engine io_uring]   (direct I/O)"
   echo "# job: $databases databases of $db_size, $threads sessions each, cache 8MiB/$cache_max, $duration window, unpaced"
   echo "# then fio: fio --rw=randread --bs=32k --size=$fio_size --direct=1 --ioengine=psync --numjobs=$depth --group_reporting --runtime=$fio_runtime --time_based"
   echo '```'
