@@ -34,6 +34,7 @@
 pub mod error;
 pub mod format;
 pub mod group;
+mod readahead;
 pub mod recovery;
 pub mod undo;
 

@@ -2,6 +2,9 @@
 //! replayed from the checkpoint over the file, each page change redone only where the page is
 //! older than the change (its update stamp), so replaying over pages written at any time before
 //! the crash brings every page to the log's end. `docs/log.md`, "Recovery", has the case table.
+//! The pages the next records name are read ahead by a few reader threads ([`ReplayOptions`],
+//! `crate::readahead`), so several reads are in flight while the replay redoes the records
+//! before them; which thread reads a page, and when, never changes what redo does with it.
 //!
 //! Why the steps are in this order (each crash point leaves a state the next `recover` finishes):
 //! 1. Redo, pages written and synced. A crash here leaves the header dirty and the checkpoint
@@ -19,7 +22,7 @@
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,10 +31,11 @@ use jetproof_engine::change;
 use jetproof_engine::{DbHeader, DbState, checksum};
 use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
-use jetproof_log::{LogReader, ReadOptions, TornTail, read_checkpoint};
+use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions, TornTail, read_checkpoint};
 
-use crate::format::{self, EngineRecord};
-use crate::group;
+use crate::format::{self, DecodeError, EngineRecord};
+use crate::group::{self, GroupPart};
+use crate::readahead::Readers;
 use crate::undo::{self, UndoEntry};
 use crate::{Instance, InstanceError, InstanceOptions, Result};
 
@@ -40,6 +44,56 @@ use crate::{Instance, InstanceError, InstanceOptions, Result};
 /// all written and forgotten. Most records of a soft recovery find their page already current
 /// (flushed before the crash), so every page kept saves reading it again for the next record.
 const PAGE_MAP_MIN: usize = 256;
+
+/// Pages the replay asks for ahead of the record it is redoing, at most (read or being read and
+/// not used yet; `docs/log.md`, "Read-ahead during replay"). Never more than a quarter of the
+/// pages the replay keeps, which they count against.
+pub const READ_AHEAD_DEPTH: usize = 64;
+
+/// Reader threads per replay: page reads in flight at once, at most (each reads one page at a
+/// time, so the backend sees this queue depth per database).
+pub const READ_AHEAD_READERS: usize = 8;
+
+/// Log records decoded ahead of the one being redone, at most, to find the pages to read ahead
+/// (fewer when [`READ_AHEAD_DEPTH`] pages are already asked for).
+const LOOK_AHEAD_RECORDS: usize = 4096;
+
+/// Payload bytes of the records decoded ahead, at most (and one record more).
+const LOOK_AHEAD_BYTES: usize = 8 << 20;
+
+/// How the replay reads its pages; [`recover`] uses the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// Pages asked for ahead of the replay and not used yet, at most; 0 turns read-ahead off
+    /// (every page is read by the replaying thread when a record needs it, as before).
+    pub read_ahead_depth: usize,
+    /// Reader threads (0 turns read-ahead off).
+    pub read_ahead_readers: usize,
+    /// The least number of pages the replay keeps in memory whatever the cache maximum (tests
+    /// lower it to make the replay write and forget its pages often).
+    pub page_map_min: usize,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            read_ahead_depth: READ_AHEAD_DEPTH,
+            read_ahead_readers: READ_AHEAD_READERS,
+            page_map_min: PAGE_MAP_MIN,
+        }
+    }
+}
+
+impl ReplayOptions {
+    /// No read-ahead: the replay reads each page itself when a record needs it.
+    pub fn without_read_ahead() -> ReplayOptions {
+        ReplayOptions {
+            read_ahead_depth: 0,
+            read_ahead_readers: 0,
+            ..ReplayOptions::default()
+        }
+    }
+}
 
 /// What one recovery did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -67,6 +121,13 @@ pub struct RecoveryReport {
     pub groups_dropped: u64,
     /// Distinct pages written back.
     pub pages_written: u64,
+    /// Pages the replaying thread read itself, waiting for each (not read ahead).
+    pub pages_read: u64,
+    /// Pages read ahead by the reader threads and then used by the replay.
+    pub pages_read_ahead: u64,
+    /// Of those, the ones still being read when the replay needed them (it waited for the rest
+    /// of that read instead of reading the page itself).
+    pub read_ahead_waits: u64,
     pub seconds: f64,
     /// `seconds / logs_replayed` (0 when none was).
     pub seconds_per_log: f64,
@@ -74,12 +135,31 @@ pub struct RecoveryReport {
     pub torn_tail: Option<TornTail>,
 }
 
-/// Replays the log of a dirty database (see the module header); a no-op on a clean one.
+/// Replays the log of a dirty database (see the module header); a no-op on a clean one. Pages
+/// are read ahead with the default [`ReplayOptions`].
 pub fn recover(
     backend: Arc<dyn IoBackend>,
     db_path: &Path,
     log_dir: &Path,
     options: &InstanceOptions,
+) -> Result<RecoveryReport> {
+    recover_with(
+        backend,
+        db_path,
+        log_dir,
+        options,
+        &ReplayOptions::default(),
+    )
+}
+
+/// [`recover`] with the replay's page reading chosen by `replay` (read-ahead changes which
+/// thread reads a page and when, never what the replay does with it).
+pub fn recover_with(
+    backend: Arc<dyn IoBackend>,
+    db_path: &Path,
+    log_dir: &Path,
+    options: &InstanceOptions,
+    replay: &ReplayOptions,
 ) -> Result<RecoveryReport> {
     let started = Instant::now();
     let file = backend.open(
@@ -121,11 +201,18 @@ pub fn recover(
         Some(header.database_id),
         read_options,
     )?;
-    let mut pages = PageMap::new(file, db_path, header.page_size as usize)?;
     let page_map_limit =
         usize::try_from(options.database.cache_max_bytes / u64::from(header.page_size))
             .unwrap_or(usize::MAX)
-            .max(PAGE_MAP_MIN);
+            .max(replay.page_map_min)
+            .max(1);
+    let mut pages = PageMap::new(
+        file,
+        db_path,
+        header.page_size as usize,
+        replay,
+        page_map_limit,
+    )?;
     let mut report = RecoveryReport::default();
     let mut open: BTreeSet<u64> = BTreeSet::new();
     // The undo entries of each transaction not yet ended, in log order.
@@ -134,77 +221,102 @@ pub fn recover(
     let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
     let cpu_started = jetproof_io::sample::thread_cpu_time();
     let mut max_stamp = 0u64;
-    while let Some(record) = reader.next_record()? {
-        match record.record_type {
-            undo::RECORD_UNDO => {
-                let entry = undo::decode_undo(&record.payload).map_err(|e| {
-                    InstanceError::RecoveryImpossible {
-                        path: db_path.to_path_buf(),
-                        reason: format!(
-                            "undo record at {} in {}: {e}",
-                            record.lsn,
-                            log_dir.display()
-                        ),
-                    }
-                })?;
-                open.insert(record.transaction_id);
-                losers.entry(record.transaction_id).or_default().push(entry);
-                continue;
-            }
-            undo::RECORD_ROLLBACK => {
-                open.remove(&record.transaction_id);
-                losers.remove(&record.transaction_id);
-                continue;
-            }
-            _ => {}
+    // The records read and decoded ahead of the one being redone, whose pages are asked for
+    // ahead; a record is still redone (or its damage reported) only when its turn comes.
+    let mut window: VecDeque<Ahead> = VecDeque::new();
+    let mut window_bytes = 0usize;
+    let mut log_ended = false;
+    loop {
+        while !log_ended
+            && (window.is_empty()
+                || (window.len() < LOOK_AHEAD_RECORDS
+                    && window_bytes < LOOK_AHEAD_BYTES
+                    && pages.read_ahead_room()))
+        {
+            let ahead = match reader.next_record() {
+                Ok(Some(record)) => Ahead::decode(record),
+                Ok(None) => {
+                    log_ended = true;
+                    break;
+                }
+                Err(e) => {
+                    // Reported when the replay reaches it, after every record before it.
+                    log_ended = true;
+                    Ahead::failed(e.into())
+                }
+            };
+            ahead.for_each_page(|page| pages.read_ahead(page));
+            window_bytes += ahead.bytes;
+            window.push_back(ahead);
         }
-        let bad = |e: format::DecodeError| InstanceError::RecoveryImpossible {
-            path: db_path.to_path_buf(),
-            reason: format!("log record at {} in {}: {e}", record.lsn, log_dir.display()),
+        let Some(ahead) = window.pop_front() else {
+            break;
         };
-        let changes = if record.record_type == group::RECORD_GROUP {
-            // A structural change: applied only once its last part is read.
-            let part = group::decode_group(&record.payload).map_err(bad)?;
-            let held = groups.entry(record.transaction_id).or_default();
-            held.extend(part.changes);
-            if part.more {
+        window_bytes -= ahead.bytes;
+        let Ahead {
+            lsn,
+            transaction_id,
+            body,
+            ..
+        } = ahead;
+        let bad = |e: DecodeError| InstanceError::RecoveryImpossible {
+            path: db_path.to_path_buf(),
+            reason: format!("log record at {lsn} in {}: {e}", log_dir.display()),
+        };
+        let changes = match body {
+            Body::Failed(e) => return Err(e),
+            Body::Undo(entry) => {
+                let entry = entry.map_err(|e| InstanceError::RecoveryImpossible {
+                    path: db_path.to_path_buf(),
+                    reason: format!("undo record at {lsn} in {}: {e}", log_dir.display()),
+                })?;
+                open.insert(transaction_id);
+                losers.entry(transaction_id).or_default().push(entry);
                 continue;
             }
-            groups.remove(&record.transaction_id).unwrap_or_default()
-        } else {
-            vec![format::decode(record.record_type, &record.payload).map_err(bad)?]
+            Body::Rollback => {
+                open.remove(&transaction_id);
+                losers.remove(&transaction_id);
+                continue;
+            }
+            Body::Group(part) => {
+                // A structural change: applied only once its last part is read.
+                let part = part.map_err(bad)?;
+                let held = groups.entry(transaction_id).or_default();
+                held.extend(part.changes);
+                if part.more {
+                    continue;
+                }
+                groups.remove(&transaction_id).unwrap_or_default()
+            }
+            Body::Change(decoded) => vec![decoded.map_err(bad)?],
         };
         for decoded in changes {
             match decoded {
                 EngineRecord::Commit { .. } => {
                     report.commits += 1;
-                    open.remove(&record.transaction_id);
-                    losers.remove(&record.transaction_id);
+                    open.remove(&transaction_id);
+                    losers.remove(&transaction_id);
                 }
                 EngineRecord::PageChange {
                     page,
                     update_stamp,
                     change,
                 } => {
-                    if record.transaction_id != 0 {
-                        open.insert(record.transaction_id);
+                    if transaction_id != 0 {
+                        open.insert(transaction_id);
                     }
                     max_stamp = max_stamp.max(update_stamp);
                     let bytes = pages.get(page)?;
-                    let applied = change::redo(
-                        bytes,
-                        update_stamp,
-                        record.lsn.to_u64(),
-                        &change.as_change(),
-                    )
-                    .map_err(|e| InstanceError::RecoveryImpossible {
-                        path: db_path.to_path_buf(),
-                        reason: format!(
-                            "page {page}, log record at {} in {}: {e}",
-                            record.lsn,
-                            log_dir.display()
-                        ),
-                    })?;
+                    let applied =
+                        change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
+                            .map_err(|e| InstanceError::RecoveryImpossible {
+                                path: db_path.to_path_buf(),
+                                reason: format!(
+                                    "page {page}, log record at {lsn} in {}: {e}",
+                                    log_dir.display()
+                                ),
+                            })?;
                     if applied {
                         report.records_applied += 1;
                         pages.mark_dirty(page);
@@ -214,7 +326,9 @@ pub fn recover(
                 }
             }
         }
-        if pages.len() > page_map_limit {
+        // Pages read ahead count against the limit: the pages about to be needed stay, the
+        // others are written and forgotten.
+        if pages.held() > page_map_limit {
             pages.write_all()?;
         }
     }
@@ -224,6 +338,9 @@ pub fn recover(
     pages.write_all()?;
     pages.sync()?;
     report.pages_written = pages.written.len() as u64;
+    report.pages_read = pages.reads.synchronous;
+    report.pages_read_ahead = pages.reads.ahead;
+    report.read_ahead_waits = pages.reads.waits;
     let summary = reader.summary();
     report.logs_replayed = summary.generations.len() as u64;
     report.torn_tail = summary.torn_tail.clone();
@@ -255,7 +372,184 @@ pub fn recover(
     Ok(report)
 }
 
-/// The pages being worked on, read from the file on first use.
+/// A log record read ahead of the replay, decoded (its payload is not kept).
+struct Ahead {
+    lsn: Lsn,
+    transaction_id: u64,
+    body: Body,
+    /// Its payload's length, counted against [`LOOK_AHEAD_BYTES`].
+    bytes: usize,
+}
+
+enum Body {
+    Undo(std::result::Result<UndoEntry, DecodeError>),
+    Rollback,
+    /// A part of a group record.
+    Group(std::result::Result<GroupPart, DecodeError>),
+    /// A page change or a commit (or an unknown record type: the error).
+    Change(std::result::Result<EngineRecord, DecodeError>),
+    /// Reading the log failed here.
+    Failed(InstanceError),
+}
+
+impl Ahead {
+    fn decode(record: LogRecord) -> Ahead {
+        let body = match record.record_type {
+            undo::RECORD_UNDO => Body::Undo(undo::decode_undo(&record.payload)),
+            undo::RECORD_ROLLBACK => Body::Rollback,
+            group::RECORD_GROUP => Body::Group(group::decode_group(&record.payload)),
+            other => Body::Change(format::decode(other, &record.payload)),
+        };
+        Ahead {
+            lsn: record.lsn,
+            transaction_id: record.transaction_id,
+            body,
+            bytes: record.payload.len(),
+        }
+    }
+
+    fn failed(error: InstanceError) -> Ahead {
+        Ahead {
+            lsn: Lsn::default(),
+            transaction_id: 0,
+            body: Body::Failed(error),
+            bytes: 0,
+        }
+    }
+
+    /// Every page the record changes, in order (repeats included).
+    fn for_each_page(&self, mut f: impl FnMut(u32)) {
+        let changes: &[EngineRecord] = match &self.body {
+            Body::Change(Ok(change)) => std::slice::from_ref(change),
+            Body::Group(Ok(part)) => &part.changes,
+            _ => &[],
+        };
+        for change in changes {
+            if let EngineRecord::PageChange { page, .. } = change {
+                f(*page);
+            }
+        }
+    }
+}
+
+/// How the replay's pages were read.
+#[derive(Default)]
+struct ReadCounts {
+    /// By the replaying thread, when a record needed the page.
+    synchronous: u64,
+    /// By a reader thread, and then used.
+    ahead: u64,
+    /// Of those, still being read when needed.
+    waits: u64,
+}
+
+/// The pages asked for ahead of the replay (`crate::readahead`): read and waiting to be used,
+/// or being read. A page is never both here and in the replay's map.
+struct ReadAhead {
+    readers: Option<Readers>,
+    depth: usize,
+    ready: BTreeMap<u32, AlignedBuf>,
+    in_flight: BTreeSet<u32>,
+}
+
+impl ReadAhead {
+    fn start(
+        file: &Arc<dyn IoFile>,
+        page_size: usize,
+        replay: &ReplayOptions,
+        page_map_limit: usize,
+    ) -> ReadAhead {
+        // The pages read ahead count against the pages the replay keeps; a quarter of them at
+        // most, so writing and forgetting the others always leaves room.
+        let depth = replay.read_ahead_depth.min(page_map_limit / 4);
+        let readers = if depth == 0 || replay.read_ahead_readers == 0 {
+            None
+        } else {
+            Readers::start(file, page_size, replay.read_ahead_readers.min(depth))
+        };
+        ReadAhead {
+            readers,
+            depth,
+            ready: BTreeMap::new(),
+            in_flight: BTreeSet::new(),
+        }
+    }
+
+    /// Pages held or being read.
+    fn held(&self) -> usize {
+        self.ready.len() + self.in_flight.len()
+    }
+
+    /// Takes in the reads that have finished, without waiting.
+    fn collect(&mut self) {
+        let Some(readers) = &self.readers else {
+            return;
+        };
+        while let Some((page, result)) = readers.try_next() {
+            self.in_flight.remove(&page);
+            // A failed read is forgotten: the replay reads the page itself and reports it.
+            if let Ok(bytes) = result {
+                self.ready.insert(page, bytes);
+            }
+        }
+    }
+
+    /// Whether another page may be asked for.
+    fn room(&mut self) -> bool {
+        if self.readers.is_none() {
+            return false;
+        }
+        self.collect();
+        self.held() < self.depth
+    }
+
+    /// Asks for `page` unless it is already held or asked for, or the depth is reached. The
+    /// caller checks that the replay does not hold the page and that it is inside the file.
+    fn request(&mut self, page: u32) {
+        if self.ready.contains_key(&page) || self.in_flight.contains(&page) || !self.room() {
+            return;
+        }
+        if let Some(readers) = &self.readers
+            && readers.request(page)
+        {
+            self.in_flight.insert(page);
+        }
+    }
+
+    /// The page's bytes if it was read ahead, waiting for its read if it is still going on;
+    /// `None` if it was not asked for or its read failed.
+    fn take(&mut self, page: u32, counts: &mut ReadCounts) -> Option<AlignedBuf> {
+        if let Some(bytes) = self.ready.remove(&page) {
+            counts.ahead += 1;
+            return Some(bytes);
+        }
+        if !self.in_flight.contains(&page) {
+            return None;
+        }
+        counts.waits += 1;
+        loop {
+            let Some((done, result)) = self.readers.as_ref().and_then(Readers::next) else {
+                // Every reader has stopped: nothing asked for will come.
+                self.in_flight.clear();
+                return None;
+            };
+            self.in_flight.remove(&done);
+            match result {
+                Ok(bytes) if done == page => {
+                    counts.ahead += 1;
+                    return Some(bytes);
+                }
+                Ok(bytes) => {
+                    self.ready.insert(done, bytes);
+                }
+                Err(_) if done == page => return None,
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// The pages being worked on, read from the file on first use or ahead of it.
 struct PageMap {
     file: Arc<dyn IoFile>,
     path: PathBuf,
@@ -264,11 +558,20 @@ struct PageMap {
     pages: BTreeMap<u32, AlignedBuf>,
     dirty: BTreeSet<u32>,
     written: BTreeSet<u32>,
+    read_ahead: ReadAhead,
+    reads: ReadCounts,
 }
 
 impl PageMap {
-    fn new(file: Arc<dyn IoFile>, path: &Path, page_size: usize) -> Result<PageMap> {
+    fn new(
+        file: Arc<dyn IoFile>,
+        path: &Path,
+        page_size: usize,
+        replay: &ReplayOptions,
+        page_map_limit: usize,
+    ) -> Result<PageMap> {
         let page_count = file.size()? / page_size as u64;
+        let read_ahead = ReadAhead::start(&file, page_size, replay, page_map_limit);
         Ok(PageMap {
             file,
             path: path.to_path_buf(),
@@ -277,11 +580,26 @@ impl PageMap {
             pages: BTreeMap::new(),
             dirty: BTreeSet::new(),
             written: BTreeSet::new(),
+            read_ahead,
+            reads: ReadCounts::default(),
         })
     }
 
-    fn len(&self) -> usize {
-        self.pages.len()
+    /// Pages in memory: worked on, read ahead, or being read ahead.
+    fn held(&self) -> usize {
+        self.pages.len() + self.read_ahead.held()
+    }
+
+    /// Whether another page may be read ahead now.
+    fn read_ahead_room(&mut self) -> bool {
+        self.read_ahead.room()
+    }
+
+    /// Asks for `page` to be read ahead if the replay does not hold it (best effort).
+    fn read_ahead(&mut self, page: u32) {
+        if !self.pages.contains_key(&page) && u64::from(page) < self.page_count {
+            self.read_ahead.request(page);
+        }
     }
 
     fn get(&mut self, page: u32) -> Result<&mut [u8]> {
@@ -300,12 +618,19 @@ impl PageMap {
                         ),
                     });
                 }
-                let mut bytes = AlignedBuf::zeroed(self.page_size);
-                self.file.read_at(
-                    &mut bytes,
-                    u64::from(page) * self.page_size as u64,
-                    IoClass::DbRead,
-                )?;
+                let bytes = match self.read_ahead.take(page, &mut self.reads) {
+                    Some(bytes) => bytes,
+                    None => {
+                        let mut bytes = AlignedBuf::zeroed(self.page_size);
+                        self.file.read_at(
+                            &mut bytes,
+                            u64::from(page) * self.page_size as u64,
+                            IoClass::DbRead,
+                        )?;
+                        self.reads.synchronous += 1;
+                        bytes
+                    }
+                };
                 entry.insert(bytes)
             }
         };
@@ -316,7 +641,8 @@ impl PageMap {
         self.dirty.insert(page);
     }
 
-    /// Seals and writes every changed page, and forgets them all.
+    /// Seals and writes every changed page, and forgets them all (not the pages read ahead:
+    /// the replay does not hold those yet, so they are unchanged and about to be needed).
     fn write_all(&mut self) -> Result<()> {
         for (&page, bytes) in &mut self.pages {
             if self.dirty.contains(&page) {
