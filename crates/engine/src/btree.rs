@@ -363,8 +363,12 @@ impl<'a> Tree<'a> {
                 Ok(Some(false))
             }
             (Op::Insert { key, value }, None, Err(index)) => {
-                if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
+                if node::leaf_entry_bytes(key.len(), value.len()) > node::free_bytes(leaf.data()) {
                     return Ok(None);
+                }
+                self.log.before_change(key, None)?;
+                if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
+                    return Err(self.inconsistent(page, "insert did not fit its free space"));
                 }
                 self.logged(
                     leaf,
@@ -382,6 +386,8 @@ impl<'a> Tree<'a> {
                 {
                     return Ok(None);
                 }
+                self.log
+                    .before_change(key, node::leaf_entry(leaf.data(), index).map(|(_, v)| v))?;
                 if !node::leaf_replace_in_place(leaf.data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
@@ -396,6 +402,8 @@ impl<'a> Tree<'a> {
                 if used.saturating_sub(old) < threshold && !is_root {
                     return Ok(None);
                 }
+                self.log
+                    .before_change(key, node::leaf_entry(leaf.data(), index).map(|(_, v)| v))?;
                 if !node::leaf_remove_in_place(leaf.data_mut(), index) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
@@ -536,6 +544,14 @@ impl<'a> Tree<'a> {
             return Err(self.inconsistent(page, "expected a leaf"));
         }
         let found = entries.search(op.key());
+        if !matches!(
+            (op, found),
+            (Op::Insert { .. }, Err(_)) | (Op::Replace { .. } | Op::Delete { .. }, Ok(_))
+        ) {
+            return Ok(false);
+        }
+        self.log
+            .before_change(op.key(), found.ok().and_then(|i| entries.value(i)))?;
         let old_len = entries.len();
         let mut append = false;
         let mut hotpoint = None;

@@ -198,6 +198,15 @@ pub trait ChangeLog: Send + Sync + std::fmt::Debug {
 
     /// Drops the group's held changes (the change failed half way; the cache is poisoned).
     fn discard_group(&self) {}
+
+    /// Called once per operation that is about to change a record, with the leaf that holds
+    /// (or will hold) `key` latched exclusively and before any of the operation's page changes
+    /// is recorded: `before` is the record's value before the operation (`None`: the key is
+    /// absent, an insert). The instance logs its undo record here, from the leaf the operation
+    /// has latched anyway, instead of looking the key up once more.
+    fn before_change(&self, _key: &[u8], _before: Option<&[u8]>) -> crate::error::Result<()> {
+        Ok(())
+    }
 }
 
 /// The change log used while there is no log: records nothing, returns log position 0.

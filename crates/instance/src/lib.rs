@@ -157,6 +157,21 @@ thread_local! {
     /// it ends, encoded into one reused payload.
     static GROUP: RefCell<group::GroupBuilder> =
         const { RefCell::new(group::GroupBuilder::new()) };
+    /// The undo of the write running on this thread, between [`Instance::write`] and the
+    /// engine's `before_change` hook.
+    static UNDO: RefCell<UndoSlot> = const { RefCell::new(UndoSlot::Idle) };
+}
+
+/// Whether the write running on this thread must log its key's prior state, and what it was.
+#[derive(Debug, Default)]
+enum UndoSlot {
+    /// No write wants an undo record (a repeat write of a key, a rollback's restore, recovery).
+    #[default]
+    Idle,
+    /// The first write of a key in its transaction: the hook logs the undo record.
+    Wanted,
+    /// The hook logged it (or tried to): the key's prior state, for rollback.
+    Taken(Option<Vec<u8>>),
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -229,6 +244,26 @@ impl ChangeLog for LogSink {
 
     fn discard_group(&self) {
         GROUP.with_borrow_mut(group::GroupBuilder::discard);
+    }
+
+    fn before_change(
+        &self,
+        key: &[u8],
+        before: Option<&[u8]>,
+    ) -> jetproof_engine::error::Result<()> {
+        if !UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Wanted)) {
+            return Ok(());
+        }
+        UNDO.set(UndoSlot::Taken(before.map(<[u8]>::to_vec)));
+        let appended = SCRATCH.with_borrow_mut(|buffer| {
+            undo::encode_undo(key, before, buffer);
+            self.log.append(&Record {
+                record_type: undo::RECORD_UNDO,
+                transaction_id: CURRENT.get(),
+                payload: buffer,
+            })
+        });
+        appended.map(|_| ()).map_err(|e| log_failure(&self.dir, &e))
     }
 }
 
@@ -540,12 +575,12 @@ impl Instance {
     }
 
     /// One write of this thread's transaction to `key`: the key is locked to the transaction
-    /// and, the first time, its prior state is logged for undo (if `changes` says the write will
-    /// change anything given that state), then `write` runs.
+    /// and, the first time, the engine's `before_change` hook ([`LogSink`]) logs the key's prior
+    /// state for undo from the leaf the write has latched, before the write's own page changes.
+    /// A write that changes nothing releases a key it had just locked.
     fn write(
         &self,
         key: &[u8],
-        changes: impl FnOnce(Option<&[u8]>) -> bool,
         write: impl FnOnce(&Database) -> jetproof_engine::error::Result<bool>,
     ) -> Result<bool> {
         let id = self.current_transaction();
@@ -572,58 +607,49 @@ impl Instance {
                 }
             }
         }
-        // The key is ours: nobody else can change it between this read and the write.
-        let before = match self.shared.db().get(key) {
-            Ok(before) => before,
-            Err(e) => {
-                self.shared.locks.lock().remove(key);
-                return Err(e.into());
+        // The key is ours: nobody else can change it between the hook's read and the write.
+        UNDO.set(UndoSlot::Wanted);
+        let result = self.in_transaction(write);
+        match UNDO.replace(UndoSlot::Idle) {
+            // Registered even if the undo record's append (or the write) failed: whatever
+            // reached the log can be taken back.
+            UndoSlot::Taken(before) => {
+                self.shared
+                    .undo
+                    .lock()
+                    .entry(id)
+                    .or_default()
+                    .push(UndoEntry {
+                        key: key.to_vec(),
+                        before,
+                    });
+                self.shared
+                    .counters
+                    .undo_records
+                    .fetch_add(1, Ordering::Relaxed);
+                self.add_to_thread_transaction(1);
             }
-        };
-        if !changes(before.as_deref()) {
-            self.shared.locks.lock().remove(key);
-            return Ok(false);
+            // Nothing was about to change (or the write failed before): nothing to undo.
+            UndoSlot::Wanted | UndoSlot::Idle => {
+                self.shared.locks.lock().remove(key);
+            }
         }
-        let appended = SCRATCH.with_borrow_mut(|buffer| {
-            undo::encode_undo(key, before.as_deref(), buffer);
-            self.shared.log.append(&Record {
-                record_type: undo::RECORD_UNDO,
-                transaction_id: id,
-                payload: buffer,
-            })
-        });
-        // Registered even if the append failed: whatever reached the log can be taken back.
-        self.shared
-            .undo
-            .lock()
-            .entry(id)
-            .or_default()
-            .push(UndoEntry {
-                key: key.to_vec(),
-                before,
-            });
-        appended?;
-        self.shared
-            .counters
-            .undo_records
-            .fetch_add(1, Ordering::Relaxed);
-        self.add_to_thread_transaction(1);
-        self.in_transaction(write)
+        result
     }
 
     /// Adds a record in this thread's transaction; false if the key exists.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.write(key, |before| before.is_none(), |db| db.insert(key, value))
+        self.write(key, |db| db.insert(key, value))
     }
 
     /// Replaces a record's value in this thread's transaction; false if the key is absent.
     pub fn replace(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.write(key, |before| before.is_some(), |db| db.replace(key, value))
+        self.write(key, |db| db.replace(key, value))
     }
 
     /// Removes a record in this thread's transaction; false if the key is absent.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.write(key, |before| before.is_some(), |db| db.delete(key))
+        self.write(key, |db| db.delete(key))
     }
 
     /// Reads a record (reads log nothing, and begin no transaction).
