@@ -219,6 +219,10 @@ struct Inner {
     /// `State::durable` packed ([`Lsn::to_u64`]), readable without the mutex: the cache asks
     /// [`Log::is_durable`] before every page write.
     durable_packed: AtomicU64,
+    /// `(State::generation, State::append_end)` packed, stored under the mutex whenever either
+    /// moves, so [`Log::end_lsn`] needs no mutex (the instance asks it for every page change of
+    /// a split or merge, and at every transaction's start).
+    end_packed: AtomicU64,
     /// Set once the log is poisoned or closed (both also in [`State`]): a lazy commit checks
     /// this instead of taking the mutex.
     unusable: AtomicBool,
@@ -437,6 +441,7 @@ impl Log {
             sector,
             state: Mutex::new(state),
             durable_packed: AtomicU64::new(start.to_u64()),
+            end_packed: AtomicU64::new(start.to_u64()),
             unusable: AtomicBool::new(false),
             changed: Condvar::new(),
             wake_flusher: Condvar::new(),
@@ -510,6 +515,7 @@ impl Log {
                 payload_crc,
             );
             state.append_end += size;
+            inner.publish_end(&state);
             // Start a write as soon as a full sector is waiting past the durable end, as ESE's
             // log writer does (its writes follow the traffic: a few sectors each), and in any
             // case when the buffer is a quarter full, so appenders rarely wait for space. Lazy
@@ -636,10 +642,10 @@ impl Log {
         self.flushed_lsn() > lsn
     }
 
-    /// Where the next record will go (the end of the log buffer).
+    /// Where the next record will go (the end of the log buffer). Lock-free; a concurrent
+    /// append may have moved it further by the time the caller looks.
     pub fn end_lsn(&self) -> Lsn {
-        let state = self.inner.state.lock();
-        Lsn::new(state.generation, state.append_end)
+        Lsn::from_u64(self.inner.end_packed.load(Ordering::Acquire))
     }
 
     /// The last checkpoint written.
@@ -889,6 +895,7 @@ impl Inner {
                 state.file = next;
                 state.buffer_start = DATA_START;
                 state.append_end = DATA_START;
+                self.publish_end(state);
                 state.durable = Lsn::new(generation + 1, DATA_START);
                 self.durable_packed
                     .store(state.durable.to_u64(), Ordering::Release);
@@ -922,6 +929,16 @@ impl Inner {
             payload,
         );
         state.append_end += size;
+        self.publish_end(state);
+    }
+
+    /// Mirrors the end of the log for [`Log::end_lsn`]; called with the mutex held, so the
+    /// value only grows.
+    fn publish_end(&self, state: &State) {
+        self.end_packed.store(
+            Lsn::new(state.generation, state.append_end).to_u64(),
+            Ordering::Release,
+        );
     }
 
     fn apply_retention(&self, checkpoint_generation: u64) -> Result<()> {
