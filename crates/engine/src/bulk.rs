@@ -7,8 +7,9 @@
 //! the formatting of every extent. ESE builds a new database the same way it is done here: the
 //! initial creation is not a logged, crash-recoverable transaction.
 //!
-//! How: leaves are built directly in large aligned batch buffers (records packed as the append
-//! split packs them: as many as fit), sealed there, and handed to a writer thread that writes
+//! How: leaves are built directly in large aligned batch buffers (records packed up to the table
+//! density, [`BulkLoader::with_density`]; 100% packs as many as fit, as the append split does),
+//! sealed there, and handed to a writer thread that writes
 //! each batch with one sequential write while the next batch fills (CPU and I/O overlap). Tree
 //! pages get consecutive page numbers from page 4 on; a space map position met on the way gets a
 //! placeholder map page, so every batch is contiguous. `finish` builds the interior levels bottom
@@ -136,6 +137,9 @@ pub struct BulkLoader<'a> {
     batch_count: usize,
     spare: Vec<AlignedBuf>,
     writer: Writer,
+    /// Bytes a leaf keeps free for later inserts (ESE's `cbDensityFree`); see
+    /// [`BulkLoader::with_density`].
+    density_free: usize,
     /// The leaf being built: entries, offset of its lowest record byte, bytes used.
     leaf_entries: usize,
     leaf_end: usize,
@@ -223,6 +227,7 @@ impl<'a> BulkLoader<'a> {
             batch_first: FIRST_TREE_PAGE,
             batch_count: 0,
             spare,
+            density_free: 0,
             leaf_entries: 0,
             leaf_end: page_size,
             leaf_used_bytes: 0,
@@ -275,6 +280,17 @@ impl<'a> BulkLoader<'a> {
         error
     }
 
+    /// Fills leaves only to `percent` of a page (ESE's table density, `JetCreateTable`'s
+    /// `ulDensity`: 20–100, 80 when a table does not set it): sequential loading keeps
+    /// `(100 − percent)%` of each leaf free, so later inserts into a loaded leaf fit in place
+    /// instead of splitting it at once. A leaf always takes at least one record. Values outside
+    /// 20–100 are clamped. Interior pages are packed whatever the density.
+    pub fn with_density(mut self, percent: u32) -> Self {
+        let percent = percent.clamp(20, 100) as usize;
+        self.density_free = self.page_size * (100 - percent) / 100;
+        self
+    }
+
     /// Adds a record. Keys must be strictly ascending (`KeysNotAscending` otherwise, and the
     /// record is not added); records must fit a leaf as for [`Database::insert`].
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -289,7 +305,12 @@ impl<'a> BulkLoader<'a> {
             });
         }
         let need = node::leaf_entry_bytes(key.len(), value.len());
-        if self.leaf_used_bytes + need > node::capacity(self.page_size) {
+        let room = if self.leaf_entries == 0 {
+            node::capacity(self.page_size)
+        } else {
+            node::capacity(self.page_size).saturating_sub(self.density_free)
+        };
+        if self.leaf_used_bytes + need > room {
             self.complete_leaf().map_err(|e| self.fail(e))?;
         }
         if self.leaf_entries == 0 {

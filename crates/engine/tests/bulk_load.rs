@@ -293,3 +293,47 @@ fn abandoned_bulk_load_leaves_an_empty_database() {
     assert_eq!(db.check().unwrap().records, 300);
     db.close().unwrap();
 }
+
+/// Loads `records` mail-sized records (2,900 bytes, 32 KiB pages) at `density`, then inserts one
+/// record after every 10th loaded key; returns the leaf pages after the load and after the
+/// inserts.
+fn leaves_at_density(density: u32, records: u64) -> (u64, u64) {
+    let (backend, path) = mem();
+    let mut db = Database::create(backend.as_ref(), path, small_options(32768, 32)).unwrap();
+    let value = vec![7u8; 2900];
+    {
+        let mut loader = db.bulk_load().unwrap().with_density(density);
+        for n in 0..records {
+            loader.append(&key(n), &value).unwrap();
+        }
+        loader.finish().unwrap();
+    }
+    let loaded = db.check().unwrap().leaf_pages;
+    for n in (0..records).step_by(10) {
+        let mut k = key(n);
+        k.push(0);
+        assert!(db.insert(&k, &value).unwrap());
+    }
+    let after = db.check().unwrap();
+    assert_eq!(after.records, records + records.div_ceil(10));
+    (loaded, after.leaf_pages)
+}
+
+/// ESE's table density: a sequential load leaves `100 − density` percent of each leaf free, so
+/// a later insert into a loaded leaf fits in place; packed leaves (100) split at once.
+#[test]
+fn bulk_load_density_leaves_room_for_later_inserts() {
+    let records = 660;
+    let (packed, packed_after) = leaves_at_density(100, records);
+    let (loose, loose_after) = leaves_at_density(80, records);
+    // ~11 records per packed leaf, ~8-9 at 80%.
+    assert!(
+        loose * 100 >= packed * 115,
+        "{loose} leaves at 80% vs {packed} at 100%"
+    );
+    assert_eq!(loose_after, loose, "inserts into 80% leaves split some");
+    assert!(
+        packed_after > packed,
+        "inserts into packed leaves never split"
+    );
+}

@@ -156,8 +156,9 @@ pub fn init(
     // Phase 1: the first database, record by record through the engine.
     let fill_stats = InstanceStats::new(first.name.clone());
     log.line(format!(
-        "Creating and filling {}",
-        first.database_path.display()
+        "Creating and filling {} (leaves filled to the table density, {}%)",
+        first.database_path.display(),
+        job.storage.table_density
     ));
     let fill_started = Instant::now();
     let fill = fill_database(job, first, &fill_stats, options)?;
@@ -386,9 +387,13 @@ fn fill_database(
     let mut value = vec![0u8; record_size * 2];
     rng.fill(&mut value[..]);
     let start_bytes = database.used_pages() * page_size;
-    // Keys come in ascending order (mailbox by mailbox), so the engine's bulk loader packs the
-    // leaves and writes them in large sequential writes instead of inserting record by record.
-    let mut loader = database.bulk_load().map_err(|e| engine_error(&e))?;
+    // Keys come in ascending order (mailbox by mailbox), so the engine's bulk loader fills the
+    // leaves (to the table density, as ESE's sequential loading does) and writes them in large
+    // sequential writes instead of inserting record by record.
+    let mut loader = database
+        .bulk_load()
+        .map_err(|e| engine_error(&e))?
+        .with_density(job.storage.table_density);
     // Records are mail items: each mailbox of this database gets its share, in key order.
     let mut plan = FillPlan::new(
         mailboxes_per_database(job),
