@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Faithfulness of the I/O shape (issue 5): runs the performance test paced at the seeds' rate and
+# prints, per instance, the four shape figures the reference reports give
+# (../shared/reference/seed-transactional-io.json) beside the seeds' ranges:
+#   database reads per database write, database write average bytes,
+#   log writes per database write, log write average bytes;
+# and, beside them, the database extension writes (class `db_extend`, kept out of `db_write`),
+# the log's own summary line from the test log, and optionally the log's anatomy (records and
+# bytes by type and page-change kind, from the example `log_anatomy` of jetproof-instance).
+#
+# The job (docs/faithfulness.md): 2 databases of DB_SIZE (32 KiB pages), 4 sessions each, cache
+# 8 MiB min / 32 MiB max, target 300 transactional IOPS (2000 mailboxes x 0.15), DURATION, direct
+# I/O, default mix; the log is kept (log.keep_files) so its anatomy can be read. Each round
+# initialises fresh databases, so every run starts from the same freshly loaded state.
+#
+# Before/after: with BASE_JETPROOF set (a `jetproof` binary built from an earlier commit), every
+# round runs it and the current build, interleaved; compare within rounds (the machine is shared).
+#
+# Usage: bench/faithfulness.sh [DIR]   (default ./bench-faith-data; removed after)
+# Environment: ROUNDS (2), DURATION (60s), DB_SIZE (2GiB), BASE_JETPROOF, BASE_LABEL (before),
+# NOW_JETPROOF (a binary to measure instead of building the working tree), NOW_LABEL (now),
+# ANATOMY (1: also run log_anatomy on each run's logs; ANATOMY_BIN: a built log_anatomy binary),
+# SEEDS (the reference JSON),
+# OUT (default bench/results/<date>-faithfulness.md).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+dir=${1:-$PWD/bench-faith-data}
+rounds=${ROUNDS:-2}
+duration=${DURATION:-60s}
+db_size=${DB_SIZE:-2GiB}
+seeds=${SEEDS:-$here/../../shared/reference/seed-transactional-io.json}
+out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-faithfulness.md}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+target="${CARGO_TARGET_DIR:-$here/../target}"
+if [[ -n ${NOW_JETPROOF:-} ]]; then
+  jetproof=$NOW_JETPROOF
+else
+  (cd "$here/.." && cargo build --release -q -p jetproof)
+  jetproof="$target/release/jetproof"
+fi
+anatomy=""
+if [[ -n ${ANATOMY_BIN:-} ]]; then
+  anatomy=$ANATOMY_BIN
+elif [[ ${ANATOMY:-1} == 1 ]]; then
+  (cd "$here/.." && cargo build --release -q -p jetproof-instance --example log_anatomy)
+  anatomy="$target/release/examples/log_anatomy"
+fi
+variants=("${NOW_LABEL:-now} $jetproof")
+if [[ -n ${BASE_JETPROOF:-} ]]; then
+  variants=("${BASE_LABEL:-before} $BASE_JETPROOF" "${variants[@]}")
+fi
+notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)")
+
+job() {
+  cat <<JOB
+[simulation]
+mailboxes = 2000
+iops_per_mailbox = 0.15
+[storage]
+data_dir = "$dir/data"
+databases = 2
+db_size = "$db_size"
+direct_io = true
+[workload]
+threads = 4
+[cache]
+min_size = "8MiB"
+max_size = "32MiB"
+[log]
+keep_files = true
+[run]
+duration = "$duration"
+sample_interval = "5s"
+JOB
+}
+
+rows=()
+anatomies=""
+for round in $(seq 1 "$rounds"); do
+  for variant in "${variants[@]}"; do
+    read -r label binary <<<"$variant"
+    rm -rf "$dir/data" "$dir/results" "$dir/init"
+    job >"$dir/job.toml"
+    "$binary" init "$dir/job.toml" --out "$dir/init" >/dev/null
+    "$binary" run "$dir/job.toml" --test performance --out "$dir/results" >/dev/null || true
+    while IFS= read -r row; do rows+=("| $round | $label $row"); done < <(python3 - "$dir/results" <<'PY'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/result.json"))
+logs = {}
+for line in open(d + "/test.log"):
+    if "Log of " in line:
+        name = line.split("Log of ", 1)[1].split(":", 1)[0]
+        logs[name] = line.split(": ", 2)[-1].strip()
+for i in r["instances"]:
+    rd, wr, lw = i.get("db_read", {}), i.get("db_write", {}), i.get("log_write", {})
+    ext = i.get("db_extend", {})
+    w = max(wr.get("count", 0), 1)
+    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %d x %.0f KiB |" % (
+        i["name"], r["achieved_iops"], rd.get("count", 0) / w, wr.get("avg_bytes", 0),
+        lw.get("count", 0) / w, lw.get("avg_bytes", 0), ext.get("count", 0),
+        ext.get("avg_bytes", 0) / 1024))
+PY
+)
+    if [[ -n $anatomy ]]; then
+      for logs in "$dir"/data/*/logs; do
+        anatomies+=$'\n'"### Round $round, $label, $(basename "$(dirname "$logs")")"$'\n\n'
+        anatomies+=$(grep -h "Log of $(basename "$(dirname "$logs")")" "$dir/results/test.log" | cut -d' ' -f2- || true)
+        anatomies+=$'\n\n'"$("$anatomy" "$logs")"$'\n'
+      done
+    fi
+  done
+done
+rm -rf "$dir/data" "$dir/results" "$dir/init" "$dir/job.toml"
+
+seed_ranges=$(python3 - "$seeds" <<'PY'
+import json, sys
+try:
+    reps = json.load(open(sys.argv[1]))["reports"]
+except OSError:
+    print("| seeds | (reference file not found) | | | | | | | |")
+    sys.exit()
+def rng(k):
+    v = [x[k] for x in reps]
+    return min(v), max(v)
+a, b = rng("db_read_write_ratio"); c, d = rng("db_write_avg_bytes")
+e, f = rng("log_writes_per_db_write"); g, h = rng("log_write_avg_bytes")
+print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — |" % (
+    len(reps), a, b, c, d, e, f, g, h))
+PY
+)
+
+{
+  echo "# Faithfulness: the I/O shape beside the reference reports"
+  echo
+  echo "\`bench/faithfulness.sh\`: the performance test paced at 300 transactional IOPS (2000 mailboxes"
+  echo "x 0.15), 2 databases of $db_size, 32 KiB pages, 4 sessions each, cache 8 MiB min / 32 MiB max,"
+  echo "$duration measured, direct I/O, default mix; fresh databases for every run. Variants: ${variants[*]}."
+  echo
+  echo "$notes"
+  echo
+  echo "## Shape figures per instance"
+  echo
+  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db extension writes (\`db_extend\`) |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+  echo "$seed_ranges"
+  printf '%s\n' "${rows[@]}"
+  if [[ -n $anatomies ]]; then
+    echo
+    echo "## What the log carries (log_anatomy)"
+    echo "$anatomies"
+  fi
+} >"$out"
+cat "$out"
