@@ -212,6 +212,40 @@ struct Item {
     value_len: u32,
 }
 
+impl Item {
+    /// A leaf entry whose key starts at `key_at`, its value right after the key.
+    fn leaf(key_at: usize, key_len: usize, value_len: usize) -> Item {
+        Item {
+            key_at: to_u32(key_at),
+            key_len: to_u32(key_len),
+            value_at_or_child: to_u32(key_at + key_len),
+            value_len: to_u32(value_len),
+        }
+    }
+
+    /// The same entry with its bytes `base` further into the arena (another arena appended).
+    fn moved(&self, base: u32, leaf: bool) -> Item {
+        Item {
+            key_at: self.key_at + base,
+            value_at_or_child: if leaf {
+                self.value_at_or_child + base
+            } else {
+                self.value_at_or_child
+            },
+            ..*self
+        }
+    }
+
+    fn interior(key_at: usize, key_len: usize, child: u32) -> Item {
+        Item {
+            key_at: to_u32(key_at),
+            key_len: to_u32(key_len),
+            value_at_or_child: child,
+            value_len: 0,
+        }
+    }
+}
+
 /// A node's entries, decoded for a structural change.
 ///
 /// Keys and values are not copied one by one: decoding copies the node's bytes once into an
@@ -281,22 +315,12 @@ impl Entries {
                 let value_len = usize::from(page::get_u16(page, offset + 2)?);
                 let key_at = offset + LEAF_RECORD_OVERHEAD;
                 page.get(key_at..key_at + key_len + value_len)?;
-                Item {
-                    key_at: to_u32(key_at),
-                    key_len: to_u32(key_len),
-                    value_at_or_child: to_u32(key_at + key_len),
-                    value_len: to_u32(value_len),
-                }
+                Item::leaf(key_at, key_len, value_len)
             } else {
                 let child = page::get_u32(page, offset + 2)?;
                 let key_at = offset + INTERIOR_RECORD_OVERHEAD;
                 page.get(key_at..key_at + key_len)?;
-                Item {
-                    key_at: to_u32(key_at),
-                    key_len: to_u32(key_len),
-                    value_at_or_child: child,
-                    value_len: 0,
-                }
+                Item::interior(key_at, key_len, child)
             });
         }
         let mut arena = Vec::with_capacity(page.len() + page.len() / 4);
@@ -350,25 +374,15 @@ impl Entries {
     /// Inserts a leaf entry at `i` (clamped to the end).
     pub fn insert_leaf(&mut self, i: usize, key: &[u8], value: &[u8]) {
         let key_at = self.push_bytes(key);
-        let value_at = self.push_bytes(value);
-        let item = Item {
-            key_at,
-            key_len: to_u32(key.len()),
-            value_at_or_child: value_at,
-            value_len: to_u32(value.len()),
-        };
+        self.push_bytes(value);
+        let item = Item::leaf(key_at as usize, key.len(), value.len());
         self.items.insert(i.min(self.items.len()), item);
     }
 
     /// Inserts an interior entry at `i` (clamped to the end).
     pub fn insert_child(&mut self, i: usize, key: &[u8], child: u32) {
         let key_at = self.push_bytes(key);
-        let item = Item {
-            key_at,
-            key_len: to_u32(key.len()),
-            value_at_or_child: child,
-            value_len: 0,
-        };
+        let item = Item::interior(key_at as usize, key.len(), child);
         self.items.insert(i.min(self.items.len()), item);
     }
 
@@ -442,15 +456,9 @@ impl Entries {
         let base = to_u32(self.arena.len());
         self.arena.extend_from_slice(&other.arena);
         let first = self.items.len();
-        self.items.extend(other.items.iter().map(|item| Item {
-            key_at: item.key_at + base,
-            value_at_or_child: if self.leaf {
-                item.value_at_or_child + base
-            } else {
-                item.value_at_or_child
-            },
-            ..*item
-        }));
+        let leaf = self.leaf;
+        self.items
+            .extend(other.items.iter().map(|item| item.moved(base, leaf)));
         if !self.leaf && first < self.items.len() {
             let at = self.push_bytes(separator);
             if let Some(item) = self.items.get_mut(first) {
@@ -563,22 +571,12 @@ impl Entries {
                 let value_len = usize::from(page::get_u16(bytes, at + 2)?);
                 let key_at = at + LEAF_RECORD_OVERHEAD;
                 at = key_at + key_len + value_len;
-                Item {
-                    key_at: to_u32(key_at),
-                    key_len: to_u32(key_len),
-                    value_at_or_child: to_u32(key_at + key_len),
-                    value_len: to_u32(value_len),
-                }
+                Item::leaf(key_at, key_len, value_len)
             } else {
                 let child = page::get_u32(bytes, at + 2)?;
                 let key_at = at + INTERIOR_RECORD_OVERHEAD;
                 at = key_at + key_len;
-                Item {
-                    key_at: to_u32(key_at),
-                    key_len: to_u32(key_len),
-                    value_at_or_child: child,
-                    value_len: 0,
-                }
+                Item::interior(key_at, key_len, child)
             };
             if at > bytes.len() {
                 return None;
@@ -611,15 +609,7 @@ impl Entries {
         self.items.truncate(keep);
         self.items.splice(
             at..end,
-            inserted.items.iter().map(|item| Item {
-                key_at: item.key_at + base,
-                value_at_or_child: if leaf {
-                    item.value_at_or_child + base
-                } else {
-                    item.value_at_or_child
-                },
-                ..*item
-            }),
+            inserted.items.iter().map(|item| item.moved(base, leaf)),
         );
         Some(())
     }
