@@ -2,10 +2,9 @@
 //! replayed from the checkpoint over the file, each page change redone only where the page is
 //! older than the change (its update stamp), so replaying over pages written at any time before
 //! the crash brings every page to the log's end. `docs/log.md`, "Recovery", has the case table.
-//! The log is read and decoded ahead by a thread of its own, and the pages the next records
-//! name are read ahead by a few reader threads ([`ReplayOptions`], `crate::readahead`), so
-//! several reads are in flight while the replay redoes the records before them; which thread
-//! reads a page, and when, never changes what redo does with it.
+//! The pages the next records name are read ahead by a few reader threads ([`ReplayOptions`],
+//! `crate::readahead`), so several reads are in flight while the replay redoes the records
+//! before them; which thread reads a page, and when, never changes what redo does with it.
 //!
 //! Why the steps are in this order (each crash point leaves a state the next `recover` finishes):
 //! 1. Redo, pages written and synced. A crash here leaves the header dirty and the checkpoint
@@ -25,7 +24,7 @@
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::Instant;
 
 use jetproof_engine::change;
@@ -61,17 +60,6 @@ const LOOK_AHEAD_RECORDS: usize = 4096;
 
 /// Payload bytes of the records decoded ahead, at most (and one record more).
 const LOOK_AHEAD_BYTES: usize = 8 << 20;
-
-/// The log is read and decoded ahead of the replay by a thread of its own, in batches of about
-/// this many payload bytes (or [`LOG_BATCH_RECORDS`] records)...
-const LOG_BATCH_BYTES: usize = 1 << 20;
-
-/// ... or of this many records, whichever comes first.
-const LOG_BATCH_RECORDS: usize = 1024;
-
-/// Batches read ahead and not yet taken by the replay, at most (plus the one the thread is
-/// filling and the one the replay is taking records from).
-const LOG_BATCHES: usize = 2;
 
 /// How the replay reads its pages; [`recover`] uses the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,130 +221,117 @@ pub fn recover_with(
     let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
     let cpu_started = jetproof_io::sample::thread_cpu_time();
     let mut max_stamp = 0u64;
-    // The log is read and decoded on a thread of its own, ahead of the replay (bounded: see
-    // `LOG_BATCH_BYTES`), so the replay does not wait for its 1 MiB log reads either.
-    std::thread::scope(|scope| -> Result<()> {
-        let (batches_tx, batches_rx) = mpsc::sync_channel::<Vec<Ahead>>(LOG_BATCHES);
-        let reader = &mut reader;
-        std::thread::Builder::new()
-            .name("replay-log".to_string())
-            .spawn_scoped(scope, move || read_log_ahead(reader, &batches_tx))
-            .map_err(|e| InstanceError::RecoveryImpossible {
-                path: db_path.to_path_buf(),
-                reason: format!("could not start the thread reading the log: {e}"),
-            })?;
-        let mut source = LogSource {
-            batches: batches_rx,
-            batch: Vec::new().into_iter(),
-        };
-        // The records read and decoded ahead of the one being redone, whose pages are asked for
-        // ahead; a record is still redone (or its damage reported) only when its turn comes.
-        let mut window: VecDeque<Ahead> = VecDeque::new();
-        let mut window_bytes = 0usize;
-        let mut log_ended = false;
-        loop {
-            while !log_ended
-                && (window.is_empty()
-                    || (window.len() < LOOK_AHEAD_RECORDS
-                        && window_bytes < LOOK_AHEAD_BYTES
-                        && pages.read_ahead_room()))
-            {
-                let Some(ahead) = source.next() else {
+    // The records read and decoded ahead of the one being redone, whose pages are asked for
+    // ahead; a record is still redone (or its damage reported) only when its turn comes.
+    let mut window: VecDeque<Ahead> = VecDeque::new();
+    let mut window_bytes = 0usize;
+    let mut log_ended = false;
+    loop {
+        while !log_ended
+            && (window.is_empty()
+                || (window.len() < LOOK_AHEAD_RECORDS
+                    && window_bytes < LOOK_AHEAD_BYTES
+                    && pages.read_ahead_room()))
+        {
+            let ahead = match reader.next_record() {
+                Ok(Some(record)) => Ahead::decode(record),
+                Ok(None) => {
                     log_ended = true;
                     break;
-                };
-                // A log read error is reported when the replay reaches it, after every record
-                // before it; nothing is read after it.
-                log_ended = ahead.is_failure();
-                ahead.for_each_page(|page| pages.read_ahead(page));
-                window_bytes += ahead.bytes;
-                window.push_back(ahead);
+                }
+                Err(e) => {
+                    // Reported when the replay reaches it, after every record before it.
+                    log_ended = true;
+                    Ahead::failed(e.into())
+                }
+            };
+            ahead.for_each_page(|page| pages.read_ahead(page));
+            window_bytes += ahead.bytes;
+            window.push_back(ahead);
+        }
+        let Some(ahead) = window.pop_front() else {
+            break;
+        };
+        window_bytes -= ahead.bytes;
+        let Ahead {
+            lsn,
+            transaction_id,
+            body,
+            ..
+        } = ahead;
+        let bad = |e: DecodeError| InstanceError::RecoveryImpossible {
+            path: db_path.to_path_buf(),
+            reason: format!("log record at {lsn} in {}: {e}", log_dir.display()),
+        };
+        let changes = match body {
+            Body::Failed(e) => return Err(e),
+            Body::Undo(entry) => {
+                let entry = entry.map_err(|e| InstanceError::RecoveryImpossible {
+                    path: db_path.to_path_buf(),
+                    reason: format!("undo record at {lsn} in {}: {e}", log_dir.display()),
+                })?;
+                open.insert(transaction_id);
+                losers.entry(transaction_id).or_default().push(entry);
+                continue;
             }
-            let Some(ahead) = window.pop_front() else {
-                break;
-            };
-            window_bytes -= ahead.bytes;
-            let Ahead {
-                lsn,
-                transaction_id,
-                body,
-                ..
-            } = ahead;
-            let bad = |e: DecodeError| InstanceError::RecoveryImpossible {
-                path: db_path.to_path_buf(),
-                reason: format!("log record at {lsn} in {}: {e}", log_dir.display()),
-            };
-            let changes = match body {
-                Body::Failed(e) => return Err(e),
-                Body::Undo(entry) => {
-                    let entry = entry.map_err(|e| InstanceError::RecoveryImpossible {
-                        path: db_path.to_path_buf(),
-                        reason: format!("undo record at {lsn} in {}: {e}", log_dir.display()),
-                    })?;
-                    open.insert(transaction_id);
-                    losers.entry(transaction_id).or_default().push(entry);
+            Body::Rollback => {
+                open.remove(&transaction_id);
+                losers.remove(&transaction_id);
+                continue;
+            }
+            Body::Group(part) => {
+                // A structural change: applied only once its last part is read.
+                let part = part.map_err(bad)?;
+                let held = groups.entry(transaction_id).or_default();
+                held.extend(part.changes);
+                if part.more {
                     continue;
                 }
-                Body::Rollback => {
+                groups.remove(&transaction_id).unwrap_or_default()
+            }
+            Body::Change(decoded) => vec![decoded.map_err(bad)?],
+        };
+        for decoded in changes {
+            match decoded {
+                EngineRecord::Commit { .. } => {
+                    report.commits += 1;
                     open.remove(&transaction_id);
                     losers.remove(&transaction_id);
-                    continue;
                 }
-                Body::Group(part) => {
-                    // A structural change: applied only once its last part is read.
-                    let part = part.map_err(bad)?;
-                    let held = groups.entry(transaction_id).or_default();
-                    held.extend(part.changes);
-                    if part.more {
-                        continue;
+                EngineRecord::PageChange {
+                    page,
+                    update_stamp,
+                    change,
+                } => {
+                    if transaction_id != 0 {
+                        open.insert(transaction_id);
                     }
-                    groups.remove(&transaction_id).unwrap_or_default()
-                }
-                Body::Change(decoded) => vec![decoded.map_err(bad)?],
-            };
-            for decoded in changes {
-                match decoded {
-                    EngineRecord::Commit { .. } => {
-                        report.commits += 1;
-                        open.remove(&transaction_id);
-                        losers.remove(&transaction_id);
-                    }
-                    EngineRecord::PageChange {
-                        page,
-                        update_stamp,
-                        change,
-                    } => {
-                        if transaction_id != 0 {
-                            open.insert(transaction_id);
-                        }
-                        max_stamp = max_stamp.max(update_stamp);
-                        let bytes = pages.get(page)?;
-                        let applied =
-                            change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
-                                .map_err(|e| InstanceError::RecoveryImpossible {
-                                    path: db_path.to_path_buf(),
-                                    reason: format!(
-                                        "page {page}, log record at {lsn} in {}: {e}",
-                                        log_dir.display()
-                                    ),
-                                })?;
-                        if applied {
-                            report.records_applied += 1;
-                            pages.mark_dirty(page);
-                        } else {
-                            report.records_skipped += 1;
-                        }
+                    max_stamp = max_stamp.max(update_stamp);
+                    let bytes = pages.get(page)?;
+                    let applied =
+                        change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
+                            .map_err(|e| InstanceError::RecoveryImpossible {
+                                path: db_path.to_path_buf(),
+                                reason: format!(
+                                    "page {page}, log record at {lsn} in {}: {e}",
+                                    log_dir.display()
+                                ),
+                            })?;
+                    if applied {
+                        report.records_applied += 1;
+                        pages.mark_dirty(page);
+                    } else {
+                        report.records_skipped += 1;
                     }
                 }
-            }
-            // Pages read ahead count against the limit: the pages about to be needed stay, the
-            // others are written and forgotten.
-            if pages.held() > page_map_limit {
-                pages.write_all()?;
             }
         }
-        Ok(())
-    })?;
+        // Pages read ahead count against the limit: the pages about to be needed stay, the
+        // others are written and forgotten.
+        if pages.held() > page_map_limit {
+            pages.write_all()?;
+        }
+    }
     // A group whose last part never reached the log: its pages were latched until the whole
     // group was logged, so none of it is on disk and no later record depends on it.
     report.groups_dropped = groups.len() as u64;
@@ -433,10 +408,6 @@ impl Ahead {
         }
     }
 
-    fn is_failure(&self) -> bool {
-        matches!(self.body, Body::Failed(_))
-    }
-
     fn failed(error: InstanceError) -> Ahead {
         Ahead {
             lsn: Lsn::default(),
@@ -457,56 +428,6 @@ impl Ahead {
             if let EngineRecord::PageChange { page, .. } = change {
                 f(*page);
             }
-        }
-    }
-}
-
-/// The records the log thread has read and decoded, in log order.
-struct LogSource {
-    batches: mpsc::Receiver<Vec<Ahead>>,
-    batch: std::vec::IntoIter<Ahead>,
-}
-
-impl LogSource {
-    /// The next record; `None` at the log's end (or after a read error, which comes as the last
-    /// record).
-    fn next(&mut self) -> Option<Ahead> {
-        loop {
-            if let Some(ahead) = self.batch.next() {
-                return Some(ahead);
-            }
-            self.batch = self.batches.recv().ok()?.into_iter();
-        }
-    }
-}
-
-/// The log thread: reads and decodes every record to the log's end, or up to and including a
-/// read error, and hands them to the replay in batches. Stops early when the replay has stopped
-/// taking them (it returned an error).
-fn read_log_ahead(reader: &mut LogReader, batches: &mpsc::SyncSender<Vec<Ahead>>) {
-    let mut batch = Vec::new();
-    let mut bytes = 0usize;
-    loop {
-        let ahead = match reader.next_record() {
-            Ok(Some(record)) => Some(Ahead::decode(record)),
-            Ok(None) => None,
-            Err(e) => Some(Ahead::failed(e.into())),
-        };
-        let end = ahead.as_ref().is_none_or(Ahead::is_failure);
-        if let Some(ahead) = ahead {
-            bytes += ahead.bytes;
-            batch.push(ahead);
-        }
-        if (end || bytes >= LOG_BATCH_BYTES || batch.len() >= LOG_BATCH_RECORDS)
-            && !batch.is_empty()
-        {
-            if batches.send(std::mem::take(&mut batch)).is_err() {
-                return;
-            }
-            bytes = 0;
-        }
-        if end {
-            return;
         }
     }
 }
