@@ -91,6 +91,19 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
                 instance["db_read"]["count"].as_u64().expect("db_read") > 0,
                 "{instance}"
             );
+            // Every page the replay needed was read once: ahead by the readers, or by itself.
+            let read = instance["pages_read"].as_u64().expect("pages_read")
+                + instance["pages_read_ahead"]
+                    .as_u64()
+                    .expect("pages_read_ahead");
+            assert!(read > 0, "{instance}");
+            assert!(
+                instance["read_ahead_waits"]
+                    .as_u64()
+                    .expect("read_ahead_waits")
+                    <= instance["pages_read_ahead"].as_u64().unwrap_or(0),
+                "{instance}"
+            );
         }
         let pages_written = instance["pages_written"].as_u64().expect("pages_written");
         assert!(

@@ -376,6 +376,10 @@ impl Replay {
             },
             cpu_share(report) * 100.0
         ));
+        lines.push(format!(
+            "{name}: Pages read ahead {} ({} still in flight when needed), read by the replay itself {}.",
+            report.pages_read_ahead, report.read_ahead_waits, report.pages_read
+        ));
         lines
     }
 
@@ -402,6 +406,9 @@ impl Replay {
                 extra.insert("records_applied".into(), report.records_applied.into());
                 extra.insert("records_skipped".into(), report.records_skipped.into());
                 extra.insert("pages_written".into(), report.pages_written.into());
+                extra.insert("pages_read".into(), report.pages_read.into());
+                extra.insert("pages_read_ahead".into(), report.pages_read_ahead.into());
+                extra.insert("read_ahead_waits".into(), report.read_ahead_waits.into());
                 extra.insert(
                     "uncommitted_transactions".into(),
                     report.uncommitted_transactions.into(),
