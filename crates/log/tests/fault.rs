@@ -311,6 +311,13 @@ fn a_crash_while_many_sessions_commit_keeps_every_acknowledged_commit() {
             })
             .collect();
         std::thread::sleep(Duration::from_millis(rng.random_range(5..40)));
+        // On a loaded machine the sessions may not have had a durable commit acknowledged yet:
+        // the crash must come after at least one (or the test would check nothing), so wait
+        // for it, bounded.
+        let waiting = std::time::Instant::now();
+        while acknowledged.lock().is_empty() && waiting.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let acknowledged_before_crash = acknowledged.lock().clone();
         let mode = if rng.random_bool(0.5) {
             CrashMode::TornLast
