@@ -19,8 +19,6 @@ use jetproof_instance::recovery::{ReplayOptions, recover_with};
 use jetproof_instance::{Instance, InstanceOptions, RecoveryReport};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::{IoBackend, IoClass, IoError, IoFile, OpenOptions};
-use jetproof_log::format::checkpoint_path;
-use jetproof_log::log_file_path;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -78,32 +76,8 @@ fn crashed_run(seed: u64) -> Arc<FaultBackend> {
     crashed
 }
 
-/// A synced copy of the database and its log on a fresh backend.
 fn copy(from: &Arc<FaultBackend>, seed: u64) -> Arc<FaultBackend> {
-    let to = FaultBackend::new(FaultConfig {
-        seed,
-        ..FaultConfig::default()
-    });
-    to.create_dir_all(Path::new(LOGS)).unwrap();
-    let mut files = vec![
-        Path::new(DB).to_path_buf(),
-        checkpoint_path(Path::new(LOGS)),
-    ];
-    for generation in 1..10_000 {
-        let path = log_file_path(Path::new(LOGS), generation);
-        if from.exists(&path) {
-            files.push(path);
-        }
-    }
-    for path in files {
-        let data = from.current_contents(&path).unwrap();
-        let file = to.open(&path, &OpenOptions::create().buffered()).unwrap();
-        file.write_at(&data, 0, IoClass::DbWrite).unwrap();
-        file.sync_data(IoClass::DbWrite).unwrap();
-    }
-    to.sync_dir(Path::new("/ra")).unwrap();
-    to.sync_dir(Path::new(LOGS)).unwrap();
-    to
+    common::copy_instance_files(from, seed, Path::new(DB), Path::new(LOGS))
 }
 
 fn recover_on(backend: Arc<dyn IoBackend>, replay: &ReplayOptions) -> RecoveryReport {

@@ -18,7 +18,6 @@ use jetproof_engine::{DbHeader, DbState, checksum};
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, RecoveryReport, recover};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
-use jetproof_log::format::checkpoint_path;
 use jetproof_log::log_file_path;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -135,32 +134,8 @@ fn header_state(backend: &Arc<FaultBackend>) -> DbState {
     DbHeader::read(file.as_ref()).unwrap().state
 }
 
-/// A copy of every file of the database and its log, synced, on a fresh backend.
 fn copy(from: &Arc<FaultBackend>, seed: u64) -> Arc<FaultBackend> {
-    let to = FaultBackend::new(FaultConfig {
-        seed,
-        ..FaultConfig::default()
-    });
-    to.create_dir_all(Path::new(LOGS)).unwrap();
-    let mut files = vec![
-        Path::new(DB).to_path_buf(),
-        checkpoint_path(Path::new(LOGS)),
-    ];
-    for generation in 1..10_000 {
-        let path = log_file_path(Path::new(LOGS), generation);
-        if from.exists(&path) {
-            files.push(path);
-        }
-    }
-    for path in files {
-        let data = from.current_contents(&path).unwrap();
-        let file = to.open(&path, &OpenOptions::create().buffered()).unwrap();
-        file.write_at(&data, 0, IoClass::DbWrite).unwrap();
-        file.sync_data(IoClass::DbWrite).unwrap();
-    }
-    to.sync_dir(Path::new("/rec")).unwrap();
-    to.sync_dir(Path::new(LOGS)).unwrap();
-    to
+    common::copy_instance_files(from, seed, Path::new(DB), Path::new(LOGS))
 }
 
 fn recover_on(backend: &Arc<FaultBackend>) -> Result<RecoveryReport, InstanceError> {

@@ -93,3 +93,41 @@ pub fn random_change(
         }
     }
 }
+
+/// A synced copy, on a fresh fault backend seeded with `seed`, of the database `db` and the log
+/// directory `logs` (checkpoint and every generation file) as `from` holds them now.
+pub fn copy_instance_files(
+    from: &std::sync::Arc<jetproof_io::fault::FaultBackend>,
+    seed: u64,
+    db: &std::path::Path,
+    logs: &std::path::Path,
+) -> std::sync::Arc<jetproof_io::fault::FaultBackend> {
+    use jetproof_io::fault::{FaultBackend, FaultConfig};
+    use jetproof_io::{IoBackend, IoClass, OpenOptions};
+    let to = FaultBackend::new(FaultConfig {
+        seed,
+        ..FaultConfig::default()
+    });
+    to.create_dir_all(logs).unwrap();
+    let mut files = vec![
+        db.to_path_buf(),
+        jetproof_log::format::checkpoint_path(logs),
+    ];
+    for generation in 1..10_000 {
+        let path = jetproof_log::log_file_path(logs, generation);
+        if from.exists(&path) {
+            files.push(path);
+        }
+    }
+    for path in files {
+        let data = from.current_contents(&path).unwrap();
+        let file = to.open(&path, &OpenOptions::create().buffered()).unwrap();
+        file.write_at(&data, 0, IoClass::DbWrite).unwrap();
+        file.sync_data(IoClass::DbWrite).unwrap();
+    }
+    if let Some(parent) = db.parent() {
+        to.sync_dir(parent).unwrap();
+    }
+    to.sync_dir(logs).unwrap();
+    to
+}
