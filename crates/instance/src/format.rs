@@ -518,18 +518,7 @@ mod tests {
     /// every length at every alignment, ties included. Seeded: `JETPROOF_SEED` replays.
     #[test]
     fn image_hole_matches_a_byte_scan() {
-        let seed = std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x401e_u64)
-            | 1;
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let (seed, mut next) = crate::test_rng::xorshift(0x401e_u64);
         for round in 0..3000 {
             let len = match round % 4 {
                 0 => (next() % 300) as usize,
@@ -651,18 +640,7 @@ mod tests {
     /// allocation beyond a page. Seeded: `JETPROOF_SEED` replays.
     #[test]
     fn garbage_payloads_never_panic() {
-        let seed = std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_f00d_u64)
-            | 1;
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let (seed, mut next) = crate::test_rng::xorshift(0x5eed_f00d_u64);
         let mut buf = Vec::new();
         let variants = every_variant();
         for round in 0..20_000 {

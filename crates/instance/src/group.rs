@@ -270,18 +270,7 @@ mod tests {
     /// to the changes pushed. Seeded: `JETPROOF_SEED` replays.
     #[test]
     fn the_builder_gives_what_encode_parts_gives() {
-        let seed = std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x6a0u64)
-            | 1;
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let (seed, mut next) = crate::test_rng::xorshift(0x6a0u64);
         let mut builder = GroupBuilder::default();
         for round in 0..400 {
             let count = (next() % 10) as usize;

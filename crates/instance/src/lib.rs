@@ -36,6 +36,8 @@ pub mod format;
 pub mod group;
 mod readahead;
 pub mod recovery;
+#[cfg(test)]
+mod test_rng;
 pub mod undo;
 
 use std::cell::{Cell, RefCell};
