@@ -9,6 +9,10 @@
 # docs/io.md) in every round, the engines alternating which goes first, so that std and
 # io_uring are compared within the same rounds, fio beside them.
 #
+# The issue's target is that the driver must not be the bottleneck before the device is: the
+# results also give the cores jetproof would need to carry fio's random-read rate at its own CPU
+# cost per I/O, as a share of this machine's cores (under 100%: the device limits first).
+#
 # The CPU figure is the run's own `totals.cpu_us_per_transactional_io` (docs/results.md): the
 # process's CPU time (every thread) over the measured window only, divided by the window's
 # database reads and writes. The whole-process figure of /usr/bin/time (init excluded; attach,
@@ -242,6 +246,24 @@ print("same job with `--io-engine std` (the default) and `--io-engine io_uring`,
 print("alternating which goes first. Ratios are medians of the per-round ratios (fio ran once per")
 print("round, after the jetproof runs).")
 print()
+# Is the driver the bottleneck before the device? The CPU jetproof would need to carry fio'"'"'s
+# random-read rate (the device'"'"'s rate at this depth) at its own CPU cost per I/O, against the
+# machine'"'"'s cores.
+cores = int(sys.argv[3])
+print("| build, engine | CPU µs per I/O (median) | fio IOPS (median) | cores needed at fio'"'"'s rate | share of the %d cores |" % cores)
+print("| --- | ---: | ---: | ---: | ---: |")
+for label in labels:
+    for e in engines:
+        us, iops = med(label, e + "us"), med(label, "fio_iops")
+        if us is None or iops is None:
+            continue
+        need = us * iops / 1e6
+        print("| %s, %s | %.1f | %.0f | %.2f | %.0f%% |" % (label, e, us, iops, need, need / cores * 100))
+print()
+print("Under 100%: at its own CPU cost per I/O, jetproof could drive the device at fio'"'"'s rate on")
+print("this machine, so the device, not the driver, limits the run (the sessions must still be")
+print("enough to keep as many I/Os in flight: auto-tune finds that count).")
+print()
 units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 cache = next(float(cache_max[:-3]) * u for k, u in units.items() if cache_max.endswith(k))
 bound = databases * cache * 1.10 + 64 * (1 << 20)
@@ -255,7 +277,7 @@ for label in labels:
         print("| peak resident set, %s, %s (largest round) | %.1f |" % (label, e, max(rss) / 1024))
         print("| within the bound (%s, %s) | %s |" % (label, e, "yes" if max(rss) * 1024 <= bound else "NO"))
 print("| bound: %d x %s cache + 10%% + 64 MiB | %.1f |" % (databases, cache_max, bound / (1 << 20)))
-' "$databases" "$cache_max")
+' "$databases" "$cache_max" "$(nproc)")
 {
   echo "# run: driver CPU per I/O and memory"
   echo
