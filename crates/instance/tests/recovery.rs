@@ -181,10 +181,10 @@ fn recovery_gives_back_every_durable_commit_and_is_idempotent() {
         assert_eq!(again.records_applied, 0, "seed {seed}");
 
         // Interrupted by a power loss after a random number of operations, then run again.
-        // The failing operation can be one whose failure is rightly not fatal (the log's
-        // background preformatting of its next generation file, which the rollover that needs
-        // the file does again and reports), so a try that cut nothing starts again from a fresh
-        // copy of the crashed state with other cut points, up to 8 tries.
+        // The failing operation can land on a background one that ends after the replay's
+        // result is settled (once, the log's preformatting of its next file, whose failure was
+        // then reported only at a rollover; it now poisons the log), so a try that cut nothing
+        // starts again from a fresh copy of the crashed state with other cut points, up to 8.
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
         let mut tries = 0;
         let (interrupted, cuts) = loop {

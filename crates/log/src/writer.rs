@@ -764,14 +764,19 @@ impl Inner {
 
     /// Marks the log unusable after a failed write or sync and returns the original error.
     fn poison(&self, error: IoError) -> LogError {
+        self.mark_poisoned(error.to_string());
+        LogError::Io(error)
+    }
+
+    /// Marks the log unusable for `cause` (the first cause stays) and wakes every waiter.
+    fn mark_poisoned(&self, cause: String) {
         let mut state = self.state.lock();
         if state.poisoned.is_none() {
-            state.poisoned = Some(error.to_string());
+            state.poisoned = Some(cause);
             self.unusable.store(true, Ordering::Release);
         }
         drop(state);
         self.changed.notify_all();
-        LogError::Io(error)
     }
 
     /// One log write: everything appended so far plus a flush frame (and a generation-end frame
@@ -1012,9 +1017,13 @@ fn background_flusher(inner: &Inner) {
             }
         }
         // Outside the state lock: formatting takes a while and appends must not wait for it.
-        if inner.prepare_spare().is_err() {
-            // Not fatal here: the rollover formats the file itself and reports the error.
-            std::thread::sleep(inner.options.lazy_flush_interval);
+        if let Err(error) = inner.prepare_spare() {
+            // A failed write to the log's volume is a storage error like any other: the log
+            // stops and every later append, commit or close reports it, with the file. (It was
+            // once left to the rollover that needs the file, which may never come: a clean
+            // close or the end of a recovery then hid it.)
+            inner.mark_poisoned(format!("preformatting the next log file: {error}"));
+            return;
         }
     }
 }

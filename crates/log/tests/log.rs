@@ -596,3 +596,86 @@ fn every_write_ends_in_zeros_though_its_buffer_held_other_bytes() {
     let report = verify_log_dir(&*backend, &dir, None, &ReadOptions::default()).expect("verify");
     assert!(report.is_clean(), "seed {seed}: {report:#?}");
 }
+
+/// A backend on which the spare log file (the next generation, preformatted in the background)
+/// can be opened once (by `Log::create`) and never again: every other file works.
+#[derive(Debug)]
+struct NoSpareBackend(Arc<dyn IoBackend>, std::sync::atomic::AtomicUsize);
+
+impl IoBackend for NoSpareBackend {
+    fn name(&self) -> &'static str {
+        "no-spare"
+    }
+    fn open(
+        &self,
+        path: &Path,
+        options: &jetproof_io::OpenOptions,
+    ) -> Result<Arc<dyn jetproof_io::IoFile>, jetproof_io::IoError> {
+        if path.file_name() == jetproof_log::format::spare_path(Path::new("")).file_name()
+            && self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1
+        {
+            return Err(jetproof_io::IoError::Os {
+                op: "open",
+                path: path.to_path_buf(),
+                offset: 0,
+                len: 0,
+                source: std::io::Error::from_raw_os_error(5),
+            });
+        }
+        self.0.open(path, options)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.0.exists(path)
+    }
+    fn remove(&self, path: &Path) -> Result<(), jetproof_io::IoError> {
+        self.0.remove(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), jetproof_io::IoError> {
+        self.0.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<(), jetproof_io::IoError> {
+        self.0.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<(), jetproof_io::IoError> {
+        self.0.create_dir_all(dir)
+    }
+}
+
+/// A failed background preformat of the next generation file is a storage error like any
+/// other: the log stops, and the next commit says what failed and where, without waiting for
+/// a rollover that needs the file (which may never come). Records fill the first generation;
+/// its rollover takes the spare made at create, and the preformat of the next one fails.
+#[test]
+fn a_failed_preformat_of_the_next_file_stops_the_log_and_is_reported() {
+    let dir = PathBuf::from("/logs");
+    let backend: Arc<dyn IoBackend> = Arc::new(NoSpareBackend(
+        jetproof_io::mem::MemBackend::new(),
+        0.into(),
+    ));
+    let log = Log::create(backend, options(&dir)).expect("create");
+    let started = Instant::now();
+    let payload = payload(1, 1000);
+    let error = loop {
+        let record = Record {
+            record_type: 1,
+            transaction_id: 1,
+            payload: &payload,
+        };
+        match log.append_and_commit(&record, Durability::Durable) {
+            Err(error) => break error,
+            Ok(_) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "the failed preformat was never reported"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    };
+    let message = error.to_string();
+    assert!(
+        message.contains("preformatting the next log file"),
+        "{message}"
+    );
+    assert!(message.contains("Enext.jplogtmp"), "{message}");
+}
