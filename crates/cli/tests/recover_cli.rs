@@ -7,7 +7,7 @@ use std::time::Duration;
 use predicates::prelude::*;
 
 mod common;
-use common::{jetproof, small_job};
+use common::{generation_files, jetproof, small_job, spawn_jetproof};
 
 #[test]
 fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
@@ -25,13 +25,11 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
         .success()
         .stdout(predicate::str::contains("nothing to recover"));
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jetproof"))
-        .current_dir(dir.path())
-        .args(["run", job_arg, "--test", "performance", "--out", "killed"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn jetproof run");
+    let mut child = spawn_jetproof(
+        dir.path(),
+        &["run", job_arg, "--test", "performance", "--out", "killed"],
+        false,
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         child.try_wait().expect("child status").is_none(),
@@ -164,20 +162,6 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
         .stdout(predicate::str::contains("Overall Test Result: Pass"));
 }
 
-/// The `.jplog` generation files in `logs`, oldest first.
-fn generation_files(logs: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir(logs)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "jplog"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
-}
-
 /// A failed recovery's verdict: a soft-recovery run (checkpoint held, every generation kept) is
 /// killed once db1's log has grown by a few generations, and one bit is flipped in the first
 /// record of a generation that later ones vouch for. `recover` must fail with exit 3, write a
@@ -198,9 +182,9 @@ fn a_corrupted_log_in_the_needed_range_fails_recovery_with_file_and_offset() {
         .success();
     let logs = dir.path().join("jetproof-data/db1/logs");
     let before = generation_files(&logs).len();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jetproof"))
-        .current_dir(dir.path())
-        .args([
+    let mut child = spawn_jetproof(
+        dir.path(),
+        &[
             "run",
             job_arg,
             "--test",
@@ -209,11 +193,9 @@ fn a_corrupted_log_in_the_needed_range_fails_recovery_with_file_and_offset() {
             "100000",
             "--out",
             "killed",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn jetproof run");
+        ],
+        false,
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while generation_files(&logs).len() < before + 5 {
         assert!(

@@ -4,11 +4,10 @@
 //! leaves the databases closed cleanly (`recover` has nothing to do and a checksum passes after).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{jetproof, result, small_job};
+use common::{interrupt, jetproof, result, small_job, spawn_jetproof};
 
 fn database_paths(dir: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = walk(&dir.join("jetproof-data"))
@@ -124,14 +123,11 @@ fn ctrl_c_mid_run_writes_a_partial_result_and_closes_the_databases() {
         .args(["init", job, "--out", "i"])
         .assert()
         .success();
-    let binary = assert_cmd::cargo::cargo_bin("jetproof");
-    let mut child = std::process::Command::new(binary)
-        .current_dir(dir.path())
-        .args(["run", job, "--test", "performance", "--out", "r"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start jetproof run");
+    let mut child = spawn_jetproof(
+        dir.path(),
+        &["run", job, "--test", "performance", "--out", "r"],
+        true,
+    );
     // Wait for the measured window to begin (the first sample line), then interrupt.
     let log_path = dir.path().join("r/test.log");
     let started = Instant::now();
@@ -146,25 +142,7 @@ fn ctrl_c_mid_run_writes_a_partial_result_and_closes_the_databases() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(2));
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(status.success());
-    let interrupted = Instant::now();
-    let exit = loop {
-        if let Some(exit) = child.try_wait().expect("poll") {
-            break exit;
-        }
-        if interrupted.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("jetproof did not stop within 30 s of SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = child.wait_with_output().expect("output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (exit, stdout, stderr) = interrupt(child);
     assert!(stderr.contains("interrupted: stopping cleanly"), "{stderr}");
     // An interrupted run is not a pass: the verdict fails with the reason (exit 1).
     assert_eq!(exit.code(), Some(1), "{stdout}");

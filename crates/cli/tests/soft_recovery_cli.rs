@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use predicates::prelude::*;
 
 mod common;
-use common::{jetproof, small_job};
+use common::{generation_files, interrupt, jetproof, small_job, spawn_jetproof};
 
 #[test]
 fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
@@ -213,20 +213,11 @@ fn ctrl_c_while_generating_replays_what_was_generated_and_writes_a_partial_resul
         .assert()
         .success();
     let logs = dir.path().join("jetproof-data/db1/logs");
-    let count = || {
-        std::fs::read_dir(&logs)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok())
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "jplog"))
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let count = || generation_files(&logs).len();
     let before = count();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jetproof"))
-        .current_dir(dir.path())
-        .args([
+    let mut child = spawn_jetproof(
+        dir.path(),
+        &[
             "run",
             job_arg,
             "--test",
@@ -235,11 +226,9 @@ fn ctrl_c_while_generating_replays_what_was_generated_and_writes_a_partial_resul
             "100000",
             "--out",
             "soft",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn jetproof run");
+        ],
+        true,
+    );
     let started = Instant::now();
     while count() < before + 3 {
         assert!(child.try_wait().expect("poll").is_none(), "run ended early");
@@ -249,25 +238,7 @@ fn ctrl_c_while_generating_replays_what_was_generated_and_writes_a_partial_resul
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(status.success());
-    let interrupted = Instant::now();
-    let exit = loop {
-        if let Some(exit) = child.try_wait().expect("poll") {
-            break exit;
-        }
-        if interrupted.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("jetproof did not stop within 30 s of SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let output = child.wait_with_output().expect("output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (exit, stdout, stderr) = interrupt(child);
     assert!(stderr.contains("interrupted: stopping cleanly"), "{stderr}");
     assert_eq!(exit.code(), Some(1), "{stdout}\n{stderr}");
     let r = common::valid_result(&dir.path().join("soft/result.json"), "recovery");

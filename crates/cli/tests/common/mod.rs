@@ -91,3 +91,63 @@ pub fn valid_result(path: &Path, test: &str) -> jetproof_results::TestResult {
     }
     result
 }
+
+/// The real `jetproof` binary started in `dir` with `args`, not waited for. Its output is kept
+/// for [`interrupt`] when `capture`, else discarded.
+pub fn spawn_jetproof(dir: &Path, args: &[&str], capture: bool) -> std::process::Child {
+    let output = || {
+        if capture {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        }
+    };
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("jetproof"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(output())
+        .stderr(output())
+        .spawn()
+        .expect("spawn jetproof")
+}
+
+/// Ctrl-C: sends SIGINT to `child` and waits, at most 30 s, for it to end. Its exit status,
+/// standard output and standard error.
+pub fn interrupt(mut child: std::process::Child) -> (std::process::ExitStatus, String, String) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let interrupted = std::time::Instant::now();
+    let exit = loop {
+        if let Some(exit) = child.try_wait().expect("poll") {
+            break exit;
+        }
+        if interrupted.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("jetproof did not stop within 30 s of SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().expect("output");
+    (
+        exit,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The `.jplog` generation files in `logs`, oldest first.
+pub fn generation_files(logs: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(logs)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "jplog"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
