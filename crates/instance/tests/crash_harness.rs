@@ -19,7 +19,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use jetproof_engine::checksum;
 use jetproof_instance::{Instance, InstanceOptions, recover};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use rand::rngs::StdRng;
@@ -29,7 +28,6 @@ const DB: &str = "/crash/db.jpdb";
 const LOGS: &str = "/crash/logs";
 mod common;
 
-use common::PAGE;
 const KEYS: u64 = 200;
 
 /// Seeds that once failed, run on every CI run (timing decides whether a seed reproduces, so a
@@ -263,14 +261,7 @@ fn one_case(seed: u64) {
         );
     }
     instance.close().unwrap();
-    let image = crashed.current_contents(db).unwrap();
-    for (number, page) in image.chunks(PAGE).enumerate() {
-        assert_eq!(
-            checksum::verify(page, number as u32),
-            checksum::PageCheck::Good,
-            "{context}: page {number} does not verify after recovery"
-        );
-    }
+    common::assert_every_page_verifies(&crashed, db, &context);
 }
 
 #[test]

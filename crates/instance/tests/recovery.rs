@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use jetproof_engine::{DbHeader, DbState, checksum};
+use jetproof_engine::{DbHeader, DbState};
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, RecoveryReport, recover};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
@@ -26,7 +26,6 @@ mod common;
 
 const DB: &str = "/rec/db.jpdb";
 const LOGS: &str = "/rec/logs";
-use common::PAGE;
 
 type Content = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -116,14 +115,7 @@ fn check_recovered(
         "seed {seed}: content differs from the model after recovery"
     );
     instance.close().unwrap();
-    let image = backend.current_contents(db).unwrap();
-    for (number, page) in image.chunks(PAGE).enumerate() {
-        assert_eq!(
-            checksum::verify(page, number as u32),
-            checksum::PageCheck::Good,
-            "seed {seed}: page {number} does not verify after recovery"
-        );
-    }
+    common::assert_every_page_verifies(backend, db, &format!("seed {seed}"));
     content
 }
 

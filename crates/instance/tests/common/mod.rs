@@ -131,3 +131,21 @@ pub fn copy_instance_files(
     to.sync_dir(logs).unwrap();
     to
 }
+
+/// Every page of the database file `db` on `backend` verifies at its position (`context` names
+/// the case in the failure).
+pub fn assert_every_page_verifies(
+    backend: &jetproof_io::fault::FaultBackend,
+    db: &std::path::Path,
+    context: &str,
+) {
+    use jetproof_engine::checksum;
+    let image = backend.current_contents(db).unwrap();
+    for (number, page) in image.chunks(PAGE).enumerate() {
+        assert_eq!(
+            checksum::verify(page, number as u32),
+            checksum::PageCheck::Good,
+            "{context}: page {number} does not verify after recovery"
+        );
+    }
+}
