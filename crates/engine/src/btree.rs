@@ -544,19 +544,13 @@ impl<'a> Tree<'a> {
             return Err(self.inconsistent(page, "expected a leaf"));
         }
         let found = entries.search(op.key());
-        if !matches!(
-            (op, found),
-            (Op::Insert { .. }, Err(_)) | (Op::Replace { .. } | Op::Delete { .. }, Ok(_))
-        ) {
-            return Ok(false);
-        }
-        self.log
-            .before_change(op.key(), found.ok().and_then(|i| entries.value(i)))?;
         let old_len = entries.len();
         let mut append = false;
         let mut hotpoint = None;
+        // Each arm hands the key's prior state to the log before the entries change.
         match (op, found) {
             (Op::Insert { key, value }, Err(i)) => {
+                self.log.before_change(key, None)?;
                 append = i == old_len && leaf.rightmost;
                 // ESE's choice (`ErrBTINewSplit`, bt.cxx): an append split at the tree's right
                 // edge overrides a hotpoint split, which a non-root leaf takes when the insert
@@ -566,8 +560,14 @@ impl<'a> Tree<'a> {
                 }
                 entries.insert_leaf(i, key, value);
             }
-            (Op::Replace { value, .. }, Ok(i)) => entries.set_value(i, value),
-            (Op::Delete { .. }, Ok(i)) => entries.remove(i),
+            (Op::Replace { key, value }, Ok(i)) => {
+                self.log.before_change(key, entries.value(i))?;
+                entries.set_value(i, value);
+            }
+            (Op::Delete { key }, Ok(i)) => {
+                self.log.before_change(key, entries.value(i))?;
+                entries.remove(i);
+            }
             _ => return Ok(false),
         }
         let last = path.len() - 1;
