@@ -26,4 +26,4 @@ pub use error::{LogError, Result};
 pub use lsn::{Durability, LogRecord, Lsn, Record};
 pub use reader::{FileReport, FileStatus, LogReader, ReadSummary, VerifyReport, verify_log_dir};
 pub use scan::{ReadOptions, TornTail};
-pub use writer::{Log, LogOptions, LogStats, OpenReport, Retention, log_file_path};
+pub use writer::{Log, LogOptions, LogStats, OpenReport, Retention, WriteTrigger, log_file_path};

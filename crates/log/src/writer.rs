@@ -140,6 +140,60 @@ impl LogOptions {
     }
 }
 
+/// What started a log write: each log write is counted under exactly one trigger
+/// ([`LogStats::writes_by`]; `docs/log.md`, "What starts a log write").
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WriteTrigger {
+    /// A durable commit found its record not yet durable and no write in flight, and wrote.
+    DurableCommit,
+    /// [`Log::wait_durable`] called from outside a commit: the cache's write-ahead gate before
+    /// it writes a page whose newest change is not durable yet (evictions and checkpoint-depth
+    /// flushes alike).
+    WriteAhead,
+    /// [`Log::flush`] or [`Log::close`].
+    Flush,
+    /// The background flusher, woken by an append because a full sector was waiting past the
+    /// durable end.
+    SectorWaiting,
+    /// The background flusher, woken by an append because the buffer passed a quarter full
+    /// (with less than a sector waiting: only when the durable end lies in an earlier buffer).
+    QuarterFull,
+    /// The background flusher's timer (`lazy_flush_interval`) ran out with records waiting.
+    LazyTimer,
+    /// An append found no room in the buffer and wrote to make some.
+    BufferFull,
+    /// The write that ends a generation (a record did not fit in it), whoever issued it.
+    Rollover,
+}
+
+impl WriteTrigger {
+    /// Every trigger, in the order of [`LogStats::writes_by`]'s counters.
+    pub const ALL: [WriteTrigger; 8] = [
+        WriteTrigger::DurableCommit,
+        WriteTrigger::WriteAhead,
+        WriteTrigger::Flush,
+        WriteTrigger::SectorWaiting,
+        WriteTrigger::QuarterFull,
+        WriteTrigger::LazyTimer,
+        WriteTrigger::BufferFull,
+        WriteTrigger::Rollover,
+    ];
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteTrigger::DurableCommit => "durable commit",
+            WriteTrigger::WriteAhead => "write-ahead",
+            WriteTrigger::Flush => "flush",
+            WriteTrigger::SectorWaiting => "sector waiting",
+            WriteTrigger::QuarterFull => "quarter full",
+            WriteTrigger::LazyTimer => "lazy timer",
+            WriteTrigger::BufferFull => "buffer full",
+            WriteTrigger::Rollover => "rollover",
+        }
+    }
+}
+
 /// Counters of the log's own work (the I/O latencies are in the [`InstanceStats`]).
 #[derive(Debug, Default)]
 pub struct LogStats {
@@ -165,11 +219,19 @@ pub struct LogStats {
     pub format_writes: AtomicU64,
     pub format_latency_ns_total: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Log writes by what started them, indexed like [`WriteTrigger::ALL`]; they sum to
+    /// `writes`. Read with [`LogStats::writes_by`].
+    writes_by_trigger: [AtomicU64; WriteTrigger::ALL.len()],
 }
 
 impl LogStats {
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// How many log writes `trigger` started.
+    pub fn writes_by(&self, trigger: WriteTrigger) -> u64 {
+        Self::get(&self.writes_by_trigger[trigger as usize])
     }
 }
 
@@ -200,6 +262,8 @@ struct State {
     /// The background flusher was woken to write and has not taken the mutex since: appends
     /// need not wake it again.
     flusher_woken: bool,
+    /// Why it was woken (meaningful while `flusher_woken`).
+    wake_trigger: WriteTrigger,
     /// A record did not fit in this generation: the next write ends it.
     rollover_requested: bool,
     poisoned: Option<String>,
@@ -428,6 +492,7 @@ impl Log {
             durable: start,
             flushing: false,
             flusher_woken: false,
+            wake_trigger: WriteTrigger::SectorWaiting,
             rollover_requested: false,
             poisoned: None,
             closed: false,
@@ -476,7 +541,7 @@ impl Log {
             inner.check_usable(&state)?;
             if state.rollover_requested {
                 if !state.flushing {
-                    inner.write(&mut state)?;
+                    inner.write(&mut state, WriteTrigger::Rollover)?;
                 } else {
                     inner.changed.wait(&mut state);
                 }
@@ -497,7 +562,7 @@ impl Log {
                     });
                 }
                 if !state.flushing {
-                    inner.write(&mut state)?;
+                    inner.write(&mut state, WriteTrigger::BufferFull)?;
                 } else {
                     inner.changed.wait(&mut state);
                 }
@@ -525,13 +590,19 @@ impl Log {
             } else {
                 state.append_end
             };
-            if !state.flushing
-                && !state.flusher_woken
-                && (unwritten >= inner.options.sector_size_bytes as u64
-                    || end_in_buffer > inner.options.buffer_size_bytes as u64 / 4)
-            {
-                state.flusher_woken = true;
-                inner.wake_flusher.notify_one();
+            if !state.flushing && !state.flusher_woken {
+                let trigger = if unwritten >= inner.options.sector_size_bytes as u64 {
+                    Some(WriteTrigger::SectorWaiting)
+                } else if end_in_buffer > inner.options.buffer_size_bytes as u64 / 4 {
+                    Some(WriteTrigger::QuarterFull)
+                } else {
+                    None
+                };
+                if let Some(trigger) = trigger {
+                    state.flusher_woken = true;
+                    state.wake_trigger = trigger;
+                    inner.wake_flusher.notify_one();
+                }
             }
             drop(state);
             inner.stats.records.fetch_add(1, Ordering::Relaxed);
@@ -552,7 +623,7 @@ impl Log {
                     .stats
                     .durable_commits
                     .fetch_add(1, Ordering::Relaxed);
-                self.wait_durable(lsn)
+                self.wait_durable_for(lsn, WriteTrigger::DurableCommit)
             }
             Durability::Lazy => {
                 self.inner
@@ -580,6 +651,11 @@ impl Log {
     /// the log itself if no write is in flight. This is the write-ahead rule's gate: the cache
     /// calls it before writing a page whose last change is logged at `lsn`.
     pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        self.wait_durable_for(lsn, WriteTrigger::WriteAhead)
+    }
+
+    /// [`Log::wait_durable`], counting a write it issues under `trigger`.
+    fn wait_durable_for(&self, lsn: Lsn, trigger: WriteTrigger) -> Result<()> {
         let inner = &*self.inner;
         let mut state = inner.state.lock();
         loop {
@@ -606,7 +682,7 @@ impl Log {
             if state.flushing {
                 inner.changed.wait(&mut state);
             } else {
-                inner.write(&mut state)?;
+                inner.write(&mut state, trigger)?;
             }
         }
     }
@@ -626,7 +702,7 @@ impl Log {
             if state.flushing {
                 inner.changed.wait(&mut state);
             } else {
-                inner.write(&mut state)?;
+                inner.write(&mut state, WriteTrigger::Flush)?;
             }
         }
     }
@@ -781,8 +857,13 @@ impl Inner {
 
     /// One log write: everything appended so far plus a flush frame (and a generation-end frame
     /// when rolling over), then fdatasync. Called with the state locked and no write in flight;
-    /// unlocks around the I/O.
-    fn write(&self, state: &mut parking_lot::MutexGuard<'_, State>) -> Result<()> {
+    /// unlocks around the I/O. The write is counted under `trigger`, or under
+    /// [`WriteTrigger::Rollover`] when it ends the generation.
+    fn write(
+        &self,
+        state: &mut parking_lot::MutexGuard<'_, State>,
+        trigger: WriteTrigger,
+    ) -> Result<()> {
         let rollover = state.rollover_requested;
         if state.durable.generation == state.generation
             && state.durable.offset >= state.append_end
@@ -890,6 +971,12 @@ impl Inner {
             }
         };
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        let trigger = if rollover {
+            WriteTrigger::Rollover
+        } else {
+            trigger
+        };
+        self.stats.writes_by_trigger[trigger as usize].fetch_add(1, Ordering::Relaxed);
         self.stats
             .write_bytes
             .fetch_add(length as u64, Ordering::Relaxed);
@@ -1005,6 +1092,11 @@ fn background_flusher(inner: &Inner) {
                     .wake_flusher
                     .wait_for(&mut state, inner.options.lazy_flush_interval);
             }
+            let trigger = if state.flusher_woken {
+                state.wake_trigger
+            } else {
+                WriteTrigger::LazyTimer
+            };
             state.flusher_woken = false;
             if state.closed || state.poisoned.is_some() {
                 return;
@@ -1013,7 +1105,7 @@ fn background_flusher(inner: &Inner) {
                 && state.durable.generation == state.generation;
             if !state.flushing && (pending || state.rollover_requested) {
                 // A failure poisons the log; the waiting sessions see it.
-                let _ = inner.write(&mut state);
+                let _ = inner.write(&mut state, trigger);
             }
         }
         // Outside the state lock: formatting takes a while and appends must not wait for it.

@@ -15,7 +15,7 @@ use jetproof_io::meter::InstanceStats;
 use jetproof_log::format::DATA_START;
 use jetproof_log::{
     Durability, Log, LogError, LogOptions, LogReader, LogStats, Lsn, ReadOptions, Record,
-    Retention, log_file_path, verify_log_dir,
+    Retention, WriteTrigger, log_file_path, verify_log_dir,
 };
 use rand::Rng;
 
@@ -678,4 +678,93 @@ fn a_failed_preformat_of_the_next_file_stops_the_log_and_is_reported() {
         "{message}"
     );
     assert!(message.contains("Enext.jplogtmp"), "{message}");
+}
+
+/// Appends a record of `body` and commits it.
+fn commit(log: &Log, body: &[u8], transaction_id: u64, durability: Durability) -> Lsn {
+    let record = Record {
+        record_type: 1,
+        transaction_id,
+        payload: body,
+    };
+    log.append_and_commit(&record, durability).expect("commit")
+}
+
+/// Polls until `lsn` is durable; a generous bound, not a speed check.
+fn wait_until_durable(log: &Log, lsn: Lsn, what: &str) {
+    let started = Instant::now();
+    while log.flushed_lsn() <= lsn {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what}: {lsn} not durable after 20 s"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn every_log_write_is_counted_under_what_started_it() {
+    let backend = CrashBackend::new();
+    let dir = PathBuf::from("/db/log");
+    let log = Log::create(
+        backend.clone(),
+        LogOptions {
+            // Only the triggers under test write: the timer never runs out here.
+            lazy_flush_interval: Duration::from_secs(3600),
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let small = payload(1, 100);
+    let by = |log: &Log, trigger: WriteTrigger| log.stats().writes_by(trigger);
+
+    commit(&log, &small, 1, Durability::Durable);
+    assert_eq!(by(&log, WriteTrigger::DurableCommit), 1);
+
+    let lsn = commit(&log, &small, 2, Durability::Lazy);
+    assert!(
+        !log.is_durable(lsn),
+        "a small lazy commit waits for a write"
+    );
+    log.wait_durable(lsn).expect("write-ahead wait");
+    assert_eq!(by(&log, WriteTrigger::WriteAhead), 1);
+
+    commit(&log, &small, 3, Durability::Lazy);
+    log.flush().expect("flush");
+    assert_eq!(by(&log, WriteTrigger::Flush), 1);
+
+    // Enough lazily appended bytes wake the background flusher.
+    let large = payload(4, 5000);
+    let lsn = commit(&log, &large, 4, Durability::Lazy);
+    wait_until_durable(&log, lsn, "a 5000-byte lazy commit");
+    assert_eq!(by(&log, WriteTrigger::SectorWaiting), 1);
+
+    // Fill the 64 KiB generation: the write that ends it is a rollover write.
+    let mut id = 5;
+    while log.end_lsn().generation == 1 {
+        commit(&log, &large, id, Durability::Lazy);
+        id += 1;
+    }
+    log.flush().expect("flush");
+    assert!(by(&log, WriteTrigger::Rollover) >= 1);
+    assert_eq!(by(&log, WriteTrigger::LazyTimer), 0);
+    let total: u64 = WriteTrigger::ALL.iter().map(|&t| by(&log, t)).sum();
+    assert_eq!(total, LogStats::get(&log.stats().writes));
+    log.close().expect("close");
+
+    // A timer that runs out writes what lazy commits left behind.
+    let dir = PathBuf::from("/db/log2");
+    let log = Log::create(
+        backend,
+        LogOptions {
+            lazy_flush_interval: Duration::from_millis(5),
+            ..options(&dir)
+        },
+    )
+    .expect("create");
+    let lsn = commit(&log, &small, 1, Durability::Lazy);
+    wait_until_durable(&log, lsn, "a lazy commit under a 5 ms timer");
+    assert_eq!(by(&log, WriteTrigger::LazyTimer), 1);
+    assert_eq!(LogStats::get(&log.stats().writes), 1);
+    log.close().expect("close");
 }

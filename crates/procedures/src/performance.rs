@@ -669,7 +669,7 @@ fn log_summary(a: &Attached) -> String {
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
          each), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
-         {} undo records, {} write conflicts rolled back.",
+         {} undo records, {} write conflicts rolled back; log writes by trigger: {}.",
         a.name,
         get(&log.records),
         mb(get(&log.record_bytes)),
@@ -683,6 +683,11 @@ fn log_summary(a: &Attached) -> String {
         get(&counters.depth_flushes),
         get(&counters.undo_records),
         get(&counters.write_conflicts),
+        jetproof_log::WriteTrigger::ALL
+            .iter()
+            .map(|&t| format!("{} {}", t.name(), log.writes_by(t)))
+            .collect::<Vec<_>>()
+            .join(", "),
     )
 }
 
