@@ -70,6 +70,11 @@ pub struct LogOptions {
     pub sector_size_bytes: usize,
     /// A lazy commit is written by the background flusher within this time.
     pub lazy_flush_interval: Duration,
+    /// The background flusher is woken to write once this many bytes wait past the durable
+    /// end. `None`: half the buffer, as ESE's log writer is signalled when half its buffer is
+    /// full. (`Some(4096)` gives the policy before 2026-11-22's change: a write per full
+    /// sector.)
+    pub write_threshold_bytes: Option<usize>,
     pub retention: Retention,
     /// Every log I/O is recorded here when given.
     pub stats: Option<Arc<InstanceStats>>,
@@ -85,6 +90,7 @@ impl LogOptions {
             direct_io: false,
             sector_size_bytes: 4096,
             lazy_flush_interval: Duration::from_millis(5),
+            write_threshold_bytes: None,
             retention: Retention::KeepAll,
             stats: None,
         }
@@ -126,7 +132,24 @@ impl LogOptions {
                 ),
             );
         }
+        if let Some(threshold) = self.write_threshold_bytes
+            && !(1..=self.buffer_size_bytes).contains(&threshold)
+        {
+            return invalid(
+                "write_threshold_bytes",
+                format!(
+                    "{threshold} must be from 1 byte to the buffer size ({})",
+                    self.buffer_size_bytes
+                ),
+            );
+        }
         Ok(())
+    }
+
+    /// The bytes waiting past the durable end that wake the background flusher.
+    pub fn write_threshold(&self) -> u64 {
+        self.write_threshold_bytes
+            .unwrap_or(self.buffer_size_bytes / 2) as u64
     }
 
     /// The largest record payload: a record must fit in the buffer and in a generation together
@@ -152,12 +175,10 @@ pub enum WriteTrigger {
     WriteAhead,
     /// [`Log::flush`] or [`Log::close`].
     Flush,
-    /// The background flusher, woken by an append because a full sector was waiting past the
-    /// durable end.
-    SectorWaiting,
-    /// The background flusher, woken by an append because the buffer passed a quarter full
-    /// (with less than a sector waiting: only when the durable end lies in an earlier buffer).
-    QuarterFull,
+    /// The background flusher, woken by an append because the bytes waiting past the durable
+    /// end reached [`LogOptions::write_threshold`] (half the buffer by default: ESE's
+    /// "capacity" write).
+    Capacity,
     /// The background flusher's timer (`lazy_flush_interval`) ran out with records waiting.
     LazyTimer,
     /// An append found no room in the buffer and wrote to make some.
@@ -168,12 +189,11 @@ pub enum WriteTrigger {
 
 impl WriteTrigger {
     /// Every trigger, in the order of [`LogStats::writes_by`]'s counters.
-    pub const ALL: [WriteTrigger; 8] = [
+    pub const ALL: [WriteTrigger; 7] = [
         WriteTrigger::DurableCommit,
         WriteTrigger::WriteAhead,
         WriteTrigger::Flush,
-        WriteTrigger::SectorWaiting,
-        WriteTrigger::QuarterFull,
+        WriteTrigger::Capacity,
         WriteTrigger::LazyTimer,
         WriteTrigger::BufferFull,
         WriteTrigger::Rollover,
@@ -185,8 +205,7 @@ impl WriteTrigger {
             WriteTrigger::DurableCommit => "durable commit",
             WriteTrigger::WriteAhead => "write-ahead",
             WriteTrigger::Flush => "flush",
-            WriteTrigger::SectorWaiting => "sector waiting",
-            WriteTrigger::QuarterFull => "quarter full",
+            WriteTrigger::Capacity => "capacity",
             WriteTrigger::LazyTimer => "lazy timer",
             WriteTrigger::BufferFull => "buffer full",
             WriteTrigger::Rollover => "rollover",
@@ -262,8 +281,6 @@ struct State {
     /// The background flusher was woken to write and has not taken the mutex since: appends
     /// need not wake it again.
     flusher_woken: bool,
-    /// Why it was woken (meaningful while `flusher_woken`).
-    wake_trigger: WriteTrigger,
     /// A record did not fit in this generation: the next write ends it.
     rollover_requested: bool,
     poisoned: Option<String>,
@@ -279,6 +296,8 @@ struct Inner {
     backend: Arc<dyn IoBackend>,
     options: LogOptions,
     sector: u64,
+    /// [`LogOptions::write_threshold`].
+    write_threshold: u64,
     state: Mutex<State>,
     /// `State::durable` packed ([`Lsn::to_u64`]), readable without the mutex: the cache asks
     /// [`Log::is_durable`] before every page write.
@@ -492,7 +511,6 @@ impl Log {
             durable: start,
             flushing: false,
             flusher_woken: false,
-            wake_trigger: WriteTrigger::SectorWaiting,
             rollover_requested: false,
             poisoned: None,
             closed: false,
@@ -502,6 +520,7 @@ impl Log {
         };
         let inner = Arc::new(Inner {
             backend,
+            write_threshold: options.write_threshold(),
             options,
             sector,
             state: Mutex::new(state),
@@ -581,28 +600,21 @@ impl Log {
             );
             state.append_end += size;
             inner.publish_end(&state);
-            // Start a write as soon as a full sector is waiting past the durable end, as ESE's
-            // log writer does (its writes follow the traffic: a few sectors each), and in any
-            // case when the buffer is a quarter full, so appenders rarely wait for space. Lazy
-            // commits ride on these writes; the background flusher's timer is only a bound.
+            // Start a write once the write threshold (half the buffer by default) waits past
+            // the durable end, as ESE signals its log writer for a "capacity" write when half
+            // its buffer is full (`LOG_WRITE_BUFFER::ErrLGLogRec`); so appenders rarely find the
+            // buffer full. Durable commits and the write-ahead gate write for themselves and
+            // lazy commits ride on those writes; the background flusher's timer is only a
+            // bound. (Until 2026-11-22 a single full sector woke the flusher: about two log
+            // writes in three at the seeds' rate, which ESE does not issue.)
             let unwritten = if state.durable.generation == state.generation {
                 state.append_end.saturating_sub(state.durable.offset)
             } else {
                 state.append_end
             };
-            if !state.flushing && !state.flusher_woken {
-                let trigger = if unwritten >= inner.options.sector_size_bytes as u64 {
-                    Some(WriteTrigger::SectorWaiting)
-                } else if end_in_buffer > inner.options.buffer_size_bytes as u64 / 4 {
-                    Some(WriteTrigger::QuarterFull)
-                } else {
-                    None
-                };
-                if let Some(trigger) = trigger {
-                    state.flusher_woken = true;
-                    state.wake_trigger = trigger;
-                    inner.wake_flusher.notify_one();
-                }
+            if !state.flushing && !state.flusher_woken && unwritten >= inner.write_threshold {
+                state.flusher_woken = true;
+                inner.wake_flusher.notify_one();
             }
             drop(state);
             inner.stats.records.fetch_add(1, Ordering::Relaxed);
@@ -1093,7 +1105,7 @@ fn background_flusher(inner: &Inner) {
                     .wait_for(&mut state, inner.options.lazy_flush_interval);
             }
             let trigger = if state.flusher_woken {
-                state.wake_trigger
+                WriteTrigger::Capacity
             } else {
                 WriteTrigger::LazyTimer
             };

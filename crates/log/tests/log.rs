@@ -733,14 +733,17 @@ fn every_log_write_is_counted_under_what_started_it() {
     log.flush().expect("flush");
     assert_eq!(by(&log, WriteTrigger::Flush), 1);
 
-    // Enough lazily appended bytes wake the background flusher.
+    // Lazily appended bytes wake the background flusher once half the 16 KiB buffer waits.
     let large = payload(4, 5000);
     let lsn = commit(&log, &large, 4, Durability::Lazy);
-    wait_until_durable(&log, lsn, "a 5000-byte lazy commit");
-    assert_eq!(by(&log, WriteTrigger::SectorWaiting), 1);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!log.is_durable(lsn), "5000 bytes are below the threshold");
+    let lsn = commit(&log, &large, 5, Durability::Lazy);
+    wait_until_durable(&log, lsn, "10000 lazily committed bytes");
+    assert_eq!(by(&log, WriteTrigger::Capacity), 1);
 
     // Fill the 64 KiB generation: the write that ends it is a rollover write.
-    let mut id = 5;
+    let mut id = 6;
     while log.end_lsn().generation == 1 {
         commit(&log, &large, id, Durability::Lazy);
         id += 1;
@@ -755,7 +758,7 @@ fn every_log_write_is_counted_under_what_started_it() {
     // A timer that runs out writes what lazy commits left behind.
     let dir = PathBuf::from("/db/log2");
     let log = Log::create(
-        backend,
+        backend.clone(),
         LogOptions {
             lazy_flush_interval: Duration::from_millis(5),
             ..options(&dir)
@@ -767,4 +770,38 @@ fn every_log_write_is_counted_under_what_started_it() {
     assert_eq!(by(&log, WriteTrigger::LazyTimer), 1);
     assert_eq!(LogStats::get(&log.stats().writes), 1);
     log.close().expect("close");
+
+    // A threshold of one sector: a 5000-byte lazy commit wakes the flusher by itself.
+    let dir = PathBuf::from("/db/log3");
+    let sector = LogOptions {
+        lazy_flush_interval: Duration::from_secs(3600),
+        write_threshold_bytes: Some(4096),
+        ..options(&dir)
+    };
+    let log = Log::create(backend.clone(), sector).expect("create");
+    let lsn = commit(&log, &large, 1, Durability::Lazy);
+    wait_until_durable(&log, lsn, "a 5000-byte lazy commit, 4 KiB threshold");
+    assert_eq!(by(&log, WriteTrigger::Capacity), 1);
+    log.close().expect("close");
+    let dir = PathBuf::from("/db/log4");
+    for bad in [0, (16 << 10) + 1] {
+        let error = Log::create(
+            backend.clone(),
+            LogOptions {
+                write_threshold_bytes: Some(bad),
+                ..options(&dir)
+            },
+        )
+        .expect_err("threshold outside the buffer");
+        assert!(
+            matches!(
+                error,
+                LogError::InvalidOptions {
+                    field: "write_threshold_bytes",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
 }
