@@ -26,7 +26,7 @@
 use std::sync::atomic::AtomicU64;
 
 use crate::cache::{PageCache, PageMut, PageRef};
-use crate::change::{ChangeLog, PageChange};
+use crate::change::{Before, ChangeLog, PageChange};
 use crate::error::{EngineError, Result};
 use crate::node::{self, Entries};
 use crate::page::{self, PageType};
@@ -38,21 +38,38 @@ const READ_AHEAD_PAGES: usize = 16;
 const MAX_RESTARTS: u32 = 8;
 
 /// A change to one record.
+///
+/// Records marked deleted (flag delete, [`Op::MarkDeleted`]) are invisible to reads and count as
+/// absent for [`Op::Insert`] and [`Op::Replace`]; `docs/design.md`, "Flag delete".
 #[derive(Clone, Copy, Debug)]
 pub enum Op<'a> {
-    /// Adds a record; no change if the key exists. `append` says the caller believes the key is
-    /// the largest so far (bulk load), which selects append splits at the right edge.
+    /// Adds a record, or brings back one marked deleted with the new value; no change if a live
+    /// record has the key.
     Insert { key: &'a [u8], value: &'a [u8] },
-    /// Replaces the value of an existing record; no change if the key is absent.
+    /// Replaces the value of a live record; no change if the key is absent or marked deleted.
     Replace { key: &'a [u8], value: &'a [u8] },
-    /// Removes a record; no change if the key is absent.
+    /// Removes the record, live or marked deleted; no change if the key is absent.
     Delete { key: &'a [u8] },
+    /// Marks a live record deleted, leaving it on its page (ESE's flag delete); no change if
+    /// the key is absent or already marked.
+    MarkDeleted { key: &'a [u8] },
+    /// Clears the mark of a record marked deleted (the undo of [`Op::MarkDeleted`]); no change
+    /// if the key is absent or live.
+    Unmark { key: &'a [u8] },
+    /// Removes a record marked deleted (the cleanup after its delete committed); no change if
+    /// the key is absent or live.
+    Purge { key: &'a [u8] },
 }
 
 impl<'a> Op<'a> {
     fn key(&self) -> &'a [u8] {
         match *self {
-            Op::Insert { key, .. } | Op::Replace { key, .. } | Op::Delete { key } => key,
+            Op::Insert { key, .. }
+            | Op::Replace { key, .. }
+            | Op::Delete { key }
+            | Op::MarkDeleted { key }
+            | Op::Unmark { key }
+            | Op::Purge { key } => key,
         }
     }
 }
@@ -66,6 +83,8 @@ pub struct TreeStats {
     /// Levels, leaves included (1 = the root is a leaf).
     pub height: u32,
     pub record_bytes: u64,
+    /// Records marked deleted and not yet removed (not in `records` nor `record_bytes`).
+    pub marked_records: u64,
 }
 
 /// A B+tree rooted at a fixed page.
@@ -172,12 +191,12 @@ impl<'a> Tree<'a> {
         let page = leaf.page_number();
         let data = leaf.data();
         match node::leaf_search(data, key).ok_or_else(|| self.inconsistent(page, "bad leaf"))? {
-            Ok(i) => {
+            Ok(i) if node::leaf_is_deleted(data, i) == Some(false) => {
                 let (_, value) = node::leaf_entry(data, i)
                     .ok_or_else(|| self.inconsistent(page, "malformed leaf entry"))?;
                 Ok(Some(value.to_vec()))
             }
-            Err(_) => Ok(None),
+            Ok(_) | Err(_) => Ok(None),
         }
     }
 
@@ -250,7 +269,9 @@ impl<'a> Tree<'a> {
                 }
                 let (k, v) = node::leaf_entry(data, i)
                     .ok_or_else(|| self.inconsistent(page, "malformed leaf entry"))?;
-                out.push((k.to_vec(), v.to_vec()));
+                if node::leaf_is_deleted(data, i) == Some(false) {
+                    out.push((k.to_vec(), v.to_vec()));
+                }
             }
             drop(leaf);
             let hints = hints.unwrap_or_default();
@@ -354,19 +375,31 @@ impl<'a> Tree<'a> {
             Ok(i) => {
                 let (k, v) = node::leaf_entry(leaf.data(), i)
                     .ok_or_else(|| self.inconsistent(page, "malformed leaf entry"))?;
-                Some((i, node::leaf_entry_bytes(k.len(), v.len())))
+                let deleted = node::leaf_is_deleted(leaf.data(), i) == Some(true);
+                Some((i, node::leaf_entry_bytes(k.len(), v.len()), deleted))
             }
             Err(_) => None,
         };
+        let value_at = |leaf: &PageMut<'_>, i: usize| {
+            node::leaf_entry(leaf.data(), i)
+                .map(|(_, v)| v.to_vec())
+                .unwrap_or_default()
+        };
+        // A record's new value in place (a replace, or an insert over a record marked
+        // deleted): None when the node's size changes past a split or a merge.
+        let fits = |old: usize, key: &[u8], value: &[u8]| {
+            let new_used =
+                used.saturating_sub(old) + node::leaf_entry_bytes(key.len(), value.len());
+            // A value of the same size is overwritten where it is, whatever the fill.
+            new_used == used
+                || (new_used <= node::capacity(ps) && (new_used >= threshold || is_root))
+        };
         match (op, existing, found) {
-            (Op::Insert { .. }, Some(_), _) | (Op::Replace { .. } | Op::Delete { .. }, None, _) => {
-                Ok(Some(false))
-            }
             (Op::Insert { key, value }, None, Err(index)) => {
                 if node::leaf_entry_bytes(key.len(), value.len()) > node::free_bytes(leaf.data()) {
                     return Ok(None);
                 }
-                self.log.before_change(key, None)?;
+                self.log.before_change(key, Before::Absent)?;
                 if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "insert did not fit its free space"));
                 }
@@ -377,17 +410,21 @@ impl<'a> Tree<'a> {
                 )?;
                 Ok(Some(true))
             }
-            (Op::Replace { key, value }, Some((index, old)), _) => {
-                let new_used =
-                    used.saturating_sub(old) + node::leaf_entry_bytes(key.len(), value.len());
-                // A value of the same size is overwritten where it is, whatever the fill.
-                if new_used != used
-                    && (new_used > node::capacity(ps) || (new_used < threshold && !is_root))
-                {
+            (Op::Insert { key, value }, Some((index, old, true)), _)
+            | (Op::Replace { key, value }, Some((index, old, false)), _) => {
+                if !fits(old, key, value) {
                     return Ok(None);
                 }
-                self.log
-                    .before_change(key, node::leaf_entry(leaf.data(), index).map(|(_, v)| v))?;
+                let before = value_at(leaf, index);
+                self.log.before_change(
+                    key,
+                    if matches!(op, Op::Insert { .. }) {
+                        Before::Marked(&before)
+                    } else {
+                        Before::Value(&before)
+                    },
+                )?;
+                // Also clears a deletion mark: the record is live with its new value.
                 if !node::leaf_replace_in_place(leaf.data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
@@ -398,19 +435,52 @@ impl<'a> Tree<'a> {
                 )?;
                 Ok(Some(true))
             }
-            (Op::Delete { key }, Some((index, old)), _) => {
+            (Op::Delete { key }, Some((index, old, deleted)), _)
+            | (Op::Purge { key }, Some((index, old, deleted @ true)), _) => {
                 if used.saturating_sub(old) < threshold && !is_root {
                     return Ok(None);
                 }
-                self.log
-                    .before_change(key, node::leaf_entry(leaf.data(), index).map(|(_, v)| v))?;
+                let before = value_at(leaf, index);
+                self.log.before_change(
+                    key,
+                    if deleted {
+                        Before::Marked(&before)
+                    } else {
+                        Before::Value(&before)
+                    },
+                )?;
                 if !node::leaf_remove_in_place(leaf.data_mut(), index) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
                 self.logged(leaf, log_position, PageChange::LeafDelete { index, key })?;
                 Ok(Some(true))
             }
+            (Op::MarkDeleted { key }, Some((index, _, false)), _)
+            | (Op::Unmark { key }, Some((index, _, true)), _) => {
+                let deleted = matches!(op, Op::MarkDeleted { .. });
+                if deleted {
+                    self.log.before_change(key, Before::Marking)?;
+                } else {
+                    self.log
+                        .before_change(key, Before::Marked(&value_at(leaf, index)))?;
+                }
+                // The record keeps its size: never a split nor a merge.
+                if !node::set_leaf_deleted(leaf.data_mut(), index, deleted) {
+                    return Err(self.inconsistent(page, "malformed leaf entry"));
+                }
+                self.logged(
+                    leaf,
+                    log_position,
+                    PageChange::LeafMark {
+                        index,
+                        key,
+                        deleted,
+                    },
+                )?;
+                Ok(Some(true))
+            }
             (Op::Insert { .. }, None, Ok(_)) => Err(self.inconsistent(page, "search disagrees")),
+            _ => Ok(Some(false)),
         }
     }
 
@@ -428,21 +498,31 @@ impl<'a> Tree<'a> {
         let used = node::used_bytes(data);
         let free = node::free_bytes(data);
         if level == 0 {
-            let existing = match node::leaf_search(data, op.key()) {
-                Some(Ok(i)) => node::leaf_entry(data, i)
-                    .map_or(0, |(k, v)| node::leaf_entry_bytes(k.len(), v.len())),
-                _ => 0,
+            let (existing, deleted) = match node::leaf_search(data, op.key()) {
+                Some(Ok(i)) => (
+                    node::leaf_entry(data, i)
+                        .map_or(0, |(k, v)| node::leaf_entry_bytes(k.len(), v.len())),
+                    node::leaf_is_deleted(data, i) == Some(true),
+                ),
+                _ => (0, false),
+            };
+            let resized = |key: &[u8], value: &[u8]| {
+                let new_used =
+                    used.saturating_sub(existing) + node::leaf_entry_bytes(key.len(), value.len());
+                new_used <= node::capacity(ps) && new_used >= threshold
             };
             return match op {
                 Op::Insert { key, value } => {
-                    existing != 0 || free >= node::leaf_entry_bytes(key.len(), value.len())
+                    if existing == 0 {
+                        free >= node::leaf_entry_bytes(key.len(), value.len())
+                    } else {
+                        !deleted || resized(key, value)
+                    }
                 }
+                Op::Replace { key, value } => existing == 0 || deleted || resized(key, value),
                 Op::Delete { .. } => used.saturating_sub(existing) >= threshold,
-                Op::Replace { key, value } => {
-                    let new_used = used.saturating_sub(existing)
-                        + node::leaf_entry_bytes(key.len(), value.len());
-                    existing == 0 || (new_used <= node::capacity(ps) && new_used >= threshold)
-                }
+                Op::Purge { .. } => !deleted || used.saturating_sub(existing) >= threshold,
+                Op::MarkDeleted { .. } | Op::Unmark { .. } => true,
             };
         }
         let worst = node::interior_entry_bytes(node::MAX_KEY_BYTES);
@@ -450,8 +530,9 @@ impl<'a> Tree<'a> {
         let no_underflow = used >= threshold + worst;
         match op {
             Op::Insert { .. } => no_split,
-            Op::Delete { .. } => no_underflow,
+            Op::Delete { .. } | Op::Purge { .. } => no_underflow,
             Op::Replace { .. } => no_split && no_underflow,
+            Op::MarkDeleted { .. } | Op::Unmark { .. } => true,
         }
     }
 
@@ -548,9 +629,10 @@ impl<'a> Tree<'a> {
         let mut append = false;
         let mut hotpoint = None;
         // Each arm hands the key's prior state to the log before the entries change.
+        let deleted = |i: usize| entries.is_deleted(i);
         match (op, found) {
             (Op::Insert { key, value }, Err(i)) => {
-                self.log.before_change(key, None)?;
+                self.log.before_change(key, Before::Absent)?;
                 append = i == old_len && leaf.rightmost;
                 // ESE's choice (`ErrBTINewSplit`, bt.cxx): an append split at the tree's right
                 // edge overrides a hotpoint split, which a non-root leaf takes when the insert
@@ -560,13 +642,41 @@ impl<'a> Tree<'a> {
                 }
                 entries.insert_leaf(i, key, value);
             }
-            (Op::Replace { key, value }, Ok(i)) => {
-                self.log.before_change(key, entries.value(i))?;
+            (Op::Insert { key, value }, Ok(i)) if deleted(i) => {
+                self.log
+                    .before_change(key, Before::Marked(entries.value(i).unwrap_or_default()))?;
+                entries.set_value(i, value);
+            }
+            (Op::Replace { key, value }, Ok(i)) if !deleted(i) => {
+                self.log
+                    .before_change(key, Before::Value(entries.value(i).unwrap_or_default()))?;
                 entries.set_value(i, value);
             }
             (Op::Delete { key }, Ok(i)) => {
-                self.log.before_change(key, entries.value(i))?;
+                let value = entries.value(i).unwrap_or_default();
+                self.log.before_change(
+                    key,
+                    if deleted(i) {
+                        Before::Marked(value)
+                    } else {
+                        Before::Value(value)
+                    },
+                )?;
                 entries.remove(i);
+            }
+            (Op::Purge { key }, Ok(i)) if deleted(i) => {
+                self.log
+                    .before_change(key, Before::Marked(entries.value(i).unwrap_or_default()))?;
+                entries.remove(i);
+            }
+            (Op::MarkDeleted { key }, Ok(i)) if !deleted(i) => {
+                self.log.before_change(key, Before::Marking)?;
+                entries.set_deleted(i, true);
+            }
+            (Op::Unmark { key }, Ok(i)) if deleted(i) => {
+                self.log
+                    .before_change(key, Before::Marked(entries.value(i).unwrap_or_default()))?;
+                entries.set_deleted(i, false);
             }
             _ => return Ok(false),
         }
@@ -891,8 +1001,12 @@ impl<'a> Tree<'a> {
                 if i > 0 && entries.key(i - 1).is_some_and(|prev| prev >= key) {
                     return Err(self.inconsistent(page, "keys out of order"));
                 }
-                stats.records += 1;
-                stats.record_bytes += (key.len() + value.len()) as u64;
+                if entries.is_deleted(i) {
+                    stats.marked_records += 1;
+                } else {
+                    stats.records += 1;
+                    stats.record_bytes += (key.len() + value.len()) as u64;
+                }
             }
         } else {
             stats.interior_pages += 1;

@@ -47,6 +47,13 @@ pub enum PageChange<'a> {
     },
     /// The record at slot `index` removed.
     LeafDelete { index: usize, key: &'a [u8] },
+    /// The record at slot `index` marked deleted, or its mark cleared (ESE's flag delete and
+    /// its undo): the record stays on the page, so nothing but its key is logged.
+    LeafMark {
+        index: usize,
+        key: &'a [u8],
+        deleted: bool,
+    },
     /// A node rewritten from its own previous entries (splits, merges, separators added to or
     /// dropped from a parent, changes made on the tree's pessimistic path): keep the first
     /// `keep` entries, replace entries `at..at + remove` of those with `records` (entries in
@@ -83,6 +90,11 @@ pub enum OwnedPageChange {
         index: usize,
         key: Vec<u8>,
     },
+    LeafMark {
+        index: usize,
+        key: Vec<u8>,
+        deleted: bool,
+    },
     NodeSplice {
         level: u16,
         keep: u16,
@@ -113,6 +125,15 @@ impl PageChange<'_> {
             PageChange::LeafDelete { index, key } => OwnedPageChange::LeafDelete {
                 index,
                 key: key.to_vec(),
+            },
+            PageChange::LeafMark {
+                index,
+                key,
+                deleted,
+            } => OwnedPageChange::LeafMark {
+                index,
+                key: key.to_vec(),
+                deleted,
             },
             PageChange::NodeSplice {
                 level,
@@ -149,6 +170,15 @@ impl OwnedPageChange {
             OwnedPageChange::LeafDelete { index, key } => {
                 PageChange::LeafDelete { index: *index, key }
             }
+            OwnedPageChange::LeafMark {
+                index,
+                key,
+                deleted,
+            } => PageChange::LeafMark {
+                index: *index,
+                key,
+                deleted: *deleted,
+            },
             OwnedPageChange::NodeSplice {
                 level,
                 keep,
@@ -201,12 +231,28 @@ pub trait ChangeLog: Send + Sync + std::fmt::Debug {
 
     /// Called once per operation that is about to change a record, with the leaf that holds
     /// (or will hold) `key` latched exclusively and before any of the operation's page changes
-    /// is recorded: `before` is the record's value before the operation (`None`: the key is
-    /// absent, an insert). The instance logs its undo record here, from the leaf the operation
-    /// has latched anyway, instead of looking the key up once more.
-    fn before_change(&self, _key: &[u8], _before: Option<&[u8]>) -> crate::error::Result<()> {
+    /// is recorded: `before` is what the operation finds and what it will do ([`Before`]). The
+    /// instance logs its undo record here, from the leaf the operation has latched anyway,
+    /// instead of looking the key up once more.
+    fn before_change(&self, _key: &[u8], _before: Before<'_>) -> crate::error::Result<()> {
         Ok(())
     }
+}
+
+/// What an operation found under its key, and what it is about to do to it
+/// ([`ChangeLog::before_change`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Before<'a> {
+    /// No record: the operation inserts one.
+    Absent,
+    /// A live record with this value, which the operation replaces or removes.
+    Value(&'a [u8]),
+    /// A live record that the operation only marks deleted: its value stays on the page, so
+    /// undoing the operation needs only to clear the mark.
+    Marking,
+    /// A record marked deleted, with this value, which the operation brings back (an insert
+    /// over it, or clearing the mark) or removes.
+    Marked(&'a [u8]),
 }
 
 /// The change log used while there is no log: records nothing, returns log position 0.
@@ -275,6 +321,17 @@ pub fn apply(page_bytes: &mut [u8], change: &PageChange<'_>) -> Result<(), RedoE
                 || !node::leaf_remove_in_place(page_bytes, index)
             {
                 return Err(bad("deleted record not at its slot"));
+            }
+        }
+        PageChange::LeafMark {
+            index,
+            key,
+            deleted,
+        } => {
+            if node::leaf_search(page_bytes, key) != Some(Ok(index))
+                || !node::set_leaf_deleted(page_bytes, index, deleted)
+            {
+                return Err(bad("marked record not at its slot"));
             }
         }
         PageChange::NodeSplice {

@@ -359,9 +359,26 @@ impl Database {
         self.with_tree(|tree| tree.modify(Op::Replace { key, value }, 0))
     }
 
-    /// Removes a record. Returns false if the key is absent.
+    /// Removes a record (live or marked deleted). Returns false if the key is absent.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         self.with_tree(|tree| tree.modify(Op::Delete { key }, 0))
+    }
+
+    /// Marks a live record deleted and leaves it on its page (ESE's flag delete): reads no
+    /// longer see it, and [`Database::unmark`] brings it back. Returns false if the key is
+    /// absent or already marked.
+    pub fn mark_deleted(&self, key: &[u8]) -> Result<bool> {
+        self.with_tree(|tree| tree.modify(Op::MarkDeleted { key }, 0))
+    }
+
+    /// Clears the deletion mark of a record. Returns false if the key is absent or live.
+    pub fn unmark(&self, key: &[u8]) -> Result<bool> {
+        self.with_tree(|tree| tree.modify(Op::Unmark { key }, 0))
+    }
+
+    /// Removes a record marked deleted. Returns false if the key is absent or live.
+    pub fn purge(&self, key: &[u8]) -> Result<bool> {
+        self.with_tree(|tree| tree.modify(Op::Purge { key }, 0))
     }
 
     /// Like insert/replace/delete, with the log position of the log record that describes the

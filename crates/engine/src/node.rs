@@ -13,6 +13,12 @@
 //! entry 0 of an interior node is ignored (it stands for "anything below entry 1"), and is stored
 //! empty.
 //!
+//! The top bit of a leaf record's key length ([`DELETED_FLAG`]; keys are at most
+//! [`MAX_KEY_BYTES`]) marks the record deleted, as ESE's flag delete does (`fNDDeleted`): a
+//! transaction's delete only sets it, so undo needs no copy of the value, and the record is
+//! removed once the transaction has committed (`docs/design.md`, "Flag delete"). Reads skip marked
+//! records; every layout function below reports the key without the bit.
+//!
 //! Invariant: records are always packed (every change that removes bytes rebuilds the page), so
 //! free space is exactly `data_start - (80 + 2 * count)` and needs no fragmentation bookkeeping.
 //!
@@ -30,6 +36,9 @@ const OFFSET_DATA_START: usize = OFFSET_TYPE_SPECIFIC + 4;
 const SLOT_BYTES: usize = 2;
 const LEAF_RECORD_OVERHEAD: usize = 4;
 const INTERIOR_RECORD_OVERHEAD: usize = 6;
+
+/// Bit of a leaf record's key length that marks the record deleted (flag delete).
+pub const DELETED_FLAG: u16 = 0x8000;
 
 /// Longest key the tree accepts (keeps interior nodes wide even with 4 KiB pages).
 pub const MAX_KEY_BYTES: usize = 512;
@@ -126,10 +135,19 @@ fn slot(page: &[u8], i: usize) -> Option<usize> {
     page::get_u16(page, HEADER_SIZE + i * SLOT_BYTES).map(usize::from)
 }
 
-/// Entry `i` of a leaf: (key, value).
+/// The key length field of the leaf record at `offset`: (key length, marked deleted).
+fn leaf_key_len(page: &[u8], offset: usize) -> Option<(usize, bool)> {
+    let field = page::get_u16(page, offset)?;
+    Some((
+        usize::from(field & !DELETED_FLAG),
+        field & DELETED_FLAG != 0,
+    ))
+}
+
+/// Entry `i` of a leaf: (key, value), whether or not it is marked deleted.
 pub fn leaf_entry(page: &[u8], i: usize) -> Option<(&[u8], &[u8])> {
     let offset = slot(page, i)?;
-    let key_len = usize::from(page::get_u16(page, offset)?);
+    let (key_len, _) = leaf_key_len(page, offset)?;
     let value_len = usize::from(page::get_u16(page, offset + 2)?);
     let key_start = offset + LEAF_RECORD_OVERHEAD;
     let value_start = key_start + key_len;
@@ -138,10 +156,28 @@ pub fn leaf_entry(page: &[u8], i: usize) -> Option<(&[u8], &[u8])> {
     Some((key, value))
 }
 
+/// Whether leaf entry `i` is marked deleted.
+pub fn leaf_is_deleted(page: &[u8], i: usize) -> Option<bool> {
+    leaf_key_len(page, slot(page, i)?).map(|(_, deleted)| deleted)
+}
+
+/// Marks leaf entry `i` deleted or live, in place; false if there is no such entry.
+pub fn set_leaf_deleted(page: &mut [u8], i: usize, deleted: bool) -> bool {
+    let Some(offset) = slot(page, i) else {
+        return false;
+    };
+    let Some((key_len, _)) = leaf_key_len(page, offset) else {
+        return false;
+    };
+    let field = key_len as u16 | if deleted { DELETED_FLAG } else { 0 };
+    page::put_u16(page, offset, field);
+    true
+}
+
 /// Where the value of leaf entry `i` lies in the page (for replacing it in place).
 pub fn leaf_value_range(page: &[u8], i: usize) -> Option<std::ops::Range<usize>> {
     let offset = slot(page, i)?;
-    let key_len = usize::from(page::get_u16(page, offset)?);
+    let (key_len, _) = leaf_key_len(page, offset)?;
     let value_len = usize::from(page::get_u16(page, offset + 2)?);
     let start = offset + LEAF_RECORD_OVERHEAD + key_len;
     let range = start..start + value_len;
@@ -210,6 +246,8 @@ struct Item {
     value_at_or_child: u32,
     /// Leaf: the value's length; interior: 0.
     value_len: u32,
+    /// Leaf: the record is marked deleted ([`DELETED_FLAG`]).
+    deleted: bool,
 }
 
 impl Item {
@@ -220,7 +258,13 @@ impl Item {
             key_len: to_u32(key_len),
             value_at_or_child: to_u32(key_at + key_len),
             value_len: to_u32(value_len),
+            deleted: false,
         }
+    }
+
+    /// The same leaf entry marked deleted (or not).
+    fn marked(self, deleted: bool) -> Item {
+        Item { deleted, ..self }
     }
 
     /// The same entry with its bytes `base` further into the arena (another arena appended).
@@ -242,6 +286,7 @@ impl Item {
             key_len: to_u32(key_len),
             value_at_or_child: child,
             value_len: 0,
+            deleted: false,
         }
     }
 }
@@ -310,13 +355,14 @@ impl Entries {
         let mut items = Vec::with_capacity(n + 1);
         for i in 0..n {
             let offset = slot(page, i)?;
-            let key_len = usize::from(page::get_u16(page, offset)?);
             items.push(if leaf {
+                let (key_len, deleted) = leaf_key_len(page, offset)?;
                 let value_len = usize::from(page::get_u16(page, offset + 2)?);
                 let key_at = offset + LEAF_RECORD_OVERHEAD;
                 page.get(key_at..key_at + key_len + value_len)?;
-                Item::leaf(key_at, key_len, value_len)
+                Item::leaf(key_at, key_len, value_len).marked(deleted)
             } else {
+                let key_len = usize::from(page::get_u16(page, offset)?);
                 let child = page::get_u32(page, offset + 2)?;
                 let key_at = offset + INTERIOR_RECORD_OVERHEAD;
                 page.get(key_at..key_at + key_len)?;
@@ -359,6 +405,18 @@ impl Entries {
         self.arena.get(at..at + item.value_len as usize)
     }
 
+    /// Whether leaf entry `i` is marked deleted.
+    pub fn is_deleted(&self, i: usize) -> bool {
+        self.items.get(i).is_some_and(|item| item.deleted)
+    }
+
+    /// Marks leaf entry `i` deleted or live.
+    pub fn set_deleted(&mut self, i: usize, deleted: bool) {
+        if let Some(item) = self.items.get_mut(i).filter(|_| self.leaf) {
+            item.deleted = deleted;
+        }
+    }
+
     /// Child page of interior entry `i`.
     pub fn child(&self, i: usize) -> Option<u32> {
         let item = self.items.get(i).filter(|_| !self.leaf)?;
@@ -386,12 +444,14 @@ impl Entries {
         self.items.insert(i.min(self.items.len()), item);
     }
 
-    /// Replaces the value of leaf entry `i`.
+    /// Gives leaf entry `i` the value `value`; the entry is live afterwards (a value set on a
+    /// record marked deleted brings it back, as an insert over it does).
     pub fn set_value(&mut self, i: usize, value: &[u8]) {
         let at = self.push_bytes(value);
         if let Some(item) = self.items.get_mut(i) {
             item.value_at_or_child = at;
             item.value_len = to_u32(value.len());
+            item.deleted = false;
         }
     }
 
@@ -535,7 +595,8 @@ impl Entries {
             return;
         };
         let key = self.bytes_of(item);
-        page::put_u16(dst, 0, key.len() as u16);
+        let flag = if item.deleted { DELETED_FLAG } else { 0 };
+        page::put_u16(dst, 0, key.len() as u16 | flag);
         if self.leaf {
             let value = self.value(i).unwrap_or_default();
             page::put_u16(dst, 2, value.len() as u16);
@@ -566,13 +627,14 @@ impl Entries {
         let mut items = Vec::new();
         let mut at = 0usize;
         while at < bytes.len() {
-            let key_len = usize::from(page::get_u16(bytes, at)?);
             let item = if leaf {
+                let (key_len, deleted) = leaf_key_len(bytes, at)?;
                 let value_len = usize::from(page::get_u16(bytes, at + 2)?);
                 let key_at = at + LEAF_RECORD_OVERHEAD;
                 at = key_at + key_len + value_len;
-                Item::leaf(key_at, key_len, value_len)
+                Item::leaf(key_at, key_len, value_len).marked(deleted)
             } else {
+                let key_len = usize::from(page::get_u16(bytes, at)?);
                 let child = page::get_u32(bytes, at + 2)?;
                 let key_at = at + INTERIOR_RECORD_OVERHEAD;
                 at = key_at + key_len;
@@ -622,7 +684,7 @@ impl Entries {
             (Some(a), Some(b)) => {
                 self.bytes_of(a) == other.bytes_of(b)
                     && if self.leaf {
-                        self.value(i) == other.value(j)
+                        a.deleted == b.deleted && self.value(i) == other.value(j)
                     } else {
                         a.value_at_or_child == b.value_at_or_child
                     }
@@ -759,6 +821,7 @@ pub fn leaf_remove_in_place(page: &mut [u8], index: usize) -> bool {
 
 /// Gives leaf entry `index` (whose key is `key`) the value `value` without rebuilding the page:
 /// overwritten where it is if the size is the same, else removed and inserted again at its slot.
+/// The entry is live afterwards (a record marked deleted is brought back).
 /// Returns false (page untouched) if the new value does not fit or the node is malformed there.
 pub fn leaf_replace_in_place(page: &mut [u8], index: usize, key: &[u8], value: &[u8]) -> bool {
     let Some((old_key, old_value)) = leaf_entry(page, index) else {
@@ -772,7 +835,7 @@ pub fn leaf_replace_in_place(page: &mut [u8], index: usize, key: &[u8], value: &
             && let Some(dst) = page.get_mut(range)
         {
             dst.copy_from_slice(value);
-            return true;
+            return set_leaf_deleted(page, index, false);
         }
         return false;
     }
@@ -966,6 +1029,53 @@ mod tests {
         }
         assert!(!leaf_remove_in_place(&mut page, model.len()));
         assert!(!leaf_replace_in_place(&mut page, 0, b"not the key", b""));
+    }
+
+    /// A deletion mark is part of the record: it survives decoding, re-encoding, the records
+    /// of a splice and an in-place resize, a splice carries an entry whose mark changed, and a
+    /// value set on a marked entry makes it live again.
+    #[test]
+    fn deletion_marks_travel_with_their_records() {
+        let mut page = leaf(4096, &[(b"a", b"1"), (b"b", b"22"), (b"c", b"333")]);
+        assert!(set_leaf_deleted(&mut page, 1, true));
+        validate(&page).unwrap();
+        assert_eq!(leaf_search(&page, b"b"), Some(Ok(1)));
+        assert_eq!(leaf_entry(&page, 1), Some((&b"b"[..], &b"22"[..])));
+        assert_eq!(leaf_is_deleted(&page, 1), Some(true));
+        assert_eq!(leaf_is_deleted(&page, 0), Some(false));
+        let entries = Entries::decode(&page).unwrap();
+        assert!(entries.is_deleted(1) && !entries.is_deleted(2));
+        let mut again = vec![0u8; 4096];
+        entries.encode(&mut again, 0);
+        assert_eq!(leaf_is_deleted(&again, 1), Some(true));
+        let mut records = Vec::new();
+        entries.encode_records(0..3, &mut records);
+        assert_eq!(Entries::decode_records(&records, true).unwrap(), entries);
+        // Only the mark differs: the splice carries that one entry.
+        let mut unmarked = entries.clone();
+        unmarked.set_deleted(1, false);
+        assert_ne!(unmarked, entries);
+        assert_eq!(splice_between(&entries, &unmarked).inserted, 1..2);
+        // An in-place insert beside a marked record keeps its mark; a replace clears it.
+        assert!(leaf_insert_in_place(&mut page, 2, b"bb", b"x"));
+        assert_eq!(leaf_is_deleted(&page, 1), Some(true));
+        assert!(leaf_remove_in_place(&mut page, 0));
+        assert_eq!(leaf_is_deleted(&page, 0), Some(true));
+        assert!(leaf_replace_in_place(&mut page, 0, b"b", b"99"));
+        assert_eq!(leaf_is_deleted(&page, 0), Some(false));
+        assert!(set_leaf_deleted(&mut page, 0, true));
+        assert!(leaf_replace_in_place(&mut page, 0, b"b", b"a longer value"));
+        assert_eq!(
+            leaf_entry(&page, 0),
+            Some((&b"b"[..], &b"a longer value"[..]))
+        );
+        assert_eq!(leaf_is_deleted(&page, 0), Some(false));
+        validate(&page).unwrap();
+        let mut decoded = Entries::decode(&page).unwrap();
+        decoded.set_deleted(1, true);
+        decoded.set_value(1, b"new");
+        assert!(!decoded.is_deleted(1));
+        assert!(!set_leaf_deleted(&mut page, 9, true));
     }
 
     #[test]

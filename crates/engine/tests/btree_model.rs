@@ -31,12 +31,28 @@ fn value(rng: &mut StdRng, max: usize) -> Vec<u8> {
     vec![byte; len]
 }
 
+/// The live records of the model (those not marked deleted).
+fn live(model: &BTreeMap<Vec<u8>, (Vec<u8>, bool)>) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    model
+        .iter()
+        .filter(|(_, (_, marked))| !marked)
+        .map(|(k, (v, _))| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn marked(model: &BTreeMap<Vec<u8>, (Vec<u8>, bool)>) -> u64 {
+    model.values().filter(|(_, marked)| *marked).count() as u64
+}
+
+/// Random inserts, deletes, replaces, reads and scans, and flag deletes (mark, unmark, purge),
+/// against a model of (value, marked deleted) per key: reads see exactly the live records, and
+/// the tree's walk counts the live and the marked ones.
 fn run(page_size: usize, seed: u64, steps: usize, cycles: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (backend, path) = mem();
     let options = small_options(page_size, 24);
     let mut db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
-    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut model: BTreeMap<Vec<u8>, (Vec<u8>, bool)> = BTreeMap::new();
     let max = db.max_record_bytes() - 16;
     let key_space = rng.random_range(50..2000);
     for cycle in 0..cycles {
@@ -44,46 +60,82 @@ fn run(page_size: usize, seed: u64, steps: usize, cycles: usize) {
             let context = format!("seed {seed}, page size {page_size}, cycle {cycle}, step {step}");
             if step % 50 == 0 || std::env::var_os("JETPROOF_CHECK_EVERY_STEP").is_some() {
                 let stats = db.check().unwrap_or_else(|e| panic!("{context}: {e}"));
-                assert_eq!(stats.records, model.len() as u64, "{context}");
+                assert_eq!(stats.records, live(&model).len() as u64, "{context}");
+                assert_eq!(stats.marked_records, marked(&model), "{context}");
             }
             match rng.random_range(0..100) {
                 0..40 => {
                     let k = key(&mut rng, key_space);
                     let v = value(&mut rng, max - k.len());
                     let inserted = db.insert(&k, &v).unwrap();
-                    assert_eq!(inserted, !model.contains_key(&k), "{context}");
-                    model.entry(k).or_insert(v);
+                    let was_live = model.get(&k).is_some_and(|(_, marked)| !marked);
+                    assert_eq!(inserted, !was_live, "{context}");
+                    if inserted {
+                        model.insert(k, (v, false));
+                    }
                 }
-                40..60 => {
+                40..52 => {
                     let k = key(&mut rng, key_space);
                     let deleted = db.delete(&k).unwrap();
                     assert_eq!(deleted, model.remove(&k).is_some(), "{context}");
+                }
+                52..60 => {
+                    let k = key(&mut rng, key_space);
+                    let state = model.get(&k).map(|(_, marked)| *marked);
+                    match rng.random_range(0..3) {
+                        0 => {
+                            let done = db.mark_deleted(&k).unwrap();
+                            assert_eq!(done, state == Some(false), "{context}: mark");
+                            if let Some(entry) = model.get_mut(&k) {
+                                entry.1 = true;
+                            }
+                        }
+                        1 => {
+                            let done = db.unmark(&k).unwrap();
+                            assert_eq!(done, state == Some(true), "{context}: unmark");
+                            if let Some(entry) = model.get_mut(&k) {
+                                entry.1 = false;
+                            }
+                        }
+                        _ => {
+                            let done = db.purge(&k).unwrap();
+                            assert_eq!(done, state == Some(true), "{context}: purge");
+                            if done {
+                                model.remove(&k);
+                            }
+                        }
+                    }
                 }
                 60..70 => {
                     let k = key(&mut rng, key_space);
                     let mut v = value(&mut rng, max - k.len());
                     // Half of the replaces keep the length: the in-place path.
-                    if let Some(old) = model.get(&k)
+                    if let Some((old, _)) = model.get(&k)
                         && rng.random_bool(0.5)
                     {
                         v.resize(old.len(), v.first().copied().unwrap_or(1));
                         v.fill(rng.random());
                     }
                     let replaced = db.replace(&k, &v).unwrap();
-                    assert_eq!(replaced, model.contains_key(&k), "{context}");
-                    if let Some(slot) = model.get_mut(&k) {
-                        *slot = v;
+                    let was_live = model.get(&k).is_some_and(|(_, marked)| !marked);
+                    assert_eq!(replaced, was_live, "{context}");
+                    if was_live {
+                        model.insert(k, (v, false));
                     }
                 }
                 70..95 => {
                     let k = key(&mut rng, key_space);
-                    assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "{context}");
+                    assert_eq!(
+                        db.get(&k).unwrap(),
+                        live(&model).get(&k).cloned(),
+                        "{context}"
+                    );
                 }
                 _ => {
                     let k = key(&mut rng, key_space);
                     let limit = rng.random_range(1..40);
                     let got = db.scan(&k, limit).unwrap();
-                    let want: Vec<_> = model
+                    let want: Vec<_> = live(&model)
                         .range(k..)
                         .take(limit)
                         .map(|(k, v)| (k.clone(), v.clone()))
@@ -101,25 +153,30 @@ fn run(page_size: usize, seed: u64, steps: usize, cycles: usize) {
         let stats = db.check().unwrap();
         assert_eq!(
             stats.records,
-            model.len() as u64,
+            live(&model).len() as u64,
+            "seed {seed} cycle {cycle}"
+        );
+        assert_eq!(
+            stats.marked_records,
+            marked(&model),
             "seed {seed} cycle {cycle}"
         );
         db.close().unwrap();
         db = Database::open(backend.as_ref(), path, options.clone()).unwrap();
         let all = db.scan(b"", usize::MAX).unwrap();
-        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let want: Vec<_> = live(&model).into_iter().collect();
         assert_eq!(all.len(), want.len(), "seed {seed} after reopen {cycle}");
         assert!(
             all == want,
             "seed {seed}: content differs after reopen {cycle}"
         );
     }
-    // Delete everything: merges all the way down to a root leaf.
+    // Delete everything (marked records too): merges all the way down to a root leaf.
     for k in model.keys() {
         assert!(db.delete(k).unwrap(), "seed {seed}");
     }
     let stats = db.check().unwrap();
-    assert_eq!(stats.records, 0, "seed {seed}");
+    assert_eq!((stats.records, stats.marked_records), (0, 0), "seed {seed}");
     assert!(
         stats.height <= 2,
         "seed {seed}: tree did not shrink: {stats:?}"

@@ -53,7 +53,8 @@ fn run(page_size: usize, seed: u64) {
     let db = Database::open(backend.as_ref(), path, options.clone()).unwrap();
     let recorder = Arc::new(Recorder::default());
     db.set_change_log(recorder.clone());
-    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    // Value and whether the record is marked deleted (flag delete).
+    let mut model: BTreeMap<Vec<u8>, (Vec<u8>, bool)> = BTreeMap::new();
     let max = db.max_record_bytes() - 8;
     for _ in 0..1500 {
         let key = rng.random_range(0..400u64).to_be_bytes().to_vec();
@@ -63,24 +64,43 @@ fn run(page_size: usize, seed: u64) {
             rng.random_range(1..max / 6)
         };
         let value = vec![rng.random::<u8>(); len];
-        match rng.random_range(0..10) {
+        match rng.random_range(0..12) {
             0..5 => {
                 if db.insert(&key, &value).unwrap() {
-                    model.insert(key, value);
+                    model.insert(key, (value, false));
                 }
             }
-            5..8 => {
+            5..7 => {
                 if db.delete(&key).unwrap() {
+                    model.remove(&key);
+                }
+            }
+            7 => {
+                if db.mark_deleted(&key).unwrap()
+                    && let Some(entry) = model.get_mut(&key)
+                {
+                    entry.1 = true;
+                }
+            }
+            8 => {
+                if db.unmark(&key).unwrap()
+                    && let Some(entry) = model.get_mut(&key)
+                {
+                    entry.1 = false;
+                }
+            }
+            9 => {
+                if db.purge(&key).unwrap() {
                     model.remove(&key);
                 }
             }
             _ => {
                 let value = match model.get(&key) {
-                    Some(old) if rng.random_bool(0.5) => vec![rng.random(); old.len()],
+                    Some((old, _)) if rng.random_bool(0.5) => vec![rng.random(); old.len()],
                     _ => value,
                 };
                 if db.replace(&key, &value).unwrap() {
-                    model.insert(key, value);
+                    model.insert(key, (value, false));
                 }
             }
         }
@@ -135,7 +155,15 @@ fn run(page_size: usize, seed: u64) {
     let db = Database::open(recovered.as_ref(), path, dirty_ok).unwrap();
     db.advance_update_stamp(max_stamp);
     let stats = db.check().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let marked = model.values().filter(|(_, marked)| *marked).count();
+    let model: BTreeMap<Vec<u8>, Vec<u8>> = model
+        .into_iter()
+        .filter(|(_, (_, marked))| !marked)
+        .map(|(k, (v, _))| (k, v))
+        .collect();
     assert_eq!(stats.records, model.len() as u64, "seed {seed}");
+    assert_eq!(stats.marked_records, marked as u64, "seed {seed}");
+    assert!(marked > 0, "seed {seed}: no record left marked deleted");
     let all = db.scan(b"", usize::MAX).unwrap();
     assert!(
         all.into_iter().eq(model.clone()),
@@ -283,8 +311,8 @@ fn a_change_log_failure_poisons_the_database() {
 
 /// Every kind of page change, redone in order over the pages as they were before the first
 /// change, gives byte for byte (after sealing) the pages the live engine wrote: redo of a node
-/// splice, an image (new right halves, freed pages), a leaf insert, replace or delete and a map
-/// bit is exact, not merely equivalent. Random inserts (some large, so leaves split), deletes
+/// splice, an image (new right halves, freed pages), a leaf insert, replace, delete or deletion
+/// mark and a map bit is exact, not merely equivalent. Random inserts (some large, so leaves split), deletes
 /// (so they merge) and replaces of either size; the test checks each kind occurred.
 #[test]
 fn redo_over_the_pre_state_gives_the_live_bytes() {
@@ -323,9 +351,17 @@ fn redo_over_the_pre_state_gives_the_live_bytes() {
             };
             let value = vec![rng.random::<u8>(); len];
             if rng.random_bool(insert_share) {
+                // Also brings back a record marked deleted.
                 db.insert(&key, &value).unwrap();
-            } else if rng.random_bool(0.7) {
+            } else if rng.random_bool(0.5) {
                 db.delete(&key).unwrap();
+            } else if rng.random_bool(0.4) {
+                // Flag delete: marks, and the marks' undo and cleanup.
+                match rng.random_range(0..3) {
+                    0 => db.mark_deleted(&key).unwrap(),
+                    1 => db.unmark(&key).unwrap(),
+                    _ => db.purge(&key).unwrap(),
+                };
             } else {
                 let same_size = db
                     .get(&key)
@@ -398,6 +434,11 @@ fn redo_over_the_pre_state_gives_the_live_bytes() {
             OwnedPageChange::LeafDelete {
                 index: 0,
                 key: Vec::new(),
+            },
+            OwnedPageChange::LeafMark {
+                index: 0,
+                key: Vec::new(),
+                deleted: true,
             },
             OwnedPageChange::NodeSplice {
                 level: 0,

@@ -49,6 +49,8 @@ fn kind(change: &OwnedPageChange) -> String {
         OwnedPageChange::LeafInsert { .. } => "leaf insert".into(),
         OwnedPageChange::LeafReplace { .. } => "leaf replace".into(),
         OwnedPageChange::LeafDelete { .. } => "leaf delete".into(),
+        OwnedPageChange::LeafMark { deleted: true, .. } => "leaf mark deleted".into(),
+        OwnedPageChange::LeafMark { deleted: false, .. } => "leaf unmark".into(),
         OwnedPageChange::NodeSplice { level: 0, .. } => "node splice (leaf)".into(),
         OwnedPageChange::NodeSplice { .. } => "node splice (interior)".into(),
         OwnedPageChange::MapBit { .. } => "space map bit".into(),
@@ -94,6 +96,7 @@ fn main() {
     let mut by_kind: BTreeMap<String, Tally> = BTreeMap::new();
     let mut undo_before = Tally::default();
     let mut undo_absent = Tally::default();
+    let mut undo_marked = Tally::default();
     let mut group_members = 0u64;
     let mut total = Tally::default();
     let mut commits = 0u64;
@@ -152,10 +155,12 @@ fn main() {
                 "group (split or merge)"
             }
             RECORD_UNDO => {
-                match undo::decode_undo(payload) {
-                    Ok(entry) if entry.before.is_some() => undo_before.add(framed as usize),
-                    Ok(_) => undo_absent.add(framed as usize),
-                    Err(_) => {}
+                if let Ok(entry) = undo::decode_undo(payload) {
+                    match entry.before {
+                        undo::Prior::Value(_) => undo_before.add(framed as usize),
+                        undo::Prior::Absent => undo_absent.add(framed as usize),
+                        undo::Prior::Marked => undo_marked.add(framed as usize),
+                    }
                 }
                 "undo"
             }
@@ -191,11 +196,13 @@ fn main() {
     }
     println!();
     println!(
-        "undo records: {} with the key's prior value ({:.0} bytes each), {} for keys that did not exist ({:.0} bytes each)",
+        "undo records: {} with the key's prior value ({:.0} bytes each), {} for keys that did not exist ({:.0} bytes each), {} for flag deletes ({:.0} bytes each)",
         undo_before.count,
         undo_before.bytes as f64 / undo_before.count.max(1) as f64,
         undo_absent.count,
-        undo_absent.bytes as f64 / undo_absent.count.max(1) as f64
+        undo_absent.bytes as f64 / undo_absent.count.max(1) as f64,
+        undo_marked.count,
+        undo_marked.bytes as f64 / undo_marked.count.max(1) as f64
     );
     println!(
         "groups: {} members in {} group records",

@@ -36,6 +36,10 @@ pub enum InstanceError {
     /// `JET_errWriteConflict`); the caller rolls back its transaction and may try again.
     #[error("write conflict on key {key}: transaction {holder} has changed it and is still open")]
     WriteConflict { key: String, holder: u64 },
+    /// Undo could not restore a key's state before the transaction (the database does not hold
+    /// what the transaction left).
+    #[error("cannot take back the change to key {key}: {reason}")]
+    UndoFailed { key: String, reason: String },
     #[error("invalid instance option `{field}`: {reason}")]
     InvalidOption { field: &'static str, reason: String },
 }

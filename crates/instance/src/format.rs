@@ -31,6 +31,8 @@ const KIND_MAP_BIT: u8 = 5;
 const KIND_LEAF_REPLACE: u8 = 6;
 const KIND_LEAF_DELETE: u8 = 7;
 const KIND_NODE_SPLICE: u8 = 8;
+/// A record marked deleted (flags bit 0 set) or its mark cleared: the key only.
+const KIND_LEAF_MARK: u8 = 9;
 
 /// The largest page an image may describe (the largest page size), so a damaged hole length
 /// cannot ask for a huge allocation.
@@ -160,6 +162,18 @@ pub fn append_page_change(
             (KIND_LEAF_REPLACE, 0, index as u64, key, value, &[])
         }
         PageChange::LeafDelete { index, key } => (KIND_LEAF_DELETE, 0, index as u64, key, &[], &[]),
+        PageChange::LeafMark {
+            index,
+            key,
+            deleted,
+        } => (
+            KIND_LEAF_MARK,
+            u8::from(deleted),
+            index as u64,
+            key,
+            &[],
+            &[],
+        ),
         // The index field packs the splice: keep, at, remove, level (u16 each, low to high).
         PageChange::NodeSplice {
             level,
@@ -327,6 +341,15 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
                 key: key.to_vec(),
             }
         }
+        KIND_LEAF_MARK => {
+            expect_empty(first, first_len)?;
+            expect_empty(second, second_len)?;
+            OwnedPageChange::LeafMark {
+                index: index()?,
+                key: key.to_vec(),
+                deleted: flags & 1 == 1,
+            }
+        }
         KIND_NODE_SPLICE => {
             expect_empty(key, key_len)?;
             expect_empty(second, second_len)?;
@@ -394,6 +417,16 @@ mod tests {
             OwnedPageChange::LeafDelete {
                 index: 12,
                 key: b"gone".to_vec(),
+            },
+            OwnedPageChange::LeafMark {
+                index: 4,
+                key: b"marked".to_vec(),
+                deleted: true,
+            },
+            OwnedPageChange::LeafMark {
+                index: 0,
+                key: b"back".to_vec(),
+                deleted: false,
             },
             OwnedPageChange::NodeSplice {
                 level: 3,

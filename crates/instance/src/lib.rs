@@ -21,6 +21,10 @@
 //!   [`InstanceError::WriteConflict`]. [`Instance::rollback`], [`Instance::close`] (for
 //!   transactions still open) and recovery (for transactions with no commit record) restore
 //!   those states through the engine and log a rollback record.
+//! * **Flag delete**: [`Instance::delete`] only marks the record deleted (its undo record needs
+//!   no value); the commit removes the records its transaction marked (the purge, ESE's version
+//!   store cleanup), before it releases their keys, and recovery purges marks whose purge did not
+//!   reach the log (`docs/design.md`, "Flag delete").
 //! * **Clean shutdown** ([`Instance::close`]): open transactions rolled back, pages and log
 //!   flushed, a checkpoint at the log's end, the database header given that recovery position
 //!   and marked clean. Dropping an instance
@@ -48,7 +52,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jetproof_engine::change::{ChangeLog, PageChange};
+use jetproof_engine::change::{Before, ChangeLog, PageChange};
 use jetproof_engine::{
     Database, DatabaseOptions, DbHeader, DbState, EngineError, LogPosition, WriteAheadGate,
 };
@@ -59,7 +63,7 @@ use parking_lot::{Condvar, Mutex};
 
 pub use error::{InstanceError, Result};
 pub use recovery::{RecoveryReport, recover};
-pub use undo::UndoEntry;
+pub use undo::{Prior, UndoEntry};
 
 /// How an instance is created or opened.
 #[derive(Clone, Debug)]
@@ -130,8 +134,12 @@ pub struct InstanceCounters {
     pub page_change_records: AtomicU64,
     pub depth_flushes: AtomicU64,
     pub checkpoint_writes: AtomicU64,
-    /// Undo records logged (one per key per transaction).
+    /// Undo records logged (one per key per transaction, and one more for a key the
+    /// transaction deleted and then inserted again).
     pub undo_records: AtomicU64,
+    /// Records marked deleted that were removed after their transaction committed (or by
+    /// recovery).
+    pub records_purged: AtomicU64,
     /// Transactions taken back (by [`Instance::rollback`], at close, or by recovery).
     pub transactions_rolled_back: AtomicU64,
     /// Writes refused because another open transaction had changed the key.
@@ -139,11 +147,13 @@ pub struct InstanceCounters {
 }
 
 /// A session's transaction on one instance.
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone, Debug)]
 struct ThreadTransaction {
     instance: u64,
     id: u64,
     page_changes: u64,
+    /// Keys this transaction marked deleted: the commit purges them.
+    marked: Vec<Vec<u8>>,
 }
 
 thread_local! {
@@ -167,13 +177,16 @@ thread_local! {
 /// Whether the write running on this thread must log its key's prior state, and what it was.
 #[derive(Debug, Default)]
 enum UndoSlot {
-    /// No write wants an undo record (a repeat write of a key, a rollback's restore, recovery).
+    /// No write wants an undo record (a rollback's restore, a purge, recovery).
     #[default]
     Idle,
     /// The first write of a key in its transaction: the hook logs the undo record.
     Wanted,
+    /// A later write of a key in its transaction: an undo record only if it brings back a record
+    /// the transaction marked deleted (its value is about to be overwritten).
+    Repeat,
     /// The hook logged it (or tried to): the key's prior state, for rollback.
-    Taken(Option<Vec<u8>>),
+    Taken(Prior),
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -248,23 +261,30 @@ impl ChangeLog for LogSink {
         GROUP.with_borrow_mut(group::GroupBuilder::discard);
     }
 
-    fn before_change(
-        &self,
-        key: &[u8],
-        before: Option<&[u8]>,
-    ) -> jetproof_engine::error::Result<()> {
-        if !UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Wanted)) {
+    fn before_change(&self, key: &[u8], before: Before<'_>) -> jetproof_engine::error::Result<()> {
+        let prior = UNDO.with_borrow(|slot| match (slot, before) {
+            (UndoSlot::Wanted, Before::Absent) => Some(Prior::Absent),
+            (UndoSlot::Wanted, Before::Value(v)) => Some(Prior::Value(v.to_vec())),
+            (UndoSlot::Wanted, Before::Marking) => Some(Prior::Marked),
+            // A record marked deleted that no open transaction holds is a committed delete
+            // whose purge has not run (it was lost in a crash, or failed): the key was absent.
+            (UndoSlot::Wanted, Before::Marked(_)) => Some(Prior::Absent),
+            // This transaction marked the record and now overwrites it: its value is needed.
+            (UndoSlot::Repeat, Before::Marked(v)) => Some(Prior::Value(v.to_vec())),
+            _ => None,
+        });
+        let Some(prior) = prior else {
             return Ok(());
-        }
-        UNDO.set(UndoSlot::Taken(before.map(<[u8]>::to_vec)));
+        };
         let appended = SCRATCH.with_borrow_mut(|buffer| {
-            undo::encode_undo(key, before, buffer);
+            undo::encode_undo(key, &prior, buffer);
             self.log.append(&Record {
                 record_type: undo::RECORD_UNDO,
                 transaction_id: CURRENT.get(),
                 payload: buffer,
             })
         });
+        UNDO.set(UndoSlot::Taken(prior));
         appended.map(|_| ()).map_err(|e| log_failure(&self.dir, &e))
     }
 }
@@ -532,6 +552,7 @@ impl Instance {
                 instance,
                 id,
                 page_changes: 0,
+                marked: Vec::new(),
             });
         });
         id
@@ -586,13 +607,10 @@ impl Instance {
         write: impl FnOnce(&Database) -> jetproof_engine::error::Result<bool>,
     ) -> Result<bool> {
         let id = self.current_transaction();
-        {
+        let first = {
             let mut locks = self.shared.locks.lock();
             match locks.get(key) {
-                Some(&holder) if holder == id => {
-                    drop(locks);
-                    return self.in_transaction(write);
-                }
+                Some(&holder) if holder == id => false,
                 Some(&holder) => {
                     drop(locks);
                     self.shared
@@ -606,11 +624,16 @@ impl Instance {
                 }
                 None => {
                     locks.insert(key.to_vec(), id);
+                    true
                 }
             }
-        }
+        };
         // The key is ours: nobody else can change it between the hook's read and the write.
-        UNDO.set(UndoSlot::Wanted);
+        UNDO.set(if first {
+            UndoSlot::Wanted
+        } else {
+            UndoSlot::Repeat
+        });
         let result = self.in_transaction(write);
         match UNDO.replace(UndoSlot::Idle) {
             // Registered even if the undo record's append (or the write) failed: whatever
@@ -635,6 +658,8 @@ impl Instance {
             UndoSlot::Wanted | UndoSlot::Idle => {
                 self.shared.locks.lock().remove(key);
             }
+            // A later write keeps the key it locked before.
+            UndoSlot::Repeat => {}
         }
         result
     }
@@ -649,9 +674,20 @@ impl Instance {
         self.write(key, |db| db.replace(key, value))
     }
 
-    /// Removes a record in this thread's transaction; false if the key is absent.
+    /// Deletes a record in this thread's transaction; false if the key is absent. The record is
+    /// only marked deleted (reads no longer see it; undo clears the mark) and is removed when the
+    /// transaction commits.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.write(key, |db| db.delete(key))
+        let marked = self.write(key, |db| db.mark_deleted(key))?;
+        if marked {
+            let instance = self.shared.id;
+            TRANSACTIONS.with_borrow_mut(|all| {
+                if let Some(t) = all.iter_mut().find(|t| t.instance == instance) {
+                    t.marked.push(key.to_vec());
+                }
+            });
+        }
+        Ok(marked)
     }
 
     /// Reads a record (reads log nothing, and begin no transaction).
@@ -688,16 +724,28 @@ impl Instance {
                 })
                 .map(Some)
         };
+        // Committed: the records it marked deleted are removed now, while their keys are still
+        // locked (no other transaction can have brought one back or marked it again). The purge
+        // is logged after the commit record as no transaction's (id 0), as ESE's version-store
+        // cleanup is: it is never taken back, and a checkpoint that falls between the commit
+        // record and the purge must not make recovery see a transaction without its commit.
+        // A crash that loses the purge leaves the marks, which recovery purges.
+        let purged = match &result {
+            Ok(Some(_)) => self.purge(&transaction.marked),
+            _ => Ok(()),
+        };
         // Appended (or failed): the transaction no longer holds its keys (a later change of
-        // them is logged after this commit record), and holds the checkpoint back only until
-        // the commit record is durable.
-        if let Ok(Some(lsn)) = &result {
-            self.shared.hold_until_durable(transaction.id, *lsn);
+        // them is logged after this commit record and its purge), and holds the checkpoint back
+        // only until they are durable.
+        if let Ok(Some(_)) = &result {
+            let end = self.shared.log.end_lsn();
+            self.shared.hold_until_durable(transaction.id, end);
         }
         self.shared.end_transaction(transaction.id);
         let Some(lsn) = result? else {
             return Ok(None);
         };
+        purged?;
         let counters = &self.shared.counters;
         counters.commit_records.fetch_add(1, Ordering::Relaxed);
         let durability = if lazy {
@@ -710,6 +758,27 @@ impl Instance {
             .transactions_committed
             .fetch_add(1, Ordering::Relaxed);
         Ok(Some(lsn))
+    }
+
+    /// Removes the records in `keys` that are still marked deleted, logged as no transaction's
+    /// (id 0: a committed transaction's cleanup, or recovery's). No undo record: a purge is
+    /// never taken back.
+    pub(crate) fn purge(&self, keys: &[Vec<u8>]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let (result, _) = self.logged_as(0, |db| {
+            let mut purged = 0u64;
+            for key in keys {
+                purged += u64::from(db.purge(key)?);
+            }
+            Ok(purged)
+        });
+        self.shared
+            .counters
+            .records_purged
+            .fetch_add(result?, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Takes back this thread's transaction: every key it changed is restored to its state
@@ -751,21 +820,37 @@ impl Instance {
         for entry in entries.iter().rev() {
             let key = entry.key.as_slice();
             let (result, _) = self.logged_as(id, |db| {
-                match (db.get(key)?, entry.before.as_deref()) {
-                    (Some(_), None) => {
+                Ok(match &entry.before {
+                    // Whatever the key holds, live or marked deleted, goes.
+                    Prior::Absent => {
                         db.delete(key)?;
+                        true
                     }
-                    (None, Some(value)) => {
-                        db.insert(key, value)?;
+                    Prior::Value(value) => {
+                        match db.get(key)? {
+                            Some(now) if now == *value => {}
+                            Some(_) => {
+                                db.replace(key, value)?;
+                            }
+                            // Absent or marked deleted: an insert brings a marked record back.
+                            None => {
+                                db.insert(key, value)?;
+                            }
+                        }
+                        true
                     }
-                    (Some(now), Some(value)) if now != value => {
-                        db.replace(key, value)?;
-                    }
-                    _ => {}
-                }
-                Ok(())
+                    // The record is still on its page: clear its mark (already live after a
+                    // partial rollback: nothing to do). Gone would mean it was purged while
+                    // this transaction held the key, which cannot happen.
+                    Prior::Marked => db.unmark(key)? || db.get(key)?.is_some(),
+                })
             });
-            result?;
+            if !result? {
+                return Err(InstanceError::UndoFailed {
+                    key: hex(key),
+                    reason: "the record this transaction marked deleted is gone".into(),
+                });
+            }
         }
         let end = self.shared.log.append(&Record {
             record_type: undo::RECORD_ROLLBACK,

@@ -22,12 +22,13 @@
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use jetproof_engine::change;
+use jetproof_engine::change::{self, OwnedPageChange};
 use jetproof_engine::{DbHeader, DbState, checksum};
 use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
@@ -115,6 +116,9 @@ pub struct RecoveryReport {
     pub transactions_rolled_back: u64,
     /// Undo entries restored (one per key per transaction taken back).
     pub undo_entries: u64,
+    /// Records still marked deleted after undo (committed deletes whose purge did not reach
+    /// the log), removed.
+    pub records_purged: u64,
     /// CPU time of the recovering thread (redo and undo), seconds.
     pub cpu_seconds: f64,
     /// Structural changes whose last part never reached the log, left out (`crate::group`).
@@ -219,6 +223,11 @@ pub fn recover_with(
     let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
     // Parts of each transaction's group (structural change) read so far.
     let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
+    // Keys marked deleted by the replayed records and not seen removed or brought back since
+    // (a purge, an insert over the mark, its undo): those still marked once the losers are taken
+    // back belong to committed deletes whose purge was lost, and are purged. (A purge that
+    // merged leaves is a node splice, which names no key: that key is looked up for nothing.)
+    let mut marked: HashSet<Vec<u8>> = HashSet::new();
     let cpu_started = jetproof_io::sample::thread_cpu_time();
     let mut max_stamp = 0u64;
     // The records read and decoded ahead of the one being redone, whose pages are asked for
@@ -306,6 +315,21 @@ pub fn recover_with(
                     if transaction_id != 0 {
                         open.insert(transaction_id);
                     }
+                    match &change {
+                        OwnedPageChange::LeafMark {
+                            key, deleted: true, ..
+                        } => {
+                            marked.insert(key.clone());
+                        }
+                        OwnedPageChange::LeafMark { key, .. }
+                        | OwnedPageChange::LeafDelete { key, .. }
+                        | OwnedPageChange::LeafReplace { key, .. }
+                            if !marked.is_empty() =>
+                        {
+                            marked.remove(key);
+                        }
+                        _ => {}
+                    }
                     max_stamp = max_stamp.max(update_stamp);
                     let bytes = pages.get(page)?;
                     let applied =
@@ -358,6 +382,13 @@ pub fn recover_with(
         report.transactions_rolled_back += 1;
         report.undo_entries += entries.len() as u64;
     }
+    // No transaction is open now: every record still marked deleted is a committed delete.
+    let mut marked: Vec<Vec<u8>> = marked.into_iter().collect();
+    marked.sort_unstable();
+    let purged_before = instance.counters().records_purged.load(Ordering::Relaxed);
+    instance.purge(&marked)?;
+    report.records_purged =
+        instance.counters().records_purged.load(Ordering::Relaxed) - purged_before;
     instance.close()?;
     report.cpu_seconds = jetproof_io::sample::thread_cpu_time()
         .saturating_sub(cpu_started)

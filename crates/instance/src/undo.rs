@@ -4,10 +4,20 @@
 //! page, and splits and merges move records between pages without saying which. Undo is
 //! therefore logical, as ESE's is (its version store keeps the before image of each operation,
 //! and recovery rebuilds it from the log): before a transaction first changes a key, the instance
-//! logs one [`RECORD_UNDO`] record with the key's state before the transaction (absent, or its
-//! value). Taking the transaction back restores every such key to that state through the engine,
-//! in reverse order, which logs ordinary page changes tagged with the transaction's id; a
-//! [`RECORD_ROLLBACK`] record then ends the transaction.
+//! logs one [`RECORD_UNDO`] record with the key's state before the transaction ([`Prior`]:
+//! absent, its value, or, for a delete, only that the record was live). Taking the transaction
+//! back restores every such key to that state through the engine, in reverse order, which logs
+//! ordinary page changes tagged with the transaction's id; a [`RECORD_ROLLBACK`] record then ends
+//! the transaction.
+//!
+//! A delete is a flag delete, as in ESE (`docs/design.md`, "Flag delete"): it only marks the
+//! record deleted, so its undo record carries no value ([`Prior::Marked`]: clearing the mark
+//! restores it), and the record is removed once the transaction has committed. ESE's version
+//! store likewise keeps no before-image for a flag delete, the node itself being the before-image.
+//! The one case that needs a value after all: a transaction that deleted a record and then
+//! inserts the key again overwrites the marked record, so that insert logs the marked record's
+//! value ([`Prior::Value`]) as a second undo record of the key; taken back first, it restores the
+//! value, and the first record then finds the record live.
 //!
 //! Why this is safe to repeat, so a crash in the middle of a rollback (or of recovery's undo) is
 //! finished by the next recovery: a restore sets a key to an absolute state ("absent", or
@@ -31,21 +41,47 @@ pub const RECORD_ROLLBACK: u8 = 4;
 pub const UNDO_HEADER_BYTES: usize = 9;
 
 const FLAG_PRESENT: u8 = 1;
+const FLAG_MARKED: u8 = 2;
+
+/// A key's state before a transaction changed it, as undo restores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prior {
+    /// There was no live record: undo removes whatever the key holds.
+    Absent,
+    /// The record had this value: undo gives it back, live.
+    Value(Vec<u8>),
+    /// The record was live and the transaction marked it deleted (flag delete): its value is
+    /// still on the page, and undo clears the mark.
+    Marked,
+}
+
+impl Prior {
+    /// The value the payload carries, if any.
+    pub fn value(&self) -> Option<&[u8]> {
+        match self {
+            Prior::Value(v) => Some(v),
+            Prior::Absent | Prior::Marked => None,
+        }
+    }
+}
 
 /// One key's state before a transaction changed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UndoEntry {
     pub key: Vec<u8>,
-    /// The value it had, or `None` when it did not exist.
-    pub before: Option<Vec<u8>>,
+    pub before: Prior,
 }
 
 /// Appends the payload of an undo record to `out` (cleared first).
-pub fn encode_undo(key: &[u8], before: Option<&[u8]>, out: &mut Vec<u8>) {
-    let value = before.unwrap_or(&[]);
+pub fn encode_undo(key: &[u8], before: &Prior, out: &mut Vec<u8>) {
+    let value = before.value().unwrap_or(&[]);
     out.clear();
     out.reserve(UNDO_HEADER_BYTES + key.len() + value.len());
-    out.push(if before.is_some() { FLAG_PRESENT } else { 0 });
+    out.push(match before {
+        Prior::Absent => 0,
+        Prior::Value(_) => FLAG_PRESENT,
+        Prior::Marked => FLAG_MARKED,
+    });
     // Keys and values fit a page (at most 32 KiB), so their lengths fit in 32 bits.
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(&(value.len() as u32).to_le_bytes());
@@ -88,12 +124,12 @@ pub fn decode_undo(payload: &[u8]) -> Result<UndoEntry, DecodeError> {
     let value = payload
         .get(UNDO_HEADER_BYTES + key_len..expected)
         .ok_or_else(|| short(expected))?;
-    let before = if flags & FLAG_PRESENT != 0 {
-        Some(value.to_vec())
-    } else if value.is_empty() {
-        None
-    } else {
-        return Err(short(UNDO_HEADER_BYTES + key_len));
+    let before = match flags {
+        FLAG_PRESENT => Prior::Value(value.to_vec()),
+        0 if value.is_empty() => Prior::Absent,
+        FLAG_MARKED if value.is_empty() => Prior::Marked,
+        // A value where none belongs, or unknown flags: damage.
+        _ => return Err(short(UNDO_HEADER_BYTES + key_len)),
     };
     Ok(UndoEntry { key, before })
 }
@@ -106,14 +142,15 @@ mod tests {
     fn undo_payloads_round_trip_and_damage_is_an_error() {
         let mut out = Vec::new();
         for (key, before) in [
-            (&b"k"[..], None),
-            (&b"key"[..], Some(&b"old value"[..])),
-            (&b""[..], Some(&b""[..])),
+            (&b"k"[..], Prior::Absent),
+            (&b"key"[..], Prior::Value(b"old value".to_vec())),
+            (&b""[..], Prior::Value(Vec::new())),
+            (&b"deleted"[..], Prior::Marked),
         ] {
-            encode_undo(key, before, &mut out);
+            encode_undo(key, &before, &mut out);
             let decoded = decode_undo(&out).unwrap_or_else(|e| panic!("{key:?}: {e}"));
             assert_eq!(decoded.key, key);
-            assert_eq!(decoded.before.as_deref(), before);
+            assert_eq!(decoded.before, before);
             // Every strict prefix is refused, never a panic.
             for cut in 0..out.len() {
                 assert!(
@@ -122,11 +159,13 @@ mod tests {
                 );
             }
         }
-        // A value on an "absent" entry is damage.
-        encode_undo(b"k", Some(b"v"), &mut out);
-        if let Some(flags) = out.first_mut() {
-            *flags = 0;
+        // A value on an "absent" or "marked" entry is damage, and so are unknown flags.
+        for flags in [0, FLAG_MARKED, 4, FLAG_PRESENT | FLAG_MARKED] {
+            encode_undo(b"k", &Prior::Value(b"v".to_vec()), &mut out);
+            if let Some(first) = out.first_mut() {
+                *first = flags;
+            }
+            assert!(decode_undo(&out).is_err(), "flags {flags}");
         }
-        assert!(decode_undo(&out).is_err());
     }
 }

@@ -104,12 +104,30 @@ fn a_transaction_logs_its_page_changes_and_a_commit_record() {
         .iter()
         .flat_map(|r| group::engine_records(r.record_type, &r.payload).unwrap())
         .collect();
-    let changes: Vec<_> = decoded
+    // The commit record; after it, the purge of the record the delete marked, as no
+    // transaction's (id 0).
+    let commit_at = decoded
         .iter()
-        .filter_map(|d| match d {
-            EngineRecord::PageChange { change, .. } => Some(change.clone()),
-            EngineRecord::Commit { .. } => None,
-        })
+        .position(|d| matches!(d, EngineRecord::Commit { .. }))
+        .unwrap();
+    let page_change = |d: &EngineRecord| match d {
+        EngineRecord::PageChange { change, .. } => Some(change.clone()),
+        EngineRecord::Commit { .. } => None,
+    };
+    let changes: Vec<_> = decoded[..commit_at]
+        .iter()
+        .filter_map(page_change)
+        .collect();
+    assert_eq!(
+        decoded.len(),
+        commit_at + 1,
+        "nothing of the transaction after its commit"
+    );
+    let after: Vec<_> = records
+        .iter()
+        .filter(|r| r.lsn > commit && r.transaction_id == 0 && !is_undo(r))
+        .flat_map(|r| group::engine_records(r.record_type, &r.payload).unwrap())
+        .filter_map(|d| page_change(&d))
         .collect();
     use jetproof_engine::OwnedPageChange as C;
     assert!(changes.iter().any(
@@ -121,16 +139,24 @@ fn a_transaction_logs_its_page_changes_and_a_commit_record() {
     assert!(
         changes
             .iter()
-            .any(|c| matches!(c, C::LeafDelete { key, .. } if key == b"beta"))
+            .any(|c| matches!(c, C::LeafMark { key, deleted: true, .. } if key == b"beta"))
+    );
+    assert!(
+        matches!(&after[..], [C::LeafDelete { key, .. }] if key == b"beta"),
+        "{after:?}"
     );
     assert_eq!(
-        decoded.last(),
-        Some(&EngineRecord::Commit {
+        decoded[commit_at],
+        EngineRecord::Commit {
             // The commit counts every record of the transaction, its undo records included.
             page_changes: (changes.len() + undo_records) as u64
-        })
+        }
     );
-    assert_eq!(ours.last().unwrap().lsn, commit);
+    let commit_record = ours
+        .iter()
+        .find(|r| r.record_type == jetproof_instance::format::RECORD_COMMIT)
+        .unwrap();
+    assert_eq!(commit_record.lsn, commit);
     // Every record of the log is the engine's and decodes.
     for record in records.iter().filter(|r| !is_undo(r)) {
         group::engine_records(record.record_type, &record.payload).unwrap();

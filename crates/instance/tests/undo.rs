@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use jetproof_instance::undo::{self, UndoEntry};
+use jetproof_instance::undo::{self, Prior, UndoEntry};
 use jetproof_instance::{Instance, InstanceError, InstanceOptions, recover};
 use jetproof_io::IoBackend;
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
@@ -97,16 +97,19 @@ fn rollback_restores_every_key_and_logs_one_undo_record_per_key() {
             _ => {}
         }
     }
-    // One per key: new, k1, k3, k6 and the eight z keys, each with its state before.
-    assert_eq!(undo_keys.len(), 12, "{undo_keys:?}");
-    assert_eq!(
-        undo_keys[0],
-        UndoEntry {
-            key: b"new".to_vec(),
-            before: None
-        }
-    );
-    assert_eq!(undo_keys[1].before, Some(vec![1; 40]));
+    // One per key: new, k1, k3, k6 and the eight z keys, each with its state before; and one
+    // more for k3, deleted (marked: no value logged) and then inserted again over its mark
+    // (the marked record's value, needed to take that insert back).
+    assert_eq!(undo_keys.len(), 13, "{undo_keys:?}");
+    let entry = |key: &[u8], before: Prior| UndoEntry {
+        key: key.to_vec(),
+        before,
+    };
+    assert_eq!(undo_keys[0], entry(b"new", Prior::Absent));
+    assert_eq!(undo_keys[1], entry(&[b'k', 1], Prior::Value(vec![1; 40])));
+    assert_eq!(undo_keys[2], entry(&[b'k', 3], Prior::Marked));
+    assert_eq!(undo_keys[3], entry(&[b'k', 3], Prior::Value(vec![3; 1500])));
+    assert_eq!(undo_keys[4], entry(&[b'k', 6], Prior::Marked));
     assert_eq!(rollbacks, 1);
 }
 
@@ -194,11 +197,13 @@ fn recovery_takes_back_a_transaction_without_its_commit_record() {
 
     let report = recover(crashed.clone(), db, logs, &options()).unwrap();
     assert_eq!(report.transactions_rolled_back, 1, "{report:?}");
-    assert_eq!(report.undo_entries, 12, "{report:?}");
+    assert_eq!(report.undo_entries, 13, "{report:?}");
+    assert_eq!(report.records_purged, 0, "{report:?}");
     assert!(report.cpu_seconds > 0.0, "{report:?}");
     let reopened = Instance::open(crashed.clone(), db, logs, options()).unwrap();
     assert_eq!(content(&reopened), before);
-    reopened.database().check().unwrap();
+    // The deletes' marks were cleared, not left behind.
+    assert_eq!(reopened.database().check().unwrap().marked_records, 0);
     reopened.close().unwrap();
 
     // The same crash, with recovery cut after 1, 2, … operations and run again.
@@ -224,4 +229,53 @@ fn recovery_takes_back_a_transaction_without_its_commit_record() {
         reopened.close().unwrap();
     }
     assert!(cut_during_undo > 0, "no recovery was cut");
+}
+
+/// A delete only marks the record (reads no longer see it, a second delete finds nothing, a
+/// rollback clears the mark); the commit removes it, and a delete whose removal never reached the
+/// log (a crash between the commit and the purge) is removed by recovery.
+#[test]
+fn committed_deletes_are_purged_and_recovery_purges_what_a_crash_left_marked() {
+    let (db, logs) = (Path::new(DB), Path::new(LOGS));
+    let backend = FaultBackend::new(FaultConfig::default());
+    let instance = fresh(backend.clone());
+    base(&instance);
+    let marked = |instance: &Instance| instance.database().check().unwrap().marked_records;
+
+    assert!(instance.delete(&[b'k', 1]).unwrap());
+    assert_eq!(instance.get(&[b'k', 1]).unwrap(), None);
+    assert!(!instance.delete(&[b'k', 1]).unwrap());
+    assert!(!instance.replace(&[b'k', 1], b"x").unwrap());
+    assert_eq!(marked(&instance), 1);
+    assert!(instance.rollback().unwrap());
+    assert_eq!(instance.get(&[b'k', 1]).unwrap(), Some(vec![1; 40]));
+    assert_eq!(marked(&instance), 0);
+
+    assert!(instance.delete(&[b'k', 1]).unwrap());
+    assert!(instance.delete(&[b'k', 3]).unwrap());
+    instance.commit(true).unwrap().unwrap();
+    assert_eq!(marked(&instance), 0);
+    let counters = instance.counters();
+    assert_eq!(
+        counters
+            .records_purged
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    assert_eq!(instance.database().check().unwrap().records, 8);
+
+    // A mark with no open transaction behind it, as a committed delete leaves when the crash
+    // comes before its purge reached the log.
+    assert!(instance.database().mark_deleted(&[b'k', 2]).unwrap());
+    instance.log().flush().unwrap();
+    let crashed = backend.crash(CrashMode::SyncedOnly);
+    std::mem::forget(instance);
+    let report = recover(crashed.clone(), db, logs, &options()).unwrap();
+    assert_eq!(report.records_purged, 1, "{report:?}");
+    assert_eq!(report.transactions_rolled_back, 0, "{report:?}");
+    let reopened = Instance::open(crashed, db, logs, options()).unwrap();
+    assert_eq!(reopened.get(&[b'k', 2]).unwrap(), None);
+    let stats = reopened.database().check().unwrap();
+    assert_eq!((stats.records, stats.marked_records), (7, 0));
+    reopened.close().unwrap();
 }
