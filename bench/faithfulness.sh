@@ -22,7 +22,7 @@
 #
 # Usage: bench/faithfulness.sh [DIR]   (default ./bench-faith-data; removed after)
 # Environment: ROUNDS (2), DURATION (60s), DB_SIZE (2GiB), CACHE_MIN (8MiB), CACHE_MAX (32MiB),
-# BASE_JETPROOF, BASE_LABEL (before),
+# LOG_SECTOR (log.sector_size; unset: the job's default, 4KiB), BASE_JETPROOF, BASE_LABEL (before),
 # NOW_JETPROOF (a binary to measure instead of building the working tree), NOW_LABEL (now),
 # ANATOMY (1: also run log_anatomy on each run's logs; ANATOMY_BIN: a built log_anatomy binary),
 # SEEDS (the reference JSON),
@@ -36,6 +36,9 @@ duration=${DURATION:-60s}
 db_size=${DB_SIZE:-2GiB}
 cache_min=${CACHE_MIN:-8MiB}
 cache_max=${CACHE_MAX:-32MiB}
+log_sector=${LOG_SECTOR:-}
+sector_line=""
+if [[ -n $log_sector ]]; then sector_line="sector_size = \"$log_sector\""; fi
 seeds=${SEEDS:-$here/../../shared/reference/seed-transactional-io.json}
 out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-faithfulness.md}
 mkdir -p "$dir"
@@ -77,6 +80,7 @@ min_size = "$cache_min"
 max_size = "$cache_max"
 [log]
 keep_files = true
+$sector_line
 [run]
 duration = "$duration"
 sample_interval = "5s"
@@ -148,7 +152,7 @@ PY
   echo
   echo "\`bench/faithfulness.sh\`: the performance test paced at 300 transactional IOPS (2000 mailboxes"
   echo "x 0.15), 2 databases of $db_size, 32 KiB pages, 4 sessions each, cache $cache_min min / $cache_max max,"
-  echo "$duration measured, direct I/O, default mix; fresh databases for every run. Variants: ${variants[*]}."
+  echo "$duration measured, direct I/O, default mix, log sectors ${log_sector:-4KiB (default)}; fresh databases for every run. Variants: ${variants[*]}."
   echo
   echo "$notes"
   echo

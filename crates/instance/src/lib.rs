@@ -75,6 +75,9 @@ pub struct InstanceOptions {
     pub log_file_size_bytes: u64,
     /// The log buffer, and so the largest log write.
     pub log_buffer_size_bytes: usize,
+    /// Log writes start and end on multiples of this (raised to the file's alignment under
+    /// direct I/O): `LogOptions::sector_size_bytes`.
+    pub log_sector_size_bytes: usize,
     /// A lazy commit is made durable within this time at the latest (usually much sooner, by
     /// the next log write).
     pub lazy_flush_interval: Duration,
@@ -100,7 +103,8 @@ impl Default for InstanceOptions {
             database: DatabaseOptions::default(),
             log_file_size_bytes: 1 << 20,
             log_buffer_size_bytes: 256 << 10,
-            // A bound, not a rhythm: lazy commits ride on the log's own writes (a full sector
+            log_sector_size_bytes: 4096,
+            // A bound, not a rhythm: lazy commits ride on the log's own writes (half the buffer
             // waiting, a durable commit, a page's write-ahead wait), as ESE's do.
             lazy_flush_interval: Duration::from_secs(1),
             checkpoint_depth_bytes: 20 << 20,
@@ -356,6 +360,7 @@ fn log_options(dir: &Path, database_id: u128, options: &InstanceOptions) -> LogO
     LogOptions {
         file_size_bytes: options.log_file_size_bytes,
         buffer_size_bytes: options.log_buffer_size_bytes,
+        sector_size_bytes: options.log_sector_size_bytes,
         direct_io: options.database.direct_io,
         lazy_flush_interval: options.lazy_flush_interval,
         retention: if options.keep_files {

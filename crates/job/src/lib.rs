@@ -223,6 +223,10 @@ pub struct Log {
     pub file_size: ByteSize,
     /// Size of the in-memory log buffer (the largest log write).
     pub buffer_size: ByteSize,
+    /// Log writes start and end on multiples of this; the partial last sector is written again
+    /// by the next write. 4 KiB as ESE's log segments since Exchange 2013; Exchange 2010 and
+    /// earlier wrote 512-byte sectors. Raised to the device's alignment under direct I/O.
+    pub sector_size: ByteSize,
     /// Keep log files older than the checkpoint (replication and soft recovery need them).
     pub keep_files: bool,
     /// Reuse log files instead of keeping them.
@@ -320,6 +324,7 @@ impl Default for Log {
         Log {
             file_size: ByteSize::mib(1),
             buffer_size: ByteSize::mib(1),
+            sector_size: ByteSize::kib(4),
             keep_files: false,
             circular: false,
         }
@@ -693,6 +698,17 @@ impl Job {
                 "give a multiple of 4KiB from 64KiB up to log.file_size",
             ));
         }
+        if !l.sector_size.bytes().is_power_of_two()
+            || l.sector_size.bytes() < 512
+            || l.sector_size.bytes() > 64 * ByteSize::KIB
+            || l.sector_size.bytes() * 4 > l.buffer_size.bytes()
+        {
+            return Err(invalid(
+                "log.sector_size",
+                format!("is {}", l.sector_size),
+                "give a power of two from 512B to 64KiB and at most a quarter of log.buffer_size (ESE: 4KiB; Exchange 2010: 512B)",
+            ));
+        }
 
         let r = &self.run;
         if r.sample_interval.as_duration().as_millis() < 100 {
@@ -857,6 +873,24 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("insert_percent"), "{text}");
         assert!(text.contains("115"), "{text}");
+    }
+
+    #[test]
+    fn log_sector_size_is_a_power_of_two_from_512_bytes() {
+        let job = Job::parse("[log]\nsector_size = \"512B\"\n", "j").expect("512 bytes");
+        assert_eq!(job.log.sector_size, ByteSize(512));
+        assert_eq!(Job::default().log.sector_size, ByteSize::kib(4));
+        for bad in ["3000B", "256B", "128KiB"] {
+            let err = Job::parse(&format!("[log]\nsector_size = \"{bad}\"\n"), "j").expect_err(bad);
+            assert!(err.to_string().contains("log.sector_size"), "{err}");
+        }
+        // A quarter of the buffer at most.
+        let err = Job::parse(
+            "[log]\nbuffer_size = \"64KiB\"\nsector_size = \"32KiB\"\n",
+            "j",
+        )
+        .expect_err("half the buffer");
+        assert!(err.to_string().contains("log.sector_size"), "{err}");
     }
 
     #[test]

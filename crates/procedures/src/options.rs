@@ -105,6 +105,7 @@ pub fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions
             .buffer_size
             .bytes()
             .min(file_size_bytes.saturating_sub(4096)) as usize,
+        log_sector_size_bytes: job.log.sector_size.bytes() as usize,
         checkpoint_depth_bytes: job.checkpoint_depth().bytes(),
         keep_files: keeps_log_files(job),
         circular: job.log.circular,

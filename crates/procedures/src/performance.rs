@@ -445,9 +445,10 @@ pub fn performance(
         log.line("Background database maintenance: off (workload.background_maintenance = false).");
     }
     log.line(format!(
-        "Log: one stream per instance, {} generation files, {} log buffer, checkpoint depth {}, {}.",
+        "Log: one stream per instance, {} generation files, {} log buffer, {} sectors, checkpoint depth {}, {}.",
         job.log.file_size,
         job.log.buffer_size,
+        job.log.sector_size,
         job.checkpoint_depth(),
         if keeps_log_files(job) {
             "log files kept"

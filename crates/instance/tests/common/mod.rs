@@ -49,6 +49,7 @@ pub fn small_options(
         },
         log_file_size_bytes: 64 << 10,
         log_buffer_size_bytes: 32 << 10,
+        log_sector_size_bytes: 4096,
         lazy_flush_interval: Duration::from_millis(1),
         checkpoint_depth_bytes: 20 << 20,
         keep_files: true,
