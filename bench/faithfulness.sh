@@ -9,9 +9,11 @@
 # bytes by type and page-change kind, from the example `log_anatomy` of jetproof-instance).
 #
 # The job (docs/faithfulness.md): 2 databases of DB_SIZE (32 KiB pages), 4 sessions each, cache
-# CACHE_MIN / CACHE_MAX (8 MiB / 32 MiB; the job's defaults are 32 MiB / 256 MiB, which need
-# databases of ~16 GiB for the cache to hold the same 1.6%), target 300 transactional IOPS
-# (2000 mailboxes x 0.15), DURATION, direct I/O, default mix; the log is kept (log.keep_files) so
+# CACHE_MIN / CACHE_MAX (by default the job's defaults, 32 MiB / 256 MiB, over 16 GiB databases:
+# the cache holds 1.6%, as the issue asks; 32 GiB of free space needed. The quick variant of
+# earlier sessions, DB_SIZE=2GiB CACHE_MIN=8MiB CACHE_MAX=32MiB, holds the same share but misses
+# the mailbox tails the larger cache keeps, so its log-write count is not comparable), target
+# 300 transactional IOPS (2000 mailboxes x 0.15), DURATION, direct I/O, default mix; the log is kept (log.keep_files) so
 # its anatomy can be read. Each round initialises fresh databases, so every run starts from the
 # same freshly loaded state. Per instance it also prints the database I/Os and log writes per
 # transaction and the cache hit share: the log's shape follows from how many commits each
@@ -21,7 +23,7 @@
 # round runs it and the current build, interleaved; compare within rounds (the machine is shared).
 #
 # Usage: bench/faithfulness.sh [DIR]   (default ./bench-faith-data; removed after)
-# Environment: ROUNDS (2), DURATION (60s), DB_SIZE (2GiB), CACHE_MIN (8MiB), CACHE_MAX (32MiB),
+# Environment: ROUNDS (2), DURATION (60s), DB_SIZE (16GiB), CACHE_MIN (32MiB), CACHE_MAX (256MiB),
 # LOG_SECTOR (log.sector_size; unset: the job's default, 4KiB), BASE_JETPROOF, BASE_LABEL (before),
 # NOW_JETPROOF (a binary to measure instead of building the working tree), NOW_LABEL (now),
 # ANATOMY (1: also run log_anatomy on each run's logs; ANATOMY_BIN: a built log_anatomy binary),
@@ -33,9 +35,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-$PWD/bench-faith-data}
 rounds=${ROUNDS:-2}
 duration=${DURATION:-60s}
-db_size=${DB_SIZE:-2GiB}
-cache_min=${CACHE_MIN:-8MiB}
-cache_max=${CACHE_MAX:-32MiB}
+db_size=${DB_SIZE:-16GiB}
+cache_min=${CACHE_MIN:-32MiB}
+cache_max=${CACHE_MAX:-256MiB}
 log_sector=${LOG_SECTOR:-}
 sector_line=""
 if [[ -n $log_sector ]]; then sector_line="sector_size = \"$log_sector\""; fi
