@@ -119,6 +119,8 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
                     .expect("uncommitted_transactions"),
             "{instance}"
         );
+        // Present whether or not a killed run left committed deletes unpurged.
+        assert!(instance["records_purged"].is_u64(), "{instance}");
         assert!(
             instance["cpu_seconds"].as_f64().expect("cpu_seconds") >= 0.0,
             "{instance}"

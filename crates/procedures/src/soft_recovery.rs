@@ -367,6 +367,12 @@ impl Replay {
                 report.undo_entries
             ));
         }
+        if report.records_purged > 0 {
+            lines.push(format!(
+                "{name}: {} record(s) of committed deletes whose purge was not in the log, purged.",
+                report.records_purged
+            ));
+        }
         lines.push(format!(
             "{name}: Replay CPU time {:.3} seconds ({}; the replaying thread was busy {:.0}% of the replay).",
             report.cpu_seconds,
@@ -418,6 +424,7 @@ impl Replay {
                     report.transactions_rolled_back.into(),
                 );
                 extra.insert("undo_entries".into(), report.undo_entries.into());
+                extra.insert("records_purged".into(), report.records_purged.into());
                 extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
                 extra.insert("cpu_seconds".into(), report.cpu_seconds.into());
                 extra.insert("cpu_share".into(), cpu_share(report).into());
