@@ -72,6 +72,17 @@ impl<'a> Op<'a> {
             | Op::Purge { key } => key,
         }
     }
+
+    /// What this operation hands to [`ChangeLog::before_change`] when it changes the record it
+    /// found: `record` is the record's value and whether it is marked deleted (`None`: absent).
+    fn before<'v>(&self, record: Option<(&'v [u8], bool)>) -> Before<'v> {
+        match (self, record) {
+            (Op::MarkDeleted { .. }, _) => Before::Marking,
+            (_, None) => Before::Absent,
+            (_, Some((value, true))) => Before::Marked(value),
+            (_, Some((value, false))) => Before::Value(value),
+        }
+    }
 }
 
 /// What a full walk of the tree found.
@@ -380,10 +391,12 @@ impl<'a> Tree<'a> {
             }
             Err(_) => None,
         };
-        let value_at = |leaf: &PageMut<'_>, i: usize| {
-            node::leaf_entry(leaf.data(), i)
-                .map(|(_, v)| v.to_vec())
-                .unwrap_or_default()
+        // Hands the record's prior state to the log, borrowed from the latched leaf.
+        let announce = |leaf: &PageMut<'_>| {
+            let record = existing.and_then(|(i, _, deleted)| {
+                node::leaf_entry(leaf.data(), i).map(|(_, value)| (value, deleted))
+            });
+            self.log.before_change(op.key(), op.before(record))
         };
         // A record's new value in place (a replace, or an insert over a record marked
         // deleted): None when the node's size changes past a split or a merge.
@@ -399,7 +412,7 @@ impl<'a> Tree<'a> {
                 if node::leaf_entry_bytes(key.len(), value.len()) > node::free_bytes(leaf.data()) {
                     return Ok(None);
                 }
-                self.log.before_change(key, Before::Absent)?;
+                announce(leaf)?;
                 if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "insert did not fit its free space"));
                 }
@@ -415,15 +428,7 @@ impl<'a> Tree<'a> {
                 if !fits(old, key, value) {
                     return Ok(None);
                 }
-                let before = value_at(leaf, index);
-                self.log.before_change(
-                    key,
-                    if matches!(op, Op::Insert { .. }) {
-                        Before::Marked(&before)
-                    } else {
-                        Before::Value(&before)
-                    },
-                )?;
+                announce(leaf)?;
                 // Also clears a deletion mark: the record is live with its new value.
                 if !node::leaf_replace_in_place(leaf.data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
@@ -435,20 +440,12 @@ impl<'a> Tree<'a> {
                 )?;
                 Ok(Some(true))
             }
-            (Op::Delete { key }, Some((index, old, deleted)), _)
-            | (Op::Purge { key }, Some((index, old, deleted @ true)), _) => {
+            (Op::Delete { key }, Some((index, old, _)), _)
+            | (Op::Purge { key }, Some((index, old, true)), _) => {
                 if used.saturating_sub(old) < threshold && !is_root {
                     return Ok(None);
                 }
-                let before = value_at(leaf, index);
-                self.log.before_change(
-                    key,
-                    if deleted {
-                        Before::Marked(&before)
-                    } else {
-                        Before::Value(&before)
-                    },
-                )?;
+                announce(leaf)?;
                 if !node::leaf_remove_in_place(leaf.data_mut(), index) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
@@ -458,12 +455,7 @@ impl<'a> Tree<'a> {
             (Op::MarkDeleted { key }, Some((index, _, false)), _)
             | (Op::Unmark { key }, Some((index, _, true)), _) => {
                 let deleted = matches!(op, Op::MarkDeleted { .. });
-                if deleted {
-                    self.log.before_change(key, Before::Marking)?;
-                } else {
-                    self.log
-                        .before_change(key, Before::Marked(&value_at(leaf, index)))?;
-                }
+                announce(leaf)?;
                 // The record keeps its size: never a split nor a merge.
                 if !node::set_leaf_deleted(leaf.data_mut(), index, deleted) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
@@ -630,9 +622,15 @@ impl<'a> Tree<'a> {
         let mut hotpoint = None;
         // Each arm hands the key's prior state to the log before the entries change.
         let deleted = |i: usize| entries.is_deleted(i);
+        let announce = |entries: &Entries| {
+            let record = found
+                .ok()
+                .map(|i| (entries.value(i).unwrap_or_default(), entries.is_deleted(i)));
+            self.log.before_change(op.key(), op.before(record))
+        };
         match (op, found) {
             (Op::Insert { key, value }, Err(i)) => {
-                self.log.before_change(key, Before::Absent)?;
+                announce(&entries)?;
                 append = i == old_len && leaf.rightmost;
                 // ESE's choice (`ErrBTINewSplit`, bt.cxx): an append split at the tree's right
                 // edge overrides a hotpoint split, which a non-root leaf takes when the insert
@@ -642,40 +640,28 @@ impl<'a> Tree<'a> {
                 }
                 entries.insert_leaf(i, key, value);
             }
-            (Op::Insert { key, value }, Ok(i)) if deleted(i) => {
-                self.log
-                    .before_change(key, Before::Marked(entries.value(i).unwrap_or_default()))?;
+            (Op::Insert { value, .. }, Ok(i)) if deleted(i) => {
+                announce(&entries)?;
                 entries.set_value(i, value);
             }
-            (Op::Replace { key, value }, Ok(i)) if !deleted(i) => {
-                self.log
-                    .before_change(key, Before::Value(entries.value(i).unwrap_or_default()))?;
+            (Op::Replace { value, .. }, Ok(i)) if !deleted(i) => {
+                announce(&entries)?;
                 entries.set_value(i, value);
             }
-            (Op::Delete { key }, Ok(i)) => {
-                let value = entries.value(i).unwrap_or_default();
-                self.log.before_change(
-                    key,
-                    if deleted(i) {
-                        Before::Marked(value)
-                    } else {
-                        Before::Value(value)
-                    },
-                )?;
+            (Op::Delete { .. }, Ok(i)) => {
+                announce(&entries)?;
                 entries.remove(i);
             }
-            (Op::Purge { key }, Ok(i)) if deleted(i) => {
-                self.log
-                    .before_change(key, Before::Marked(entries.value(i).unwrap_or_default()))?;
+            (Op::Purge { .. }, Ok(i)) if deleted(i) => {
+                announce(&entries)?;
                 entries.remove(i);
             }
-            (Op::MarkDeleted { key }, Ok(i)) if !deleted(i) => {
-                self.log.before_change(key, Before::Marking)?;
+            (Op::MarkDeleted { .. }, Ok(i)) if !deleted(i) => {
+                announce(&entries)?;
                 entries.set_deleted(i, true);
             }
-            (Op::Unmark { key }, Ok(i)) if deleted(i) => {
-                self.log
-                    .before_change(key, Before::Marked(entries.value(i).unwrap_or_default()))?;
+            (Op::Unmark { .. }, Ok(i)) if deleted(i) => {
+                announce(&entries)?;
                 entries.set_deleted(i, false);
             }
             _ => return Ok(false),

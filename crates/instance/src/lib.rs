@@ -570,15 +570,16 @@ impl Instance {
     ) -> Result<R> {
         let id = self.current_transaction();
         let (result, logged) = self.logged_as(id, change);
-        self.add_to_thread_transaction(logged);
+        self.with_thread_transaction(|t| t.page_changes += logged);
         Ok(result?)
     }
 
-    fn add_to_thread_transaction(&self, records: u64) {
+    /// Runs `update` on this thread's open transaction on this instance, if there is one.
+    fn with_thread_transaction(&self, update: impl FnOnce(&mut ThreadTransaction)) {
         let instance = self.shared.id;
         TRANSACTIONS.with_borrow_mut(|all| {
             if let Some(t) = all.iter_mut().find(|t| t.instance == instance) {
-                t.page_changes += records;
+                update(t);
             }
         });
     }
@@ -657,7 +658,7 @@ impl Instance {
                     .counters
                     .undo_records
                     .fetch_add(1, Ordering::Relaxed);
-                self.add_to_thread_transaction(1);
+                self.with_thread_transaction(|t| t.page_changes += 1);
             }
             // Nothing was about to change (or the write failed before): nothing to undo.
             UndoSlot::Wanted | UndoSlot::Idle => {
@@ -685,12 +686,7 @@ impl Instance {
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         let marked = self.write(key, |db| db.mark_deleted(key))?;
         if marked {
-            let instance = self.shared.id;
-            TRANSACTIONS.with_borrow_mut(|all| {
-                if let Some(t) = all.iter_mut().find(|t| t.instance == instance) {
-                    t.marked.push(key.to_vec());
-                }
-            });
+            self.with_thread_transaction(|t| t.marked.push(key.to_vec()));
         }
         Ok(marked)
     }
@@ -736,7 +732,7 @@ impl Instance {
         // record and the purge must not make recovery see a transaction without its commit.
         // A crash that loses the purge leaves the marks, which recovery purges.
         let purged = match &result {
-            Ok(Some(_)) => self.purge(&transaction.marked),
+            Ok(Some(_)) => self.purge(&transaction.marked).map(|_| ()),
             _ => Ok(()),
         };
         // Appended (or failed): the transaction no longer holds its keys (a later change of
@@ -766,11 +762,11 @@ impl Instance {
     }
 
     /// Removes the records in `keys` that are still marked deleted, logged as no transaction's
-    /// (id 0: a committed transaction's cleanup, or recovery's). No undo record: a purge is
-    /// never taken back.
-    pub(crate) fn purge(&self, keys: &[Vec<u8>]) -> Result<()> {
+    /// (id 0: a committed transaction's cleanup, or recovery's), and returns how many it removed.
+    /// No undo record: a purge is never taken back.
+    pub(crate) fn purge(&self, keys: &[Vec<u8>]) -> Result<u64> {
         if keys.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let (result, _) = self.logged_as(0, |db| {
             let mut purged = 0u64;
@@ -779,11 +775,12 @@ impl Instance {
             }
             Ok(purged)
         });
+        let purged = result?;
         self.shared
             .counters
             .records_purged
-            .fetch_add(result?, Ordering::Relaxed);
-        Ok(())
+            .fetch_add(purged, Ordering::Relaxed);
+        Ok(purged)
     }
 
     /// Takes back this thread's transaction: every key it changed is restored to its state

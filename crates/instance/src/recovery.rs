@@ -25,7 +25,6 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use jetproof_engine::change::{self, OwnedPageChange};
@@ -385,10 +384,7 @@ pub fn recover_with(
     // No transaction is open now: every record still marked deleted is a committed delete.
     let mut marked: Vec<Vec<u8>> = marked.into_iter().collect();
     marked.sort_unstable();
-    let purged_before = instance.counters().records_purged.load(Ordering::Relaxed);
-    instance.purge(&marked)?;
-    report.records_purged =
-        instance.counters().records_purged.load(Ordering::Relaxed) - purged_before;
+    report.records_purged = instance.purge(&marked)?;
     instance.close()?;
     report.cpu_seconds = jetproof_io::sample::thread_cpu_time()
         .saturating_sub(cpu_started)
