@@ -14,8 +14,12 @@ use crate::lsn::Lsn;
 
 /// First bytes of every generation file.
 pub const GENERATION_MAGIC: [u8; 8] = *b"JPLOGGEN";
-/// Version of the generation file and frame layouts.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the generation file and frame layouts written by this build. Version 2 (2026-11-23)
+/// lets a flush frame's payload run past its 32 bytes of [`FlushInfo`] with zeros, to fill the
+/// last sector of a durable commit's write (`docs/log.md`, "Filling the partial sector").
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version this build reads (version 1 logs are version 2 logs without sector fill).
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The generation header occupies the first 4 KiB block; frames start after it, so that the
 /// header is never rewritten by a log write, even under direct I/O.
 pub const DATA_START: u64 = 4096;
@@ -161,9 +165,9 @@ impl GenerationHeader {
             ));
         }
         let version = le_u32(header, 8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(format!(
-                "format version {version}, this build reads version {FORMAT_VERSION}"
+                "format version {version}, this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
             ));
         }
         let data_start = u64::from(le_u32(header, 12));
@@ -204,8 +208,9 @@ impl FlushInfo {
         out
     }
 
+    /// Reads the first 32 bytes; what follows (format version 2) is the sector fill, zeros.
     pub fn decode(payload: &[u8]) -> Option<FlushInfo> {
-        if payload.len() != FLUSH_PAYLOAD_BYTES {
+        if payload.len() < FLUSH_PAYLOAD_BYTES {
             return None;
         }
         Some(FlushInfo {

@@ -7,7 +7,8 @@
 //!   the rounded-up tail it carries past the last frame.
 //! * At most one log write is in flight (`flushing`). A write covers everything appended when it
 //!   starts, ends with a flush frame, starts at the sector holding the durable end (rewriting the
-//!   partial last sector with the same bytes plus new ones) and is written through (O_DSYNC)
+//!   partial last sector with the same bytes plus new ones; a durable commit's write fills its
+//!   last sector instead, so the next write starts on a fresh one) and is written through (O_DSYNC)
 //!   before the durable end moves. It goes out of the buffer itself: the writer swaps the buffer
 //!   with a spare one holding a copy of the last partial sector, where appends continue. So
 //!   every acknowledged write is on stable storage, the durable end is always a frame boundary,
@@ -33,9 +34,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::checkpoint::{Checkpoint, CheckpointWriter, read_checkpoint, unix_ms};
 use crate::error::{LogError, Result};
 use crate::format::{
-    DATA_START, FLUSH_FRAME_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES, GenerationHeader,
-    align_down, align_up, checkpoint_path, encode_frame, encode_frame_with_crc, frame_bytes,
-    generation_path, spare_path,
+    DATA_START, FLUSH_FRAME_BYTES, FLUSH_PAYLOAD_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES,
+    GenerationHeader, align_down, align_up, checkpoint_path, encode_frame, encode_frame_with_crc,
+    frame_bytes, generation_path, spare_path,
 };
 use crate::lsn::{Durability, Lsn, Record};
 use crate::scan::{ReadOptions, TornTail, analyse_generation};
@@ -75,6 +76,13 @@ pub struct LogOptions {
     /// full. (`Some(4096)` gives the policy before 2026-11-22's change: a write per full
     /// sector.)
     pub write_threshold_bytes: Option<usize>,
+    /// A durable commit's write fills the rest of its last sector (the flush frame's payload
+    /// runs on in zeros to the sector's end), so the next write starts on a fresh sector instead
+    /// of rewriting that one, as ESE pads the partial sector at a durable commit
+    /// (`fLGFillPartialSector`). Costs log space (counted in [`LogStats::fill_bytes`]), saves
+    /// the rewrite. `false`: every write rewrites the partial sector (the behaviour before
+    /// 2026-11-23, kept for comparison and for the tests of the rewrite).
+    pub fill_partial_sector: bool,
     pub retention: Retention,
     /// Every log I/O is recorded here when given.
     pub stats: Option<Arc<InstanceStats>>,
@@ -91,6 +99,7 @@ impl LogOptions {
             sector_size_bytes: 4096,
             lazy_flush_interval: Duration::from_millis(5),
             write_threshold_bytes: None,
+            fill_partial_sector: true,
             retention: Retention::KeepAll,
             stats: None,
         }
@@ -238,6 +247,10 @@ pub struct LogStats {
     pub format_writes: AtomicU64,
     pub format_latency_ns_total: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Bytes of log space given to sector fill (ESE: `cbLGBytesWasted`): zeros ending durable
+    /// commits' writes on a sector boundary ([`LogOptions::fill_partial_sector`]). Part of
+    /// `write_bytes`, not of `record_bytes`.
+    pub fill_bytes: AtomicU64,
     /// Log writes by what started them, indexed like [`WriteTrigger::ALL`]; they sum to
     /// `writes`. Read with [`LogStats::writes_by`].
     writes_by_trigger: [AtomicU64; WriteTrigger::ALL.len()],
@@ -896,7 +909,17 @@ impl Inner {
                 write_start,
                 write_sequence: state.write_sequence,
             };
-            self.append_internal(state, FrameKind::Flush, &info.encode());
+            let fill = self.sector_fill(state, trigger, rollover);
+            if fill == 0 {
+                self.append_internal(state, FrameKind::Flush, &info.encode());
+            } else {
+                // The flush frame's payload runs on in zeros to the sector's end (format
+                // version 2): the write ends on a sector boundary and the next one starts there.
+                let mut payload = vec![0u8; FLUSH_PAYLOAD_BYTES + fill as usize];
+                payload[..FLUSH_PAYLOAD_BYTES].copy_from_slice(&info.encode());
+                self.append_internal(state, FrameKind::Flush, &payload);
+                self.stats.fill_bytes.fetch_add(fill, Ordering::Relaxed);
+            }
         }
         if rollover {
             self.append_internal(state, FrameKind::GenerationEnd, &[]);
@@ -1017,6 +1040,26 @@ impl Inner {
         }
         self.changed.notify_all();
         Ok(())
+    }
+
+    /// How many zero bytes the flush frame of this write carries past its [`FlushInfo`] so the
+    /// write ends on a sector boundary: non-zero only for a durable commit's write (ESE fills the
+    /// partial sector when a durable commit's record sits in it, `fLGFillPartialSector` in
+    /// `ErrLGWaitForWrite`), when the option is on, the end is not already on a boundary, and the
+    /// generation keeps room for its generation-end frame after the filled sector (otherwise the
+    /// write ends where it would have and the next one rewrites its last sector, as before).
+    /// The buffer always has room: an append leaves room for a flush frame within
+    /// `buffer_size_bytes`, and the buffer holds that rounded up to a sector, plus one.
+    fn sector_fill(&self, state: &State, trigger: WriteTrigger, rollover: bool) -> u64 {
+        if !self.options.fill_partial_sector || rollover || trigger != WriteTrigger::DurableCommit {
+            return 0;
+        }
+        let plain_end = state.append_end + FLUSH_FRAME_BYTES;
+        let filled_end = align_up(plain_end, self.sector);
+        if filled_end + GEN_END_FRAME_BYTES > self.options.file_size_bytes {
+            return 0;
+        }
+        filled_end - plain_end
     }
 
     /// Appends a log-internal frame; room for it was reserved by [`Log::append`].

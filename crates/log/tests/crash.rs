@@ -67,11 +67,14 @@ fn crash_run(seed: u64) {
     } else {
         Retention::DeleteBeforeCheckpoint
     };
+    // Half the runs fill the partial sector at durable commits (the default), half rewrite it.
+    let fill_partial_sector = rng.random_bool(0.5);
     let mut backend = CrashBackend::new();
     let mut log = Log::create(
         backend.clone(),
         LogOptions {
             retention,
+            fill_partial_sector,
             ..options(&dir)
         },
     )
@@ -184,6 +187,7 @@ fn crash_run(seed: u64) {
             backend.clone(),
             LogOptions {
                 retention,
+                fill_partial_sector,
                 ..options(&dir)
             },
         )

@@ -262,6 +262,76 @@ fn log_writes_are_metered_and_sized_by_the_traffic() {
     log.close().expect("close");
 }
 
+/// A durable commit's write fills the rest of its last sector (as ESE's `fLGFillPartialSector`):
+/// the next record starts on a fresh sector, so no write rewrites a sector an earlier write
+/// carried; the fill is counted apart from the records, and the log reads back whole after a
+/// reopen. With the option off, records follow each other and the partial sector is rewritten.
+#[test]
+fn a_durable_commit_fills_its_last_sector_and_the_next_write_starts_on_a_fresh_one() {
+    for fill in [true, false] {
+        let backend = CrashBackend::new();
+        let dir = PathBuf::from("/db/log");
+        let stats = InstanceStats::new("db1");
+        let options = LogOptions {
+            stats: Some(stats.clone()),
+            sector_size_bytes: 512,
+            fill_partial_sector: fill,
+            lazy_flush_interval: Duration::from_secs(60),
+            ..options(&dir)
+        };
+        let log = Log::create(backend.clone(), options.clone()).expect("create");
+        let before_bytes = stats.class(IoClass::LogWrite).bytes();
+        let mut lsns = Vec::new();
+        for index in 0..20u64 {
+            let body = payload(index, 100 + 37 * index as usize);
+            let record = Record {
+                record_type: 1,
+                transaction_id: index,
+                payload: &body,
+            };
+            lsns.push(
+                log.append_and_commit(&record, Durability::Durable)
+                    .expect("commit"),
+            );
+        }
+        let written = stats.class(IoClass::LogWrite).bytes() - before_bytes;
+        let log_bytes = log.flushed_lsn().offset - lsns[0].offset;
+        let filled = LogStats::get(&log.stats().fill_bytes);
+        let on_boundary = lsns[1..].iter().filter(|l| l.offset % 512 == 0).count();
+        if fill {
+            assert_eq!(
+                on_boundary, 19,
+                "every record after a durable commit starts a sector"
+            );
+            assert!(filled > 0, "the fill is counted");
+            // Each write carries its record once, never an earlier write's sector again.
+            assert_eq!(
+                written, log_bytes,
+                "{written} written for {log_bytes} of log"
+            );
+        } else {
+            assert!(
+                on_boundary < 5,
+                "{on_boundary} records on a boundary without fill"
+            );
+            assert_eq!(filled, 0);
+            assert!(written > log_bytes, "the partial sector is rewritten");
+        }
+        log.close().expect("close");
+        let (reopened, report) = Log::open(backend.clone(), options).expect("reopen");
+        assert!(report.torn_tail.is_none(), "{report:#?}");
+        reopened.close().expect("close");
+        let (mut reader, _) =
+            LogReader::from_checkpoint(backend.clone(), &dir, None, ReadOptions::default())
+                .expect("reader");
+        let mut read = Vec::new();
+        while let Some(record) = reader.next_record().expect("read") {
+            read.push(record.lsn);
+        }
+        assert_eq!(read, lsns, "fill {fill}: every record read back, in order");
+    }
+}
+
 #[test]
 fn rollover_deletes_generations_before_the_checkpoint() {
     let backend = CrashBackend::new();

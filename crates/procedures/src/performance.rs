@@ -689,7 +689,7 @@ fn log_summary(a: &Attached) -> String {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
-         each), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
+         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
          {} undo records, {} write conflicts rolled back; log writes by trigger: {}.",
         a.name,
         get(&log.records),
@@ -698,6 +698,7 @@ fn log_summary(a: &Attached) -> String {
         get(&log.writes),
         mb(get(&log.write_bytes)),
         get(&log.write_bytes) as f64 / get(&log.writes).max(1) as f64,
+        mb(get(&log.fill_bytes)),
         get(&log.generations_created),
         mb(get(&log.format_bytes)),
         get(&log.checkpoints),
