@@ -708,9 +708,20 @@ impl<'a> Tree<'a> {
     }
 
     /// A new node holding `entries`, returned latched: it belongs to the open group
-    /// ([`ChangeLog::begin_group`]) until the group is logged and its pages stamped.
-    fn new_node(&self, entries: &Entries, level: u16, lp: u64) -> Result<(u32, PageMut<'a>)> {
-        let page = self.space.allocate(self.cache)?;
+    /// ([`ChangeLog::begin_group`]) until the group is logged and its pages stamped. `near`: the
+    /// page being split, whose owned extent the new page is taken from if it can be
+    /// ([`Space::allocate_near`]); `None` (a root split) takes any free page.
+    fn new_node(
+        &self,
+        entries: &Entries,
+        level: u16,
+        lp: u64,
+        near: Option<u32>,
+    ) -> Result<(u32, PageMut<'a>)> {
+        let page = match near {
+            Some(near) => self.space.allocate_near(self.cache, near)?,
+            None => self.space.allocate(self.cache)?,
+        };
         let mut node = self.cache.create(page)?;
         let page_type = if level == 0 {
             PageType::Leaf
@@ -828,9 +839,9 @@ impl<'a> Tree<'a> {
                     right.clear_first_key();
                 }
                 if is_root {
-                    let (left_page, left) = self.new_node(&pending, level, lp)?;
+                    let (left_page, left) = self.new_node(&pending, level, lp, None)?;
                     held.push(left);
-                    let (right_page, right_node) = self.new_node(&right, level, lp)?;
+                    let (right_page, right_node) = self.new_node(&right, level, lp, None)?;
                     held.push(right_node);
                     let root_entries = Entries::from_interior([
                         (&[][..], left_page),
@@ -839,7 +850,7 @@ impl<'a> Tree<'a> {
                     self.write_node(&mut current.node, &root_entries, level + 1, lp)?;
                     return Ok(());
                 }
-                let (right_page, right_node) = self.new_node(&right, level, lp)?;
+                let (right_page, right_node) = self.new_node(&right, level, lp, Some(page))?;
                 held.push(right_node);
                 self.write_node(&mut current.node, &pending, level, lp)?;
                 if at == 0 {

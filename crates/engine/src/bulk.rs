@@ -152,6 +152,8 @@ pub struct BulkLoader<'a> {
     records: u64,
     /// The header's page count when the load began: pages below it are formatted already.
     initial_page_count: u64,
+    /// Pages among the tree's left free by [`BulkLoader::end_extent`] (ascending).
+    gaps: Vec<u64>,
     /// Set after any error: the loader accepts nothing more.
     failed: Option<String>,
 }
@@ -236,6 +238,7 @@ impl<'a> BulkLoader<'a> {
             children: Vec::new(),
             records: 0,
             initial_page_count: page_count,
+            gaps: Vec::new(),
             failed: None,
         };
         loader.skip_map_positions()?;
@@ -344,6 +347,38 @@ impl<'a> BulkLoader<'a> {
             None => self.last_key = Some(key.to_vec()),
         }
         self.records += 1;
+        Ok(())
+    }
+
+    /// Ends what has been loaded so far on an owned-extent boundary
+    /// ([`space::OWNED_EXTENT_PAGES`]): the open leaf is completed and the rest of its extent is
+    /// left free, so that the records appended next start a leaf and an extent of their own and
+    /// the pages of what came before can grow into the free pages after them
+    /// ([`crate::space::Space::allocate_near`]). `init` calls it between mailboxes, whose data
+    /// Exchange (since 2010) keeps in tables of their own, each with its own extents. Does
+    /// nothing before the first record.
+    pub fn end_extent(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if self.records == 0 {
+            return Ok(());
+        }
+        let outcome = self.end_extent_inner();
+        outcome.map_err(|e| self.fail(e))
+    }
+
+    fn end_extent_inner(&mut self) -> Result<()> {
+        if self.leaf_entries > 0 {
+            self.complete_leaf()?;
+        }
+        while !self.next_page().is_multiple_of(space::OWNED_EXTENT_PAGES) {
+            let number = self.next_page();
+            let slot_start = self.batch_count * self.page_size;
+            if let Some(slot) = self.batch.get_mut(slot_start..slot_start + self.page_size) {
+                page::format_free(slot, number as u32);
+            }
+            self.gaps.push(number);
+            self.advance_slot()?;
+        }
         Ok(())
     }
 
@@ -527,6 +562,17 @@ impl<'a> BulkLoader<'a> {
             let to = (group_start + per_map).min(tree_end);
             for page_number in from..to.max(from) {
                 space::set_map_bit(&mut map, page_number - group_start, true);
+            }
+            let group_end = group_start + per_map;
+            let first_gap = self.gaps.partition_point(|&gap| gap < group_start);
+            for &gap in self
+                .gaps
+                .get(first_gap..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|&&gap| gap < group_end)
+            {
+                space::set_map_bit(&mut map, gap - group_start, false);
             }
             checksum::seal(&mut map);
             let in_group = per_map.min(new - group_start);

@@ -36,6 +36,12 @@ const GROWTH_WRITE_BYTES: usize = 1024 * 1024;
 /// Page numbers stay below this (u32::MAX marks "no page" in the cache).
 const MAX_PAGES: u64 = u32::MAX as u64 - 1;
 
+/// Pages of an owned extent: the unit in which a mailbox's pages are placed together (ESE's
+/// default secondary extent, `cpageSEDefault`, 16 pages). Owned extents are aligned to multiples
+/// of it; a space map group (`pages_per_map`) holds a whole number of them for every page size.
+/// See [`Space::allocate_near`] and `docs/design.md`, "Where new pages go".
+pub const OWNED_EXTENT_PAGES: u64 = 16;
+
 /// Pages covered by one space map page.
 pub fn pages_per_map(page_size: usize) -> u64 {
     ((page_size - HEADER_SIZE) * 8) as u64
@@ -163,6 +169,8 @@ fn get_bit(map: &[u8], bit: u64) -> bool {
 
 #[derive(Debug)]
 struct SpaceState {
+    /// Where the search for a wholly free owned extent resumes (next fit).
+    extent_hint: u64,
     page_count: u64,
     /// Search starts here: the lowest page that may be free.
     hint: u64,
@@ -222,6 +230,7 @@ impl Space {
             page_size,
             extent_pages: extent_pages.max(1),
             state: Mutex::new(SpaceState {
+                extent_hint: 0,
                 page_count,
                 hint: 0,
                 used,
@@ -268,6 +277,103 @@ impl Space {
             }
             self.grow(cache, &mut state)?;
         }
+    }
+
+    /// Allocates a page for a node split off `near` (the page being split), where ESE's split
+    /// would put it: ESE gives a split the first free page after the split page in the tree's
+    /// own space (`ErrSPGetPage` with the split page as hint, `space.cxx`), and since Exchange
+    /// 2010 each mailbox's data lives in tables of its own, so its pages come from its own
+    /// extents. Here: the first free page after `near` in `near`'s owned extent (the
+    /// [`OWNED_EXTENT_PAGES`]-aligned extent holding it, which `init` gives each mailbox's
+    /// pages); if there is none, the first page of a wholly free owned extent, whose rest is
+    /// then left to the new page's own later splits (growing the file when no extent is wholly
+    /// free); only if that fails, any free page ([`Space::allocate`]).
+    pub fn allocate_near(&self, cache: &PageCache, near: u32) -> Result<u32> {
+        let near = u64::from(near);
+        let page = {
+            let mut state = self.state.lock();
+            let mut found = self.find_free_in_extent(cache, &state, near)?;
+            if found.is_none() {
+                found = self.find_free_extent(cache, &state)?;
+                if found.is_none() {
+                    self.grow(cache, &mut state)?;
+                    found = self.find_free_extent(cache, &state)?;
+                }
+                if let Some(page) = found {
+                    state.extent_hint = page + OWNED_EXTENT_PAGES;
+                }
+            }
+            match found {
+                Some(page) => {
+                    self.check_allocatable(cache, page)?;
+                    self.mark(cache, page, true)?;
+                    state.used += 1;
+                    Some(page as u32)
+                }
+                None => None,
+            }
+        };
+        match page {
+            Some(page) => Ok(page),
+            None => self.allocate(cache),
+        }
+    }
+
+    /// A damaged map must never hand out a header or map page: that would overwrite the
+    /// database's own bookkeeping.
+    fn check_allocatable(&self, cache: &PageCache, page: u64) -> Result<()> {
+        if page <= u64::from(HEADER_PAGES) || is_map_page(page, self.page_size) {
+            return Err(EngineError::Inconsistent {
+                path: cache.file().path().to_path_buf(),
+                page: map_page_for(page, self.page_size) as u32,
+                what: format!("the space map says page {page} (its own or a header) is free"),
+            });
+        }
+        Ok(())
+    }
+
+    /// The first free page after `near` in `near`'s owned extent.
+    fn find_free_in_extent(
+        &self,
+        cache: &PageCache,
+        state: &SpaceState,
+        near: u64,
+    ) -> Result<Option<u64>> {
+        let extent_end = (near / OWNED_EXTENT_PAGES + 1) * OWNED_EXTENT_PAGES;
+        let end = extent_end.min(state.page_count);
+        if near + 1 >= end {
+            return Ok(None);
+        }
+        let per_map = pages_per_map(self.page_size);
+        let group_start = near - near % per_map;
+        let map = cache.read(map_page_for(near, self.page_size) as u32)?;
+        Ok((near + 1..end).find(|&page| !get_bit(map.data(), page - group_start)))
+    }
+
+    /// The first page of the first owned extent, at or after the extent hint (wrapping once),
+    /// whose pages are all free and below the page count.
+    fn find_free_extent(&self, cache: &PageCache, state: &SpaceState) -> Result<Option<u64>> {
+        let per_map = pages_per_map(self.page_size);
+        let count = state.page_count - state.page_count % OWNED_EXTENT_PAGES;
+        let hint = (state.extent_hint - state.extent_hint % OWNED_EXTENT_PAGES).min(count);
+        for (from, to) in [(hint, count), (0, hint)] {
+            let mut extent = from;
+            while extent < to {
+                let group_start = extent - extent % per_map;
+                let group_end = (group_start + per_map).min(to);
+                let map = cache.read(map_page_for(extent, self.page_size) as u32)?;
+                let data = map.data();
+                while extent < group_end {
+                    // An owned extent is two whole bytes of the map (16 bits, byte aligned).
+                    let index = HEADER_SIZE + ((extent - group_start) / 8) as usize;
+                    if data.get(index..index + 2) == Some(&[0, 0][..]) {
+                        return Ok(Some(extent));
+                    }
+                    extent += OWNED_EXTENT_PAGES;
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Returns `page` to the free pool. The caller has already reformatted it as a free page.

@@ -337,3 +337,113 @@ fn bulk_load_density_leaves_room_for_later_inserts() {
         "inserts into packed leaves never split"
     );
 }
+
+/// Leaf pages of the database file by the mailbox (the first 4 key bytes) of their first record,
+/// read raw from the file after close: (mailbox, page number) for every leaf.
+fn leaves_by_mailbox(
+    backend: &dyn IoBackend,
+    path: &std::path::Path,
+    page_size: usize,
+) -> Vec<(u32, u64)> {
+    let file = backend.open(path, &OpenOptions::read_only()).unwrap();
+    let pages = file.size().unwrap() / page_size as u64;
+    let mut buf = vec![0u8; page_size];
+    let mut leaves = Vec::new();
+    for number in 3..pages {
+        file.read_at(&mut buf, number * page_size as u64, IoClass::DbRead)
+            .unwrap();
+        if jetproof_engine::page::page_type(&buf) == Some(jetproof_engine::page::PageType::Leaf)
+            && jetproof_engine::node::count(&buf) > 0
+        {
+            let (key, _) = jetproof_engine::node::leaf_entry(&buf, 0).unwrap();
+            leaves.push((u32::from_be_bytes(key[..4].try_into().unwrap()), number));
+        }
+    }
+    leaves
+}
+
+/// `end_extent` between mailboxes (as `init` calls it): each mailbox's first leaf starts an
+/// owned extent, the rest of the previous one is left free (and marked free), the tree checks and
+/// reads back; and a mailbox's later splits take the free pages of its own last extent, so its
+/// new leaves sit next to its own pages, not at the end of the file after other mailboxes'.
+#[test]
+fn mailboxes_start_owned_extents_and_grow_into_their_own_free_pages() {
+    let (backend, path) = mem();
+    let page_size = 32768;
+    let mut db = Database::create(backend.as_ref(), path, small_options(page_size, 64)).unwrap();
+    let value = vec![7u8; 2400];
+    let mailbox_key = |mailbox: u32, item: u32| {
+        let mut key = mailbox.to_be_bytes().to_vec();
+        key.extend_from_slice(&item.to_be_bytes());
+        key
+    };
+    let mailboxes = 6u32;
+    let items = 40u32; // ~4 leaves of 10 records at 80% density: 12 pages of each extent free
+    {
+        let mut loader = db.bulk_load().unwrap().with_density(80);
+        for mailbox in 0..mailboxes {
+            loader.end_extent().unwrap();
+            for item in 0..items {
+                loader.append(&mailbox_key(mailbox, item), &value).unwrap();
+            }
+        }
+        loader.finish().unwrap();
+    }
+    let loaded = db.check().unwrap();
+    assert_eq!(loaded.records, u64::from(mailboxes * items));
+    let used = db.used_pages();
+    assert!(
+        db.page_count() >= used + 5 * 8,
+        "the extents' free rests are free: {used} used of {}",
+        db.page_count()
+    );
+    // Each mailbox appends 60 more items at its tail, round robin, as the workload does.
+    for item in items..items + 60 {
+        for mailbox in 0..mailboxes {
+            assert!(db.insert(&mailbox_key(mailbox, item), &value).unwrap());
+        }
+    }
+    let after = db.check().unwrap();
+    assert_eq!(after.records, u64::from(mailboxes * (items + 60)));
+    for mailbox in 0..mailboxes {
+        for item in [0, items - 1, items + 59] {
+            assert_eq!(
+                db.get(&mailbox_key(mailbox, item)).unwrap().as_deref(),
+                Some(&value[..])
+            );
+        }
+    }
+    db.close().unwrap();
+    verify_file(backend.as_ref(), path, "owned extents");
+    let leaves = leaves_by_mailbox(backend.as_ref(), path, page_size);
+    let first_leaf = |mailbox: u32| {
+        leaves
+            .iter()
+            .filter(|(m, _)| *m == mailbox)
+            .map(|(_, p)| *p)
+            .min()
+            .unwrap()
+    };
+    for mailbox in 1..mailboxes {
+        assert_eq!(
+            first_leaf(mailbox) % 16,
+            0,
+            "mailbox {mailbox} starts an extent: {leaves:?}"
+        );
+    }
+    // Every mailbox's leaves come in runs of its own: walking the leaves in page order, the
+    // owner changes at most once per 16-page extent (never page by page, as when every split
+    // took the next page at the end of the file).
+    let mut by_page = leaves.clone();
+    by_page.sort_by_key(|(_, p)| *p);
+    let changes = by_page.windows(2).filter(|w| w[0].0 != w[1].0).count() as u64;
+    let extents = db_pages(&by_page) / 16 + 1;
+    assert!(
+        changes <= extents,
+        "{changes} owner changes over {extents} extents: {by_page:?}"
+    );
+}
+
+fn db_pages(leaves: &[(u32, u64)]) -> u64 {
+    leaves.iter().map(|(_, p)| *p).max().unwrap_or(0)
+}

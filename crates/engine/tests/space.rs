@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use jetproof_engine::cache::{CacheConfig, PageCache};
 use jetproof_engine::page::{self, PageType};
-use jetproof_engine::space::{OnGrow, Space, format_range, is_map_page, pages_per_map};
+use jetproof_engine::space::{
+    OWNED_EXTENT_PAGES, OnGrow, Space, format_range, is_map_page, pages_per_map,
+};
 use jetproof_io::mem::MemBackend;
 use jetproof_io::{IoBackend, IoClass, IoFile, OpenOptions};
 
@@ -107,4 +109,69 @@ fn allocation_crosses_a_map_group_and_survives_reload() {
 
 fn cache_again(file: &Arc<dyn IoFile>) -> PageCache {
     cache(file)
+}
+
+/// A split's new page comes from the split page's own owned extent when it has a free page after
+/// the split page; otherwise from a wholly free extent (whose rest the new page's own splits then
+/// use), never from another page's partly used extent; the file grows when no extent is wholly
+/// free; map and header pages are never handed out. Owned extents fit map groups at every page
+/// size.
+#[test]
+fn a_split_page_comes_from_the_split_pages_own_extent() {
+    for page_size in [4096usize, 8192, 16384, 32768] {
+        assert_eq!(
+            pages_per_map(page_size) % OWNED_EXTENT_PAGES,
+            0,
+            "{page_size}"
+        );
+    }
+    let backend = MemBackend::new();
+    let file = backend
+        .open(Path::new("/s/db.jpdb"), &OpenOptions::create().buffered())
+        .unwrap();
+    format_range(file.as_ref(), PAGE, 0, 64).unwrap();
+    let cache = cache(&file);
+    let space = Space::load(
+        &cache,
+        64,
+        32,
+        Arc::new(AtomicU64::new(1)),
+        OnGrow(Box::new(|_| Ok(()))),
+    )
+    .unwrap();
+    // Two "mailboxes": A uses pages 3..=20 (extent 0 and the start of extent 16), B 32..=35.
+    for _ in 3..=20 {
+        space.allocate(&cache).unwrap();
+    }
+    for page in 21..32 {
+        // 21..32: the free rest of the extent A grows into.
+        assert!(!space.is_used(&cache, page).unwrap());
+    }
+    // 31's extent (16..32) has no free page after 31, so B's split gets the first wholly free
+    // extent (32..48), and the later splits of that new page take 33, 34, 35.
+    assert_eq!(space.allocate_near(&cache, 31).unwrap(), 32);
+    let b: Vec<u32> = (0..3)
+        .map(|_| space.allocate_near(&cache, 32).unwrap())
+        .collect();
+    assert_eq!(b, vec![33, 34, 35]);
+    // A split of A's page 20 takes the free pages after it in its own extent, 21..32.
+    let a: Vec<u32> = (0..11)
+        .map(|_| space.allocate_near(&cache, 20).unwrap())
+        .collect();
+    assert_eq!(a, (21..32).collect::<Vec<u32>>());
+    // A's extent is full now: its next split takes a wholly free extent (48..64), not the free
+    // pages after B's 35; the one after that finds none wholly free in 64 pages and grows.
+    assert_eq!(space.allocate_near(&cache, 20).unwrap(), 48);
+    let count = space.page_count();
+    assert_eq!(count, 64);
+    let next = space.allocate_near(&cache, 20).unwrap();
+    assert!(space.page_count() > count, "grew");
+    assert_eq!(next, 64);
+    // A freed page after the hint in its own extent comes back first.
+    space.free(&cache, 25).unwrap();
+    assert_eq!(space.allocate_near(&cache, 20).unwrap(), 25);
+    for page in b.iter().chain(&a) {
+        assert!(!is_map_page(u64::from(*page), PAGE));
+        assert!(*page > 2);
+    }
 }
