@@ -259,17 +259,7 @@ impl Space {
         let mut state = self.state.lock();
         loop {
             if let Some(page) = self.find_free(cache, &state)? {
-                // A damaged map must never hand out a header or map page: that would overwrite
-                // the database's own bookkeeping.
-                if page <= u64::from(HEADER_PAGES) || is_map_page(page, self.page_size) {
-                    return Err(EngineError::Inconsistent {
-                        path: cache.file().path().to_path_buf(),
-                        page: map_page_for(page, self.page_size) as u32,
-                        what: format!(
-                            "the space map says page {page} (its own or a header) is free"
-                        ),
-                    });
-                }
+                self.check_allocatable(cache, page)?;
                 self.mark(cache, page, true)?;
                 state.used += 1;
                 state.hint = page + 1;
