@@ -23,7 +23,7 @@
 # round runs it and the current build, interleaved; compare within rounds (the machine is shared).
 #
 # Usage: bench/faithfulness.sh [DIR]   (default ./bench-faith-data; removed after)
-# Environment: ROUNDS (2), DURATION (60s), DB_SIZE (16GiB), CACHE_MIN (32MiB), CACHE_MAX (256MiB),
+# Environment: ROUNDS (2), DURATION (600s: a freshly loaded database carries a transient for the first minutes, docs/faithfulness.md), DB_SIZE (16GiB), CACHE_MIN (32MiB), CACHE_MAX (256MiB),
 # LOG_SECTOR (log.sector_size; unset: the job's default, 4KiB), BASE_JETPROOF, BASE_LABEL (before),
 # NOW_JETPROOF (a binary to measure instead of building the working tree), NOW_LABEL (now),
 # ANATOMY (1: also run log_anatomy on each run's logs; ANATOMY_BIN: a built log_anatomy binary),
@@ -34,7 +34,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 dir=${1:-$PWD/bench-faith-data}
 rounds=${ROUNDS:-2}
-duration=${DURATION:-60s}
+duration=${DURATION:-600s}
 db_size=${DB_SIZE:-16GiB}
 cache_min=${CACHE_MIN:-32MiB}
 cache_max=${CACHE_MAX:-256MiB}
