@@ -371,15 +371,21 @@ impl<'a> BulkLoader<'a> {
             self.complete_leaf()?;
         }
         while !self.next_page().is_multiple_of(space::OWNED_EXTENT_PAGES) {
-            let number = self.next_page();
-            let slot_start = self.batch_count * self.page_size;
-            if let Some(slot) = self.batch.get_mut(slot_start..slot_start + self.page_size) {
-                page::format_free(slot, number as u32);
-            }
+            let number = self.push_free_page()?;
             self.gaps.push(number);
-            self.advance_slot()?;
         }
         Ok(())
+    }
+
+    /// Formats the next slot as a free page and moves past it; returns its page number.
+    fn push_free_page(&mut self) -> Result<u64> {
+        let number = self.next_page();
+        let slot_start = self.batch_count * self.page_size;
+        if let Some(slot) = self.batch.get_mut(slot_start..slot_start + self.page_size) {
+            page::format_free(slot, number as u32);
+        }
+        self.advance_slot()?;
+        Ok(number)
     }
 
     /// Seals the leaf being built into its slot and moves to the next slot.
@@ -534,12 +540,7 @@ impl<'a> BulkLoader<'a> {
             (old + (tree_end - old).div_ceil(extent) * extent).min(MAX_PAGES)
         };
         while self.next_page() < new {
-            let number = self.next_page() as u32;
-            let slot_start = self.batch_count * page_size;
-            if let Some(slot) = self.batch.get_mut(slot_start..slot_start + page_size) {
-                page::format_free(slot, number);
-            }
-            self.advance_slot()?;
+            self.push_free_page()?;
         }
         // skip_map_positions may have placed a map at `new` or beyond: never past the count.
         let written_end = self.next_page();
@@ -563,15 +564,8 @@ impl<'a> BulkLoader<'a> {
             for page_number in from..to.max(from) {
                 space::set_map_bit(&mut map, page_number - group_start, true);
             }
-            let group_end = group_start + per_map;
-            let first_gap = self.gaps.partition_point(|&gap| gap < group_start);
-            for &gap in self
-                .gaps
-                .get(first_gap..)
-                .unwrap_or(&[])
-                .iter()
-                .take_while(|&&gap| gap < group_end)
-            {
+            let group = group_start..group_start + per_map;
+            for &gap in self.gaps.iter().filter(|gap| group.contains(gap)) {
                 space::set_map_bit(&mut map, gap - group_start, false);
             }
             checksum::seal(&mut map);

@@ -259,9 +259,7 @@ impl Space {
         let mut state = self.state.lock();
         loop {
             if let Some(page) = self.find_free(cache, &state)? {
-                self.check_allocatable(cache, page)?;
-                self.mark(cache, page, true)?;
-                state.used += 1;
+                self.claim(cache, &mut state, page)?;
                 state.hint = page + 1;
                 return Ok(page as u32);
             }
@@ -280,38 +278,29 @@ impl Space {
     /// free); only if that fails, any free page ([`Space::allocate`]).
     pub fn allocate_near(&self, cache: &PageCache, near: u32) -> Result<u32> {
         let near = u64::from(near);
-        let page = {
-            let mut state = self.state.lock();
-            let mut found = self.find_free_in_extent(cache, &state, near)?;
+        let mut state = self.state.lock();
+        let mut found = self.find_free_in_extent(cache, &state, near)?;
+        if found.is_none() {
+            found = self.find_free_extent(cache, &state)?;
             if found.is_none() {
+                self.grow(cache, &mut state)?;
                 found = self.find_free_extent(cache, &state)?;
-                if found.is_none() {
-                    self.grow(cache, &mut state)?;
-                    found = self.find_free_extent(cache, &state)?;
-                }
-                if let Some(page) = found {
-                    state.extent_hint = page + OWNED_EXTENT_PAGES;
-                }
             }
-            match found {
-                Some(page) => {
-                    self.check_allocatable(cache, page)?;
-                    self.mark(cache, page, true)?;
-                    state.used += 1;
-                    Some(page as u32)
-                }
-                None => None,
+            if let Some(page) = found {
+                state.extent_hint = page + OWNED_EXTENT_PAGES;
             }
-        };
-        match page {
-            Some(page) => Ok(page),
-            None => self.allocate(cache),
         }
+        let Some(page) = found else {
+            drop(state);
+            return self.allocate(cache);
+        };
+        self.claim(cache, &mut state, page)?;
+        Ok(page as u32)
     }
 
-    /// A damaged map must never hand out a header or map page: that would overwrite the
-    /// database's own bookkeeping.
-    fn check_allocatable(&self, cache: &PageCache, page: u64) -> Result<()> {
+    /// Marks `page`, found free in the maps, in use. A damaged map must never hand out a header
+    /// or map page: that would overwrite the database's own bookkeeping.
+    fn claim(&self, cache: &PageCache, state: &mut SpaceState, page: u64) -> Result<()> {
         if page <= u64::from(HEADER_PAGES) || is_map_page(page, self.page_size) {
             return Err(EngineError::Inconsistent {
                 path: cache.file().path().to_path_buf(),
@@ -319,6 +308,8 @@ impl Space {
                 what: format!("the space map says page {page} (its own or a header) is free"),
             });
         }
+        self.mark(cache, page, true)?;
+        state.used += 1;
         Ok(())
     }
 
@@ -343,24 +334,42 @@ impl Space {
     /// The first page of the first owned extent, at or after the extent hint (wrapping once),
     /// whose pages are all free and below the page count.
     fn find_free_extent(&self, cache: &PageCache, state: &SpaceState) -> Result<Option<u64>> {
-        let per_map = pages_per_map(self.page_size);
         let count = state.page_count - state.page_count % OWNED_EXTENT_PAGES;
-        let hint = (state.extent_hint - state.extent_hint % OWNED_EXTENT_PAGES).min(count);
-        for (from, to) in [(hint, count), (0, hint)] {
-            let mut extent = from;
-            while extent < to {
-                let group_start = extent - extent % per_map;
-                let group_end = (group_start + per_map).min(to);
-                let map = cache.read(map_page_for(extent, self.page_size) as u32)?;
-                let data = map.data();
-                while extent < group_end {
-                    // An owned extent is two whole bytes of the map (16 bits, byte aligned).
+        let hint = state.extent_hint - state.extent_hint % OWNED_EXTENT_PAGES;
+        self.scan_maps(cache, hint, count, |data, group_start, from, to| {
+            // An owned extent is two whole bytes of the map (16 bits, byte aligned): `from` and
+            // `to` are multiples of the extent, and so are map groups.
+            (from..to)
+                .step_by(OWNED_EXTENT_PAGES as usize)
+                .find(|&extent| {
                     let index = HEADER_SIZE + ((extent - group_start) / 8) as usize;
-                    if data.get(index..index + 2) == Some(&[0, 0][..]) {
-                        return Ok(Some(extent));
-                    }
-                    extent += OWNED_EXTENT_PAGES;
+                    data.get(index..index + 2) == Some(&[0, 0][..])
+                })
+        })
+    }
+
+    /// Searches the maps for pages `[hint, count)` and then `[0, hint)`, one map group at a time:
+    /// `find(map data, group start, from, to)` looks at the pages `[from, to)` of one group and
+    /// returns the page it wants, if any; the first one found is returned.
+    fn scan_maps(
+        &self,
+        cache: &PageCache,
+        hint: u64,
+        count: u64,
+        mut find: impl FnMut(&[u8], u64, u64, u64) -> Option<u64>,
+    ) -> Result<Option<u64>> {
+        let per_map = pages_per_map(self.page_size);
+        let hint = hint.min(count);
+        for (from, to) in [(hint, count), (0, hint)] {
+            let mut page = from;
+            while page < to {
+                let group_start = page - page % per_map;
+                let group_end = (group_start + per_map).min(to);
+                let map = cache.read(map_page_for(page, self.page_size) as u32)?;
+                if let Some(found) = find(map.data(), group_start, page, group_end) {
+                    return Ok(Some(found));
                 }
+                page = group_end;
             }
         }
         Ok(None)
@@ -401,20 +410,15 @@ impl Space {
 
     /// The first free page at or after the hint, wrapping around once.
     fn find_free(&self, cache: &PageCache, state: &SpaceState) -> Result<Option<u64>> {
-        let per_map = pages_per_map(self.page_size);
-        let count = state.page_count;
-        for (from, to) in [(state.hint.min(count), count), (0, state.hint.min(count))] {
-            let mut page = from;
-            while page < to {
-                let group_start = page - page % per_map;
-                let group_end = (group_start + per_map).min(to);
-                let map_page = map_page_for(page, self.page_size) as u32;
-                let map = cache.read(map_page)?;
-                let data = map.data();
-                let mut bit = page - group_start;
-                while group_start + bit < group_end {
+        self.scan_maps(
+            cache,
+            state.hint,
+            state.page_count,
+            |data, group_start, from, to| {
+                let mut bit = from - group_start;
+                while group_start + bit < to {
                     // Skip whole bytes that are full.
-                    if bit.is_multiple_of(8) && group_start + bit + 8 <= group_end {
+                    if bit.is_multiple_of(8) && group_start + bit + 8 <= to {
                         let index = HEADER_SIZE + (bit / 8) as usize;
                         if data.get(index) == Some(&0xFF) {
                             bit += 8;
@@ -422,14 +426,13 @@ impl Space {
                         }
                     }
                     if !get_bit(data, bit) {
-                        return Ok(Some(group_start + bit));
+                        return Some(group_start + bit);
                     }
                     bit += 1;
                 }
-                page = group_end;
-            }
-        }
-        Ok(None)
+                None
+            },
+        )
     }
 
     fn grow(&self, cache: &PageCache, state: &mut SpaceState) -> Result<()> {

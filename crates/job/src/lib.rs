@@ -225,9 +225,10 @@ pub struct Log {
     pub file_size: ByteSize,
     /// Size of the in-memory log buffer (the largest log write).
     pub buffer_size: ByteSize,
-    /// Log writes start and end on multiples of this; the partial last sector is written again
-    /// by the next write. 4 KiB as ESE's log segments since Exchange 2013; Exchange 2010 and
-    /// earlier wrote 512-byte sectors. Raised to the device's alignment under direct I/O.
+    /// Log writes start and end on multiples of this: a durable commit's write fills its last
+    /// sector, any other write's partial last sector is written again by the next write. 4 KiB
+    /// as ESE's log segments since Exchange 2013; Exchange 2010 and earlier wrote 512-byte
+    /// sectors. Raised to the device's alignment under direct I/O.
     pub sector_size: ByteSize,
     /// Keep log files older than the checkpoint (replication and soft recovery need them).
     pub keep_files: bool,

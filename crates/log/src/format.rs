@@ -254,20 +254,60 @@ pub fn encode_frame_with_crc(
     payload: &[u8],
     payload_crc: u32,
 ) {
+    let end = FRAME_HEADER_BYTES + payload.len();
+    out[FRAME_HEADER_BYTES..end].copy_from_slice(payload);
+    out[end..].fill(0);
+    write_frame_header(
+        out,
+        kind,
+        position,
+        record_type,
+        transaction_id,
+        payload.len(),
+        payload_crc,
+    );
+}
+
+/// A log-internal frame (record type 0, transaction 0) whose payload is `payload` followed by
+/// `fill` zero bytes (a flush frame filling its sector, format version 2), encoded at the start
+/// of `out` (exactly [`frame_bytes`]`(payload.len() + fill)` long) without building the payload
+/// anywhere else.
+pub fn encode_frame_filled(
+    out: &mut [u8],
+    kind: FrameKind,
+    position: Lsn,
+    payload: &[u8],
+    fill: usize,
+) {
+    let end = FRAME_HEADER_BYTES + payload.len();
+    out[FRAME_HEADER_BYTES..end].copy_from_slice(payload);
+    out[end..].fill(0);
+    let payload_len = payload.len() + fill;
+    let payload_crc = crc32c::crc32c(&out[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + payload_len]);
+    write_frame_header(out, kind, position, 0, 0, payload_len, payload_crc);
+}
+
+/// The 40-byte frame header at the start of `out`, its own CRC last.
+fn write_frame_header(
+    out: &mut [u8],
+    kind: FrameKind,
+    position: Lsn,
+    record_type: u8,
+    transaction_id: u64,
+    payload_len: usize,
+    payload_crc: u32,
+) {
     let header = &mut out[..FRAME_HEADER_BYTES];
     header[4] = kind as u8;
     header[5] = record_type;
     header[6..8].fill(0);
-    header[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[8..12].copy_from_slice(&(payload_len as u32).to_le_bytes());
     header[12..16].copy_from_slice(&payload_crc.to_le_bytes());
     header[16..24].copy_from_slice(&position.generation.to_le_bytes());
     header[24..32].copy_from_slice(&position.offset.to_le_bytes());
     header[32..40].copy_from_slice(&transaction_id.to_le_bytes());
     let crc = crc32c::crc32c(&header[4..FRAME_HEADER_BYTES]);
     header[0..4].copy_from_slice(&crc.to_le_bytes());
-    let end = FRAME_HEADER_BYTES + payload.len();
-    out[FRAME_HEADER_BYTES..end].copy_from_slice(payload);
-    out[end..].fill(0);
 }
 
 /// A frame found valid at some offset of a generation's bytes.

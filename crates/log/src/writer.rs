@@ -34,9 +34,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::checkpoint::{Checkpoint, CheckpointWriter, read_checkpoint, unix_ms};
 use crate::error::{LogError, Result};
 use crate::format::{
-    DATA_START, FLUSH_FRAME_BYTES, FLUSH_PAYLOAD_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES,
-    GenerationHeader, align_down, align_up, checkpoint_path, encode_frame, encode_frame_with_crc,
-    frame_bytes, generation_path, spare_path,
+    DATA_START, FLUSH_FRAME_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES, GenerationHeader,
+    align_down, align_up, checkpoint_path, encode_frame_filled, encode_frame_with_crc, frame_bytes,
+    generation_path, spare_path,
 };
 use crate::lsn::{Durability, Lsn, Record};
 use crate::scan::{ReadOptions, TornTail, analyse_generation};
@@ -909,20 +909,16 @@ impl Inner {
                 write_start,
                 write_sequence: state.write_sequence,
             };
+            // A durable commit's flush frame runs on in zeros to the sector's end (format
+            // version 2): the write ends on a sector boundary and the next one starts there.
             let fill = self.sector_fill(state, trigger, rollover);
-            if fill == 0 {
-                self.append_internal(state, FrameKind::Flush, &info.encode());
-            } else {
-                // The flush frame's payload runs on in zeros to the sector's end (format
-                // version 2): the write ends on a sector boundary and the next one starts there.
-                let mut payload = vec![0u8; FLUSH_PAYLOAD_BYTES + fill as usize];
-                payload[..FLUSH_PAYLOAD_BYTES].copy_from_slice(&info.encode());
-                self.append_internal(state, FrameKind::Flush, &payload);
+            self.append_internal(state, FrameKind::Flush, &info.encode(), fill);
+            if fill > 0 {
                 self.stats.fill_bytes.fetch_add(fill, Ordering::Relaxed);
             }
         }
         if rollover {
-            self.append_internal(state, FrameKind::GenerationEnd, &[]);
+            self.append_internal(state, FrameKind::GenerationEnd, &[], 0);
         }
         let end = state.append_end;
         debug_assert!(
@@ -1062,18 +1058,18 @@ impl Inner {
         filled_end - plain_end
     }
 
-    /// Appends a log-internal frame; room for it was reserved by [`Log::append`].
-    fn append_internal(&self, state: &mut State, kind: FrameKind, payload: &[u8]) {
-        let size = frame_bytes(payload.len());
+    /// Appends a log-internal frame whose payload is `payload` then `fill` zero bytes; room for
+    /// it was reserved by [`Log::append`] (and, for the fill, checked by [`Inner::sector_fill`]).
+    fn append_internal(&self, state: &mut State, kind: FrameKind, payload: &[u8], fill: u64) {
+        let size = frame_bytes(payload.len() + fill as usize);
         let lsn = Lsn::new(state.generation, state.append_end);
         let at = (state.append_end - state.buffer_start) as usize;
-        encode_frame(
+        encode_frame_filled(
             &mut state.buffer[at..at + size as usize],
             kind,
             lsn,
-            0,
-            0,
             payload,
+            fill as usize,
         );
         state.append_end += size;
         self.publish_end(state);
