@@ -50,6 +50,14 @@ pub trait WriteAheadGate: Send + Sync + std::fmt::Debug {
     fn is_durable(&self, log_position: u64) -> bool;
     /// Returns once the log is durable up to `log_position`.
     fn ensure_durable(&self, log_position: u64) -> Result<()>;
+    /// Called before a write of `pages`, whose changes reach log position `log_position`, with
+    /// none of them latched: returns the log position that must be durable before the write
+    /// (at least `log_position`). The instance logs here the before images it had kept in
+    /// memory for uncommitted changes on these pages (ESE's deferred undo info), so that a page
+    /// on disk never holds a change whose undo recovery could not find.
+    fn before_write(&self, _pages: &[u32], log_position: u64) -> Result<u64> {
+        Ok(log_position)
+    }
 }
 
 /// The gate used while there is no log: everything counts as durable.
@@ -1278,8 +1286,16 @@ impl CacheInner {
             let frames: Vec<(u32, usize)> = run.iter().map(|(p, f, _)| (*p, *f)).collect();
             drop(run);
             let gate = self.gate.read().clone();
-            if !gate.is_durable(max_log_position)
-                && let Err(e) = gate.ensure_durable(max_log_position)
+            let page_numbers: Vec<u32> = frames.iter().map(|&(page, _)| page).collect();
+            let needed = match gate.before_write(&page_numbers, max_log_position) {
+                Ok(needed) => needed.max(max_log_position),
+                Err(e) => {
+                    self.poison(&e);
+                    return Err(e);
+                }
+            };
+            if !gate.is_durable(needed)
+                && let Err(e) = gate.ensure_durable(needed)
             {
                 self.poison(&e);
                 return Err(e);

@@ -117,13 +117,17 @@ fn main() {
         let payload = &record.payload;
         let name = match record.record_type {
             format::RECORD_PAGE_CHANGE => {
-                if let Ok(EngineRecord::PageChange { change, .. }) =
-                    format::decode(record.record_type, payload)
+                if let Ok(EngineRecord::PageChange {
+                    change,
+                    undo_from_page,
+                    ..
+                }) = format::decode(record.record_type, payload)
                 {
-                    by_kind
-                        .entry(kind(&change))
-                        .or_default()
-                        .add(framed as usize);
+                    let mut name = kind(&change);
+                    if undo_from_page {
+                        name.push_str(" (its undo on the page)");
+                    }
+                    by_kind.entry(name).or_default().add(framed as usize);
                 }
                 "page change"
             }

@@ -33,6 +33,11 @@ const KIND_LEAF_DELETE: u8 = 7;
 const KIND_NODE_SPLICE: u8 = 8;
 /// A record marked deleted (flags bit 0 set) or its mark cleared: the key only.
 const KIND_LEAF_MARK: u8 = 9;
+/// A leaf replace ([`KIND_LEAF_REPLACE`]'s layout) that is its transaction's first change of the
+/// key: the record's value on the page just before it is the transaction's undo (ESE's
+/// deferred before image), which recovery takes from the page when it redoes the change.
+/// Builds from before 2026-11-23 refuse it (unknown kind) rather than recover without it.
+const KIND_LEAF_REPLACE_UNDO: u8 = 10;
 
 /// The largest page an image may describe (the largest page size), so a damaged hole length
 /// cannot ask for a huge allocation.
@@ -99,6 +104,10 @@ pub enum EngineRecord {
         page: u32,
         update_stamp: u64,
         change: OwnedPageChange,
+        /// The change (a leaf replace) is its transaction's first of the key, and the key's
+        /// value on the page just before it is the transaction's undo (not logged unless the
+        /// page was written while the transaction was open: [`crate::undo`]).
+        undo_from_page: bool,
     },
     /// The transaction committed; it had logged `page_changes` page change records before.
     Commit { page_changes: u64 },
@@ -129,6 +138,23 @@ pub fn encode_page_change(
 ) {
     out.clear();
     append_page_change(page, update_stamp, change, out);
+}
+
+/// [`encode_page_change`] of a leaf replace that is its transaction's first change of the key:
+/// recovery takes the transaction's undo (the key's value before it) from the page
+/// ([`EngineRecord::PageChange::undo_from_page`]). Any other change is encoded as usual.
+pub fn encode_page_change_undo_from_page(
+    page: u32,
+    update_stamp: u64,
+    change: &PageChange<'_>,
+    out: &mut Vec<u8>,
+) {
+    encode_page_change(page, update_stamp, change, out);
+    if matches!(change, PageChange::LeafReplace { .. })
+        && let Some(kind) = out.get_mut(4)
+    {
+        *kind = KIND_LEAF_REPLACE_UNDO;
+    }
 }
 
 /// Appends the payload of a page change record to the end of `out` (which keeps what it
@@ -325,7 +351,7 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
                 key: key.to_vec(),
             }
         }
-        KIND_LEAF_REPLACE => {
+        KIND_LEAF_REPLACE | KIND_LEAF_REPLACE_UNDO => {
             expect_empty(second, second_len)?;
             OwnedPageChange::LeafReplace {
                 index: index()?,
@@ -376,6 +402,7 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
         page,
         update_stamp,
         change,
+        undo_from_page: kind == KIND_LEAF_REPLACE_UNDO,
     })
 }
 
@@ -466,7 +493,24 @@ mod tests {
                 EngineRecord::PageChange {
                     page,
                     update_stamp: stamp,
-                    change
+                    change: change.clone(),
+                    undo_from_page: false,
+                }
+            );
+            // Only a leaf replace carries the mark that its undo is on the page; the bytes are
+            // the same size either way.
+            let plain = buf.clone();
+            encode_page_change_undo_from_page(page, stamp, &change.as_change(), &mut buf);
+            let is_replace = matches!(change, OwnedPageChange::LeafReplace { .. });
+            assert_eq!(buf.len(), plain.len());
+            assert_eq!(buf == plain, !is_replace, "{change:?}");
+            assert_eq!(
+                decode(RECORD_PAGE_CHANGE, &buf).unwrap(),
+                EngineRecord::PageChange {
+                    page,
+                    update_stamp: stamp,
+                    change,
+                    undo_from_page: is_replace,
                 }
             );
         }
@@ -663,7 +707,8 @@ mod tests {
                 EngineRecord::PageChange {
                     page: 9,
                     update_stamp: 5,
-                    change: expected
+                    change: expected,
+                    undo_from_page: false,
                 }
             );
         }

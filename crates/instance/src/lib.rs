@@ -17,7 +17,9 @@
 //!   records). When it falls more than the checkpoint depth behind the log's end, the oldest dirty
 //!   pages are flushed so it can advance.
 //! * **Undo** ([`mod@undo`]): before a transaction first changes a key, the key's prior state is
-//!   logged and the key is locked to the transaction until it ends; a second writer gets
+//!   logged (a replaced value only if a page holding the change is written while the transaction
+//!   is open: [`mod@deferred`], ESE's deferred before image; otherwise recovery takes it from the
+//!   page) and the key is locked to the transaction until it ends; a second writer gets
 //!   [`InstanceError::WriteConflict`]. [`Instance::rollback`], [`Instance::close`] (for
 //!   transactions still open) and recovery (for transactions with no commit record) restore
 //!   those states through the engine and log a rollback record.
@@ -35,6 +37,7 @@
 //! current transaction of each thread and instance is kept in a thread-local, so the engine's
 //! `ChangeLog` hook (called on the session's own thread) can tag each record with it.
 
+pub mod deferred;
 pub mod error;
 pub mod format;
 pub mod group;
@@ -59,6 +62,8 @@ use jetproof_engine::{
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
 use jetproof_log::format::{DATA_START, checkpoint_path};
 use jetproof_log::{Durability, Log, LogOptions, Lsn, Record, Retention};
+
+use crate::deferred::DeferredUndo;
 use parking_lot::{Condvar, Mutex};
 
 pub use error::{InstanceError, Result};
@@ -138,9 +143,13 @@ pub struct InstanceCounters {
     pub page_change_records: AtomicU64,
     pub depth_flushes: AtomicU64,
     pub checkpoint_writes: AtomicU64,
-    /// Undo records logged (one per key per transaction, and one more for a key the
-    /// transaction deleted and then inserted again).
+    /// Undo records logged when the change was made (one per key per transaction, and one more
+    /// for a key the transaction deleted and then inserted again), replaced values aside.
     pub undo_records: AtomicU64,
+    /// Replaced values kept in memory as their transaction's undo instead of being logged
+    /// ([`mod@deferred`]); those whose page was written while the transaction was open were
+    /// logged then ([`Instance::deferred_undo_logged`]).
+    pub undo_deferred: AtomicU64,
     /// Records marked deleted that were removed after their transaction committed (or by
     /// recovery).
     pub records_purged: AtomicU64,
@@ -158,6 +167,9 @@ struct ThreadTransaction {
     page_changes: u64,
     /// Keys this transaction marked deleted: the commit purges them.
     marked: Vec<Vec<u8>>,
+    /// It kept a replaced value in memory ([`mod@deferred`]): its end record is ordered
+    /// against the write-ahead gate's undo records.
+    deferred: bool,
 }
 
 thread_local! {
@@ -189,8 +201,13 @@ enum UndoSlot {
     /// A later write of a key in its transaction: an undo record only if it brings back a record
     /// the transaction marked deleted (its value is about to be overwritten).
     Repeat,
-    /// The hook logged it (or tried to): the key's prior state, for rollback.
-    Taken(Prior),
+    /// The hook found a value the write is about to overwrite: if the write's change is one
+    /// leaf replace of the key, the value is kept in memory and the record says so
+    /// ([`mod@deferred`]); before any other change, it is logged as an undo record.
+    Kept { key: Vec<u8>, value: Vec<u8> },
+    /// The hook logged it (or tried to), or kept it (`deferred`): the key's prior state, for
+    /// rollback.
+    Taken { prior: Prior, deferred: bool },
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -207,6 +224,39 @@ fn log_failure(dir: &Path, error: &jetproof_log::LogError) -> EngineError {
 struct LogSink {
     log: Arc<Log>,
     dir: PathBuf,
+    deferred: Arc<DeferredUndo>,
+}
+
+impl LogSink {
+    /// Logs the undo record of the write running on this thread if the hook kept its value and
+    /// the change about to be recorded is not the one leaf replace that can carry it.
+    fn log_kept_value(&self) -> jetproof_engine::error::Result<()> {
+        if !UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Kept { .. })) {
+            return Ok(());
+        }
+        let UndoSlot::Kept { key, value } = UNDO.take() else {
+            return Ok(());
+        };
+        let prior = Prior::Value(value);
+        let appended = self.append_undo(&key, &prior);
+        UNDO.set(UndoSlot::Taken {
+            prior,
+            deferred: false,
+        });
+        appended
+    }
+
+    fn append_undo(&self, key: &[u8], prior: &Prior) -> jetproof_engine::error::Result<()> {
+        let appended = SCRATCH.with_borrow_mut(|buffer| {
+            undo::encode_undo(key, prior, buffer);
+            self.log.append(&Record {
+                record_type: undo::RECORD_UNDO,
+                transaction_id: CURRENT.get(),
+                payload: buffer,
+            })
+        });
+        appended.map(|_| ()).map_err(|e| log_failure(&self.dir, &e))
+    }
 }
 
 impl ChangeLog for LogSink {
@@ -216,6 +266,21 @@ impl ChangeLog for LogSink {
         update_stamp: u64,
         change: &PageChange<'_>,
     ) -> jetproof_engine::error::Result<u64> {
+        // A kept value rides on the write's leaf replace of its key; any other change first logs
+        // it as an undo record (a replace that splits or merges its leaf, in a group).
+        let keeps = match (
+            UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Kept { .. })),
+            change,
+        ) {
+            (false, _) => false,
+            (true, PageChange::LeafReplace { key, .. }) if !GROUP.with_borrow(|g| g.is_open()) => {
+                UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Kept { key: k, .. } if k == key))
+            }
+            (true, _) => false,
+        };
+        if !keeps {
+            self.log_kept_value()?;
+        }
         // Space map bits are not held in a group: each is absolute, and the map page is shared
         // by every session (its latch is not kept for the group).
         if !matches!(change, PageChange::MapBit { .. }) {
@@ -229,13 +294,30 @@ impl ChangeLog for LogSink {
         }
         let transaction_id = CURRENT.get();
         let lsn = SCRATCH.with_borrow_mut(|buffer| {
-            format::encode_page_change(page, update_stamp, change, buffer);
+            if keeps {
+                format::encode_page_change_undo_from_page(page, update_stamp, change, buffer);
+            } else {
+                format::encode_page_change(page, update_stamp, change, buffer);
+            }
             self.log.append(&Record {
                 record_type: format::RECORD_PAGE_CHANGE,
                 transaction_id,
                 payload: buffer,
             })
         });
+        if keeps && let UndoSlot::Kept { key, value } = UNDO.take() {
+            // Kept even if the append failed: the write fails, and rollback needs the value.
+            // Registered before the page's latch is released, so no write of the page can
+            // copy the change before the gate knows of it.
+            if lsn.is_ok() {
+                self.deferred
+                    .defer(page, transaction_id, &key, value.clone());
+            }
+            UNDO.set(UndoSlot::Taken {
+                prior: Prior::Value(value),
+                deferred: lsn.is_ok(),
+            });
+        }
         let lsn = lsn.map_err(|e| log_failure(&self.dir, &e))?;
         LOGGED.set(LOGGED.get() + 1);
         Ok(lsn.to_u64())
@@ -266,6 +348,9 @@ impl ChangeLog for LogSink {
     }
 
     fn before_change(&self, key: &[u8], before: Before<'_>) -> jetproof_engine::error::Result<()> {
+        // A slot still holding a kept value belongs to an earlier call of this write that
+        // recorded nothing: logged now, before this call's changes.
+        self.log_kept_value()?;
         let prior = UNDO.with_borrow(|slot| match (slot, before) {
             (UndoSlot::Wanted, Before::Absent) => Some(Prior::Absent),
             (UndoSlot::Wanted, Before::Value(v)) => Some(Prior::Value(v.to_vec())),
@@ -280,24 +365,31 @@ impl ChangeLog for LogSink {
         let Some(prior) = prior else {
             return Ok(());
         };
-        let appended = SCRATCH.with_borrow_mut(|buffer| {
-            undo::encode_undo(key, &prior, buffer);
-            self.log.append(&Record {
-                record_type: undo::RECORD_UNDO,
-                transaction_id: CURRENT.get(),
-                payload: buffer,
-            })
+        // A value about to be overwritten is kept, not logged: the change's own record will
+        // say that recovery finds it on the page (`record` above).
+        if let Prior::Value(value) = prior {
+            UNDO.set(UndoSlot::Kept {
+                key: key.to_vec(),
+                value,
+            });
+            return Ok(());
+        }
+        let appended = self.append_undo(key, &prior);
+        UNDO.set(UndoSlot::Taken {
+            prior,
+            deferred: false,
         });
-        UNDO.set(UndoSlot::Taken(prior));
-        appended.map(|_| ()).map_err(|e| log_failure(&self.dir, &e))
+        appended
     }
 }
 
-/// The cache's write-ahead gate: a page goes to disk only once its last change is durable.
+/// The cache's write-ahead gate: a page goes to disk only once its last change is durable, and
+/// the values kept in memory as undo of open transactions' changes on it are logged first.
 #[derive(Debug)]
 struct LogGate {
     log: Arc<Log>,
     dir: PathBuf,
+    deferred: Arc<DeferredUndo>,
 }
 
 impl WriteAheadGate for LogGate {
@@ -311,6 +403,15 @@ impl WriteAheadGate for LogGate {
         }
         self.log
             .wait_durable(Lsn::from_u64(log_position))
+            .map_err(|e| log_failure(&self.dir, &e))
+    }
+    fn before_write(
+        &self,
+        pages: &[u32],
+        log_position: u64,
+    ) -> jetproof_engine::error::Result<u64> {
+        self.deferred
+            .before_write(pages, &self.log, log_position)
             .map_err(|e| log_failure(&self.dir, &e))
     }
 }
@@ -334,6 +435,8 @@ struct Shared {
     locks: Mutex<HashMap<Vec<u8>, u64>>,
     /// The undo entries of each open transaction that changed anything, in the order logged.
     undo: Mutex<HashMap<u64, Vec<UndoEntry>>>,
+    /// Replaced values kept in memory as undo ([`mod@deferred`]).
+    deferred: Arc<DeferredUndo>,
     next_transaction: AtomicU64,
     checkpoint_lock: Mutex<Instant>,
     stop: Mutex<bool>,
@@ -356,7 +459,7 @@ fn now_us() -> u64 {
         .map_or(1, |d| d.as_micros().min(u128::from(u64::MAX / 2)) as u64)
 }
 
-fn log_options(dir: &Path, database_id: u128, options: &InstanceOptions) -> LogOptions {
+pub(crate) fn log_options(dir: &Path, database_id: u128, options: &InstanceOptions) -> LogOptions {
     LogOptions {
         file_size_bytes: options.log_file_size_bytes,
         buffer_size_bytes: options.log_buffer_size_bytes,
@@ -476,13 +579,16 @@ impl Instance {
 
     fn assemble(db: Database, log: Log, log_dir: &Path, options: InstanceOptions) -> Instance {
         let log = Arc::new(log);
+        let deferred = Arc::new(DeferredUndo::default());
         db.set_change_log(Arc::new(LogSink {
             log: log.clone(),
             dir: log_dir.to_path_buf(),
+            deferred: deferred.clone(),
         }));
         db.set_write_ahead_gate(Arc::new(LogGate {
             log: log.clone(),
             dir: log_dir.to_path_buf(),
+            deferred: deferred.clone(),
         }));
         let interval = options.checkpoint_interval;
         let shared = Arc::new(Shared {
@@ -495,6 +601,7 @@ impl Instance {
             committing: Mutex::new(Vec::new()),
             locks: Mutex::new(HashMap::new()),
             undo: Mutex::new(HashMap::new()),
+            deferred,
             // Ids keep growing across runs, so a record of an earlier run is never taken for
             // one of this run's transactions.
             next_transaction: AtomicU64::new(now_us()),
@@ -558,6 +665,7 @@ impl Instance {
                 id,
                 page_changes: 0,
                 marked: Vec::new(),
+                deferred: false,
             });
         });
         id
@@ -641,10 +749,27 @@ impl Instance {
             UndoSlot::Repeat
         });
         let result = self.in_transaction(write);
+        // A value the hook kept but no change carried (the write failed before recording
+        // anything): logged now, so whatever reached the log can be taken back.
+        let kept = match UNDO.take() {
+            UndoSlot::Kept { value, .. } => {
+                let prior = Prior::Value(value);
+                let appended = self.log_undo(id, key, &prior);
+                UNDO.set(UndoSlot::Taken {
+                    prior,
+                    deferred: false,
+                });
+                appended
+            }
+            other => {
+                UNDO.set(other);
+                Ok(())
+            }
+        };
         match UNDO.replace(UndoSlot::Idle) {
             // Registered even if the undo record's append (or the write) failed: whatever
             // reached the log can be taken back.
-            UndoSlot::Taken(before) => {
+            UndoSlot::Taken { prior, deferred } => {
                 self.shared
                     .undo
                     .lock()
@@ -652,13 +777,16 @@ impl Instance {
                     .or_default()
                     .push(UndoEntry {
                         key: key.to_vec(),
-                        before,
+                        before: prior,
                     });
-                self.shared
-                    .counters
-                    .undo_records
-                    .fetch_add(1, Ordering::Relaxed);
-                self.with_thread_transaction(|t| t.page_changes += 1);
+                let counters = &self.shared.counters;
+                if deferred {
+                    counters.undo_deferred.fetch_add(1, Ordering::Relaxed);
+                    self.with_thread_transaction(|t| t.deferred = true);
+                } else {
+                    counters.undo_records.fetch_add(1, Ordering::Relaxed);
+                    self.with_thread_transaction(|t| t.page_changes += 1);
+                }
             }
             // Nothing was about to change (or the write failed before): nothing to undo.
             UndoSlot::Wanted | UndoSlot::Idle => {
@@ -666,8 +794,22 @@ impl Instance {
             }
             // A later write keeps the key it locked before.
             UndoSlot::Repeat => {}
+            UndoSlot::Kept { .. } => unreachable!("taken above"),
         }
+        kept?;
         result
+    }
+
+    /// Appends an undo record for transaction `id` (outside the engine's hook).
+    fn log_undo(&self, id: u64, key: &[u8], prior: &Prior) -> Result<()> {
+        let mut buffer = Vec::new();
+        undo::encode_undo(key, prior, &mut buffer);
+        self.shared.log.append(&Record {
+            record_type: undo::RECORD_UNDO,
+            transaction_id: id,
+            payload: &buffer,
+        })?;
+        Ok(())
     }
 
     /// Adds a record in this thread's transaction; false if the key exists.
@@ -716,15 +858,21 @@ impl Instance {
             Ok(None)
         } else {
             let payload = format::encode_commit(transaction.page_changes);
+            let log = &self.shared.log;
             self.shared
-                .log
-                .append(&Record {
-                    record_type: format::RECORD_COMMIT,
-                    transaction_id: transaction.id,
-                    payload: &payload,
+                .deferred
+                .end(transaction.id, transaction.deferred, || {
+                    log.append(&Record {
+                        record_type: format::RECORD_COMMIT,
+                        transaction_id: transaction.id,
+                        payload: &payload,
+                    })
                 })
                 .map(Some)
         };
+        if transaction.deferred {
+            self.shared.deferred.tidy(&self.shared.log);
+        }
         // Committed: the records it marked deleted are removed now, while their keys are still
         // locked (no other transaction can have brought one back or marked it again). The purge
         // is logged after the commit record as no transaction's (id 0), as ESE's version-store
@@ -854,10 +1002,13 @@ impl Instance {
                 });
             }
         }
-        let end = self.shared.log.append(&Record {
-            record_type: undo::RECORD_ROLLBACK,
-            transaction_id: id,
-            payload: &[],
+        let log = &self.shared.log;
+        let end = self.shared.deferred.end(id, true, || {
+            log.append(&Record {
+                record_type: undo::RECORD_ROLLBACK,
+                transaction_id: id,
+                payload: &[],
+            })
         })?;
         self.shared
             .counters
@@ -886,6 +1037,14 @@ impl Instance {
     /// rewrites the checkpoint file if the checkpoint moved.
     pub fn checkpoint(&self) -> Result<CheckpointReport> {
         self.shared.checkpoint_pass(true)
+    }
+
+    /// Replaced values kept as undo that were logged because a page holding the change was
+    /// written while their transaction was open ([`mod@deferred`]), and those kept right now.
+    pub fn deferred_undo_logged(&self) -> (u64, u64) {
+        let d = &self.shared.deferred;
+        d.tidy(&self.shared.log);
+        (d.logged() as u64, d.held() as u64)
     }
 
     /// The error that stopped the background checkpointer, if any.

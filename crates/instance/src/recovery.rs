@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jetproof_engine::change::{self, OwnedPageChange};
-use jetproof_engine::{DbHeader, DbState, checksum};
+use jetproof_engine::{DbHeader, DbState, checksum, node, page};
 use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions, TornTail, read_checkpoint};
@@ -36,7 +36,7 @@ use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions, TornTail, read_checkp
 use crate::format::{self, DecodeError, EngineRecord};
 use crate::group::{self, GroupPart};
 use crate::readahead::Readers;
-use crate::undo::{self, UndoEntry};
+use crate::undo::{self, Prior, UndoEntry};
 use crate::{Instance, InstanceError, InstanceOptions, Result};
 
 /// Pages kept in memory between writes, at least; recovery keeps up to the instance's cache
@@ -220,6 +220,12 @@ pub fn recover_with(
     let mut open: BTreeSet<u64> = BTreeSet::new();
     // The undo entries of each transaction not yet ended, in log order.
     let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
+    // Of those, the replaced values taken from the pages (`undo_from_page`): not in the log,
+    // and no longer on their pages once these are written, so logged before that (below).
+    let mut from_pages: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
+    // Keys whose first replace was already on its page (written after the change): the
+    // value must then be in an undo record that the write-ahead gate logged before the write.
+    let mut logged_before_write: BTreeMap<u64, Vec<(Vec<u8>, Lsn)>> = BTreeMap::new();
     // Parts of each transaction's group (structural change) read so far.
     let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
     // Keys marked deleted by the replayed records and not seen removed or brought back since
@@ -285,6 +291,9 @@ pub fn recover_with(
             Body::Rollback => {
                 open.remove(&transaction_id);
                 losers.remove(&transaction_id);
+                from_pages.remove(&transaction_id);
+                logged_before_write.remove(&transaction_id);
+                pages.unpin(transaction_id);
                 continue;
             }
             Body::Group(part) => {
@@ -305,11 +314,15 @@ pub fn recover_with(
                     report.commits += 1;
                     open.remove(&transaction_id);
                     losers.remove(&transaction_id);
+                    from_pages.remove(&transaction_id);
+                    logged_before_write.remove(&transaction_id);
+                    pages.unpin(transaction_id);
                 }
                 EngineRecord::PageChange {
                     page,
                     update_stamp,
                     change,
+                    undo_from_page,
                 } => {
                     if transaction_id != 0 {
                         open.insert(transaction_id);
@@ -331,6 +344,34 @@ pub fn recover_with(
                     }
                     max_stamp = max_stamp.max(update_stamp);
                     let bytes = pages.get(page)?;
+                    // The transaction's undo for this key is the value the page holds before
+                    // the change, if the page is older than it (else the page was written after
+                    // the change, and the value was logged before that write).
+                    let before = match &change {
+                        OwnedPageChange::LeafReplace { index, key, .. }
+                            if undo_from_page
+                                && transaction_id != 0
+                                && page::update_stamp(bytes).unwrap_or(0) < update_stamp =>
+                        {
+                            match node::leaf_entry(bytes, *index) {
+                                Some((k, value)) if k == key.as_slice() => Some(UndoEntry {
+                                    key: key.clone(),
+                                    before: Prior::Value(value.to_vec()),
+                                }),
+                                _ => {
+                                    return Err(InstanceError::RecoveryImpossible {
+                                        path: db_path.to_path_buf(),
+                                        reason: format!(
+                                            "page {page}, log record at {lsn} in {}: the replaced \
+                                             record is not at index {index}",
+                                            log_dir.display()
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                        _ => None,
+                    };
                     let applied =
                         change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
                             .map_err(|e| InstanceError::RecoveryImpossible {
@@ -340,6 +381,26 @@ pub fn recover_with(
                                     log_dir.display()
                                 ),
                             })?;
+                    if let Some(entry) = before.filter(|_| applied) {
+                        // Kept in memory (pinned) until the transaction's end is read: written
+                        // now, the page would lose the value a crash of this recovery needs.
+                        pages.pin(page, transaction_id);
+                        losers
+                            .entry(transaction_id)
+                            .or_default()
+                            .push(entry.clone());
+                        from_pages.entry(transaction_id).or_default().push(entry);
+                    }
+                    if let OwnedPageChange::LeafReplace { key, .. } = &change
+                        && undo_from_page
+                        && transaction_id != 0
+                        && !applied
+                    {
+                        logged_before_write
+                            .entry(transaction_id)
+                            .or_default()
+                            .push((key.clone(), lsn));
+                    }
                     if applied {
                         report.records_applied += 1;
                         pages.mark_dirty(page);
@@ -358,6 +419,48 @@ pub fn recover_with(
     // A group whose last part never reached the log: its pages were latched until the whole
     // group was logged, so none of it is on disk and no later record depends on it.
     report.groups_dropped = groups.len() as u64;
+    // A loser's replace found already on its page must have its value in an undo record:
+    // without it the transaction could not be taken back, and that is damage, not a choice.
+    for (id, keys) in &logged_before_write {
+        let entries = losers.get(id).map(Vec::as_slice).unwrap_or_default();
+        for (key, at) in keys {
+            let found = entries
+                .iter()
+                .any(|e| e.key == *key && matches!(e.before, Prior::Value(_)));
+            if !found {
+                return Err(InstanceError::RecoveryImpossible {
+                    path: db_path.to_path_buf(),
+                    reason: format!(
+                        "the uncommitted replace logged at {at} in {} is on its page, but no \
+                         undo record holds the value it replaced",
+                        log_dir.display()
+                    ),
+                });
+            }
+        }
+    }
+    // The losers' replaced values taken from pages go to the log (durable) before those pages
+    // are written: a crash from here on, and the next recovery finds them there.
+    if !from_pages.is_empty() {
+        let (log, _) = jetproof_log::Log::open(
+            backend.clone(),
+            crate::log_options(log_dir, header.database_id, options),
+        )?;
+        let mut buffer = Vec::new();
+        for (&id, entries) in &from_pages {
+            for entry in entries {
+                undo::encode_undo(&entry.key, &entry.before, &mut buffer);
+                log.append(&jetproof_log::Record {
+                    record_type: undo::RECORD_UNDO,
+                    transaction_id: id,
+                    payload: &buffer,
+                })?;
+            }
+        }
+        log.flush()?;
+        drop(log);
+        pages.unpin_all();
+    }
     pages.write_all()?;
     pages.sync()?;
     report.pages_written = pages.written.len() as u64;
@@ -585,6 +688,10 @@ struct PageMap {
     pages: BTreeMap<u32, AlignedBuf>,
     dirty: BTreeSet<u32>,
     written: BTreeSet<u32>,
+    /// Pages holding a value taken as an unfinished transaction's undo, by transaction: kept
+    /// (not written) until its end is read or the values are logged.
+    pins: BTreeMap<u64, Vec<u32>>,
+    pinned: BTreeMap<u32, usize>,
     read_ahead: ReadAhead,
     reads: ReadCounts,
 }
@@ -607,6 +714,8 @@ impl PageMap {
             pages: BTreeMap::new(),
             dirty: BTreeSet::new(),
             written: BTreeSet::new(),
+            pins: BTreeMap::new(),
+            pinned: BTreeMap::new(),
             read_ahead,
             reads: ReadCounts::default(),
         })
@@ -668,11 +777,33 @@ impl PageMap {
         self.dirty.insert(page);
     }
 
+    /// Keeps `page` in memory until `transaction`'s end is read ([`PageMap::unpin`]).
+    fn pin(&mut self, page: u32, transaction: u64) {
+        self.pins.entry(transaction).or_default().push(page);
+        *self.pinned.entry(page).or_default() += 1;
+    }
+
+    fn unpin(&mut self, transaction: u64) {
+        for page in self.pins.remove(&transaction).unwrap_or_default() {
+            if let Entry::Occupied(mut count) = self.pinned.entry(page) {
+                *count.get_mut() -= 1;
+                if *count.get() == 0 {
+                    count.remove();
+                }
+            }
+        }
+    }
+
+    fn unpin_all(&mut self) {
+        self.pins.clear();
+        self.pinned.clear();
+    }
+
     /// Seals and writes every changed page, and forgets them all (not the pages read ahead:
     /// the replay does not hold those yet, so they are unchanged and about to be needed).
     fn write_all(&mut self) -> Result<()> {
         for (&page, bytes) in &mut self.pages {
-            if self.dirty.contains(&page) {
+            if self.dirty.contains(&page) && !self.pinned.contains_key(&page) {
                 checksum::seal(bytes);
                 self.file.write_at(
                     bytes,
@@ -682,8 +813,9 @@ impl PageMap {
                 self.written.insert(page);
             }
         }
-        self.pages.clear();
-        self.dirty.clear();
+        let pinned = &self.pinned;
+        self.pages.retain(|page, _| pinned.contains_key(page));
+        self.dirty.retain(|page| pinned.contains_key(page));
         Ok(())
     }
 

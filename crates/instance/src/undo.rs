@@ -15,9 +15,9 @@
 //! restores it), and the record is removed once the transaction has committed. ESE's version
 //! store likewise keeps no before-image for a flag delete, the node itself being the before-image.
 //! The one case that needs a value after all: a transaction that deleted a record and then
-//! inserts the key again overwrites the marked record, so that insert logs the marked record's
-//! value ([`Prior::Value`]) as a second undo record of the key; taken back first, it restores the
-//! value, and the first record then finds the record live.
+//! inserts the key again overwrites the marked record, so that insert has the marked record's
+//! value ([`Prior::Value`]) as a second undo entry of the key; taken back first, it restores the
+//! value, and the first entry then finds the record live.
 //!
 //! Why this is safe to repeat, so a crash in the middle of a rollback (or of recovery's undo) is
 //! finished by the next recovery: a restore sets a key to an absolute state ("absent", or
@@ -27,7 +27,11 @@
 //! ([`crate::Instance`]: a second writer gets [`crate::InstanceError::WriteConflict`], as ESE's
 //! `JET_errWriteConflict`), so no later committed change of that key can precede the restore.
 //! Why the undo record is always there when a change is: it is appended before the operation's
-//! page changes, and the log is durable in order.
+//! page changes, and the log is durable in order. The exception is a value that a leaf replace
+//! overwrites ([`Prior::Value`] of a write made in place): it is kept in memory and logged only if
+//! a page holding the change is written while the transaction is open, and otherwise recovery
+//! takes it from the page as it redoes the replace ([`crate::deferred`], ESE's deferred before
+//! image).
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use crate::format::DecodeError;

@@ -103,6 +103,13 @@ fn transaction(
                 }
             }
             _ => {
+                // Half the replaces keep the value's length, so they are made in place and their
+                // prior value is kept in memory rather than logged (ESE's deferred before image).
+                let value = match pending.get(&k) {
+                    Some(&(_, old)) if rng.random_bool(0.5) => vec![byte; old],
+                    _ => value,
+                };
+                let len = value.len();
                 if instance
                     .replace(&key(k), &value)
                     .map_err(|e| e.to_string())?
@@ -184,16 +191,28 @@ fn one_case(seed: u64, log_sector: usize) {
             break;
         }
     }
-    // A transaction left open at the crash (if the run was not cut already).
+    // A transaction left open at the crash (if the run was not cut already): deletes, and
+    // replaces in place (their prior values kept in memory), its pages sometimes written before
+    // the crash (the prior values then logged first by the write-ahead gate).
     if stopped.is_none() {
+        let model = promise.snapshots.last().cloned().unwrap_or_default();
         for _ in 0..rng.random_range(1..6u32) {
             let k = rng.random_range(0..KEYS);
-            if instance.delete(&key(k)).is_err() {
+            let done = match model.get(&k) {
+                Some(&(byte, len)) if rng.random_bool(0.5) => {
+                    instance.replace(&key(k), &vec![byte.wrapping_add(1); len])
+                }
+                _ => instance.delete(&key(k)),
+            };
+            if done.is_err() {
                 break;
             }
         }
         if rng.random_bool(0.5) {
             let _ = instance.log().flush();
+        }
+        if rng.random_bool(0.3) {
+            let _ = instance.database().flush();
         }
     }
     let drawn = rng.random_range(0..3);

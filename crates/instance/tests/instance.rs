@@ -21,7 +21,6 @@ use jetproof_instance::{Instance, InstanceError, InstanceOptions, undo};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::mem::MemBackend;
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
-use jetproof_log::format::DATA_START;
 use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -58,19 +57,7 @@ fn fresh(backend: Arc<dyn IoBackend>, options: &InstanceOptions) -> Instance {
 }
 
 fn read_log(backend: Arc<dyn IoBackend>) -> (Vec<LogRecord>, Option<Lsn>) {
-    let mut reader = LogReader::open(
-        backend,
-        Path::new(LOGS),
-        None,
-        Lsn::new(1, DATA_START),
-        ReadOptions::default(),
-    )
-    .unwrap();
-    let mut records = Vec::new();
-    while let Some(record) = reader.next_record().unwrap() {
-        records.push(record);
-    }
-    (records, reader.summary().end)
+    common::read_log(backend, Path::new(LOGS))
 }
 
 #[test]
@@ -544,6 +531,7 @@ fn redo_case(seed: u64, from_checkpoint: bool) {
                     page: number,
                     update_stamp,
                     change,
+                    ..
                 } => {
                     let at = number as usize * PAGE;
                     let bytes = &mut image[at..at + PAGE];

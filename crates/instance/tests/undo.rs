@@ -12,8 +12,6 @@ use jetproof_instance::{Instance, InstanceError, InstanceOptions, recover};
 use jetproof_io::IoBackend;
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
 use jetproof_io::mem::MemBackend;
-use jetproof_log::format::DATA_START;
-use jetproof_log::{LogReader, Lsn, ReadOptions};
 
 const DB: &str = "/undo/db.jpdb";
 const LOGS: &str = "/undo/logs";
@@ -77,26 +75,7 @@ fn rollback_restores_every_key_and_logs_one_undo_record_per_key() {
     instance.commit(false).unwrap().unwrap();
     instance.close().unwrap();
 
-    let mut reader = LogReader::open(
-        backend,
-        Path::new(LOGS),
-        None,
-        Lsn::new(1, DATA_START),
-        ReadOptions::default(),
-    )
-    .unwrap();
-    let mut undo_keys = Vec::new();
-    let mut rollbacks = 0;
-    while let Some(record) = reader.next_record().unwrap() {
-        if record.transaction_id != id {
-            continue;
-        }
-        match record.record_type {
-            undo::RECORD_UNDO => undo_keys.push(undo::decode_undo(&record.payload).unwrap()),
-            undo::RECORD_ROLLBACK => rollbacks += 1,
-            _ => {}
-        }
-    }
+    let (undo_keys, _, rollbacks) = records_of(backend, id);
     // One per key: new, k1, k3, k6 and the eight z keys, each with its state before; and one
     // more for k3, deleted (marked: no value logged) and then inserted again over its mark
     // (the marked record's value, needed to take that insert back).
@@ -207,8 +186,22 @@ fn recovery_takes_back_a_transaction_without_its_commit_record() {
     reopened.close().unwrap();
 
     // The same crash, with recovery cut after 1, 2, … operations and run again.
+    let cut_during_undo = recovery_cut_anywhere_ends_at(&backend, &before, 7, "");
+    assert!(cut_during_undo > 0, "no recovery was cut");
+}
+
+/// Recovers copies of `backend` crashed now, each recovery cut by a crash after 1, 1 + `step`,
+/// … operations and then run again in full: each must end with `before`. Returns how many
+/// were cut after redo, while taking the loser back.
+fn recovery_cut_anywhere_ends_at(
+    backend: &FaultBackend,
+    before: &[(Vec<u8>, Vec<u8>)],
+    step: usize,
+    case: &str,
+) -> usize {
+    let (db, logs) = (Path::new(DB), Path::new(LOGS));
     let mut cut_during_undo = 0;
-    for ops in (1..400u64).step_by(7) {
+    for ops in (1..400u64).step_by(step) {
         let twin = backend.crash(CrashMode::SyncedOnly);
         let limit = twin.operations() + ops;
         twin.configure(|c| c.eio_after_ops = Some(limit));
@@ -216,19 +209,19 @@ fn recovery_takes_back_a_transaction_without_its_commit_record() {
         let again = twin.crash(CrashMode::SyncedOnly);
         again.configure(|c| c.eio_after_ops = None);
         let report = recover(again.clone(), db, logs, &options())
-            .unwrap_or_else(|e| panic!("cut after {ops} operations: {e}"));
+            .unwrap_or_else(|e| panic!("{case}cut after {ops} operations: {e}"));
         if first.is_err() && report.transactions_rolled_back == 1 && !report.was_clean {
             cut_during_undo += 1;
         }
         let reopened = Instance::open(again, db, logs, options()).unwrap();
         assert!(
             content(&reopened) == before,
-            "cut after {ops} operations: the content differs from before the transaction"
+            "{case}cut after {ops} operations: the content differs from before the transaction"
         );
         reopened.database().check().unwrap();
         reopened.close().unwrap();
     }
-    assert!(cut_during_undo > 0, "no recovery was cut");
+    cut_during_undo
 }
 
 /// A delete only marks the record (reads no longer see it, a second delete finds nothing, a
@@ -278,4 +271,145 @@ fn committed_deletes_are_purged_and_recovery_purges_what_a_crash_left_marked() {
     let stats = reopened.database().check().unwrap();
     assert_eq!((stats.records, stats.marked_records), (7, 0));
     reopened.close().unwrap();
+}
+
+/// The undo records and page changes of transaction `id` in the log, decoded, and how many
+/// rollback records it has.
+fn records_of(
+    backend: Arc<dyn IoBackend>,
+    id: u64,
+) -> (
+    Vec<UndoEntry>,
+    Vec<jetproof_instance::format::EngineRecord>,
+    usize,
+) {
+    let (mut undo_entries, mut changes, mut rollbacks) = (Vec::new(), Vec::new(), 0);
+    for record in common::read_log(backend, Path::new(LOGS)).0 {
+        if record.transaction_id != id {
+            continue;
+        }
+        match record.record_type {
+            undo::RECORD_UNDO => undo_entries.push(undo::decode_undo(&record.payload).unwrap()),
+            undo::RECORD_ROLLBACK => rollbacks += 1,
+            other => changes
+                .extend(jetproof_instance::group::engine_records(other, &record.payload).unwrap()),
+        }
+    }
+    (undo_entries, changes, rollbacks)
+}
+
+/// A replace that fits its leaf logs no prior value: the value is kept in memory (ESE's deferred
+/// before image) and its record says recovery finds it on the page. Only a write of the page
+/// while the transaction is open logs it, before the write; once the transaction's end is
+/// appended, a write of the page waits for that end instead.
+#[test]
+fn a_replaced_value_is_logged_only_when_its_page_is_written_while_the_transaction_is_open() {
+    use jetproof_instance::format::EngineRecord;
+    let backend = MemBackend::new();
+    let instance = fresh(backend.clone());
+    base(&instance);
+    instance.database().flush().unwrap();
+    let before = content(&instance);
+    let counters = instance.counters();
+    let kept_before = counters
+        .undo_deferred
+        .load(std::sync::atomic::Ordering::Relaxed);
+
+    let id = instance.begin();
+    // Same size: replaced in place, one leaf replace record.
+    assert!(instance.replace(&[b'k', 2], &[0xAB; 40]).unwrap());
+    // A second replace of the key in the transaction needs no undo at all.
+    assert!(instance.replace(&[b'k', 2], &[0xCD; 40]).unwrap());
+    assert_eq!(
+        counters
+            .undo_deferred
+            .load(std::sync::atomic::Ordering::Relaxed),
+        kept_before + 1
+    );
+    assert_eq!(instance.deferred_undo_logged(), (0, 1));
+    instance.log().flush().unwrap();
+    let (undo_entries, changes, _) = records_of(backend.clone(), id);
+    assert!(undo_entries.is_empty(), "{undo_entries:?}");
+    let marked: Vec<bool> = changes
+        .iter()
+        .map(|c| match c {
+            EngineRecord::PageChange { undo_from_page, .. } => *undo_from_page,
+            EngineRecord::Commit { .. } => false,
+        })
+        .collect();
+    assert_eq!(marked, [true, false], "{changes:?}");
+
+    // The page goes to disk while the transaction is open: its prior value is logged first.
+    instance.database().flush().unwrap();
+    assert_eq!(instance.deferred_undo_logged(), (1, 0));
+    let (undo_entries, _, _) = records_of(backend.clone(), id);
+    assert_eq!(
+        undo_entries,
+        [UndoEntry {
+            key: vec![b'k', 2],
+            before: Prior::Value(vec![2; 40]),
+        }]
+    );
+    assert!(instance.rollback().unwrap());
+    assert_eq!(content(&instance), before);
+
+    // Committed lazily, then the page is written: the write waits for the commit record
+    // instead of logging the value.
+    let id = instance.begin();
+    assert!(instance.replace(&[b'k', 4], &[0xEF; 40]).unwrap());
+    let commit = instance.commit(true).unwrap().unwrap();
+    instance.database().flush().unwrap();
+    assert!(instance.log().is_durable(commit));
+    assert_eq!(instance.deferred_undo_logged(), (1, 0));
+    let (undo_entries, _, _) = records_of(backend.clone(), id);
+    assert!(undo_entries.is_empty(), "{undo_entries:?}");
+    instance.close().unwrap();
+}
+
+/// A transaction whose replaces (in place: values kept in memory) reached the durable log
+/// without its commit record is taken back by recovery, whether its pages were written before
+/// the crash (the values then logged by the write-ahead gate) or not (recovery takes them from
+/// the pages as it redoes the replaces); and recovery cut by a crash at every few operations,
+/// then run again, still ends with the content from before the transaction.
+#[test]
+fn recovery_takes_back_replaces_whose_values_were_kept_in_memory() {
+    let (db, logs) = (Path::new(DB), Path::new(LOGS));
+    for pages_written in [false, true] {
+        let backend = FaultBackend::new(FaultConfig::default());
+        let instance = fresh(backend.clone());
+        base(&instance);
+        instance.database().flush().unwrap();
+        instance.checkpoint().unwrap();
+        let before = content(&instance);
+        instance.begin();
+        for n in [1u8, 2, 4, 5, 7, 8] {
+            assert!(instance.replace(&[b'k', n], &[0x5A ^ n; 40]).unwrap());
+        }
+        assert!(instance.delete(&[b'k', 2]).unwrap());
+        assert!(instance.insert(&[b'k', 2], &[0x77; 40]).unwrap());
+        // Six replaced values, and k2's value again: deleted, then inserted over its own mark.
+        assert_eq!(instance.deferred_undo_logged(), (0, 7));
+        instance.log().flush().unwrap();
+        if pages_written {
+            instance.database().flush().unwrap();
+            assert_eq!(instance.deferred_undo_logged(), (7, 0));
+        }
+        let crashed = backend.crash(CrashMode::SyncedOnly);
+        std::mem::forget(instance);
+
+        let report = recover(crashed.clone(), db, logs, &options()).unwrap();
+        assert_eq!(report.transactions_rolled_back, 1, "{report:?}");
+        assert_eq!(
+            report.undo_entries, 7,
+            "written {pages_written}: {report:?}"
+        );
+        let reopened = Instance::open(crashed.clone(), db, logs, options()).unwrap();
+        assert_eq!(content(&reopened), before, "written {pages_written}");
+        reopened.database().check().unwrap();
+        reopened.close().unwrap();
+
+        let case = format!("pages written {pages_written}, ");
+        let cut = recovery_cut_anywhere_ends_at(&backend, &before, 5, &case);
+        assert!(cut > 0, "{case}no recovery was cut during undo");
+    }
 }

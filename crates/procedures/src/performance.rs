@@ -690,7 +690,8 @@ fn log_summary(a: &Attached) -> String {
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
          each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
-         {} undo records, {} write conflicts rolled back; log writes by trigger: {}.",
+         {} undo records, {} replaced values kept as undo in memory ({} of them logged at a page write), \
+         {} write conflicts rolled back; log writes by trigger: {}.",
         a.name,
         get(&log.records),
         mb(get(&log.record_bytes)),
@@ -704,6 +705,8 @@ fn log_summary(a: &Attached) -> String {
         get(&log.checkpoints),
         get(&counters.depth_flushes),
         get(&counters.undo_records),
+        get(&counters.undo_deferred),
+        a.database.deferred_undo_logged().0,
         get(&counters.write_conflicts),
         jetproof_log::WriteTrigger::ALL
             .iter()

@@ -2,12 +2,34 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jetproof_engine::DatabaseOptions;
 use jetproof_instance::{Instance, InstanceOptions};
 use rand::Rng;
 use rand::rngs::StdRng;
+
+/// Every record of the log in `logs`, from its first generation, and where the log ends.
+pub fn read_log(
+    backend: Arc<dyn jetproof_io::IoBackend>,
+    logs: &Path,
+) -> (Vec<jetproof_log::LogRecord>, Option<jetproof_log::Lsn>) {
+    let mut reader = jetproof_log::LogReader::open(
+        backend,
+        logs,
+        None,
+        jetproof_log::Lsn::new(1, jetproof_log::format::DATA_START),
+        jetproof_log::ReadOptions::default(),
+    )
+    .unwrap();
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record().unwrap() {
+        records.push(record);
+    }
+    (records, reader.summary().end)
+}
 
 /// The page size of every instance test.
 pub const PAGE: usize = 4096;
