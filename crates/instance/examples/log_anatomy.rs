@@ -117,15 +117,12 @@ fn main() {
         let payload = &record.payload;
         let name = match record.record_type {
             format::RECORD_PAGE_CHANGE => {
-                if let Ok(EngineRecord::PageChange {
-                    change,
-                    undo_from_page,
-                    ..
-                }) = format::decode(record.record_type, payload)
+                if let Ok(EngineRecord::PageChange { change, undo, .. }) =
+                    format::decode(record.record_type, payload)
                 {
                     let mut name = kind(&change);
-                    if undo_from_page {
-                        name.push_str(" (its undo on the page)");
+                    if undo != format::RecordUndo::None {
+                        name.push_str(" (carrying its undo)");
                     }
                     by_kind.entry(name).or_default().add(framed as usize);
                 }

@@ -4,8 +4,7 @@
 //! whose versions' before images are not in the log).
 //!
 //! Why it is enough (`docs/log.md`, "Deferred before images"): a transaction's first replace of
-//! a key is logged as a leaf replace marked [`crate::format::EngineRecord::PageChange`]
-//! `undo_from_page`. Recovery redoes it only if the page on disk is older than the change, and
+//! a key is logged as a leaf replace marked [`crate::format::RecordUndo::OnPage`]. Recovery redoes it only if the page on disk is older than the change, and
 //! then the page holds the key's value before it: that is the undo, taken from the page. The
 //! page on disk can hold the change only if it was written after it; every such write passes
 //! `DeferredUndo::before_write` first, which, while the transaction is open, logs the value as

@@ -38,6 +38,30 @@ const KIND_LEAF_MARK: u8 = 9;
 /// deferred before image), which recovery takes from the page when it redoes the change.
 /// Builds from before 2026-11-23 refuse it (unknown kind) rather than recover without it.
 const KIND_LEAF_REPLACE_UNDO: u8 = 10;
+/// A leaf insert ([`KIND_LEAF_INSERT`]'s layout) that is its transaction's first change of a key
+/// that had no live record: its undo is to remove the key, implied by the record (as ESE's
+/// insert record is its own undo), so no undo record is logged for it.
+const KIND_LEAF_INSERT_UNDO: u8 = 11;
+/// A leaf mark setting the deleted flag ([`KIND_LEAF_MARK`]'s layout) that is its transaction's
+/// first change of the key: its undo is to clear the mark (ESE's flag delete record).
+const KIND_LEAF_MARK_UNDO: u8 = 12;
+
+/// What a page change record says of its transaction's undo for the key it changes (the
+/// transaction's first change of the key; [`crate::undo`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecordUndo {
+    /// Nothing: the undo, if any, is an undo record of its own.
+    #[default]
+    None,
+    /// A leaf replace: the key's value on the page just before the change is the undo (ESE's
+    /// deferred before image: logged only if the page was written while the transaction was
+    /// open, [`crate::deferred`]).
+    OnPage,
+    /// A leaf insert of a key that had no live record: undo removes it.
+    Absent,
+    /// A leaf mark of a live record: undo clears the mark.
+    Marked,
+}
 
 /// The largest page an image may describe (the largest page size), so a damaged hole length
 /// cannot ask for a huge allocation.
@@ -104,10 +128,8 @@ pub enum EngineRecord {
         page: u32,
         update_stamp: u64,
         change: OwnedPageChange,
-        /// The change (a leaf replace) is its transaction's first of the key, and the key's
-        /// value on the page just before it is the transaction's undo (not logged unless the
-        /// page was written while the transaction was open: [`crate::undo`]).
-        undo_from_page: bool,
+        /// What the record says of its transaction's undo for the key.
+        undo: RecordUndo,
     },
     /// The transaction committed; it had logged `page_changes` page change records before.
     Commit { page_changes: u64 },
@@ -140,21 +162,29 @@ pub fn encode_page_change(
     append_page_change(page, update_stamp, change, out);
 }
 
-/// [`encode_page_change`] of a leaf replace that is its transaction's first change of the key:
-/// recovery takes the transaction's undo (the key's value before it) from the page
-/// ([`EngineRecord::PageChange::undo_from_page`]). Any other change is encoded as usual.
-pub fn encode_page_change_undo_from_page(
+/// [`encode_page_change`] of a change that is its transaction's first change of the key, whose
+/// record carries the transaction's undo for it ([`RecordUndo`]): a leaf replace with
+/// [`RecordUndo::OnPage`], a leaf insert with [`RecordUndo::Absent`], a leaf mark setting the flag
+/// with [`RecordUndo::Marked`]. Returns whether it did; any other pairing is encoded as usual
+/// (false), and the caller logs an undo record instead.
+pub fn encode_page_change_with_undo(
     page: u32,
     update_stamp: u64,
     change: &PageChange<'_>,
+    undo: RecordUndo,
     out: &mut Vec<u8>,
-) {
+) -> bool {
     encode_page_change(page, update_stamp, change, out);
-    if matches!(change, PageChange::LeafReplace { .. })
-        && let Some(kind) = out.get_mut(4)
-    {
-        *kind = KIND_LEAF_REPLACE_UNDO;
+    let kind = match (change, undo) {
+        (PageChange::LeafReplace { .. }, RecordUndo::OnPage) => KIND_LEAF_REPLACE_UNDO,
+        (PageChange::LeafInsert { .. }, RecordUndo::Absent) => KIND_LEAF_INSERT_UNDO,
+        (PageChange::LeafMark { deleted: true, .. }, RecordUndo::Marked) => KIND_LEAF_MARK_UNDO,
+        _ => return false,
+    };
+    if let Some(at) = out.get_mut(4) {
+        *at = kind;
     }
+    true
 }
 
 /// Appends the payload of a page change record to the end of `out` (which keeps what it
@@ -331,7 +361,7 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
             data.extend_from_slice(second);
             OwnedPageChange::Image(data)
         }
-        KIND_LEAF_INSERT => {
+        KIND_LEAF_INSERT | KIND_LEAF_INSERT_UNDO => {
             expect_empty(second, second_len)?;
             OwnedPageChange::LeafInsert {
                 index: index()?,
@@ -367,9 +397,13 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
                 key: key.to_vec(),
             }
         }
-        KIND_LEAF_MARK => {
+        KIND_LEAF_MARK | KIND_LEAF_MARK_UNDO => {
             expect_empty(first, first_len)?;
             expect_empty(second, second_len)?;
+            if kind == KIND_LEAF_MARK_UNDO && flags & 1 == 0 {
+                // Its undo clears a mark it set: a cleared mark here is damage.
+                return Err(DecodeError::UnknownChangeKind(kind));
+            }
             OwnedPageChange::LeafMark {
                 index: index()?,
                 key: key.to_vec(),
@@ -402,7 +436,12 @@ fn decode_page_change(payload: &[u8]) -> Result<EngineRecord, DecodeError> {
         page,
         update_stamp,
         change,
-        undo_from_page: kind == KIND_LEAF_REPLACE_UNDO,
+        undo: match kind {
+            KIND_LEAF_REPLACE_UNDO => RecordUndo::OnPage,
+            KIND_LEAF_INSERT_UNDO => RecordUndo::Absent,
+            KIND_LEAF_MARK_UNDO => RecordUndo::Marked,
+            _ => RecordUndo::None,
+        },
     })
 }
 
@@ -494,25 +533,34 @@ mod tests {
                     page,
                     update_stamp: stamp,
                     change: change.clone(),
-                    undo_from_page: false,
+                    undo: RecordUndo::None,
                 }
             );
-            // Only a leaf replace carries the mark that its undo is on the page; the bytes are
-            // the same size either way.
+            // Only a leaf replace, a leaf insert and a leaf mark setting the flag carry their
+            // undo (each its own kind), with the same bytes otherwise.
             let plain = buf.clone();
-            encode_page_change_undo_from_page(page, stamp, &change.as_change(), &mut buf);
-            let is_replace = matches!(change, OwnedPageChange::LeafReplace { .. });
-            assert_eq!(buf.len(), plain.len());
-            assert_eq!(buf == plain, !is_replace, "{change:?}");
-            assert_eq!(
-                decode(RECORD_PAGE_CHANGE, &buf).unwrap(),
-                EngineRecord::PageChange {
-                    page,
-                    update_stamp: stamp,
-                    change,
-                    undo_from_page: is_replace,
-                }
-            );
+            let carries = match change {
+                OwnedPageChange::LeafReplace { .. } => RecordUndo::OnPage,
+                OwnedPageChange::LeafInsert { .. } => RecordUndo::Absent,
+                OwnedPageChange::LeafMark { deleted: true, .. } => RecordUndo::Marked,
+                _ => RecordUndo::None,
+            };
+            for undo in [RecordUndo::OnPage, RecordUndo::Absent, RecordUndo::Marked] {
+                let with =
+                    encode_page_change_with_undo(page, stamp, &change.as_change(), undo, &mut buf);
+                assert_eq!(with, undo == carries, "{change:?} {undo:?}");
+                assert_eq!(buf.len(), plain.len());
+                assert_eq!(buf == plain, !with, "{change:?}");
+                assert_eq!(
+                    decode(RECORD_PAGE_CHANGE, &buf).unwrap(),
+                    EngineRecord::PageChange {
+                        page,
+                        update_stamp: stamp,
+                        change: change.clone(),
+                        undo: if with { undo } else { RecordUndo::None },
+                    }
+                );
+            }
         }
     }
 
@@ -708,7 +756,7 @@ mod tests {
                     page: 9,
                     update_stamp: 5,
                     change: expected,
-                    undo_from_page: false,
+                    undo: RecordUndo::None,
                 }
             );
         }

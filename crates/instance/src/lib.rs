@@ -17,9 +17,10 @@
 //!   records). When it falls more than the checkpoint depth behind the log's end, the oldest dirty
 //!   pages are flushed so it can advance.
 //! * **Undo** ([`mod@undo`]): before a transaction first changes a key, the key's prior state is
-//!   logged (a replaced value only if a page holding the change is written while the transaction
-//!   is open: [`mod@deferred`], ESE's deferred before image; otherwise recovery takes it from the
-//!   page) and the key is locked to the transaction until it ends; a second writer gets
+//!   logged, or carried by the change's own record when it is one leaf change (an insert's and a
+//!   flag delete's undo are implied by them; a replaced value is on the page, and logged only if
+//!   a page holding the change is written while the transaction is open: [`mod@deferred`], ESE's
+//!   deferred before image), and the key is locked to the transaction until it ends; a second writer gets
 //!   [`InstanceError::WriteConflict`]. [`Instance::rollback`], [`Instance::close`] (for
 //!   transactions still open) and recovery (for transactions with no commit record) restore
 //!   those states through the engine and log a rollback record.
@@ -150,6 +151,10 @@ pub struct InstanceCounters {
     /// ([`mod@deferred`]); those whose page was written while the transaction was open were
     /// logged then ([`Instance::deferred_undo_logged`]).
     pub undo_deferred: AtomicU64,
+    /// Undo entries carried by the change's own record instead of an undo record: an insert of
+    /// an absent key (undo removes it) and a flag delete (undo clears the mark), as ESE's insert
+    /// and flag-delete records are their own undo.
+    pub undo_in_records: AtomicU64,
     /// Records marked deleted that were removed after their transaction committed (or by
     /// recovery).
     pub records_purged: AtomicU64,
@@ -201,13 +206,42 @@ enum UndoSlot {
     /// A later write of a key in its transaction: an undo record only if it brings back a record
     /// the transaction marked deleted (its value is about to be overwritten).
     Repeat,
-    /// The hook found a value the write is about to overwrite: if the write's change is one
-    /// leaf replace of the key, the value is kept in memory and the record says so
-    /// ([`mod@deferred`]); before any other change, it is logged as an undo record.
-    Kept { key: Vec<u8>, value: Vec<u8> },
-    /// The hook logged it (or tried to), or kept it (`deferred`): the key's prior state, for
-    /// rollback.
-    Taken { prior: Prior, deferred: bool },
+    /// The hook found the key's prior state, not logged yet: if the write's change is the one
+    /// leaf change that can carry it (a leaf replace for a value, a leaf insert for an absent
+    /// key, a leaf mark for a live record: [`format::RecordUndo`]), its record says so; before
+    /// any other change, it is logged as an undo record.
+    Kept { key: Vec<u8>, prior: Prior },
+    /// The key's prior state, for rollback, and where the log has it.
+    Taken { prior: Prior, kept: Kept },
+}
+
+/// Where a transaction's undo entry for a key is in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    /// An undo record of its own (or its append failed).
+    Logged,
+    /// In the change's record (an insert's or flag delete's undo is implied by it).
+    InRecord,
+    /// A replaced value, in memory until a write of its page logs it ([`mod@deferred`]).
+    InMemory,
+}
+
+/// The record kind that carries `prior` for a change of `key` shaped like `change`, if any.
+fn carried_by(key: &[u8], prior: &Prior, change: &PageChange<'_>) -> format::RecordUndo {
+    use format::RecordUndo as R;
+    match (prior, change) {
+        (Prior::Value(_), PageChange::LeafReplace { key: k, .. }) if *k == key => R::OnPage,
+        (Prior::Absent, PageChange::LeafInsert { key: k, .. }) if *k == key => R::Absent,
+        (
+            Prior::Marked,
+            PageChange::LeafMark {
+                key: k,
+                deleted: true,
+                ..
+            },
+        ) if *k == key => R::Marked,
+        _ => R::None,
+    }
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -228,20 +262,19 @@ struct LogSink {
 }
 
 impl LogSink {
-    /// Logs the undo record of the write running on this thread if the hook kept its value and
-    /// the change about to be recorded is not the one leaf replace that can carry it.
-    fn log_kept_value(&self) -> jetproof_engine::error::Result<()> {
+    /// Logs the undo record of the write running on this thread if the hook kept the key's
+    /// prior state and the change about to be recorded is not the one that can carry it.
+    fn log_kept(&self) -> jetproof_engine::error::Result<()> {
         if !UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Kept { .. })) {
             return Ok(());
         }
-        let UndoSlot::Kept { key, value } = UNDO.take() else {
+        let UndoSlot::Kept { key, prior } = UNDO.take() else {
             return Ok(());
         };
-        let prior = Prior::Value(value);
         let appended = self.append_undo(&key, &prior);
         UNDO.set(UndoSlot::Taken {
             prior,
-            deferred: false,
+            kept: Kept::Logged,
         });
         appended
     }
@@ -266,20 +299,17 @@ impl ChangeLog for LogSink {
         update_stamp: u64,
         change: &PageChange<'_>,
     ) -> jetproof_engine::error::Result<u64> {
-        // A kept value rides on the write's leaf replace of its key; any other change first logs
-        // it as an undo record (a replace that splits or merges its leaf, in a group).
-        let keeps = match (
-            UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Kept { .. })),
-            change,
-        ) {
-            (false, _) => false,
-            (true, PageChange::LeafReplace { key, .. }) if !GROUP.with_borrow(|g| g.is_open()) => {
-                UNDO.with_borrow(|slot| matches!(slot, UndoSlot::Kept { key: k, .. } if k == key))
+        // A kept prior state rides on the write's one leaf change of its key; any other change
+        // first logs it as an undo record (a change that splits or merges its leaf, in a group).
+        let carried = UNDO.with_borrow(|slot| match slot {
+            UndoSlot::Kept { key, prior } if !GROUP.with_borrow(|g| g.is_open()) => {
+                carried_by(key, prior, change)
             }
-            (true, _) => false,
-        };
+            _ => format::RecordUndo::None,
+        });
+        let keeps = carried != format::RecordUndo::None;
         if !keeps {
-            self.log_kept_value()?;
+            self.log_kept()?;
         }
         // Space map bits are not held in a group: each is absolute, and the map page is shared
         // by every session (its latch is not kept for the group).
@@ -295,7 +325,7 @@ impl ChangeLog for LogSink {
         let transaction_id = CURRENT.get();
         let lsn = SCRATCH.with_borrow_mut(|buffer| {
             if keeps {
-                format::encode_page_change_undo_from_page(page, update_stamp, change, buffer);
+                format::encode_page_change_with_undo(page, update_stamp, change, carried, buffer);
             } else {
                 format::encode_page_change(page, update_stamp, change, buffer);
             }
@@ -305,18 +335,20 @@ impl ChangeLog for LogSink {
                 payload: buffer,
             })
         });
-        if keeps && let UndoSlot::Kept { key, value } = UNDO.take() {
-            // Kept even if the append failed: the write fails, and rollback needs the value.
-            // Registered before the page's latch is released, so no write of the page can
-            // copy the change before the gate knows of it.
-            if lsn.is_ok() {
-                self.deferred
-                    .defer(page, transaction_id, &key, value.clone());
-            }
-            UNDO.set(UndoSlot::Taken {
-                prior: Prior::Value(value),
-                deferred: lsn.is_ok(),
-            });
+        if keeps && let UndoSlot::Kept { key, prior } = UNDO.take() {
+            // Taken even if the append failed (the write fails; rollback needs the entry).
+            // A value is registered with the gate before the page's latch is released, so no
+            // write of the page can copy the change before the gate knows of it.
+            let kept = match (&prior, &lsn) {
+                (Prior::Value(value), Ok(_)) => {
+                    self.deferred
+                        .defer(page, transaction_id, &key, value.clone());
+                    Kept::InMemory
+                }
+                (_, Ok(_)) => Kept::InRecord,
+                (_, Err(_)) => Kept::Logged,
+            };
+            UNDO.set(UndoSlot::Taken { prior, kept });
         }
         let lsn = lsn.map_err(|e| log_failure(&self.dir, &e))?;
         LOGGED.set(LOGGED.get() + 1);
@@ -348,9 +380,9 @@ impl ChangeLog for LogSink {
     }
 
     fn before_change(&self, key: &[u8], before: Before<'_>) -> jetproof_engine::error::Result<()> {
-        // A slot still holding a kept value belongs to an earlier call of this write that
+        // A slot still holding a kept state belongs to an earlier call of this write that
         // recorded nothing: logged now, before this call's changes.
-        self.log_kept_value()?;
+        self.log_kept()?;
         let prior = UNDO.with_borrow(|slot| match (slot, before) {
             (UndoSlot::Wanted, Before::Absent) => Some(Prior::Absent),
             (UndoSlot::Wanted, Before::Value(v)) => Some(Prior::Value(v.to_vec())),
@@ -365,21 +397,12 @@ impl ChangeLog for LogSink {
         let Some(prior) = prior else {
             return Ok(());
         };
-        // A value about to be overwritten is kept, not logged: the change's own record will
-        // say that recovery finds it on the page (`record` above).
-        if let Prior::Value(value) = prior {
-            UNDO.set(UndoSlot::Kept {
-                key: key.to_vec(),
-                value,
-            });
-            return Ok(());
-        }
-        let appended = self.append_undo(key, &prior);
-        UNDO.set(UndoSlot::Taken {
+        // Kept, not logged yet: the change's own record may carry it (`record` above).
+        UNDO.set(UndoSlot::Kept {
+            key: key.to_vec(),
             prior,
-            deferred: false,
         });
-        appended
+        Ok(())
     }
 }
 
@@ -749,15 +772,14 @@ impl Instance {
             UndoSlot::Repeat
         });
         let result = self.in_transaction(write);
-        // A value the hook kept but no change carried (the write failed before recording
+        // A prior state the hook kept but no change carried (the write failed before recording
         // anything): logged now, so whatever reached the log can be taken back.
         let kept = match UNDO.take() {
-            UndoSlot::Kept { value, .. } => {
-                let prior = Prior::Value(value);
+            UndoSlot::Kept { prior, .. } => {
                 let appended = self.log_undo(id, key, &prior);
                 UNDO.set(UndoSlot::Taken {
                     prior,
-                    deferred: false,
+                    kept: Kept::Logged,
                 });
                 appended
             }
@@ -769,7 +791,7 @@ impl Instance {
         match UNDO.replace(UndoSlot::Idle) {
             // Registered even if the undo record's append (or the write) failed: whatever
             // reached the log can be taken back.
-            UndoSlot::Taken { prior, deferred } => {
+            UndoSlot::Taken { prior, kept } => {
                 self.shared
                     .undo
                     .lock()
@@ -780,12 +802,18 @@ impl Instance {
                         before: prior,
                     });
                 let counters = &self.shared.counters;
-                if deferred {
-                    counters.undo_deferred.fetch_add(1, Ordering::Relaxed);
-                    self.with_thread_transaction(|t| t.deferred = true);
-                } else {
-                    counters.undo_records.fetch_add(1, Ordering::Relaxed);
-                    self.with_thread_transaction(|t| t.page_changes += 1);
+                match kept {
+                    Kept::InMemory => {
+                        counters.undo_deferred.fetch_add(1, Ordering::Relaxed);
+                        self.with_thread_transaction(|t| t.deferred = true);
+                    }
+                    Kept::InRecord => {
+                        counters.undo_in_records.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Kept::Logged => {
+                        counters.undo_records.fetch_add(1, Ordering::Relaxed);
+                        self.with_thread_transaction(|t| t.page_changes += 1);
+                    }
                 }
             }
             // Nothing was about to change (or the write failed before): nothing to undo.

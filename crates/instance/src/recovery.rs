@@ -33,7 +33,7 @@ use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions, TornTail, read_checkpoint};
 
-use crate::format::{self, DecodeError, EngineRecord};
+use crate::format::{self, DecodeError, EngineRecord, RecordUndo};
 use crate::group::{self, GroupPart};
 use crate::readahead::Readers;
 use crate::undo::{self, Prior, UndoEntry};
@@ -220,7 +220,7 @@ pub fn recover_with(
     let mut open: BTreeSet<u64> = BTreeSet::new();
     // The undo entries of each transaction not yet ended, in log order.
     let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
-    // Of those, the replaced values taken from the pages (`undo_from_page`): not in the log,
+    // Of those, the replaced values taken from the pages (`RecordUndo::OnPage`): not in the log,
     // and no longer on their pages once these are written, so logged before that (below).
     let mut from_pages: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
     // Keys whose first replace was already on its page (written after the change): the
@@ -322,10 +322,28 @@ pub fn recover_with(
                     page,
                     update_stamp,
                     change,
-                    undo_from_page,
+                    undo,
                 } => {
+                    let undo_from_page = undo == RecordUndo::OnPage;
                     if transaction_id != 0 {
                         open.insert(transaction_id);
+                        // The record is its own undo (an insert of an absent key, a flag
+                        // delete): the entry an undo record would have given, at its place.
+                        let implied = match (&change, undo) {
+                            (OwnedPageChange::LeafInsert { key, .. }, RecordUndo::Absent) => {
+                                Some((key, Prior::Absent))
+                            }
+                            (OwnedPageChange::LeafMark { key, .. }, RecordUndo::Marked) => {
+                                Some((key, Prior::Marked))
+                            }
+                            _ => None,
+                        };
+                        if let Some((key, before)) = implied {
+                            losers.entry(transaction_id).or_default().push(UndoEntry {
+                                key: key.clone(),
+                                before,
+                            });
+                        }
                     }
                     match &change {
                         OwnedPageChange::LeafMark {

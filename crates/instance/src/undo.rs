@@ -27,7 +27,9 @@
 //! ([`crate::Instance`]: a second writer gets [`crate::InstanceError::WriteConflict`], as ESE's
 //! `JET_errWriteConflict`), so no later committed change of that key can precede the restore.
 //! Why the undo record is always there when a change is: it is appended before the operation's
-//! page changes, and the log is durable in order. The exception is a value that a leaf replace
+//! page changes, and the log is durable in order. When the first change of a key is one leaf
+//! change, its record carries the undo instead ([`crate::format::RecordUndo`]: an insert of an
+//! absent key and a flag delete imply theirs, as ESE's records do). The exception is a value that a leaf replace
 //! overwrites ([`Prior::Value`] of a write made in place): it is kept in memory and logged only if
 //! a page holding the change is written while the transaction is open, and otherwise recovery
 //! takes it from the page as it redoes the replace ([`crate::deferred`], ESE's deferred before

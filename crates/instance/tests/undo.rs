@@ -58,7 +58,7 @@ fn changes(instance: &Instance) {
 }
 
 #[test]
-fn rollback_restores_every_key_and_logs_one_undo_record_per_key() {
+fn rollback_restores_every_key_and_the_log_holds_one_undo_entry_per_key() {
     let backend = MemBackend::new();
     let instance = fresh(backend.clone());
     base(&instance);
@@ -75,20 +75,84 @@ fn rollback_restores_every_key_and_logs_one_undo_record_per_key() {
     instance.commit(false).unwrap().unwrap();
     instance.close().unwrap();
 
-    let (undo_keys, _, rollbacks) = records_of(backend, id);
+    // The transaction's undo entries as the log holds them, in order: an undo record, or the
+    // change's own record (an insert of an absent key, a flag delete, a replace in place whose
+    // value is on the page: kinds 11, 12, 10).
+    use jetproof_instance::format::{EngineRecord, RecordUndo};
+    let mut entries: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut rollbacks = 0;
+    for record in common::read_log(backend, Path::new(LOGS)).0 {
+        if record.transaction_id != id {
+            continue;
+        }
+        match record.record_type {
+            undo::RECORD_UNDO => {
+                let entry = undo::decode_undo(&record.payload).unwrap();
+                let what = match entry.before {
+                    Prior::Absent => "absent".to_string(),
+                    Prior::Marked => "marked".to_string(),
+                    Prior::Value(v) => format!("value of {} bytes", v.len()),
+                };
+                entries.push((entry.key, what));
+            }
+            undo::RECORD_ROLLBACK => rollbacks += 1,
+            other => {
+                for change in
+                    jetproof_instance::group::engine_records(other, &record.payload).unwrap()
+                {
+                    let EngineRecord::PageChange { change, undo, .. } = change else {
+                        continue;
+                    };
+                    let what = match undo {
+                        RecordUndo::None => continue,
+                        RecordUndo::Absent => "absent, in the insert",
+                        RecordUndo::Marked => "marked, in the mark",
+                        RecordUndo::OnPage => "value on the page",
+                    };
+                    let key = match change {
+                        jetproof_engine::OwnedPageChange::LeafInsert { key, .. }
+                        | jetproof_engine::OwnedPageChange::LeafMark { key, .. }
+                        | jetproof_engine::OwnedPageChange::LeafReplace { key, .. } => key,
+                        other => panic!("{other:?} carries an undo"),
+                    };
+                    entries.push((key, what.to_string()));
+                }
+            }
+        }
+    }
     // One per key: new, k1, k3, k6 and the eight z keys, each with its state before; and one
-    // more for k3, deleted (marked: no value logged) and then inserted again over its mark
-    // (the marked record's value, needed to take that insert back).
-    assert_eq!(undo_keys.len(), 13, "{undo_keys:?}");
-    let entry = |key: &[u8], before: Prior| UndoEntry {
-        key: key.to_vec(),
-        before,
-    };
-    assert_eq!(undo_keys[0], entry(b"new", Prior::Absent));
-    assert_eq!(undo_keys[1], entry(&[b'k', 1], Prior::Value(vec![1; 40])));
-    assert_eq!(undo_keys[2], entry(&[b'k', 3], Prior::Marked));
-    assert_eq!(undo_keys[3], entry(&[b'k', 3], Prior::Value(vec![3; 1500])));
-    assert_eq!(undo_keys[4], entry(&[b'k', 6], Prior::Marked));
+    // more for k3, deleted (marked: no value) and then inserted again over its mark (the
+    // marked record's value, needed to take that insert back). Changes that split or merge
+    // their leaf log an undo record; the others carry their undo.
+    let at = |n: usize| (entries[n].0.as_slice(), entries[n].1.as_str());
+    assert_eq!(entries.len(), 13, "{entries:?}");
+    assert_eq!(at(0), (&b"new"[..], "absent"), "{entries:?}");
+    assert_eq!(at(1), (&[b'k', 1][..], "value of 40 bytes"), "{entries:?}");
+    assert_eq!(
+        at(2),
+        (&[b'k', 3][..], "marked, in the mark"),
+        "{entries:?}"
+    );
+    assert_eq!(
+        at(3),
+        (&[b'k', 3][..], "value of 1500 bytes"),
+        "{entries:?}"
+    );
+    assert_eq!(
+        at(4),
+        (&[b'k', 6][..], "marked, in the mark"),
+        "{entries:?}"
+    );
+    assert!(
+        entries[5..].iter().all(|(key, _)| key[0] == b'z'),
+        "{entries:?}"
+    );
+    assert!(
+        entries[5..]
+            .iter()
+            .any(|(_, what)| what == "absent, in the insert"),
+        "{entries:?}"
+    );
     assert_eq!(rollbacks, 1);
 }
 
@@ -333,7 +397,9 @@ fn a_replaced_value_is_logged_only_when_its_page_is_written_while_the_transactio
     let marked: Vec<bool> = changes
         .iter()
         .map(|c| match c {
-            EngineRecord::PageChange { undo_from_page, .. } => *undo_from_page,
+            EngineRecord::PageChange { undo, .. } => {
+                *undo == jetproof_instance::format::RecordUndo::OnPage
+            }
             EngineRecord::Commit { .. } => false,
         })
         .collect();

@@ -690,7 +690,7 @@ fn log_summary(a: &Attached) -> String {
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
          each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
-         {} undo records, {} replaced values kept as undo in memory ({} of them logged at a page write), \
+         {} undo records, {} undo entries carried by their change's record, {} replaced values kept as undo in memory ({} of them logged at a page write), \
          {} write conflicts rolled back; log writes by trigger: {}.",
         a.name,
         get(&log.records),
@@ -705,6 +705,7 @@ fn log_summary(a: &Attached) -> String {
         get(&log.checkpoints),
         get(&counters.depth_flushes),
         get(&counters.undo_records),
+        get(&counters.undo_in_records),
         get(&counters.undo_deferred),
         a.database.deferred_undo_logged().0,
         get(&counters.write_conflicts),
