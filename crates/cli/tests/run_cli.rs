@@ -196,7 +196,9 @@ fn stress_ends_with_a_checksum_of_every_page() {
     let r = result(&dir.path().join("s/result.json"));
     assert_eq!(r["test"], "stress");
     assert_eq!(r["verdict"], "pass");
-    assert_eq!(r["parameters"]["limits"]["db_read_max_ms"], 200.0);
+    // The job's own maxima (lenient, see `common::LENIENT_THRESHOLDS`) stand; stress's 200 ms
+    // default for unset maxima is checked in `jetproof-job`'s unit tests.
+    assert_eq!(r["parameters"]["limits"]["db_read_max_ms"], 10000.0);
     for instance in r["instances"].as_array().expect("instances") {
         let seen = instance["pages_seen"].as_u64().expect("pages_seen");
         let size = std::fs::metadata(
@@ -259,11 +261,14 @@ fn auto_tune_picks_a_session_count_and_reports_its_trials() {
         .map(|t| t["sessions"].as_u64().expect("sessions"))
         .min();
     assert_eq!(last_passing, Some(chosen), "{tune}");
+    let read_limit = r["parameters"]["limits"]["db_read_avg_ms"]
+        .as_f64()
+        .expect("the job's read latency limit");
     for t in trials {
         if t["passed"] == true {
             assert!(t["achieved_iops"].as_f64().expect("iops") >= 105.0, "{t}");
             assert!(
-                t["db_read_avg_ms"].as_f64().expect("latency") <= 20.0,
+                t["db_read_avg_ms"].as_f64().expect("latency") <= read_limit,
                 "{t}"
             );
         }

@@ -863,6 +863,24 @@ mod tests {
     }
 
     #[test]
+    fn latency_maxima_default_to_100_ms_and_200_ms_under_stress_unless_set() {
+        let job = Job::default();
+        assert_eq!(job.db_read_max_ms(false), 100.0);
+        assert_eq!(job.log_write_max_ms(false), 100.0);
+        assert_eq!(job.db_read_max_ms(true), 200.0);
+        assert_eq!(job.log_write_max_ms(true), 200.0);
+        let set = Job::parse(
+            "[thresholds]\ndb_read_max_ms = 150\nlog_write_max_ms = 50\n",
+            "j",
+        )
+        .expect("parses");
+        for stress in [false, true] {
+            assert_eq!(set.db_read_max_ms(stress), 150.0);
+            assert_eq!(set.log_write_max_ms(stress), 50.0);
+        }
+    }
+
+    #[test]
     fn unknown_key_is_refused_with_its_name() {
         let err = Job::parse("[workload]\nthreds = 4\n", "job.toml").expect_err("refused");
         let text = err.to_string();
