@@ -227,9 +227,13 @@ fn a_corrupted_log_in_the_needed_range_is_an_error_with_its_location() {
         })
         .unwrap_or_else(|| panic!("seed {seed}: no run spanned two generations"));
     let path = log_file_path(logs, victim);
-    // A bit in the first record frame after the generation header.
+    // A bit in the first record frame after the generation header (in its payload).
     crashed
-        .flip_bit(&path, jetproof_log::format::DATA_START + 40, 3)
+        .flip_bit(
+            &path,
+            jetproof_log::format::DATA_START + jetproof_log::format::FRAME_HEADER_BYTES as u64 + 4,
+            3,
+        )
         .unwrap();
     let error = recover_on(&crashed).unwrap_err().to_string();
     eprintln!("{error}");

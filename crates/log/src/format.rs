@@ -1,10 +1,12 @@
 //! Byte layouts of the generation files (see `docs/log.md` for the tables and the reasoning).
 //!
 //! Invariants this module keeps:
-//! * every frame carries its own position `(generation, offset)` under its header checksum, so a
-//!   frame left over from an earlier use of the same bytes (a recycled file, a torn tail that was
-//!   abandoned) can never be taken for a current one;
-//! * frames are 8-byte aligned and never span two generation files;
+//! * every frame is bound to its own position `(generation, offset)`: since format version 3 the
+//!   generation is stored and the offset is covered by the frame's checksum without being stored
+//!   (versions 1 and 2 stored both), so a frame left over from an earlier use of the same bytes (a
+//!   recycled file, a torn tail that was abandoned) can never be taken for a current one;
+//! * frames never span two generation files (versions 1 and 2 also kept them 8-byte aligned;
+//!   version 3 packs them);
 //! * a header that is all zeros is "nothing written here", anything else that fails its checksum
 //!   is damage.
 
@@ -17,7 +19,9 @@ pub const GENERATION_MAGIC: [u8; 8] = *b"JPLOGGEN";
 /// Version of the generation file and frame layouts written by this build. Version 2 (2026-11-23)
 /// lets a flush frame's payload run past its 32 bytes of [`FlushInfo`] with zeros, to fill the
 /// last sector of a durable commit's write (`docs/log.md`, "Filling the partial sector").
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3 (2026-11-24) has the compact 22-byte frame header and no alignment padding
+/// ([`FrameLayout::Compact`]).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest version this build reads (version 1 logs are version 2 logs without sector fill).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The generation header occupies the first 4 KiB block; frames start after it, so that the
@@ -26,16 +30,61 @@ pub const DATA_START: u64 = 4096;
 /// Bytes of the generation header that are meaningful (the rest of the block is zero).
 pub const GENERATION_HEADER_BYTES: usize = 76;
 
-/// Every frame starts on a multiple of this.
-pub const FRAME_ALIGN: u64 = 8;
-/// Size of a frame header.
-pub const FRAME_HEADER_BYTES: usize = 40;
+/// Every frame written by this build starts on a multiple of this (1: packed).
+pub const FRAME_ALIGN: u64 = FrameLayout::Compact.align();
+/// Size of a frame header written by this build.
+pub const FRAME_HEADER_BYTES: usize = FrameLayout::Compact.header_bytes();
 /// Size of a flush frame's payload.
 pub const FLUSH_PAYLOAD_BYTES: usize = 32;
 /// A flush frame, whole.
 pub const FLUSH_FRAME_BYTES: u64 = (FRAME_HEADER_BYTES + FLUSH_PAYLOAD_BYTES) as u64;
 /// A generation-end frame, whole.
 pub const GEN_END_FRAME_BYTES: u64 = FRAME_HEADER_BYTES as u64;
+
+/// The frame layout of a generation, given by its header's format version.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FrameLayout {
+    /// Versions 1 and 2: a 40-byte header (its own CRC-32C, kind, record type, payload length,
+    /// the payload's CRC-32C, generation and offset as u64, transaction id), frames 8-byte
+    /// aligned.
+    Legacy,
+    /// Version 3: a 22-byte header (one CRC-32C over the payload, the rest of the header and the
+    /// frame's offset; kind, record type, payload length, generation as u32, transaction id),
+    /// frames packed. About 24 bytes less per record than [`FrameLayout::Legacy`]; ESE's log
+    /// records carry no checksum or position of their own at all (its checksums cover a log
+    /// write's sectors), so this is the nearer of the two to what ESE writes.
+    Compact,
+}
+
+impl FrameLayout {
+    /// The layout of a generation whose header says `version` (one this build reads).
+    pub const fn of_version(version: u32) -> FrameLayout {
+        if version >= 3 {
+            FrameLayout::Compact
+        } else {
+            FrameLayout::Legacy
+        }
+    }
+
+    pub const fn header_bytes(self) -> usize {
+        match self {
+            FrameLayout::Legacy => 40,
+            FrameLayout::Compact => 22,
+        }
+    }
+
+    pub const fn align(self) -> u64 {
+        match self {
+            FrameLayout::Legacy => 8,
+            FrameLayout::Compact => 1,
+        }
+    }
+
+    /// Bytes a frame with `payload_bytes` of payload occupies in this layout, padding included.
+    pub const fn frame_bytes(self, payload_bytes: usize) -> u64 {
+        align_up((self.header_bytes() + payload_bytes) as u64, self.align())
+    }
+}
 
 /// What a frame is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -86,9 +135,9 @@ pub const fn align_down(value: u64, align: u64) -> u64 {
     value / align * align
 }
 
-/// Bytes a frame with `payload_bytes` of payload occupies, padding included.
+/// Bytes a frame with `payload_bytes` of payload occupies in the layout this build writes.
 pub const fn frame_bytes(payload_bytes: usize) -> u64 {
-    align_up((FRAME_HEADER_BYTES + payload_bytes) as u64, FRAME_ALIGN)
+    FrameLayout::Compact.frame_bytes(payload_bytes)
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> u32 {
@@ -126,16 +175,24 @@ pub struct GenerationHeader {
     /// previous generation valid up to exactly here.
     pub previous_end: Lsn,
     pub created_unix_ms: u64,
+    /// The format version the generation was written in ([`FORMAT_VERSION`] for a new one); it
+    /// gives the generation's [`FrameLayout`].
+    pub format_version: u32,
 }
 
 impl GenerationHeader {
+    /// The layout of this generation's frames.
+    pub const fn layout(&self) -> FrameLayout {
+        FrameLayout::of_version(self.format_version)
+    }
+
     /// Writes the header into the start of `block` (which must be at least
     /// [`GENERATION_HEADER_BYTES`] long and is otherwise left as is).
     pub fn encode(&self, block: &mut [u8]) {
         let header = &mut block[..GENERATION_HEADER_BYTES];
         header.fill(0);
         header[0..8].copy_from_slice(&GENERATION_MAGIC);
-        header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header[8..12].copy_from_slice(&self.format_version.to_le_bytes());
         header[12..16].copy_from_slice(&(DATA_START as u32).to_le_bytes());
         header[16..32].copy_from_slice(&self.database_id.to_le_bytes());
         header[32..40].copy_from_slice(&self.generation.to_le_bytes());
@@ -182,6 +239,7 @@ impl GenerationHeader {
             file_size_bytes: le_u64(header, 40),
             previous_end: Lsn::new(le_u64(header, 48), le_u64(header, 56)),
             created_unix_ms: le_u64(header, 64),
+            format_version: version,
         })
     }
 }
@@ -221,8 +279,8 @@ impl FlushInfo {
     }
 }
 
-/// Encodes a frame at the start of `out` (exactly [`frame_bytes`]`(payload.len())` long; the
-/// padding is zeroed). `position` is where the frame will live in the log.
+/// Encodes a frame at the start of `out` (exactly [`frame_bytes`]`(payload.len())` long),
+/// in the layout this build writes. `position` is where the frame will live in the log.
 pub fn encode_frame(
     out: &mut [u8],
     kind: FrameKind,
@@ -244,7 +302,8 @@ pub fn encode_frame(
 
 /// [`encode_frame`] with the payload's CRC-32C computed beforehand (`payload_crc` must be
 /// `crc32c(payload)`): [`crate::Log::append`] computes it before taking the log's mutex, so the
-/// pass over the payload is not made while other sessions wait to append.
+/// pass over the payload is not made while other sessions wait to append (the frame's checksum
+/// continues from it over the 22-byte header and the offset).
 pub fn encode_frame_with_crc(
     out: &mut [u8],
     kind: FrameKind,
@@ -269,9 +328,9 @@ pub fn encode_frame_with_crc(
 }
 
 /// A log-internal frame (record type 0, transaction 0) whose payload is `payload` followed by
-/// `fill` zero bytes (a flush frame filling its sector, format version 2), encoded at the start
-/// of `out` (exactly [`frame_bytes`]`(payload.len() + fill)` long) without building the payload
-/// anywhere else.
+/// `fill` zero bytes (a flush frame filling its sector, format version 2 on), encoded at the
+/// start of `out` (exactly [`frame_bytes`]`(payload.len() + fill)` long) without building the
+/// payload anywhere else.
 pub fn encode_frame_filled(
     out: &mut [u8],
     kind: FrameKind,
@@ -287,7 +346,14 @@ pub fn encode_frame_filled(
     write_frame_header(out, kind, position, 0, 0, payload_len, payload_crc);
 }
 
-/// The 40-byte frame header at the start of `out`, its own CRC last.
+/// The checksum of a version 3 frame: CRC-32C over the payload, then the header after the
+/// checksum field, then the frame's offset in its file (little-endian u64), which is not stored.
+fn compact_crc(payload_crc: u32, header_rest: &[u8], offset: u64) -> u32 {
+    let crc = crc32c::crc32c_append(payload_crc, header_rest);
+    crc32c::crc32c_append(crc, &offset.to_le_bytes())
+}
+
+/// The 22-byte frame header (version 3) at the start of `out`, its checksum first.
 fn write_frame_header(
     out: &mut [u8],
     kind: FrameKind,
@@ -300,13 +366,39 @@ fn write_frame_header(
     let header = &mut out[..FRAME_HEADER_BYTES];
     header[4] = kind as u8;
     header[5] = record_type;
+    header[6..10].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    // Generations are numbered in 32 bits (file names hold eight hex digits).
+    header[10..14].copy_from_slice(&(position.generation as u32).to_le_bytes());
+    header[14..22].copy_from_slice(&transaction_id.to_le_bytes());
+    let crc = compact_crc(payload_crc, &header[4..FRAME_HEADER_BYTES], position.offset);
+    header[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A frame of a version 1 or 2 generation at the start of `out` (this build no longer writes
+/// them; tests use it to check that such logs are still read).
+#[doc(hidden)]
+pub fn encode_legacy_frame(
+    out: &mut [u8],
+    kind: FrameKind,
+    position: Lsn,
+    record_type: u8,
+    transaction_id: u64,
+    payload: &[u8],
+) {
+    const HEADER: usize = FrameLayout::Legacy.header_bytes();
+    let end = HEADER + payload.len();
+    out[HEADER..end].copy_from_slice(payload);
+    out[end..].fill(0);
+    let header = &mut out[..HEADER];
+    header[4] = kind as u8;
+    header[5] = record_type;
     header[6..8].fill(0);
-    header[8..12].copy_from_slice(&(payload_len as u32).to_le_bytes());
-    header[12..16].copy_from_slice(&payload_crc.to_le_bytes());
+    header[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[12..16].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
     header[16..24].copy_from_slice(&position.generation.to_le_bytes());
     header[24..32].copy_from_slice(&position.offset.to_le_bytes());
     header[32..40].copy_from_slice(&transaction_id.to_le_bytes());
-    let crc = crc32c::crc32c(&header[4..FRAME_HEADER_BYTES]);
+    let crc = crc32c::crc32c(&header[4..HEADER]);
     header[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -318,11 +410,12 @@ pub struct Frame {
     pub transaction_id: u64,
     pub offset: u64,
     pub payload_bytes: usize,
+    pub layout: FrameLayout,
 }
 
 impl Frame {
     pub fn total_bytes(&self) -> u64 {
-        frame_bytes(self.payload_bytes)
+        self.layout.frame_bytes(self.payload_bytes)
     }
 
     pub fn end(&self) -> u64 {
@@ -331,7 +424,7 @@ impl Frame {
 
     /// The payload inside the generation's bytes (whose first byte is file offset 0).
     pub fn payload<'a>(&self, file: &'a [u8]) -> &'a [u8] {
-        let start = self.offset as usize + FRAME_HEADER_BYTES;
+        let start = self.offset as usize + self.layout.header_bytes();
         file.get(start..start + self.payload_bytes).unwrap_or(&[])
     }
 }
@@ -348,10 +441,87 @@ pub enum Decoded {
 }
 
 /// Reads the frame that should start at `offset` of `file` (the generation's whole content,
-/// file offset 0 at index 0), which belongs to `generation`.
-pub fn decode_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
+/// file offset 0 at index 0), which belongs to `generation`, written in `layout`.
+pub fn decode_frame(file: &[u8], generation: u64, offset: u64, layout: FrameLayout) -> Decoded {
+    match layout {
+        FrameLayout::Legacy => decode_legacy_frame(file, generation, offset),
+        FrameLayout::Compact => decode_compact_frame(file, generation, offset),
+    }
+}
+
+fn decode_compact_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
+    const HEADER: usize = FrameLayout::Compact.header_bytes();
     let start = offset as usize;
-    let Some(header) = file.get(start..start + FRAME_HEADER_BYTES) else {
+    let Some(header) = file.get(start..start + HEADER) else {
+        return Decoded::Damaged("frame header runs past the end of the file".into());
+    };
+    if header.iter().all(|&byte| byte == 0) {
+        return Decoded::Empty;
+    }
+    let payload_bytes = le_u32(header, 6) as usize;
+    let payload_start = start + HEADER;
+    let Some(payload) = file.get(payload_start..payload_start + payload_bytes) else {
+        if legacy_frame_of_earlier_generation(file, generation, offset) {
+            return Decoded::Empty;
+        }
+        return Decoded::Damaged(format!(
+            "frame payload of {payload_bytes} bytes runs past the end of the file"
+        ));
+    };
+    let stored = le_u32(header, 0);
+    let computed = compact_crc(crc32c::crc32c(payload), &header[4..], offset);
+    if stored != computed {
+        if legacy_frame_of_earlier_generation(file, generation, offset) {
+            return Decoded::Empty;
+        }
+        return Decoded::Damaged(format!(
+            "frame checksum mismatch over {payload_bytes} bytes of payload (stored \
+             {stored:#010x}, computed {computed:#010x}): damaged, or written for another position"
+        ));
+    }
+    let frame_generation = u64::from(le_u32(header, 10));
+    if frame_generation < generation {
+        // A valid frame of an earlier generation at this very offset: a recycled file's old
+        // content. Nothing of this generation was written here.
+        return Decoded::Empty;
+    }
+    if frame_generation != generation {
+        return Decoded::Damaged(format!(
+            "frame belongs to generation {frame_generation}, not {generation} (stale or \
+             misdirected data)"
+        ));
+    }
+    let Some(kind) = FrameKind::from_u8(header[4]) else {
+        return Decoded::Damaged(format!("unknown frame kind {}", header[4]));
+    };
+    Decoded::Valid(Frame {
+        kind,
+        record_type: header[5],
+        transaction_id: le_u64(header, 14),
+        offset,
+        payload_bytes,
+        layout: FrameLayout::Compact,
+    })
+}
+
+/// Whether a valid version 1 or 2 frame of an earlier generation starts at `offset`: a file
+/// recycled by circular logging after an upgrade still holds its old frames past the new end.
+fn legacy_frame_of_earlier_generation(file: &[u8], generation: u64, offset: u64) -> bool {
+    offset.is_multiple_of(FrameLayout::Legacy.align())
+        && matches!(decode_legacy_frame(file, u64::MAX, offset), Decoded::Empty)
+        && {
+            let start = offset as usize;
+            file.get(start..start + FrameLayout::Legacy.header_bytes())
+                .is_some_and(|header| {
+                    header.iter().any(|&byte| byte != 0) && le_u64(header, 16) < generation
+                })
+        }
+}
+
+fn decode_legacy_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
+    const HEADER: usize = FrameLayout::Legacy.header_bytes();
+    let start = offset as usize;
+    let Some(header) = file.get(start..start + HEADER) else {
         return Decoded::Damaged("frame header runs past the end of the file".into());
     };
     if header.iter().all(|&byte| byte == 0) {
@@ -381,7 +551,7 @@ pub fn decode_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
         return Decoded::Damaged(format!("unknown frame kind {}", header[4]));
     };
     let payload_bytes = le_u32(header, 8) as usize;
-    let payload_start = start + FRAME_HEADER_BYTES;
+    let payload_start = start + HEADER;
     let Some(payload) = file.get(payload_start..payload_start + payload_bytes) else {
         return Decoded::Damaged(format!(
             "frame payload of {payload_bytes} bytes runs past the end of the file"
@@ -401,16 +571,26 @@ pub fn decode_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
         transaction_id: le_u64(header, 32),
         offset,
         payload_bytes,
+        layout: FrameLayout::Legacy,
     })
 }
 
 /// Quick test used when searching past damage: could a frame of `generation` start at `offset`?
-/// (Its stored position matches; the checksum is checked by [`decode_frame`] afterwards.)
-pub fn position_matches(file: &[u8], generation: u64, offset: u64) -> bool {
+/// (Its stored generation, and in the legacy layout its stored offset, match; the checksum is
+/// checked by [`decode_frame`] afterwards.)
+pub fn position_matches(file: &[u8], generation: u64, offset: u64, layout: FrameLayout) -> bool {
     let start = offset as usize;
-    file.len() >= start + FRAME_HEADER_BYTES
-        && le_u64(file, start + 24) == offset
-        && le_u64(file, start + 16) == generation
+    match layout {
+        FrameLayout::Legacy => {
+            file.len() >= start + FrameLayout::Legacy.header_bytes()
+                && le_u64(file, start + 24) == offset
+                && le_u64(file, start + 16) == generation
+        }
+        FrameLayout::Compact => {
+            file.len() >= start + FrameLayout::Compact.header_bytes()
+                && u64::from(le_u32(file, start + 10)) == generation
+        }
+    }
 }
 
 #[cfg(test)]
@@ -421,6 +601,7 @@ mod tests {
     fn frame_round_trip_and_damage() {
         let payload = b"insert key=value on page 7";
         let len = frame_bytes(payload.len()) as usize;
+        assert_eq!(len, 22 + payload.len(), "version 3 frames are packed");
         let mut file = vec![0u8; 4096 + len + 64];
         encode_frame(
             &mut file[4096..4096 + len],
@@ -430,18 +611,74 @@ mod tests {
             42,
             payload,
         );
-        let Decoded::Valid(frame) = decode_frame(&file, 3, 4096) else {
+        let compact = FrameLayout::Compact;
+        let Decoded::Valid(frame) = decode_frame(&file, 3, 4096, compact) else {
             panic!("frame should decode");
         };
         assert_eq!(frame.payload(&file), payload);
         assert_eq!((frame.record_type, frame.transaction_id), (9, 42));
-        assert_eq!(decode_frame(&file, 3, 4096 + len as u64), Decoded::Empty);
+        assert_eq!(frame.end(), 4096 + len as u64);
+        assert_eq!(
+            decode_frame(&file, 3, 4096 + len as u64, compact),
+            Decoded::Empty
+        );
         // Read as generation 4 (the file was recycled), it is old content: nothing written.
-        assert_eq!(decode_frame(&file, 4, 4096), Decoded::Empty);
-        // A frame of a later generation or another offset is misplaced: damage.
-        assert!(matches!(decode_frame(&file, 2, 4096), Decoded::Damaged(_)));
-        file[4096 + 45] ^= 1;
-        assert!(matches!(decode_frame(&file, 3, 4096), Decoded::Damaged(_)));
+        assert_eq!(decode_frame(&file, 4, 4096, compact), Decoded::Empty);
+        // A frame of a later generation is misplaced: damage.
+        assert!(matches!(
+            decode_frame(&file, 2, 4096, compact),
+            Decoded::Damaged(_)
+        ));
+        // The same bytes at another offset: the offset is under the checksum, so damage.
+        let mut moved = vec![0u8; 4104 + len + 64];
+        moved[4104..4104 + len].copy_from_slice(&file[4096..4096 + len]);
+        assert!(matches!(
+            decode_frame(&moved, 3, 4104, compact),
+            Decoded::Damaged(_)
+        ));
+        // One bit anywhere in the header or the payload is damage.
+        for byte in [0, 4, 6, 10, 14, 21, 22, 22 + payload.len() - 1] {
+            let mut bad = file.clone();
+            bad[4096 + byte] ^= 1;
+            assert!(
+                matches!(decode_frame(&bad, 3, 4096, compact), Decoded::Damaged(_)),
+                "bit flipped in byte {byte}"
+            );
+        }
+    }
+
+    #[test]
+    fn legacy_frames_are_still_read_and_old_ones_are_empty_space() {
+        let payload = b"a version 2 record";
+        let legacy = FrameLayout::Legacy;
+        let len = legacy.frame_bytes(payload.len()) as usize;
+        assert_eq!(len, (40 + payload.len()).div_ceil(8) * 8);
+        let mut file = vec![0u8; 4096 + len + 64];
+        encode_legacy_frame(
+            &mut file[4096..4096 + len],
+            FrameKind::Record,
+            Lsn::new(5, 4096),
+            1,
+            77,
+            payload,
+        );
+        let Decoded::Valid(frame) = decode_frame(&file, 5, 4096, legacy) else {
+            panic!("legacy frame should decode");
+        };
+        assert_eq!(frame.payload(&file), payload);
+        assert_eq!((frame.transaction_id, frame.end()), (77, 4096 + len as u64));
+        assert!(position_matches(&file, 5, 4096, legacy));
+        // A generation of version 3 recycled from a version 2 one: the old frame at the new
+        // log's end is unwritten space, not damage.
+        assert_eq!(
+            decode_frame(&file, 6, 4096, FrameLayout::Compact),
+            Decoded::Empty
+        );
+        // But read as its own generation under the wrong layout it is not a valid frame.
+        assert!(matches!(
+            decode_frame(&file, 5, 4096, FrameLayout::Compact),
+            Decoded::Damaged(_)
+        ));
     }
 
     #[test]
@@ -452,6 +689,7 @@ mod tests {
             file_size_bytes: 1 << 20,
             previous_end: Lsn::new(16, 1000),
             created_unix_ms: 5,
+            format_version: FORMAT_VERSION,
         };
         let mut block = vec![0u8; 4096];
         header.encode(&mut block);

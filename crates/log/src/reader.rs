@@ -471,7 +471,12 @@ fn bad_report(
     let (frames, records, log_writes, used_bytes, size_bytes) =
         match crate::scan::load_generation(backend, dir, generation, database_id, options) {
             Ok(Some(file)) => {
-                let scan = crate::scan::scan_generation(&file.bytes, generation, None);
+                let scan = crate::scan::scan_generation(
+                    &file.bytes,
+                    generation,
+                    file.header.layout(),
+                    None,
+                );
                 let records = scan
                     .frames
                     .iter()

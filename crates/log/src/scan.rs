@@ -17,7 +17,7 @@ use jetproof_io::{AlignedBuf, IoBackend, IoClass, OpenOptions};
 
 use crate::error::{LogError, Result};
 use crate::format::{
-    DATA_START, Decoded, FRAME_ALIGN, FlushInfo, Frame, FrameKind, GenerationHeader, align_down,
+    DATA_START, Decoded, FlushInfo, Frame, FrameKind, FrameLayout, GenerationHeader, align_down,
     decode_frame, generation_path, position_matches,
 };
 use crate::lsn::Lsn;
@@ -183,8 +183,14 @@ pub(crate) struct GenerationScan {
     pub flushes: u64,
 }
 
-/// Scans `file` (the generation's whole content). `limit`: the end named by the next generation.
-pub(crate) fn scan_generation(file: &[u8], generation: u64, limit: Option<u64>) -> GenerationScan {
+/// Scans `file` (the generation's whole content, its frames in `layout`). `limit`: the end named
+/// by the next generation.
+pub(crate) fn scan_generation(
+    file: &[u8],
+    generation: u64,
+    layout: FrameLayout,
+    limit: Option<u64>,
+) -> GenerationScan {
     let mut frames = Vec::new();
     let mut flushes = 0;
     let mut position = DATA_START;
@@ -192,7 +198,7 @@ pub(crate) fn scan_generation(file: &[u8], generation: u64, limit: Option<u64>) 
         if limit == Some(position) {
             break Stop::Limit;
         }
-        match decode_frame(file, generation, position) {
+        match decode_frame(file, generation, position, layout) {
             Decoded::Valid(frame) => {
                 if let Some(limit) = limit
                     && frame.end() > limit
@@ -200,6 +206,7 @@ pub(crate) fn scan_generation(file: &[u8], generation: u64, limit: Option<u64>) 
                     break damaged(
                         file,
                         generation,
+                        layout,
                         position,
                         format!(
                             "frame runs to {} past the end {limit} that the next generation names",
@@ -216,7 +223,7 @@ pub(crate) fn scan_generation(file: &[u8], generation: u64, limit: Option<u64>) 
                 }
             }
             Decoded::Empty => {
-                let later = search_after(file, generation, position);
+                let later = search_after(file, generation, layout, position);
                 if later.found_any {
                     break damaged_with(
                         file,
@@ -227,7 +234,7 @@ pub(crate) fn scan_generation(file: &[u8], generation: u64, limit: Option<u64>) 
                 }
                 break Stop::Clean;
             }
-            Decoded::Damaged(reason) => break damaged(file, generation, position, reason),
+            Decoded::Damaged(reason) => break damaged(file, generation, layout, position, reason),
         }
     };
     GenerationScan {
@@ -243,8 +250,8 @@ struct Later {
     attested_durable: Option<Lsn>,
 }
 
-fn damaged(file: &[u8], generation: u64, offset: u64, reason: String) -> Stop {
-    let later = search_after(file, generation, offset);
+fn damaged(file: &[u8], generation: u64, layout: FrameLayout, offset: u64, reason: String) -> Stop {
+    let later = search_after(file, generation, layout, offset);
     damaged_with(file, offset, reason, later)
 }
 
@@ -261,17 +268,18 @@ fn damaged_with(file: &[u8], offset: u64, reason: String, later: Later) -> Stop 
     }
 }
 
-/// Looks for valid frames of `generation` after `offset` (at every 8-byte boundary, since the
-/// damage may have hidden where the next frame starts).
-fn search_after(file: &[u8], generation: u64, offset: u64) -> Later {
+/// Looks for valid frames of `generation` after `offset` (at every position a frame of `layout`
+/// may start: every byte since version 3, every 8 bytes before; the damage may have hidden where
+/// the next frame starts).
+fn search_after(file: &[u8], generation: u64, layout: FrameLayout, offset: u64) -> Later {
     let mut later = Later {
         found_any: false,
         attested_durable: None,
     };
-    let mut position = offset + FRAME_ALIGN;
+    let mut position = offset + layout.align();
     while position < file.len() as u64 {
-        if position_matches(file, generation, position)
-            && let Decoded::Valid(frame) = decode_frame(file, generation, position)
+        if position_matches(file, generation, position, layout)
+            && let Decoded::Valid(frame) = decode_frame(file, generation, position, layout)
         {
             later.found_any = true;
             if frame.kind == FrameKind::Flush
@@ -282,7 +290,7 @@ fn search_after(file: &[u8], generation: u64, offset: u64) -> Later {
             position = frame.end();
             continue;
         }
-        position += FRAME_ALIGN;
+        position += layout.align();
     }
     later
 }
@@ -367,7 +375,7 @@ pub(crate) fn analyse_loaded(
         Some(header) => Some(header.previous_end.offset),
         None => None,
     };
-    let scan = scan_generation(&file.bytes, generation, limit);
+    let scan = scan_generation(&file.bytes, generation, file.header.layout(), limit);
     let mut torn_tail = None;
     match (&scan.stop, limit) {
         (Stop::Limit, Some(_)) => {}

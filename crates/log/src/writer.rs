@@ -34,9 +34,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::checkpoint::{Checkpoint, CheckpointWriter, read_checkpoint, unix_ms};
 use crate::error::{LogError, Result};
 use crate::format::{
-    DATA_START, FLUSH_FRAME_BYTES, FlushInfo, FrameKind, GEN_END_FRAME_BYTES, GenerationHeader,
-    align_down, align_up, checkpoint_path, encode_frame_filled, encode_frame_with_crc, frame_bytes,
-    generation_path, spare_path,
+    DATA_START, FLUSH_FRAME_BYTES, FORMAT_VERSION, FlushInfo, FrameKind, GEN_END_FRAME_BYTES,
+    GenerationHeader, align_down, align_up, checkpoint_path, encode_frame_filled,
+    encode_frame_with_crc, frame_bytes, generation_path, spare_path,
 };
 use crate::lsn::{Durability, Lsn, Record};
 use crate::scan::{ReadOptions, TornTail, analyse_generation};
@@ -375,9 +375,11 @@ impl Log {
                 Some(options.database_id),
                 &read_options,
             ) {
-                Ok(Some(file)) => crate::scan::scan_generation(&file.bytes, 1, None)
-                    .frames
-                    .is_empty(),
+                Ok(Some(file)) => {
+                    crate::scan::scan_generation(&file.bytes, 1, file.header.layout(), None)
+                        .frames
+                        .is_empty()
+                }
                 Ok(None) => true,
                 // A header never completed: not a log to keep.
                 Err(LogError::BadHeader { .. }) => true,
@@ -1232,6 +1234,7 @@ fn install_generation(
         file_size_bytes: options.file_size_bytes,
         previous_end,
         created_unix_ms: unix_ms(),
+        format_version: FORMAT_VERSION,
     }
     .encode(&mut block);
     let begun = std::time::Instant::now();

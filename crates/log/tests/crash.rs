@@ -312,15 +312,17 @@ fn a_torn_tail_is_tolerated_and_reported() {
             torn.offset + torn.bytes <= end.offset + keep_new_bytes,
             "{torn:?}"
         );
-        if keep_new_bytes < 1040 {
-            // Not even the first new record (1040 bytes) is whole: the log ends where it was durable.
+        let record_frame = jetproof_log::format::frame_bytes(1000);
+        if keep_new_bytes < record_frame {
+            // Not even the first new record (1,022 bytes) is whole: the log ends where it was
+            // durable.
             assert_eq!(lsns, durable, "keep {keep_new_bytes}");
             assert_eq!(torn.offset, end.offset);
         } else {
             // The first new record landed whole before the tear; it is read (it was never
             // acknowledged, so recovery treats its transaction as uncommitted).
             assert_eq!(lsns.len(), durable.len() + 1, "keep {keep_new_bytes}");
-            assert_eq!(torn.offset, end.offset + 1040);
+            assert_eq!(torn.offset, end.offset + record_frame);
         }
         let end = read_end;
         assert!(matches!(
@@ -660,7 +662,10 @@ fn a_crash_during_rollover_leaves_a_readable_log() {
         }
         lsns.push(lsn);
         log.commit(lsn, Durability::Durable).expect("commit");
-        let next_end = log.end_lsn().offset + 3040 + 72 + 40;
+        let next_end = log.end_lsn().offset
+            + jetproof_log::format::frame_bytes(payload.len())
+            + jetproof_log::format::FLUSH_FRAME_BYTES
+            + jetproof_log::format::GEN_END_FRAME_BYTES;
         if next_end > 64 << 10 {
             // The next append must roll over; make that write's sync fail.
             backend.fail_syncs(true);

@@ -151,7 +151,7 @@ pub fn read_generation(
             ),
         });
     }
-    let frames = verify_frames(&bytes, generation, &path)?;
+    let frames = verify_frames(&bytes, &header, &path)?;
     state.frames_verified.fetch_add(frames, Ordering::Relaxed);
     state.generations_read.fetch_add(1, Ordering::Relaxed);
     Ok(())
@@ -159,11 +159,16 @@ pub fn read_generation(
 
 /// Walks the frames of a closed generation up to its end frame (or, for a generation closed by
 /// reopening the log after a crash, up to the first unwritten space). Returns the frame count.
-fn verify_frames(bytes: &[u8], generation: u64, path: &Path) -> Result<u64, ReplicationError> {
+fn verify_frames(
+    bytes: &[u8],
+    header: &GenerationHeader,
+    path: &Path,
+) -> Result<u64, ReplicationError> {
+    let generation = header.generation;
     let mut position = DATA_START;
     let mut frames = 0u64;
     while position < bytes.len() as u64 {
-        match decode_frame(bytes, generation, position) {
+        match decode_frame(bytes, generation, position, header.layout()) {
             Decoded::Valid(frame) => {
                 frames += 1;
                 position = frame.end();
