@@ -21,7 +21,7 @@ use jetproof_instance::group::{self, RECORD_GROUP};
 use jetproof_instance::undo::{self, RECORD_ROLLBACK, RECORD_UNDO};
 use jetproof_io::IoBackend;
 use jetproof_io::std_backend::StdBackend;
-use jetproof_log::format::{FRAME_ALIGN, FRAME_HEADER_BYTES, align_up};
+use jetproof_log::format::{FrameLayout, GenerationHeader, generation_path};
 use jetproof_log::{LogReader, Lsn, ReadOptions};
 
 #[derive(Default)]
@@ -100,6 +100,7 @@ fn main() {
     let mut group_members = 0u64;
     let mut total = Tally::default();
     let mut commits = 0u64;
+    let mut layouts: BTreeMap<u64, FrameLayout> = BTreeMap::new();
     loop {
         let record = match reader.next_record() {
             Ok(Some(record)) => record,
@@ -109,10 +110,12 @@ fn main() {
                 break;
             }
         };
-        let framed = align_up(
-            (FRAME_HEADER_BYTES + record.payload.len()) as u64,
-            FRAME_ALIGN,
-        );
+        // A record's bytes in its generation's layout (format 3's compact frames, or the
+        // 40-byte aligned frames of versions 1 and 2), read from the generation's header.
+        let layout = *layouts
+            .entry(record.lsn.generation)
+            .or_insert_with(|| layout_of(&dir, record.lsn.generation));
+        let framed = layout.frame_bytes(record.payload.len());
         total.add(framed as usize);
         let payload = &record.payload;
         let name = match record.record_type {
@@ -222,4 +225,15 @@ fn main() {
             per_commit(t.bytes)
         );
     }
+}
+
+/// The frame layout of `generation`, from its header (the current one if it cannot be read).
+fn layout_of(dir: &std::path::Path, generation: u64) -> FrameLayout {
+    use std::io::Read;
+    let mut block = vec![0u8; 4096];
+    std::fs::File::open(generation_path(dir, generation))
+        .and_then(|mut file| file.read_exact(&mut block))
+        .ok()
+        .and_then(|()| GenerationHeader::decode(&block).ok())
+        .map_or(FrameLayout::Compact, |header| header.layout())
 }
