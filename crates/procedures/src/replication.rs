@@ -16,7 +16,8 @@
 //!   the writer never touches it again.
 //! * Reads are [`READ_SIZE`] bytes (the last one of a file shorter), go through the instance's
 //!   metered file with [`IoClass::ReplicationRead`], and use the job's direct-I/O setting.
-//! * Every frame read is verified (header checksum, position, payload checksum) and the file's
+//! * Every frame read is verified (its checksum, which covers its position, and its generation;
+//!   in logs of format 1 and 2 both checksums and the stored position) and the file's
 //!   header must name this generation of this database: damage is an error naming the file and
 //!   offset, never repaired. Nothing here writes.
 //! * The caller keeps log files while a sender runs (`keep_files`), so a generation cannot be
