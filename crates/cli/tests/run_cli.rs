@@ -67,6 +67,47 @@ fn performance_initialises_first_then_measures_and_passes() {
         (achieved - transactional).abs() <= 1e-6 * achieved,
         "{achieved} vs {transactional}"
     );
+    // Jetstress's Initial and Final Database Size: the files' lengths at attach and at the end
+    // of the window; the final one is the file as it stands after the run (no growth at close).
+    let mut initial_sum = 0;
+    let mut final_sum = 0;
+    for instance in r["instances"].as_array().expect("instances") {
+        let figure = |key: &str| instance[key].as_u64().unwrap_or_else(|| panic!("{key}"));
+        let (initial, last) = (
+            figure("db_size_initial_bytes"),
+            figure("db_size_final_bytes"),
+        );
+        assert!(initial >= 8 << 20 && last >= initial, "{instance}");
+        let path = dir
+            .path()
+            .join(instance["database_path"].as_str().expect("path"));
+        let on_disk = std::fs::metadata(&path).expect("database").len();
+        assert_eq!(last, on_disk, "{instance}");
+        let used = figure("db_used_final_bytes");
+        assert!(used > 0 && used <= last, "{instance}");
+        assert!(figure("db_used_initial_bytes") <= initial, "{instance}");
+        initial_sum += initial;
+        final_sum += last;
+    }
+    assert!(
+        r["host_counters"]["database_page_fault_stalls_per_sec"]["average"]
+            .as_f64()
+            .is_some(),
+        "{}",
+        r["host_counters"]
+    );
+    let report = std::fs::read_to_string(dir.path().join("r/report.md")).expect("report");
+    for words in [
+        "## Database Sizing and Throughput".to_string(),
+        format!("| Initial Database Size (bytes) | {initial_sum} |"),
+        format!("| Final Database Size (bytes) | {final_sum} |"),
+        "| Database Files (Count) | 2 |".to_string(),
+        "| Thread Count | 2 (per database) |".to_string(),
+        "## Database Configuration".to_string(),
+        "Database Page Fault Stalls/sec".to_string(),
+    ] {
+        assert!(report.contains(&words), "missing {words:?} in\n{report}");
+    }
     let samples = std::fs::read_to_string(dir.path().join("r/samples.csv")).expect("samples");
     assert!(samples.lines().count() > 2, "{samples}");
     let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("log");

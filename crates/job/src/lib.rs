@@ -260,6 +260,9 @@ pub struct Thresholds {
     pub log_write_avg_ms: f64,
     /// Unset: 100 ms for performance, 200 ms for stress.
     pub log_write_max_ms: Option<f64>,
+    /// The most *Database Page Fault Stalls/sec* (sessions waiting for a free cache buffer,
+    /// all instances together) the measured window may average: Jetstress fails a test above 1.
+    pub page_fault_stalls_per_sec: f64,
 }
 
 impl Default for Simulation {
@@ -352,6 +355,7 @@ impl Default for Thresholds {
             db_read_max_ms: None,
             log_write_avg_ms: 10.0,
             log_write_max_ms: None,
+            page_fault_stalls_per_sec: 1.0,
         }
     }
 }
@@ -760,6 +764,14 @@ impl Job {
                 ));
             }
         }
+        let stalls = t.page_fault_stalls_per_sec;
+        if !stalls.is_finite() || stalls < 0.0 {
+            return Err(invalid(
+                "thresholds.page_fault_stalls_per_sec",
+                format!("is {stalls}"),
+                "give a rate of 0 or more (Jetstress's limit is 1)",
+            ));
+        }
         Ok(())
     }
 }
@@ -878,6 +890,20 @@ mod tests {
             assert_eq!(set.db_read_max_ms(stress), 150.0);
             assert_eq!(set.log_write_max_ms(stress), 50.0);
         }
+    }
+
+    #[test]
+    fn page_fault_stalls_default_to_jetstress_limit_and_a_negative_one_is_refused() {
+        assert_eq!(Job::default().thresholds.page_fault_stalls_per_sec, 1.0);
+        let set = Job::parse("[thresholds]\npage_fault_stalls_per_sec = 0\n", "j").expect("0");
+        assert_eq!(set.thresholds.page_fault_stalls_per_sec, 0.0);
+        let err = Job::parse("[thresholds]\npage_fault_stalls_per_sec = -1\n", "j")
+            .expect_err("negative refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("thresholds.page_fault_stalls_per_sec") && text.contains("0 or more"),
+            "{text}"
+        );
     }
 
     #[test]

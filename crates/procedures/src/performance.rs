@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use jetproof_engine::{DbHeader, DbState, EngineError};
+use jetproof_engine::{CacheStats, DbHeader, DbState, EngineError};
 use jetproof_instance::{Instance as LoggedInstance, InstanceError};
 use jetproof_io::meter::{InstanceSnapshot, InstanceStats, MeteredFile};
 use jetproof_io::sample::Sampler;
@@ -221,6 +221,26 @@ struct Attached {
     /// What the pacing controller's estimates are made from (kept across phases; cleared when
     /// the caches are warm).
     pace: std::sync::Mutex<PaceEstimator>,
+    /// The database's size when the test attached it (Jetstress's "Initial Database Size").
+    initial_size: DatabaseSize,
+}
+
+/// A database's size: the file's length and the bytes of its pages in use (the file grows by
+/// whole extents, so the two differ; `docs/results.md`).
+#[derive(Copy, Clone, Debug)]
+struct DatabaseSize {
+    file_bytes: u64,
+    used_bytes: u64,
+}
+
+impl DatabaseSize {
+    fn of(database: &LoggedInstance) -> DatabaseSize {
+        let db = database.database();
+        DatabaseSize {
+            file_bytes: db.file_size_bytes(),
+            used_bytes: db.used_pages() * db.page_size() as u64,
+        }
+    }
 }
 
 impl Attached {
@@ -418,6 +438,7 @@ pub fn performance(
         db_read_max_ms: job.db_read_max_ms(stress),
         log_write_avg_ms: job.thresholds.log_write_avg_ms,
         log_write_max_ms: job.log_write_max_ms(stress),
+        page_fault_stalls_per_sec: job.thresholds.page_fault_stalls_per_sec,
     };
     log.line(format!(
         "Database read latency thresholds: (average: {} msec/read, maximum: {} msec/read).",
@@ -426,6 +447,10 @@ pub fn performance(
     log.line(format!(
         "Log write latency thresholds: (average: {} msec/write, maximum: {} msec/write).",
         limits.log_write_avg_ms, limits.log_write_max_ms
+    ));
+    log.line(format!(
+        "Database page fault stall threshold: (average: {} stalls/sec).",
+        limits.page_fault_stalls_per_sec
     ));
     let w = &job.workload;
     let sessions_label = match w.threads {
@@ -657,6 +682,7 @@ fn attach(
             return Err(RunError::Results(format!("{}: {e}", instance.name)));
         }
     };
+    let initial_size = DatabaseSize::of(&database);
     Ok(Attached {
         name: instance.name.clone(),
         database,
@@ -675,6 +701,7 @@ fn attach(
         replication: SenderState::default(),
         ios_per_transaction: Default::default(),
         pace: Default::default(),
+        initial_size,
     })
 }
 
@@ -1216,6 +1243,13 @@ fn measure(
         .iter()
         .map(|a| a.load.counters.transactions())
         .collect();
+    // The cache's counters count from attach; the results give the window's share.
+    let base_cache: Vec<CacheStats> = attached
+        .iter()
+        .map(|a| a.database.database().cache_stats())
+        .collect();
+    let mut stalls_seen: u64 = base_cache.iter().map(|c| c.page_fault_stalls).sum();
+    let mut stalls_per_sec = Vec::new();
     let window_started = Instant::now();
     // The process's CPU time over the window alone (warm-up and shut-down excluded): every
     // thread's, sessions, flushers, log writers, maintenance and this one.
@@ -1248,6 +1282,15 @@ fn measure(
             if let Some(m) = memory_now {
                 memory.push(m);
             }
+            // Database Page Fault Stalls/sec over the interval, all instances together, as
+            // Jetstress's host counter (one database cache counter per process).
+            let stalls_now: u64 = attached
+                .iter()
+                .map(|a| a.database.database().cache_stats().page_fault_stalls)
+                .sum();
+            stalls_per_sec
+                .push(stalls_now.saturating_sub(stalls_seen) as f64 / sample.interval_s.max(1e-9));
+            stalls_seen = stalls_now;
             for row in &sample.rows {
                 let _ = writeln!(
                     samples,
@@ -1337,17 +1380,39 @@ fn measure(
         let tx = a.load.counters.transactions() - base_tx[index];
         all_tx += tx;
         let cache = a.database.database().cache_stats();
+        let cache_base = &base_cache[index];
+        let stalls = cache
+            .page_fault_stalls
+            .saturating_sub(cache_base.page_fault_stalls);
+        let final_size = DatabaseSize::of(&a.database);
         let mut extra = BTreeMap::new();
         extra.insert("transactions".into(), tx.into());
         extra.insert("transactions_per_sec".into(), (tx as f64 / window).into());
         extra.insert("achieved_iops".into(), transactional.into());
         extra.insert("sessions".into(), sessions.into());
+        extra.insert("database_page_fault_stalls".into(), stalls.into());
         extra.insert(
-            "database_page_fault_stalls".into(),
-            cache.page_fault_stalls.into(),
+            "database_page_fault_stalls_per_sec".into(),
+            (stalls as f64 / window.max(1e-9)).into(),
         );
-        extra.insert("cache_hits".into(), cache.hits.into());
-        extra.insert("cache_misses".into(), cache.misses.into());
+        extra.insert(
+            "cache_hits".into(),
+            cache.hits.saturating_sub(cache_base.hits).into(),
+        );
+        extra.insert(
+            "cache_misses".into(),
+            cache.misses.saturating_sub(cache_base.misses).into(),
+        );
+        extra.insert(
+            "db_size_initial_bytes".into(),
+            a.initial_size.file_bytes.into(),
+        );
+        extra.insert("db_size_final_bytes".into(), final_size.file_bytes.into());
+        extra.insert(
+            "db_used_initial_bytes".into(),
+            a.initial_size.used_bytes.into(),
+        );
+        extra.insert("db_used_final_bytes".into(), final_size.used_bytes.into());
         if let Some(rate) = a.load.pacer.rate() {
             extra.insert("paced_transactions_per_sec".into(), rate.into());
         }
@@ -1392,6 +1457,7 @@ fn measure(
         (Some(cpu_percent), Some(available_memory_mb)) => Some(HostCounters {
             cpu_percent,
             available_memory_mb,
+            database_page_fault_stalls_per_sec: stat(&stalls_per_sec),
         }),
         _ => None,
     };

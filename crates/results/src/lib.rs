@@ -25,8 +25,9 @@ pub use outdir::{OutDir, OutDirError};
 pub use testlog::TestLog;
 
 /// Version of the `result.json` layout. Bumped when a key is added that readers may rely on, and
-/// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`).
-pub const SCHEMA_VERSION: u32 = 2;
+/// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`; 3: the
+/// databases' sizes and the page fault stall rate of workload tests).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The test that produced a result.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +144,11 @@ impl TestResult {
 pub struct HostCounters {
     pub cpu_percent: Stat,
     pub available_memory_mb: Stat,
+    /// Jetstress's "Database Page Fault Stalls/sec": times per second a session found no free
+    /// buffer in the database cache and waited for a flush, all instances together, per sample
+    /// interval. Absent from schema versions before 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_page_fault_stalls_per_sec: Option<Stat>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -45,12 +45,14 @@ impl Table {
     fn text(&self, out: &mut String) {
         let columns = self.header.len();
         let mut widths = vec![0usize; columns];
-        for row in std::iter::once(&self.header).chain(&self.rows) {
+        // A key/value table has a blank header (Markdown needs one); the terminal omits it.
+        let header = (!self.header.iter().all(|h| h.is_empty())).then_some(&self.header);
+        for row in header.into_iter().chain(&self.rows) {
             for (i, cell) in row.iter().enumerate().take(columns) {
                 widths[i] = widths[i].max(cell.chars().count());
             }
         }
-        for row in std::iter::once(&self.header).chain(&self.rows) {
+        for row in header.into_iter().chain(&self.rows) {
             let mut line = String::from("  ");
             for (i, cell) in row.iter().enumerate().take(columns) {
                 if i == 0 {
@@ -249,9 +251,145 @@ fn recovery_io_table(result: &TestResult) -> Table {
 }
 
 /// Sections of a report, in order: (title, table).
-fn sections(result: &TestResult) -> Vec<(&'static str, Table)> {
+/// Sums an instance figure over the instances that have it; None when none has.
+fn instance_sum(result: &TestResult, key: &str) -> Option<u64> {
+    let values: Vec<u64> = result
+        .instances
+        .iter()
+        .filter_map(|i| i.extra.get(key).and_then(|v| v.as_u64()))
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+/// Jetstress's "Database Sizing and Throughput": the transactional rate beside the databases'
+/// size at the start and end of the test (their files' lengths, summed over the instances), and
+/// beside them the bytes of pages in use, which a file grown by whole extents does not show.
+/// The terminal's headline already gives the rates, so there the table starts at the sizes.
+fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
+    let initial = instance_sum(result, "db_size_initial_bytes")?;
+    let mut table = Table::new(&["", ""]);
+    let rates = detail == Detail::Report;
+    if let Some(achieved) = result.achieved_iops.filter(|_| rates) {
+        table.row(vec![
+            "Achieved Transactional I/O per Second".into(),
+            format!("{achieved:.3}"),
+        ]);
+    }
+    if let Some(target) = result.target_iops.filter(|_| rates) {
+        table.row(vec![
+            "Target Transactional I/O per Second".into(),
+            format!("{target:.3}"),
+        ]);
+    }
+    table.row(vec![
+        "Initial Database Size (bytes)".into(),
+        initial.to_string(),
+    ]);
+    if let Some(last) = instance_sum(result, "db_size_final_bytes") {
+        table.row(vec!["Final Database Size (bytes)".into(), last.to_string()]);
+    }
+    table.row(vec![
+        "Database Files (Count)".into(),
+        result.instances.len().to_string(),
+    ]);
+    for (name, key) in [
+        ("Initial Bytes in Use", "db_used_initial_bytes"),
+        ("Final Bytes in Use", "db_used_final_bytes"),
+    ] {
+        if let Some(bytes) = instance_sum(result, key) {
+            table.row(vec![name.into(), bytes.to_string()]);
+        }
+    }
+    Some(table)
+}
+
+/// Jetstress's "System Parameters" of a workload test, from the job as run.
+fn parameters_table(result: &TestResult) -> Option<Table> {
+    let p = &result.parameters;
+    let workload = p.get("workload")?.as_object()?;
+    let sessions = p.get("sessions_per_instance").and_then(|v| v.as_u64())?;
+    let text = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Null) | None => "–".into(),
+        Some(other) => other.to_string(),
+    };
+    let percent = |key: &str| format!("{}%", text(workload.get(key)));
+    let mut table = Table::new(&["", ""]);
+    let mut row = |name: &str, value: String| table.row(vec![name.into(), value]);
+    row("Thread Count", format!("{sessions} (per database)"));
+    let cache = p.get("cache");
+    row(
+        "Minimum Database Cache",
+        text(cache.and_then(|c| c.get("min_size"))),
+    );
+    row(
+        "Maximum Database Cache",
+        text(cache.and_then(|c| c.get("max_size"))),
+    );
+    row("Insert Operations", percent("insert_percent"));
+    row("Delete Operations", percent("delete_percent"));
+    row("Replace Operations", percent("replace_percent"));
+    row("Read Operations", percent("read_percent"));
+    row("Lazy Commits", percent("lazy_commit_percent"));
+    let maintenance = workload
+        .get("background_maintenance")
+        .and_then(|v| v.as_bool());
+    row(
+        "Run Background Database Maintenance",
+        match maintenance {
+            Some(true) => "True".into(),
+            Some(false) => "False".into(),
+            None => "–".into(),
+        },
+    );
+    row(
+        "Number of Copies per Database",
+        text(
+            p.get("simulation")
+                .and_then(|s| s.get("copies_per_database")),
+        ),
+    );
+    Some(table)
+}
+
+/// Jetstress's "Database Configuration": each instance's log path and database file.
+fn configuration_table(result: &TestResult) -> Option<Table> {
+    if result.instances.is_empty() || result.test == TestKind::Checksum {
+        return None;
+    }
+    let mut table = Table::new(&["Instance", "Log Path", "Database"]);
+    for instance in &result.instances {
+        table.row(vec![
+            instance.name.clone(),
+            instance.log_path.display().to_string(),
+            instance.database_path.display().to_string(),
+        ]);
+    }
+    Some(table)
+}
+
+/// Which sections to render: the Markdown report has them all; the terminal summary leaves out
+/// the tables that only repeat the job (parameters, paths).
+#[derive(Copy, Clone, PartialEq)]
+enum Detail {
+    Report,
+    Terminal,
+}
+
+fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     let mut sections = Vec::new();
     let has = |key: &str| result.instances.iter().any(|i| i.io.contains_key(key));
+    if let Some(t) = sizing_table(result, detail) {
+        sections.push(("Database Sizing and Throughput", t));
+    }
+    if detail == Detail::Report {
+        if let Some(t) = parameters_table(result) {
+            sections.push(("System Parameters", t));
+        }
+        if let Some(t) = configuration_table(result) {
+            sections.push(("Database Configuration", t));
+        }
+    }
     if result.test == TestKind::Recovery {
         // A replay's page I/O is not transactional: recovery has its own tables.
         sections.push(("Soft Recovery Statistics", recovery_table(result)));
@@ -352,9 +490,14 @@ fn sections(result: &TestResult) -> Vec<(&'static str, Table)> {
     if let Some(counters) = &result.host_counters {
         let mut t = Table::new(&["Counter", "Average", "Minimum", "Maximum"]);
         for (name, stat) in [
-            ("% Processor Time", &counters.cpu_percent),
-            ("Available MBytes", &counters.available_memory_mb),
+            ("% Processor Time", Some(&counters.cpu_percent)),
+            ("Available MBytes", Some(&counters.available_memory_mb)),
+            (
+                "Database Page Fault Stalls/sec",
+                counters.database_page_fault_stalls_per_sec.as_ref(),
+            ),
         ] {
+            let Some(stat) = stat else { continue };
             t.row(vec![
                 name.into(),
                 rate(stat.average),
@@ -437,7 +580,7 @@ pub fn markdown(result: &TestResult) -> String {
         }
         out.push('\n');
     }
-    for (title, table) in sections(result) {
+    for (title, table) in sections(result, Detail::Report) {
         let _ = writeln!(out, "## {title}\n");
         table.markdown(&mut out);
     }
@@ -454,7 +597,7 @@ pub fn text(result: &TestResult) -> String {
         let _ = writeln!(out, "  FAIL: {reason}");
     }
     out.push('\n');
-    for (title, table) in sections(result) {
+    for (title, table) in sections(result, Detail::Terminal) {
         let _ = writeln!(out, "{title}");
         table.text(&mut out);
     }
@@ -525,6 +668,118 @@ mod tests {
             !md.contains("Log Replication"),
             "no replication I/O occurred:\n{md}"
         );
+    }
+
+    /// A workload result with the sizes, parameters and stall counter of schema version 3.
+    fn workload_sample() -> TestResult {
+        let mut result = sample();
+        result.parameters = serde_json::json!({
+            "sessions_per_instance": 5,
+            "cache": {"min_size": "32MiB", "max_size": "256MiB"},
+            "workload": {
+                "insert_percent": 40, "delete_percent": 20, "replace_percent": 5,
+                "read_percent": 35, "lazy_commit_percent": 70, "background_maintenance": true,
+            },
+            "simulation": {"copies_per_database": 2},
+        });
+        let mut second = result.instances[0].clone();
+        second.name = "db2".into();
+        second.database_path = "/d2".into();
+        second.log_path = "/l2".into();
+        result.instances.push(second);
+        for (i, instance) in result.instances.iter_mut().enumerate() {
+            let grown = 1_048_576 * (i as u64 + 1);
+            instance.extra = serde_json::from_value(serde_json::json!({
+                "db_size_initial_bytes": 8_388_608u64,
+                "db_size_final_bytes": 8_388_608u64 + grown,
+                "db_used_initial_bytes": 8_000_000u64,
+                "db_used_final_bytes": 8_100_000u64,
+            }))
+            .expect("extra");
+        }
+        result.host_counters = Some(crate::HostCounters {
+            cpu_percent: crate::Stat {
+                average: 12.0,
+                min: 3.0,
+                max: 40.0,
+            },
+            available_memory_mb: crate::Stat {
+                average: 900.0,
+                min: 880.0,
+                max: 910.0,
+            },
+            database_page_fault_stalls_per_sec: Some(crate::Stat {
+                average: 0.5,
+                min: 0.0,
+                max: 2.0,
+            }),
+        });
+        result
+    }
+
+    #[test]
+    fn a_workload_report_has_jetstress_sizing_parameters_and_configuration() {
+        let md = markdown(&workload_sample());
+        for words in [
+            "## Database Sizing and Throughput",
+            "| Achieved Transactional I/O per Second | 90.000 |",
+            "| Target Transactional I/O per Second | 100.000 |",
+            // Sums over the two instances: 2 x 8 MiB at the start, 3 MiB more at the end.
+            "| Initial Database Size (bytes) | 16777216 |",
+            "| Final Database Size (bytes) | 19922944 |",
+            "| Database Files (Count) | 2 |",
+            "| Final Bytes in Use | 16200000 |",
+            "## System Parameters",
+            "| Thread Count | 5 (per database) |",
+            "| Maximum Database Cache | 256MiB |",
+            "| Replace Operations | 5% |",
+            "| Lazy Commits | 70% |",
+            "| Run Background Database Maintenance | True |",
+            "| Number of Copies per Database | 2 |",
+            "## Database Configuration",
+            "| db2 | /l2 | /d2 |",
+            "| Database Page Fault Stalls/sec | 0.500 | 0.000 | 2.000 |",
+        ] {
+            assert!(md.contains(words), "missing {words:?} in\n{md}");
+        }
+        // Jetstress's order: sizing and parameters before the I/O tables.
+        let at = |words: &str| md.find(words).expect(words);
+        assert!(
+            at("## Database Sizing") < at("## System Parameters"),
+            "{md}"
+        );
+        assert!(
+            at("## Database Configuration") < at("## Transactional I/O"),
+            "{md}"
+        );
+        // The terminal keeps the sizing and leaves out what only repeats the job.
+        let text = text(&workload_sample());
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+        };
+        assert_eq!(
+            line("Final Database Size (bytes)").as_deref(),
+            Some("19922944"),
+            "{text}"
+        );
+        // Achieved and target stand once, in the headline.
+        assert_eq!(
+            text.matches("Achieved Transactional I/O per Second")
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(!text.contains("System Parameters"), "{text}");
+        assert!(!text.contains("Database Configuration"), "{text}");
+    }
+
+    #[test]
+    fn results_without_sizes_have_no_sizing_table() {
+        let md = markdown(&sample());
+        assert!(!md.contains("Database Sizing"), "{md}");
+        assert!(!md.contains("System Parameters"), "{md}");
     }
 
     #[test]

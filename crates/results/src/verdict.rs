@@ -17,6 +17,13 @@ pub struct Limits {
     pub db_read_max_ms: f64,
     pub log_write_avg_ms: f64,
     pub log_write_max_ms: f64,
+    /// The most Database Page Fault Stalls/sec the window may average (Jetstress: 1).
+    #[serde(default = "jetstress_stall_limit")]
+    pub page_fault_stalls_per_sec: f64,
+}
+
+fn jetstress_stall_limit() -> f64 {
+    1.0
 }
 
 /// Every reason the result fails the limits and the target (empty when it passes).
@@ -50,6 +57,28 @@ pub fn reasons(result: &TestResult, limits: &Limits) -> Vec<String> {
                 max_limit,
             );
         }
+    }
+    // As Jetstress: sessions that wait for a free buffer mean the cache cannot be flushed fast
+    // enough, whatever the latencies say.
+    if let Some(stalls) = result
+        .host_counters
+        .as_ref()
+        .and_then(|c| c.database_page_fault_stalls_per_sec)
+        && stalls.average > limits.page_fault_stalls_per_sec
+    {
+        // Enough digits to show the excess (1.0004 is above 1 but prints 1.000 in three).
+        let mut shown = format!("{:.3}", stalls.average);
+        if shown
+            .parse::<f64>()
+            .is_ok_and(|v| v <= limits.page_fault_stalls_per_sec)
+        {
+            shown = format!("{:.6}", stalls.average);
+        }
+        reasons.push(format!(
+            "Database Page Fault Stalls/sec averaged {shown}, above the limit of {} (sessions \
+             waited for a free buffer in the database cache)",
+            limits.page_fault_stalls_per_sec
+        ));
     }
     if let (Some(target), Some(achieved)) = (result.target_iops, result.achieved_iops)
         && achieved < target
@@ -148,6 +177,7 @@ mod tests {
         db_read_max_ms: 100.0,
         log_write_avg_ms: 10.0,
         log_write_max_ms: 100.0,
+        page_fault_stalls_per_sec: 1.0,
     };
 
     #[test]
@@ -174,6 +204,44 @@ mod tests {
             "{why:#?}"
         );
         assert!(why[3].contains("below the target"), "{why:#?}");
+    }
+
+    #[test]
+    fn page_fault_stalls_above_the_limit_fail_as_in_jetstress() {
+        let stalls = |average: f64| crate::HostCounters {
+            cpu_percent: crate::Stat {
+                average: 10.0,
+                min: 5.0,
+                max: 20.0,
+            },
+            available_memory_mb: crate::Stat {
+                average: 1e3,
+                min: 1e3,
+                max: 1e3,
+            },
+            database_page_fault_stalls_per_sec: Some(crate::Stat {
+                average,
+                min: 0.0,
+                max: 9.0,
+            }),
+        };
+        let mut r = result(class(15.0, 60.0), class(4.0, 30.0), 100.0, 120.0);
+        // At the limit passes (the limit is a maximum), above it fails with its figure.
+        r.host_counters = Some(stalls(1.0));
+        assert!(reasons(&r, &LIMITS).is_empty());
+        r.host_counters = Some(stalls(1.054));
+        let why = reasons(&r, &LIMITS);
+        assert_eq!(why.len(), 1, "{why:#?}");
+        assert!(
+            why[0].contains("Database Page Fault Stalls/sec averaged 1.054, above the limit of 1"),
+            "{why:#?}"
+        );
+        r.host_counters = Some(stalls(1.0004));
+        let why = reasons(&r, &LIMITS);
+        assert!(why[0].contains("averaged 1.000400, above"), "{why:#?}");
+        // A result without the counter (older schema, other tests) is not judged on it.
+        r.host_counters = None;
+        assert!(reasons(&r, &LIMITS).is_empty());
     }
 
     #[test]
