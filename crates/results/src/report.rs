@@ -25,15 +25,24 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Whether column `i` holds figures (right-aligned): every cell a number or a dash.
+    fn numeric(&self, i: usize) -> bool {
+        i > 0
+            && self.rows.iter().all(|row| {
+                row.get(i).is_none_or(|cell| {
+                    let cell = cell.trim().trim_end_matches('%');
+                    cell == "-" || cell == "–" || cell.parse::<f64>().is_ok()
+                })
+            })
+    }
+
     fn markdown(&self, out: &mut String) {
         let _ = writeln!(out, "| {} |", self.header.join(" | "));
         let _ = writeln!(
             out,
             "|{}",
-            self.header
-                .iter()
-                .enumerate()
-                .map(|(i, _)| if i == 0 { " --- |" } else { " ---: |" })
+            (0..self.header.len())
+                .map(|i| if self.numeric(i) { " ---: |" } else { " --- |" })
                 .collect::<String>()
         );
         for row in &self.rows {
@@ -52,13 +61,15 @@ impl Table {
                 widths[i] = widths[i].max(cell.chars().count());
             }
         }
+        let numeric: Vec<bool> = (0..columns).map(|i| self.numeric(i)).collect();
         for row in header.into_iter().chain(&self.rows) {
             let mut line = String::from("  ");
             for (i, cell) in row.iter().enumerate().take(columns) {
-                if i == 0 {
-                    let _ = write!(line, "{cell:<width$}", width = widths[i]);
+                let gap = if i == 0 { "" } else { "  " };
+                if numeric[i] {
+                    let _ = write!(line, "{gap}{cell:>width$}", width = widths[i]);
                 } else {
-                    let _ = write!(line, "  {cell:>width$}", width = widths[i]);
+                    let _ = write!(line, "{gap}{cell:<width$}", width = widths[i]);
                 }
             }
             let _ = writeln!(out, "{}", line.trim_end());
@@ -742,6 +753,15 @@ mod tests {
         ] {
             assert!(md.contains(words), "missing {words:?} in\n{md}");
         }
+        // Paths and names are left-aligned, figures right-aligned.
+        assert!(
+            md.contains("| Instance | Log Path | Database |\n| --- | --- | --- |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Counter | Average | Minimum | Maximum |\n| --- | ---: | ---: | ---: |"),
+            "{md}"
+        );
         // Jetstress's order: sizing and parameters before the I/O tables.
         let at = |words: &str| md.find(words).expect(words);
         assert!(
