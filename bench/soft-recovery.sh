@@ -20,7 +20,9 @@
 # With BASE_JETPROOF_BIN (a jetproof built from another commit, e.g. the one before a change),
 # every round runs the soft-recovery test with both binaries on the same job, one after the
 # other (base first in odd rounds, the build under test first in even ones), after the round's
-# fio, and the report adds the ratio build ÷ base of each round's seconds per log.
+# fio, and the report adds the ratio build ÷ base of each round's seconds per log. Each build
+# replays databases of its own, initialised by itself (a build never meets another's logs: an
+# older build refuses a newer log format).
 #
 # Usage: bench/soft-recovery.sh [DIR]   (default /var/tmp/jetproof-bench-soft-recovery; the
 #        data under it is deleted after)
@@ -43,14 +45,14 @@ dir=${1:-/var/tmp/jetproof-bench-soft-recovery}
 out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-soft-recovery.md}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-if [ -e "$dir/data" ]; then
+if [ -e "$dir/data" ] || [ -e "$dir/data-base" ]; then
   echo "soft-recovery.sh: $dir/data exists; give an empty directory (it is deleted after)" >&2
   exit 2
 fi
-trap 'rm -rf "$dir/data" "$dir/results" "$dir/fio.dat" "$dir/fio.json" "$dir/job.toml"; rmdir "$dir" 2>/dev/null || true' EXIT
+trap 'rm -rf "$dir/data" "$dir/data-base" "$dir/results" "$dir/fio.dat" "$dir/fio.json" "$dir/job.toml" "$dir/job-base.toml"; rmdir "$dir" 2>/dev/null || true' EXIT
 
 # Room for the databases, every kept log generation and fio's file, with 10% to spare.
-need_mib=$(python3 - "$db_size" "$fio_size" "$databases" "$log_files" <<'PY'
+need_mib=$(python3 - "$db_size" "$fio_size" "$databases" "$log_files" "${BASE_JETPROOF_BIN:+2}" <<'PY'
 import re, sys
 units = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024, "TiB": 1024**2, "K": 1 / 1024, "M": 1, "G": 1024}
 def mib(text, field):
@@ -61,7 +63,8 @@ def mib(text, field):
     return int(m.group(1)) * units[m.group(2)]
 db, fio = mib(sys.argv[1], "DB_SIZE"), mib(sys.argv[2], "FIO_SIZE")
 databases, log_files = int(sys.argv[3]), int(sys.argv[4])
-print(int((databases * (db + log_files + 4) + fio) * 1.1))
+builds = int(sys.argv[5] or 1)  # the base build has databases of its own
+print(int((builds * databases * (db + log_files + 4) + fio) * 1.1))
 PY
 )
 free_mib=$(df -Pm "$dir" | awk 'NR==2 {print $4}')
@@ -106,6 +109,13 @@ print("%.1f" % (json.load(open(sys.argv[1]))["jobs"][0]["read"]["bw_bytes"] / 1e
 
 echo "init: $init_cmd" >&2
 "$JETPROOF_BIN" init "$dir/job.toml" --out "$dir/results/init" >/dev/null
+# The base build gets databases of its own, made by itself: a build must not meet the logs of
+# another (an older one refuses a newer log format, and a newer one need not replay an older
+# format's logs the same way).
+if [ -n "$base_bin" ]; then
+  sed "s|^data_dir = .*|data_dir = \"$dir/data-base\"|" "$dir/job.toml" >"$dir/job-base.toml"
+  "$base_bin" init "$dir/job-base.toml" --out "$dir/results/init-base" >/dev/null
+fi
 fio --name=layout --filename="$dir/fio.dat" --rw=write --bs=1M --size="$fio_size" --direct=1 \
   --ioengine=psync >/dev/null 2>&1
 rows=()
@@ -119,10 +129,13 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 replay_round() {
   local name=$1 bin=$2 round=$3 seq_mb=$4 rand_mb=$5 deep_mb=$6
   local out_dir="$dir/results/soft-$round-$name"
-  echo "round $round ($name): ${run_cmd/soft-N/soft-$round-$name}" >&2
+  local job="$dir/job.toml"
+  if [ "$bin" = "$base_bin" ] && [ -n "$base_bin" ]; then job="$dir/job-base.toml"; fi
+  local shown=${run_cmd/soft-N/soft-$round-$name}
+  echo "round $round ($name): ${shown/$dir\/job.toml/$job}" >&2
   local start code=0 wall row
   start=$(date +%s.%N)
-  "$bin" run "$dir/job.toml" --test soft-recovery --log-files "$log_files" \
+  "$bin" run "$job" --test soft-recovery --log-files "$log_files" \
     --out "$out_dir" >"$out_dir.stdout" 2>&1 || code=$?
   wall=$(python3 -c "print('%.1f' % ($(date +%s.%N) - $start))")
   if [ "$code" -ne 0 ]; then
@@ -216,6 +229,9 @@ done
     echo "LOG_FILES=$log_files DATABASES=$databases DB_SIZE=$db_size ROUNDS=$rounds bench/soft-recovery.sh $dir"
   fi
   echo "$init_cmd"
+  if [ -n "$base_bin" ]; then
+    echo "$base_label: jetproof init $dir/job-base.toml --out $dir/results/init-base   # job.toml with data_dir $dir/data-base; its runs use job-base.toml"
+  fi
   echo "$run_cmd   # per round and build, N = round-build"
   echo "$fio_seq_cmd"
   echo "$fio_rand_cmd"
@@ -239,7 +255,7 @@ done
   if [ -n "$base_bin" ]; then
     echo "## $label against $base_label, same round"
     echo
-    echo "Wall seconds per log of each build in the same round (same job, same fio figures), and"
+    echo "Wall seconds per log of each build in the same round (the same job, each on databases it initialised itself; the same fio figures), and"
     echo "the ratio $label ÷ $base_label (under 1: $label replays faster)."
     echo
     echo "| round | $base_label wall s per log | $label wall s per log | $label ÷ $base_label |"
