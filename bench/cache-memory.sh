@@ -43,13 +43,6 @@ if [[ -n ${BASE_JETPROOF:-} ]]; then
 fi
 out=${OUT:-$here/results/$(date +%F)-cache-memory.md}
 
-mib() { # SIZE like 64MiB or 1GiB -> MiB
-  python3 -c '
-import re, sys
-n, u = re.fullmatch(r"(\d+)(KiB|MiB|GiB)", sys.argv[1]).groups()
-print(int(n) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[u])' "$1"
-}
-
 job() { # $1: page size, $2: cache maximum
   # Records of the default size (2,400 bytes) need pages of 16 KiB or more; smaller pages take
   # records of a quarter page, the most the job accepts.
@@ -129,42 +122,35 @@ rm -f "$dir/job.toml"
   echo "($databases × the cache maximum; the warm-up fills each cache to its maximum before the"
   echo "measured window). Bound: $databases × cache × 1.1 + 64 MiB."
   echo
-  echo "| round | build | page size | cache max per instance | peak MiB | besides the caches, MiB | bound MiB | peak ÷ bound |"
-  echo "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: |"
-  for row in "${rows[@]}"; do
-    read -r round label page cache rss_kb <<<"$row"
-    c=$(mib "$cache")
-    python3 -c '
-import sys
-round_, label, page, cache, rss_kb, c, n = sys.argv[1:]
-peak = int(rss_kb) / 1024
-caches = float(c) * int(n)
-bound = caches * 1.1 + 64
-print("| %s | %s | %s | %s | %.1f | %.1f | %.1f | %.2f |" % (round_, label, page, cache, peak, peak - caches, bound, peak / bound))
-' "$round" "$label" "$page" "$cache" "$rss_kb" "$c" "$databases"
-  done
-  if ((${#builds[@]} > 1)); then
-    echo
-    echo "## ${builds[1]%%=*} against ${builds[0]%%=*}"
-    echo
-    echo "Memory besides the caches, median over the rounds, and the ratio ${builds[1]%%=*} ÷ ${builds[0]%%=*}."
-    echo
-    echo "| page size | cache max per instance | ${builds[0]%%=*} MiB | ${builds[1]%%=*} MiB | ratio |"
-    echo "| --- | --- | ---: | ---: | ---: |"
-    printf '%s\n' "${rows[@]}" | python3 -c '
-import statistics, sys, re
-base, now, n = sys.argv[1:]
-def mib(s):
-    k, u = re.fullmatch(r"(\d+)(KiB|MiB|GiB)", s).groups()
+  # Both tables from the rows, in one pass: the rows' figures, then (with two builds) the
+  # medians of what each build holds besides its caches and their ratio.
+  printf '%s\n' "${rows[@]}" | python3 -c '
+import re, statistics, sys
+n, builds = int(sys.argv[1]), sys.argv[2:]
+def mib(size):
+    k, u = re.fullmatch(r"(\d+)(KiB|MiB|GiB)", size).groups()
     return int(k) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[u]
-by = {}
+print("| round | build | page size | cache max per instance | peak MiB | besides the caches, MiB | bound MiB | peak ÷ bound |")
+print("| ---: | --- | --- | --- | ---: | ---: | ---: | ---: |")
+besides = {}
 for line in sys.stdin:
-    round_, label, page, cache, rss = line.split()
-    by.setdefault((page, cache), {}).setdefault(label, []).append(int(rss) / 1024 - mib(cache) * int(n))
-for (page, cache), v in by.items():
-    b, w = statistics.median(v[base]), statistics.median(v[now])
-    print("| %s | %s | %.1f | %.1f | %.2f |" % (page, cache, b, w, w / b))
-' "${builds[0]%%=*}" "${builds[1]%%=*}" "$databases"
-  fi
+    round_, label, page, cache, rss_kb = line.split()
+    peak, caches = int(rss_kb) / 1024, mib(cache) * n
+    bound = caches * 1.1 + 64
+    print("| %s | %s | %s | %s | %.1f | %.1f | %.1f | %.2f |" % (round_, label, page, cache, peak, peak - caches, bound, peak / bound))
+    besides.setdefault((page, cache), {}).setdefault(label, []).append(peak - caches)
+if len(builds) > 1:
+    base, now = builds
+    print()
+    print("## %s against %s" % (now, base))
+    print()
+    print("Memory besides the caches, median over the rounds, and the ratio %s ÷ %s." % (now, base))
+    print()
+    print("| page size | cache max per instance | %s MiB | %s MiB | ratio |" % (base, now))
+    print("| --- | --- | ---: | ---: | ---: |")
+    for (page, cache), v in besides.items():
+        b, w = statistics.median(v[base]), statistics.median(v[now])
+        print("| %s | %s | %.1f | %.1f | %.2f |" % (page, cache, b, w, w / b))
+' "$databases" "${builds[@]%%=*}"
 } >"$out"
 echo "wrote $out" >&2

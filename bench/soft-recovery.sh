@@ -124,13 +124,11 @@ ratios=()
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # One soft-recovery test with one binary; appends its row to rows (and its report to raw) and
-# sets last_wall_per_log. Args: build label, binary, round, fio seq MB/s, fio rand MB/s (one
-# reader per database), fio rand MB/s (READERS per database).
+# sets last_wall_per_log. Args: build label, binary, its job file, round, fio seq MB/s, fio
+# rand MB/s (one reader per database), fio rand MB/s (READERS per database).
 replay_round() {
-  local name=$1 bin=$2 round=$3 seq_mb=$4 rand_mb=$5 deep_mb=$6
+  local name=$1 bin=$2 job=$3 round=$4 seq_mb=$5 rand_mb=$6 deep_mb=$7
   local out_dir="$dir/results/soft-$round-$name"
-  local job="$dir/job.toml"
-  if [ "$bin" = "$base_bin" ] && [ -n "$base_bin" ]; then job="$dir/job-base.toml"; fi
   local shown=${run_cmd/soft-N/soft-$round-$name}
   echo "round $round ($name): ${shown/$dir\/job.toml/$job}" >&2
   local start code=0 wall row
@@ -194,16 +192,16 @@ for round in $(seq 1 "$rounds"); do
     --runtime="$fio_runtime" --time_based)
   mkdir -p "$dir/results"
   if [ -z "$base_bin" ]; then
-    replay_round "$label" "$JETPROOF_BIN" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    replay_round "$label" "$JETPROOF_BIN" "$dir/job.toml" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
   elif [ $((round % 2)) -eq 1 ]; then
-    replay_round "$base_label" "$base_bin" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    replay_round "$base_label" "$base_bin" "$dir/job-base.toml" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
     base_per_log=$last_wall_per_log
-    replay_round "$label" "$JETPROOF_BIN" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    replay_round "$label" "$JETPROOF_BIN" "$dir/job.toml" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
     ratios+=("| $round | $base_per_log | $last_wall_per_log | $(python3 -c "print('%.2f' % ($last_wall_per_log / $base_per_log))") |")
   else
-    replay_round "$label" "$JETPROOF_BIN" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    replay_round "$label" "$JETPROOF_BIN" "$dir/job.toml" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
     new_per_log=$last_wall_per_log
-    replay_round "$base_label" "$base_bin" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
+    replay_round "$base_label" "$base_bin" "$dir/job-base.toml" "$round" "$seq_mb" "$rand_mb" "$deep_mb"
     ratios+=("| $round | $last_wall_per_log | $new_per_log | $(python3 -c "print('%.2f' % ($new_per_log / $last_wall_per_log))") |")
   fi
 done

@@ -47,6 +47,12 @@ impl AlignedBuf {
         self.len
     }
 
+    /// The allocation's own pointer, not derived from a reference: what an [`AlignedSlab`]
+    /// cuts its slots from (writing through it is sound while no slice of this buffer is alive).
+    fn raw(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -102,26 +108,9 @@ pub struct AlignedSlab {
     slot_len: usize,
     slots_per_chunk: usize,
     slots: usize,
-    chunks: Vec<std::sync::OnceLock<Chunk>>,
-}
-
-/// One allocation of a slab.
-struct Chunk {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: a chunk owns its allocation; its bytes are reached only through the slots handed out
-// by `AlignedSlab::slot`, whose contract keeps them exclusive.
-unsafe impl Send for Chunk {}
-// SAFETY: as above; a chunk itself never reads or writes its bytes.
-unsafe impl Sync for Chunk {}
-
-impl Drop for Chunk {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `AlignedSlab::chunk` with this very layout.
-        unsafe { dealloc(self.ptr.as_ptr(), AlignedBuf::layout(self.len)) }
-    }
+    /// The chunks, each an [`AlignedBuf`] that is never dereferenced: its bytes are reached
+    /// only through the slots cut from its pointer ([`AlignedBuf::raw`]).
+    chunks: Vec<std::sync::OnceLock<AlignedBuf>>,
 }
 
 /// One slot of an [`AlignedSlab`]: `slot_len` bytes aligned to [`IO_ALIGNMENT`], zeroed when
@@ -193,21 +182,14 @@ impl AlignedSlab {
         self.chunks
             .iter()
             .filter_map(|c| c.get())
-            .map(|c| c.len)
+            .map(AlignedBuf::len)
             .sum()
     }
 
-    fn chunk(&self, index: usize) -> &Chunk {
+    fn chunk(&self, index: usize) -> &AlignedBuf {
         self.chunks[index].get_or_init(|| {
             let first = index * self.slots_per_chunk;
-            let len = self.slot_len * self.slots_per_chunk.min(self.slots - first);
-            let layout = AlignedBuf::layout(len);
-            // SAFETY: layout has a non-zero size (slot_len > 0, at least one slot).
-            let raw = unsafe { alloc_zeroed(layout) };
-            let Some(ptr) = NonNull::new(raw) else {
-                std::alloc::handle_alloc_error(layout);
-            };
-            Chunk { ptr, len }
+            AlignedBuf::zeroed(self.slot_len * self.slots_per_chunk.min(self.slots - first))
         })
     }
 
@@ -220,8 +202,8 @@ impl AlignedSlab {
         assert!(index < self.slots, "slot {index} of {}", self.slots);
         let chunk = self.chunk(index / self.slots_per_chunk);
         let offset = (index % self.slots_per_chunk) * self.slot_len;
-        // SAFETY: offset + slot_len <= chunk.len by the chunk's length.
-        let ptr = unsafe { chunk.ptr.add(offset) };
+        // SAFETY: offset + slot_len <= chunk.len() by the chunk's length.
+        let ptr = unsafe { chunk.raw().add(offset) };
         SlabSlot {
             ptr,
             len: self.slot_len,
