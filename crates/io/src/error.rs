@@ -66,4 +66,10 @@ pub enum IoError {
     Crashed { path: PathBuf },
     #[error("{path}: an earlier write or sync failed; this file accepts no more work")]
     Poisoned { path: PathBuf },
+    /// A path where jetproof keeps a file of its own holds something else: a symbolic link, a
+    /// directory, a FIFO, a socket or a device. It is never followed, opened or replaced.
+    #[error(
+        "{path} is {what}, not a file jetproof made; jetproof never follows a link or writes through one, and never replaces what it did not make: move it away"
+    )]
+    NotARegularFile { path: PathBuf, what: &'static str },
 }

@@ -416,8 +416,9 @@ impl IoBackend for FaultBackend {
         }
         let mut state = self.shared.state.lock();
         let id = match state.names.get(path) {
+            Some(_) if options.create_new => return Err(crate::mem::already_exists(path)),
             Some(&id) => id,
-            None if options.create => {
+            None if options.create || options.create_new => {
                 let id = state.inodes.len();
                 state.inodes.push(Inode::default());
                 state.names.insert(path.to_path_buf(), id);

@@ -40,6 +40,14 @@ pub use meter::{ClassSnapshot, InstanceSnapshot, InstanceStats, MeteredFile};
 pub struct OpenOptions {
     /// Create the file if it does not exist (never truncates an existing one).
     pub create: bool,
+    /// Create the file and fail if anything already exists at the path (O_CREAT|O_EXCL, which
+    /// also refuses a symbolic link, dangling or not): for files jetproof makes, so that one
+    /// it did not make is never reused or overwritten. Implies `create`.
+    pub create_new: bool,
+    /// Refuse a symbolic link at the path (O_NOFOLLOW) and anything that is not a regular file
+    /// or an allowed device: for the log's files, which jetproof alone makes, so that a link
+    /// planted there never leads a write to a file jetproof did not make.
+    pub no_follow: bool,
     /// Open for writing as well as reading.
     pub write: bool,
     /// Bypass the host's page cache (O_DIRECT). Buffers, offsets and lengths must then be
@@ -64,6 +72,8 @@ impl OpenOptions {
             direct: true,
             allow_device: false,
             dsync: false,
+            create_new: false,
+            no_follow: false,
         }
     }
     pub fn read_write() -> Self {
@@ -73,6 +83,8 @@ impl OpenOptions {
             direct: true,
             allow_device: false,
             dsync: false,
+            create_new: false,
+            no_follow: false,
         }
     }
     pub fn create() -> Self {
@@ -82,6 +94,8 @@ impl OpenOptions {
             direct: true,
             allow_device: false,
             dsync: false,
+            create_new: false,
+            no_follow: false,
         }
     }
     pub fn buffered(mut self) -> Self {
@@ -100,6 +114,19 @@ impl OpenOptions {
     /// See [`OpenOptions::dsync`].
     pub fn with_dsync(mut self, dsync: bool) -> Self {
         self.dsync = dsync;
+        self
+    }
+    /// A new file that must not exist yet ([`OpenOptions::create_new`]), never through a link.
+    pub fn create_new() -> Self {
+        OpenOptions {
+            create_new: true,
+            no_follow: true,
+            ..OpenOptions::create()
+        }
+    }
+    /// See [`OpenOptions::no_follow`].
+    pub fn no_follow(mut self) -> Self {
+        self.no_follow = true;
         self
     }
 }
@@ -171,12 +198,31 @@ pub trait IoBackend: Send + Sync + Debug {
 
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError>;
 
+    /// Is there anything at `path`? A symbolic link counts, dangling or not (it is never
+    /// followed), so a name that is taken is never mistaken for a free one.
     fn exists(&self, path: &Path) -> bool;
 
+    /// Removes the directory entry at `path` (a link itself, never its target).
     fn remove(&self, path: &Path) -> Result<(), IoError>;
 
     /// Atomically replaces `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError>;
+
+    /// Renames `from` to `to` only if nothing exists at `to`: for installing a file jetproof
+    /// made under a name where a file it did not make may have appeared. Fails with
+    /// [`std::io::ErrorKind::AlreadyExists`] otherwise. Backends with an atomic no-replace
+    /// rename (Linux renameat2) use it; this default checks first, which is enough for the
+    /// in-memory backends that have no other writer.
+    fn rename_new(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        if self.exists(to) {
+            return Err(IoError::Path {
+                op: "rename onto",
+                path: to.to_path_buf(),
+                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            });
+        }
+        self.rename(from, to)
+    }
 
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<(), IoError>;

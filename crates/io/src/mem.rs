@@ -42,6 +42,14 @@ fn not_found(op: &'static str, path: &Path) -> IoError {
     }
 }
 
+pub(crate) fn already_exists(path: &Path) -> IoError {
+    IoError::Path {
+        op: "create",
+        path: path.to_path_buf(),
+        source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+    }
+}
+
 impl IoBackend for MemBackend {
     fn name(&self) -> &'static str {
         "mem"
@@ -50,9 +58,12 @@ impl IoBackend for MemBackend {
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError> {
         let mut files = self.files.lock();
         if let Some(file) = files.get(path) {
+            if options.create_new {
+                return Err(already_exists(path));
+            }
             return Ok(file.clone());
         }
-        if !options.create {
+        if !options.create && !options.create_new {
             return Err(not_found("open", path));
         }
         let file = Arc::new(MemFile {

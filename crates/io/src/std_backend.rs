@@ -131,23 +131,68 @@ pub(crate) fn open_file(path: &Path, options: &OpenOptions) -> Result<StdFile, I
             path: path.to_path_buf(),
         });
     }
-    // A refusal leaves nothing behind: a file this call created is removed again.
-    let existed = path.exists();
+    if options.no_follow {
+        refuse_non_file(path, options)?;
+    }
+    // A refusal leaves nothing behind: a file this call created is removed again. (Whether
+    // something existed is asked without following a link, so a link is never removed here.)
+    let existed = path.symlink_metadata().is_ok();
     open_checked(path, options).inspect_err(|_| {
-        if !existed && options.create {
+        if !existed && (options.create || options.create_new) {
             let _ = std::fs::remove_file(path);
         }
+    })
+}
+
+/// What a non-file entry is, for [`IoError::NotARegularFile`].
+pub(crate) fn describe_file_type(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_symlink() {
+        "a symbolic link"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// For [`OpenOptions::no_follow`]: refuses a link, and anything but a regular file (or an
+/// allowed device), before opening it; opening a FIFO would block, and a link would lead
+/// elsewhere. O_NOFOLLOW then closes the gap between this look and the open.
+fn refuse_non_file(path: &Path, options: &OpenOptions) -> Result<(), IoError> {
+    let Ok(meta) = path.symlink_metadata() else {
+        return Ok(());
+    };
+    let file_type = meta.file_type();
+    if file_type.is_file() || (file_type.is_block_device() && options.allow_device) {
+        return Ok(());
+    }
+    Err(IoError::NotARegularFile {
+        path: path.to_path_buf(),
+        what: describe_file_type(file_type),
     })
 }
 
 /// [`open_file`] without the clean-up of a file it created before refusing it.
 fn open_checked(path: &Path, options: &OpenOptions) -> Result<StdFile, IoError> {
     let mut open = std::fs::OpenOptions::new();
-    open.read(true).write(options.write);
-    if options.create {
+    open.read(true).write(options.write || options.create_new);
+    if options.create_new {
+        open.create_new(true);
+    } else if options.create {
         open.create(true);
     }
     let mut flags = 0;
+    if options.no_follow || options.create_new {
+        flags |= libc::O_NOFOLLOW;
+    }
     if options.direct {
         flags |= libc::O_DIRECT;
     }
@@ -164,6 +209,12 @@ fn open_checked(path: &Path, options: &OpenOptions) -> Result<StdFile, IoError> 
         Err(error) if options.direct && error.raw_os_error() == Some(libc::EINVAL) => {
             return Err(IoError::DirectIoUnsupported {
                 path: path.to_path_buf(),
+            });
+        }
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(IoError::NotARegularFile {
+                path: path.to_path_buf(),
+                what: "a symbolic link",
             });
         }
         Err(error) => return Err(path_error("open", path, error)),
@@ -222,7 +273,7 @@ impl IoBackend for StdBackend {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        path.exists()
+        path.symlink_metadata().is_ok()
     }
 
     fn remove(&self, path: &Path) -> Result<(), IoError> {
@@ -231,6 +282,10 @@ impl IoBackend for StdBackend {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
         std::fs::rename(from, to).map_err(|e| path_error("rename", from, e))
+    }
+
+    fn rename_new(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        rename_no_replace(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
@@ -242,6 +297,41 @@ impl IoBackend for StdBackend {
 
     fn create_dir_all(&self, dir: &Path) -> Result<(), IoError> {
         std::fs::create_dir_all(dir).map_err(|e| path_error("create directory", dir, e))
+    }
+}
+
+/// Renames `from` to `to` unless something exists at `to`, atomically: renameat2 with
+/// RENAME_NOREPLACE (Linux 3.15+, ext4, XFS, btrfs, tmpfs). File systems without it (NFS, some
+/// FUSE ones) answer EINVAL: there a hard link, which also refuses an existing name, then the
+/// removal of the old name do the same, the file briefly having both names.
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> Result<(), IoError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = |path: &Path| {
+        std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| path_error("rename", path, std::io::Error::other(e)))
+    };
+    let (c_from, c_to) = (c_path(from)?, c_path(to)?);
+    // SAFETY: both paths are NUL-terminated and live across the call; AT_FDCWD resolves
+    // relative paths as rename(2) does.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            c_from.as_ptr(),
+            libc::AT_FDCWD,
+            c_to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+            std::fs::hard_link(from, to).map_err(|e| path_error("rename onto", to, e))?;
+            std::fs::remove_file(from).map_err(|e| path_error("remove", from, e))
+        }
+        _ => Err(path_error("rename onto", to, error)),
     }
 }
 

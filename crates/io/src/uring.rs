@@ -82,7 +82,7 @@ impl IoBackend for UringBackend {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        path.exists()
+        path.symlink_metadata().is_ok()
     }
 
     fn remove(&self, path: &Path) -> Result<(), IoError> {
@@ -91,6 +91,10 @@ impl IoBackend for UringBackend {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
         std::fs::rename(from, to).map_err(|e| path_error("rename", from, e))
+    }
+
+    fn rename_new(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        crate::std_backend::rename_no_replace(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
