@@ -579,6 +579,7 @@ impl Job {
                 ));
             }
         }
+        check_paths_not_shared(&st.instance)?;
         let page = st.page_size.bytes();
         let db_size = self.db_size().bytes();
         // A database needs its header pages, a space map and room for a tree: 16 pages at least.
@@ -776,6 +777,108 @@ impl Job {
     }
 }
 
+/// Two instances may share neither a database file nor a log directory: their logs would
+/// interleave (and recovery then fail), or two engines would write one file. Paths are compared
+/// as the file system resolves them, as far as they exist (symbolic links, `.` and `..`, and
+/// relative against absolute spellings), so one directory under two spellings is caught too.
+fn check_paths_not_shared(instances: &[InstanceSpec]) -> Result<(), JobError> {
+    for (key, path_of) in [
+        (
+            "log_path",
+            (|i: &InstanceSpec| &i.log_path) as fn(&InstanceSpec) -> &PathBuf,
+        ),
+        ("database_path", |i: &InstanceSpec| &i.database_path),
+    ] {
+        let mut seen: Vec<(PathBuf, usize)> = Vec::new();
+        for (index, instance) in instances.iter().enumerate() {
+            let resolved = resolve_existing(path_of(instance));
+            if let Some((_, first)) = seen.iter().find(|(path, _)| *path == resolved) {
+                let other = &instances[*first];
+                return Err(invalid(
+                    &format!("storage.instance[{index}].{key}"),
+                    format!(
+                        "({}) is the same {} as instance {:?}'s ({}){}",
+                        path_of(instance).display(),
+                        if key == "log_path" {
+                            "log directory"
+                        } else {
+                            "database file"
+                        },
+                        other.name,
+                        path_of(other).display(),
+                        if path_of(instance) == path_of(other) {
+                            String::new()
+                        } else {
+                            format!(", both {}", resolved.display())
+                        }
+                    ),
+                    format!(
+                        "give instances {:?} and {:?} each their own {key}",
+                        other.name, instance.name
+                    ),
+                ));
+            }
+            seen.push((resolved, index));
+        }
+    }
+    Ok(())
+}
+
+/// `path` as the file system resolves it: the longest prefix that exists is canonicalised
+/// (links followed), and the rest appended with `.` dropped and `..` taken lexically.
+pub fn resolve_existing(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut existing = absolute.clone();
+    let mut rest = Vec::new();
+    let base = loop {
+        if let Ok(resolved) = existing.canonicalize() {
+            break resolved;
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            // Nothing of it exists (or `..` ends it): compare the spelling, made lexical.
+            _ => {
+                rest.clear();
+                break PathBuf::new();
+            }
+        }
+    };
+    let mut resolved = if base.as_os_str().is_empty() {
+        PathBuf::new()
+    } else {
+        base
+    };
+    let tail: Box<dyn Iterator<Item = std::path::Component<'_>>> =
+        if resolved.as_os_str().is_empty() {
+            Box::new(absolute.components())
+        } else {
+            Box::new(
+                rest.iter()
+                    .rev()
+                    .map(|name| std::path::Component::Normal(name.as_os_str())),
+            )
+        };
+    for component in tail {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            other => resolved.push(other.as_os_str()),
+        }
+    }
+    resolved
+}
+
 /// The overrides of SPEC §8, from command-line flags. Each applies on top of the job file (or
 /// the default job) and names its flag if the result is invalid.
 #[derive(Clone, Debug, Default)]
@@ -867,6 +970,72 @@ mod tests {
         let text = job.to_toml();
         let back = Job::parse(&text, "round trip").expect("written job parses");
         assert_eq!(back, job);
+    }
+
+    #[test]
+    fn instances_sharing_a_log_path_are_refused_naming_both_and_the_key() {
+        let text = "[[storage.instance]]\nname = \"a\"\ndatabase_path = \"/x/a.jpdb\"\nlog_path = \"/y/logs\"\n\
+                    [[storage.instance]]\nname = \"b\"\ndatabase_path = \"/x/b.jpdb\"\nlog_path = \"/y/logs\"\n";
+        let err = Job::parse(text, "j").expect_err("shared log path");
+        let message = err.to_string();
+        assert!(
+            message.contains("storage.instance[1].log_path"),
+            "{message}"
+        );
+        assert!(
+            message.contains("\"a\"") && message.contains("\"b\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn symlink_one_log_directory_under_two_spellings_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).expect("mkdir");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&logs, &link).expect("symlink");
+        let spellings = [
+            (logs.clone(), link.clone()),
+            (logs.clone(), dir.path().join("sub/../logs/.")),
+            // Not yet made, under a linked parent: resolved as far as it exists.
+            (logs.join("a"), link.join("a")),
+        ];
+        for (first, second) in spellings {
+            let text = format!(
+                "[[storage.instance]]\nname = \"a\"\ndatabase_path = \"/x/a.jpdb\"\nlog_path = {:?}\n\
+                 [[storage.instance]]\nname = \"b\"\ndatabase_path = \"/x/b.jpdb\"\nlog_path = {:?}\n",
+                first.display().to_string(),
+                second.display().to_string()
+            );
+            let err = Job::parse(&text, "j").expect_err("one directory, two spellings");
+            assert!(
+                err.to_string().contains("log_path"),
+                "{} vs {}: {err}",
+                first.display(),
+                second.display()
+            );
+        }
+        // Two different directories are fine.
+        let text = format!(
+            "[[storage.instance]]\nname = \"a\"\ndatabase_path = \"/x/a.jpdb\"\nlog_path = {:?}\n\
+             [[storage.instance]]\nname = \"b\"\ndatabase_path = \"/x/b.jpdb\"\nlog_path = {:?}\n",
+            logs.join("a").display().to_string(),
+            logs.join("b").display().to_string()
+        );
+        Job::parse(&text, "j").expect("distinct log paths");
+    }
+
+    #[test]
+    fn instances_sharing_a_database_file_by_another_spelling_are_refused() {
+        let text = "[[storage.instance]]\nname = \"a\"\ndatabase_path = \"/x/a.jpdb\"\nlog_path = \"/y/a\"\n\
+                    [[storage.instance]]\nname = \"b\"\ndatabase_path = \"/x/./z/../a.jpdb\"\nlog_path = \"/y/b\"\n";
+        let err = Job::parse(text, "j").expect_err("shared database");
+        assert!(
+            err.to_string()
+                .contains("storage.instance[1].database_path"),
+            "{err}"
+        );
     }
 
     #[test]
