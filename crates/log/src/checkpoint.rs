@@ -57,7 +57,7 @@ impl Checkpoint {
         slot[80..84].copy_from_slice(&crc.to_le_bytes());
     }
 
-    fn decode(slot: &[u8]) -> Option<Checkpoint> {
+    pub(crate) fn decode(slot: &[u8]) -> Option<Checkpoint> {
         let slot = slot.get(..SLOT_MEANINGFUL_BYTES)?;
         if slot[0..8] != CHECKPOINT_MAGIC {
             return None;
@@ -122,7 +122,10 @@ pub fn read_checkpoint(
     if !backend.exists(&path) {
         return Ok(None);
     }
-    let file = backend.open(&path, &OpenOptions::read_only().with_direct(false))?;
+    let file = backend.open(
+        &path,
+        &OpenOptions::read_only().with_direct(false).no_follow(),
+    )?;
     // Aligned, so that the read also works on a backend that enforces direct I/O's rules.
     let mut bytes = AlignedBuf::zeroed(2 * SLOT_BYTES);
     let size = file.size()?;
@@ -176,7 +179,8 @@ impl CheckpointWriter {
         first: Checkpoint,
     ) -> Result<CheckpointWriter> {
         let path = checkpoint_path(dir);
-        let file = backend.open(&path, &OpenOptions::create().with_direct(direct))?;
+        // A new file, never one that was there (a foreign file, or a link to one).
+        let file = backend.open(&path, &OpenOptions::create_new().with_direct(direct))?;
         let mut writer = CheckpointWriter {
             file,
             last: Checkpoint {
@@ -201,7 +205,10 @@ impl CheckpointWriter {
         last: Checkpoint,
     ) -> Result<CheckpointWriter> {
         let path = checkpoint_path(dir);
-        let file = backend.open(&path, &OpenOptions::read_write().with_direct(direct))?;
+        let file = backend.open(
+            &path,
+            &OpenOptions::read_write().with_direct(direct).no_follow(),
+        )?;
         if file.size()? < 2 * SLOT_BYTES as u64 {
             file.set_size(2 * SLOT_BYTES as u64)?;
         }

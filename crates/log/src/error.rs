@@ -81,6 +81,13 @@ pub enum LogError {
 
     #[error("log directory {dir} holds no log (no checkpoint file {path})")]
     NotFound { dir: PathBuf, path: PathBuf },
+
+    /// A file at one of the log's names that jetproof did not make (or that belongs to another
+    /// database): it is never written, replaced or removed (`crate::owned`).
+    #[error(
+        "{path} is not a log file of this database ({reason}); jetproof never writes, replaces or removes a file it did not make: move it away, or give the instance another log_path"
+    )]
+    NotOurs { path: PathBuf, reason: String },
 }
 
 pub type Result<T, E = LogError> = std::result::Result<T, E>;

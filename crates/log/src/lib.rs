@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod format;
 pub mod lsn;
+pub mod owned;
 pub mod reader;
 pub mod scan;
 pub mod writer;

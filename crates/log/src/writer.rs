@@ -39,6 +39,7 @@ use crate::format::{
     encode_frame_with_crc, frame_bytes, generation_path, spare_path,
 };
 use crate::lsn::{Durability, Lsn, Record};
+use crate::owned::{self, LogFileName};
 use crate::scan::{ReadOptions, TornTail, analyse_generation};
 
 /// What happens to generation files the checkpoint no longer needs.
@@ -362,8 +363,17 @@ impl Log {
         let first_path = generation_path(&dir, 1);
         if backend.exists(&first_path) {
             // Generation 1 without a checkpoint: a create interrupted by a crash, since the
-            // checkpoint is written before any record can be. Start over only if it really holds
-            // no record; anything else is someone's log and is left alone.
+            // checkpoint is written before any record can be. Start over only if it is this
+            // database's (its header says so: a generation's header is synced before the file
+            // gets its name) and really holds no record; anything else is someone's log or a
+            // file jetproof did not make, and is left alone.
+            owned::check_owned(
+                &*backend,
+                &first_path,
+                LogFileName::Generation(1),
+                Some(options.database_id),
+                None,
+            )?;
             let read_options = ReadOptions {
                 direct_io: options.direct_io,
                 ..ReadOptions::default()
@@ -381,8 +391,6 @@ impl Log {
                         .is_empty()
                 }
                 Ok(None) => true,
-                // A header never completed: not a log to keep.
-                Err(LogError::BadHeader { .. }) => true,
                 Err(_) => false,
             };
             if !empty {
@@ -477,10 +485,15 @@ impl Log {
             });
         }
         let generation = last + 1;
-        // A stale spare from the previous run may hold anything; reformat it.
-        if backend.exists(&spare_path(&dir)) {
-            backend.remove(&spare_path(&dir))?;
-        }
+        // A spare left by the previous run is formatted anew; one jetproof did not make (or a
+        // link) is refused and left as it is.
+        owned::remove_owned(
+            &*backend,
+            &dir,
+            LogFileName::Spare,
+            Some(options.database_id),
+            Some(options.file_size_bytes),
+        )?;
         let file = install_generation(&*backend, &options, None, generation, analysis.end, None)?;
         let checkpoint_writer =
             CheckpointWriter::open(&*backend, &dir, options.direct_io, checkpoint)?;
@@ -1095,13 +1108,36 @@ impl Inner {
         for generation in oldest..checkpoint_generation {
             let path = generation_path(dir, generation);
             let mut spare = self.spare.lock();
+            // Only this database's generation is removed or recycled: a file put at its name
+            // by someone else stops the log rather than being deleted.
+            let owned = owned::check_owned(
+                &*self.backend,
+                &path,
+                LogFileName::Generation(generation),
+                Some(self.options.database_id),
+                None,
+            );
+            match owned {
+                Ok(_) => {}
+                // Already gone (a previous retention pass was cut short): nothing to do.
+                Err(LogError::Io(IoError::Path { source, .. }))
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error),
+            }
+            if !self.backend.exists(&path) {
+                drop(spare);
+                self.state.lock().oldest_generation = generation + 1;
+                continue;
+            }
             if self.options.retention == Retention::Circular && spare.is_none() {
                 // Reuse the file as the next generation: its old frames carry an older
                 // generation number, so readers treat them as unwritten space.
-                self.backend.rename(&path, &spare_path(dir))?;
+                self.backend.rename_new(&path, &spare_path(dir))?;
                 let file = self.backend.open(
                     &spare_path(dir),
-                    &OpenOptions::read_write().with_direct(self.options.direct_io),
+                    &OpenOptions::read_write()
+                        .with_direct(self.options.direct_io)
+                        .no_follow(),
                 )?;
                 // Not metered: installing it is file creation, not a log write.
                 *spare = Some(file);
@@ -1184,10 +1220,22 @@ fn format_spare(
     stats: Option<&LogStats>,
 ) -> Result<Arc<dyn IoFile>> {
     let path = spare_path(&options.dir);
+    // A spare left over (a create or rollover cut short) is ours to format anew only if its
+    // content says so; then the file is made new, so nothing that was there is written.
+    owned::remove_owned(
+        backend,
+        &options.dir,
+        LogFileName::Spare,
+        Some(options.database_id),
+        Some(options.file_size_bytes),
+    )?;
     // Not metered in the `log_write` class: Jetstress's "I/O Log Writes" are the log buffer's
     // writes, and the seeds' figures leave no room for a generation's worth of formatting
     // (`docs/log.md`, "Preformatting is not a log write"). Counted in `LogStats` instead.
-    let file = backend.open(&path, &OpenOptions::create().with_direct(options.direct_io))?;
+    let file = backend.open(
+        &path,
+        &OpenOptions::create_new().with_direct(options.direct_io),
+    )?;
     let begun = std::time::Instant::now();
     let chunk_bytes = (256usize << 10).min(options.file_size_bytes as usize);
     let zeros = AlignedBuf::zeroed(chunk_bytes);
@@ -1248,14 +1296,17 @@ fn install_generation(
     }
     drop(spare);
     let path = generation_path(dir, generation);
-    backend.rename(&spare_path(dir), &path)?;
+    // Never over a file that appeared at the generation's name (a foreign file, or a gap in the
+    // numbering that a later generation fills): that stops the log instead.
+    backend.rename_new(&spare_path(dir), &path)?;
     backend.sync_dir(dir)?;
     let file = backend.open(
         &path,
         // Write-through: a log write is durable when it returns (see `Inner::write`).
         &OpenOptions::read_write()
             .with_direct(options.direct_io)
-            .with_dsync(true),
+            .with_dsync(true)
+            .no_follow(),
     )?;
     Ok(match &options.stats {
         Some(stats) => MeteredFile::wrap(file, stats.clone()),
