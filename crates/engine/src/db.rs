@@ -186,7 +186,11 @@ impl Database {
                 path: path.to_path_buf(),
             });
         }
-        let file = backend.open(path, &OpenOptions::create().with_direct(options.direct_io))?;
+        // A new file, never one that was there or a link's target.
+        let file = backend.open(
+            path,
+            &OpenOptions::create_new().with_direct(options.direct_io),
+        )?;
         let file = match &options.stats {
             Some(stats) => MeteredFile::wrap(file, stats.clone()),
             None => file,

@@ -281,7 +281,7 @@ fn instance_result(
     }
 }
 
-fn partial_path(path: &Path) -> PathBuf {
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(PARTIAL_SUFFIX);
     PathBuf::from(name)
@@ -308,37 +308,57 @@ fn prepare_directories(
         for dir in target::instance_dirs(instance) {
             own_dir(&dir)?;
         }
+        // check_init_targets (run again under the owner lock) made sure each file removed here
+        // is jetproof's by its own content; the log's removal checks once more.
         let partial = partial_path(&instance.database_path);
-        if partial.exists() {
+        if options.backend.exists(&partial) {
             options.backend.remove(&partial)?;
         }
-        if options.permissions.recreate && instance.database_path.is_file() {
-            // check_init_targets made sure this is a jetproof database in a jetproof directory.
-            options.backend.remove(&instance.database_path)?;
-        }
-        if !instance.database_path.is_file() {
-            remove_log_files(&instance.log_path, options)?;
+        let database = &instance.database_path;
+        let is_file = database.symlink_metadata().is_ok_and(|m| m.is_file());
+        if options.permissions.recreate && is_file {
+            // The old database's log goes first, recognised by the database's identity, and the
+            // database after it: a crash between the two leaves the database and what remains
+            // of its log, which the next `init --recreate` removes the same way.
+            let id = target::database_id(database);
+            remove_log_files(job, instance, id, options)?;
+            options.backend.remove(database)?;
+        } else if !is_file {
+            // No database: a log left in its directory belongs to none (a database removed by
+            // hand, or an init cut short); its files are known by their own marker.
+            remove_log_files(job, instance, None, options)?;
         }
     }
     Ok(())
 }
 
-/// Removes jetproof's log files from `dir` (generations, the spare, the checkpoint): they belong
-/// to a database that is gone, and the new database's first attach creates its own log. Other
-/// files are left alone.
-fn remove_log_files(dir: &Path, options: &InitOptions<'_>) -> Result<(), InitError> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let is_log = (name.starts_with('E')
-            && (name.ends_with(".jplog") || name.ends_with(".jplogtmp")))
-            || name == "checkpoint.jpchk";
-        if is_log {
-            options.backend.remove(&entry.path())?;
-        }
+/// Removes jetproof's log files (generations, the spare, the checkpoint) from the instance's log
+/// directory: they belong to a database that is gone, and the new database's first attach
+/// creates its own log. Only files whose content says they are jetproof's (of database
+/// `database_id`, when known) are removed; every other file is left alone.
+fn remove_log_files(
+    job: &Job,
+    instance: &Instance,
+    database_id: Option<u128>,
+    options: &InitOptions<'_>,
+) -> Result<(), InitError> {
+    let file_size = job.log.file_size.bytes();
+    let kinds = target::own_log_files(instance, database_id, file_size)?;
+    for kind in kinds {
+        jetproof_log::owned::remove_owned(
+            options.backend.as_ref(),
+            &instance.log_path,
+            kind,
+            database_id,
+            Some(file_size),
+        )
+        .map_err(|e| InitError::Engine {
+            path: kind.path(&instance.log_path),
+            message: e.to_string(),
+        })?;
+    }
+    if instance.log_path.is_dir() {
+        options.backend.sync_dir(&instance.log_path)?;
     }
     Ok(())
 }
@@ -433,7 +453,10 @@ fn fill_database(
     let bytes = std::fs::metadata(&partial)
         .map(|m| m.len())
         .unwrap_or(target_bytes);
-    options.backend.rename(&partial, &instance.database_path)?;
+    // Never over something that appeared at the database's name meanwhile.
+    options
+        .backend
+        .rename_new(&partial, &instance.database_path)?;
     if let Some(parent) = instance.database_path.parent() {
         options.backend.sync_dir(parent)?;
     }
@@ -462,7 +485,7 @@ fn copy_database(
     let target = MeteredFile::wrap(
         options
             .backend
-            .open(&partial, &OpenOptions::create().with_direct(direct))?,
+            .open(&partial, &OpenOptions::create_new().with_direct(direct))?,
         stats.clone(),
     );
     let size = source.size()?;
@@ -507,7 +530,7 @@ fn copy_database(
     outcome?;
     target.sync_data(IoClass::DbWrite)?;
     drop(target);
-    options.backend.rename(&partial, to)?;
+    options.backend.rename_new(&partial, to)?;
     if let Some(parent) = to.parent() {
         options.backend.sync_dir(parent)?;
     }

@@ -7,6 +7,13 @@
 //! ones and never replaces any of them. Raw block devices are refused unless the job says
 //! `storage.allow_devices = true`.
 //!
+//! Within a directory, a file is jetproof's only when its own content says so, whatever its name
+//! (issue 15): a database by its header signature, a `.partial` database by its first page, a
+//! log file by its header's magic and database identity ([`jetproof_log::owned`]). A foreign
+//! file at one of jetproof's names, or any symbolic link there, is refused before anything is
+//! written, and never removed or replaced: `--allow-foreign-files` lets jetproof's files share a
+//! directory, it never lets jetproof delete. `docs/design.md`, "Foreign files".
+//!
 //! All checks here run before any write, so bad input costs nothing.
 
 use std::collections::HashMap;
@@ -64,17 +71,25 @@ pub fn dir_state(dir: &Path) -> Result<(DirState, Option<String>), BadInput> {
     if dir.join(MARKER).exists() {
         return Ok((DirState::Ours, None));
     }
-    let mut entries = std::fs::read_dir(dir)
-        .map_err(|e| bad(dir.display().to_string(), format!("cannot be listed: {e}")))?;
-    match entries.next() {
-        None => Ok((DirState::Empty, None)),
-        Some(entry) => Ok((
-            DirState::Foreign,
-            entry
-                .ok()
-                .map(|e| e.file_name().to_string_lossy().to_string()),
-        )),
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| bad(dir.display().to_string(), format!("cannot be listed: {e}")))?
+        .flatten()
+        .collect();
+    if entries.is_empty() {
+        return Ok((DirState::Empty, None));
     }
+    // Name a file the user will recognise as theirs: not one of jetproof's lock files or
+    // directories, which a shared directory also holds.
+    let jetproofs = |entry: &std::fs::DirEntry| {
+        entry.file_name().to_string_lossy().ends_with(".jplock")
+            || entry.path().join(MARKER).exists()
+    };
+    let example = entries
+        .iter()
+        .find(|e| !jetproofs(e))
+        .or(entries.first())
+        .map(|e| e.file_name().to_string_lossy().to_string());
+    Ok((DirState::Foreign, example))
 }
 
 /// Is `path` a block device?
@@ -182,6 +197,16 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
                     path.display()
                 ),
             ));
+        } else if let Ok(meta) = path.symlink_metadata()
+            && meta.file_type().is_symlink()
+        {
+            return Err(bad(
+                format!("database path of {}", instance.name),
+                format!(
+                    "{} is a symbolic link; jetproof never replaces a link or writes through one. Give the real path in the job, or move the link away",
+                    path.display()
+                ),
+            ));
         } else if path.exists() {
             if !path.is_file() {
                 return Err(bad(
@@ -192,8 +217,9 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
                     ),
                 ));
             }
-            let ours = path.parent().is_some_and(|p| p.join(MARKER).exists())
-                && jetproof_engine_signature(path);
+            // The header's signature says jetproof made it (a database in a directory shared
+            // with foreign files has no directory marker to ask).
+            let ours = jetproof_engine_signature(path);
             if !ours {
                 return Err(bad(
                     format!("database path of {}", instance.name),
@@ -223,6 +249,17 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
                 ));
             }
         }
+        let partial = crate::init::partial_path(path);
+        if partial.symlink_metadata().is_ok() && !partial_is_ours(&partial, job) {
+            return Err(bad(
+                format!("database path of {}", instance.name),
+                format!(
+                    "{} is not a database jetproof was making (a link, or no jetproof page at its start); jetproof never removes it. Move it away",
+                    partial.display()
+                ),
+            ));
+        }
+        own_log_files(instance, database_id(path), job.log.file_size.bytes())?;
     }
 
     // Free space, summed per file system. A block device needs none.
@@ -270,11 +307,127 @@ fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {
     )
 }
 
+/// The identity (`database_id`) in the header of the database at `path`, when it exists and its
+/// header can be read.
+pub fn database_id(path: &Path) -> Option<u128> {
+    use jetproof_io::{IoBackend, OpenOptions};
+    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    let file = backend
+        .open(path, &OpenOptions::read_only().buffered().no_follow())
+        .ok()?;
+    jetproof_engine::header::DbHeader::read(file.as_ref())
+        .ok()
+        .map(|h| h.database_id)
+}
+
+/// Is `path` (a database's `.partial` name) a database jetproof was making? A regular file whose
+/// first block carries the header signature (the header was written), or whose first page is a
+/// jetproof page (a fill cut short before its header: pages are formatted first), or whose first
+/// 4 KiB are zeros (a copy cut short before its first chunk: the file was sized first).
+pub fn partial_is_ours(path: &Path, job: &Job) -> bool {
+    use std::io::Read;
+    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let page_size = job.storage.page_size.bytes() as usize;
+    let mut head = vec![0u8; page_size.max(4096)];
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags_nofollow()
+        .open(path)
+    else {
+        return false;
+    };
+    let mut read = 0;
+    let mut reader = file;
+    while read < head.len() {
+        match reader.read(&mut head[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(_) => return false,
+        }
+    }
+    let head = &head[..read];
+    if read == 0 || crate::database::looks_like_database(head) {
+        return true;
+    }
+    if head.len() >= page_size
+        && jetproof_engine::checksum::verify(&head[..page_size], 0)
+            == jetproof_engine::checksum::PageCheck::Good
+    {
+        return true;
+    }
+    head.iter().take(4096).all(|&b| b == 0)
+}
+
+/// O_NOFOLLOW for `std::fs::OpenOptions`.
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NOFOLLOW)
+    }
+}
+
+/// The files at the log's names in an instance's log directory, each checked to be jetproof's
+/// (and this database's, when `database_id` is known) before `init` removes any of them. One
+/// that is not is bad input naming it: it would block the new log, and it is never removed.
+pub fn own_log_files(
+    instance: &Instance,
+    database_id: Option<u128>,
+    file_size_bytes: u64,
+) -> Result<Vec<jetproof_log::owned::LogFileName>, BadInput> {
+    use jetproof_log::owned::{LogFileName, check_owned};
+    let Ok(entries) = std::fs::read_dir(&instance.log_path) else {
+        return Ok(Vec::new());
+    };
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(kind) = name.to_str().and_then(LogFileName::of) else {
+            continue;
+        };
+        let path = entry.path();
+        if let Err(error) = check_owned(&*backend, &path, kind, database_id, Some(file_size_bytes))
+        {
+            let why = match error {
+                jetproof_log::LogError::NotOurs { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            return Err(bad(
+                format!("log_path of {}", instance.name),
+                format!(
+                    "{} has a log file's name but is not {} ({why}); jetproof never removes or writes it, and the log cannot start beside it. Move it away, or give the instance another log directory",
+                    path.display(),
+                    if database_id.is_some() {
+                        "a log file of this database"
+                    } else {
+                        "a jetproof log file"
+                    }
+                ),
+            ));
+        }
+        found.push(kind);
+    }
+    Ok(found)
+}
+
 /// Does the file start like a jetproof database? Reads its first bytes only.
 fn jetproof_engine_signature(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; 4096];
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let Ok(mut file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags_nofollow()
+        .open(path)
+    else {
         return false;
     };
     let Ok(read) = file.read(&mut head) else {
@@ -283,11 +436,14 @@ fn jetproof_engine_signature(path: &Path) -> bool {
     crate::database::looks_like_database(&head[..read])
 }
 
-/// Creates `dir` (and parents) and marks it as jetproof's, unless it already is.
+/// Creates `dir` (and parents) and marks it as jetproof's, unless it already is. A directory
+/// that already holds foreign files (allowed by `--allow-foreign-files`) is not marked: it is
+/// not jetproof's, and a marker would make a later command take it for jetproof's.
 pub fn make_own_dir(dir: &Path) -> std::io::Result<()> {
+    let state = dir_state(dir).ok().map(|(state, _)| state);
     std::fs::create_dir_all(dir)?;
     let marker = dir.join(MARKER);
-    if !marker.exists() {
+    if matches!(state, Some(DirState::Missing) | Some(DirState::Empty)) && !marker.exists() {
         std::fs::write(
             &marker,
             format!(
