@@ -105,6 +105,25 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, CliError> {
     Ok(selected)
 }
 
+/// The test-log lines naming the owner locks held (and those a reader could not take on a
+/// read-only file system).
+pub fn log_owner_lock(log: &TestLog, lock: &jetproof_procedures::lock::OwnerLock) {
+    let paths = lock.paths();
+    if !paths.is_empty() {
+        log.line(format!(
+            "Owner lock held for the whole command: {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for note in &lock.notes {
+        log.line(note);
+    }
+}
+
 /// The test-log line naming the I/O engine in use (and why, when "auto" fell back to std).
 pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
     log.line(selected.log_line(job));

@@ -32,7 +32,7 @@ enum Command {
     Init(commands::init::Args),
     /// Run a test: performance, stress, backup or soft-recovery.
     Run(commands::run::Args),
-    /// Verify every page of every database and log file. Never writes.
+    /// Verify every page of every database and log file. Never writes to them.
     Checksum(commands::checksum::Args),
     /// Replay the logs after an unclean stop (what `eseutil /r` does).
     Recover(commands::recover::Args),

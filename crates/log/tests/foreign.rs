@@ -166,7 +166,10 @@ fn another_databases_first_generation_is_left_and_refused() {
         Log::create(backend(), options(&dir, DATABASE)),
         &generation_path(&dir, 1),
     );
-    assert_eq!(std::fs::read(generation_path(&dir, 1)).expect("read"), before);
+    assert_eq!(
+        std::fs::read(generation_path(&dir, 1)).expect("read"),
+        before
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod backup;
 pub mod checksum;
 pub mod database;
 pub mod init;
+pub mod lock;
 pub mod maintenance;
 pub mod options;
 pub mod performance;

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, RunRecord};
+use jetproof_procedures::lock;
 use jetproof_results::{OutDir, TestKind, TestLog};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 
 /// Damaged pages printed per file on the terminal; result.json lists them all.
 const DAMAGE_LINES_PER_FILE: usize = 20;
@@ -34,6 +35,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
+    // Shared with other readers, never with a writer: taken before any header is read.
+    let owner = lock::lock_instances(&job, lock::Access::Shared, "checksum")
+        .map_err(CliError::bad_input)?;
     checksum::preflight(&job, backend.as_ref()).map_err(checksum_error)?;
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Checksum).map_err(CliError::bad_input)?;
@@ -55,6 +59,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         job.instances().len()
     ));
     log_engine(&log, &selected, &job);
+    log_owner_lock(&log, &owner);
     for instance in job.instances() {
         log.line(format!(
             "Instance {}: database {}",

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use jetproof_procedures::init::{InitError, InitOptions};
+use jetproof_procedures::lock::{self, OwnerLock};
 use jetproof_procedures::target::Permissions;
 use jetproof_results::{OutDir, TestKind, TestLog};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,18 +28,35 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    run_locked(args, "init").map(|(outcome, _lock)| outcome)
+}
+
+/// `init`, returning the owner lock it took (`command` names the command in the lock file), so
+/// that `run`, which initialises missing databases first, holds it to its own end.
+pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), CliError> {
     let job = args.job.load()?;
     let permissions = Permissions {
         allow_foreign_files: args.allow_foreign_files,
         recreate: args.recreate,
     };
+    // A live writer of these databases is named first, before anything is made; then the
+    // targets are checked once before anything is made (bad input costs nothing), and again by
+    // `init` under the lock, where no other command can change them any more.
+    lock::refuse_if_written(&job).map_err(CliError::bad_input)?;
     jetproof_procedures::init::preflight(&job, permissions).map_err(init_error)?;
     let selected = select_backend(&job)?;
+    let command = if args.recreate {
+        format!("{command} --recreate")
+    } else {
+        command.to_string()
+    };
+    let owner = lock::lock_for_init(&job, &command).map_err(CliError::bad_input)?;
     let out = OutDir::prepare(args.out.as_deref(), TestKind::Init).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
     log_engine(&log, &selected, &job);
+    log_owner_lock(&log, &owner);
 
     let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
@@ -83,7 +101,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         figure("seconds")
     );
     println!("Result: {}", summary.result_path.display());
-    Ok(Outcome::Pass)
+    Ok((Outcome::Pass, owner))
 }
 
 fn init_error(error: InitError) -> CliError {

@@ -15,11 +15,12 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use jetproof_procedures::lock;
 use jetproof_procedures::performance::RunError;
 use jetproof_procedures::soft_recovery::{dirty_databases, recover_job};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,6 +39,10 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
+    // Before any header is read: a database whose run is still live is refused as in use (not
+    // taken for one left dirty by a crash, which is what recovery is for).
+    let owner = lock::lock_instances(&job, lock::Access::Exclusive, "recover")
+        .map_err(CliError::bad_input)?;
     // Which databases need recovery, before anything is written.
     let dirty = dirty_databases(&job, &backend).map_err(run_error)?;
     if !dirty.iter().any(|&d| d) {
@@ -58,6 +63,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         jetproof_results::tool_version()
     ));
     log_engine(&log, &selected, &job);
+    log_owner_lock(&log, &owner);
     let result = recover_job(&job, &dirty, &backend, &out, &log).map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
     let result_path = out.file("result.json");

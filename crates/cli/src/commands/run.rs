@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use jetproof_procedures::backup::{BackupError, BackupOptions};
+use jetproof_procedures::lock::{self, OwnerLock};
 use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, select_backend};
+use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestType {
@@ -56,8 +57,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
 }
 
 /// Initialises the databases when none exist yet, saying so: a newcomer's first command is a
-/// single `run`.
-fn init_if_missing(args: &Args) -> Result<(), CliError> {
+/// single `run`. Returns init's owner lock (exclusive on every instance), which the run keeps.
+fn init_if_missing(args: &Args) -> Result<OwnerLock, CliError> {
     eprintln!("jetproof: the databases do not exist yet; initialising them first (jetproof init)");
     let init_args = crate::commands::init::Args {
         job: args.job.clone(),
@@ -65,8 +66,38 @@ fn init_if_missing(args: &Args) -> Result<(), CliError> {
         recreate: false,
         allow_foreign_files: false,
     };
-    crate::commands::init::run(init_args)?;
-    Ok(())
+    let (_, owner) = crate::commands::init::run_locked(init_args, &run_command(args.test))?;
+    Ok(owner)
+}
+
+/// The command as the owner lock names it: "run --test performance".
+fn run_command(test: TestType) -> String {
+    let name = match test {
+        TestType::Performance => "performance",
+        TestType::Stress => "stress",
+        TestType::Backup => "backup",
+        TestType::SoftRecovery => "soft-recovery",
+    };
+    format!("run --test {name}")
+}
+
+/// The run's owner lock: exclusive (every test but backup writes), or shared for backup's reads.
+/// Taken before any header is read, so a live owner is named instead of its dirty header being
+/// taken for a crash; `init`'s lock when the run initialised the databases first.
+fn owner_lock(
+    job: &jetproof_job::Job,
+    args: &Args,
+    from_init: Option<OwnerLock>,
+) -> Result<OwnerLock, CliError> {
+    if let Some(owner) = from_init {
+        return Ok(owner);
+    }
+    let access = if args.test == TestType::Backup {
+        lock::Access::Shared
+    } else {
+        lock::Access::Exclusive
+    };
+    lock::lock_instances(job, access, &run_command(args.test)).map_err(CliError::bad_input)
 }
 
 /// `--test soft-recovery`: generate N log files per instance with the checkpoint held, stop
@@ -83,15 +114,19 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     }
     let log_files = args.log_files.unwrap_or(job.run.recovery_log_files);
     let selected = select_backend(job)?;
-    if !jetproof_procedures::performance::databases_exist(job) {
-        init_if_missing(args)?;
-    }
+    let from_init = if jetproof_procedures::performance::databases_exist(job) {
+        None
+    } else {
+        Some(init_if_missing(args)?)
+    };
+    let owner = owner_lock(job, args, from_init)?;
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Recovery).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
     log_engine(&log, &selected, job);
+    log_owner_lock(&log, &owner);
     let stop = stop_flag();
     eprintln!(
         "jetproof: soft-recovery test, {log_files} log file(s) per instance, then an unclean stop and replay; test log: {}",
@@ -136,15 +171,19 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     };
     jetproof_procedures::performance::check_job(job).map_err(run_error)?;
     let selected = select_backend(job)?;
-    if !jetproof_procedures::performance::databases_exist(job) {
-        init_if_missing(args)?;
-    }
+    let from_init = if jetproof_procedures::performance::databases_exist(job) {
+        None
+    } else {
+        Some(init_if_missing(args)?)
+    };
+    let owner = owner_lock(job, args, from_init)?;
     jetproof_procedures::performance::preflight(job).map_err(run_error)?;
     let out = OutDir::prepare(args.out.as_deref(), test).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
     log_engine(&log, &selected, job);
+    log_owner_lock(&log, &owner);
     let stop = stop_flag();
     let duration = if stress {
         job.run.stress_duration
@@ -221,6 +260,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         BackupError::BadInput(bad) => CliError::bad_input(bad),
         other => CliError::runtime(other),
     };
+    let owner = owner_lock(job, args, None)?;
     jetproof_procedures::backup::preflight(job, args.to.as_deref()).map_err(backup_error)?;
     let selected = select_backend(job)?;
     let out =
@@ -229,6 +269,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         .context("create the test log")
         .map_err(CliError::runtime)?;
     log_engine(&log, &selected, job);
+    log_owner_lock(&log, &owner);
     let stop = stop_flag();
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
