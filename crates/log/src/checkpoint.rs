@@ -18,11 +18,13 @@ use crate::format::checkpoint_path;
 use crate::lsn::Lsn;
 
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"JPLOGCHK";
-/// Version 2 added `engine_stamp`; version 1 slots are still read (with a stamp of 0).
-pub const CHECKPOINT_VERSION: u32 = 2;
+/// Version 2 added `engine_stamp`, version 3 (2026-11-25) `newest_generation`; version 1 and 2
+/// slots are still read (with a stamp of 0 for version 1 and a newest generation of 0, unknown,
+/// for both). Builds before version 3 refuse a version 3 slot.
+pub const CHECKPOINT_VERSION: u32 = 3;
 /// Each slot is one 4 KiB block, so it can be written with direct I/O on its own.
 pub const SLOT_BYTES: usize = 4096;
-const SLOT_MEANINGFUL_BYTES: usize = 84;
+const SLOT_MEANINGFUL_BYTES: usize = 92;
 
 /// One checkpoint.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -39,6 +41,11 @@ pub struct Checkpoint {
     /// the checkpoint was taken, so recovery never gives out a stamp a page already carries
     /// (0: unknown, as in version 1 files).
     pub engine_stamp: u64,
+    /// The newest generation the log has installed (version 3; 0: unknown, as in older files).
+    /// Written as part of installing each generation, before any record can be durable in it,
+    /// so a log found ending before this generation has lost files (`docs/log.md`, "The
+    /// log's end is proved").
+    pub newest_generation: u64,
 }
 
 impl Checkpoint {
@@ -53,8 +60,9 @@ impl Checkpoint {
         slot[56..64].copy_from_slice(&self.log_file_size_bytes.to_le_bytes());
         slot[64..72].copy_from_slice(&self.written_unix_ms.to_le_bytes());
         slot[72..80].copy_from_slice(&self.engine_stamp.to_le_bytes());
-        let crc = crc32c::crc32c(&slot[..80]);
-        slot[80..84].copy_from_slice(&crc.to_le_bytes());
+        slot[80..88].copy_from_slice(&self.newest_generation.to_le_bytes());
+        let crc = crc32c::crc32c(&slot[..88]);
+        slot[88..92].copy_from_slice(&crc.to_le_bytes());
     }
 
     pub(crate) fn decode(slot: &[u8]) -> Option<Checkpoint> {
@@ -70,10 +78,12 @@ impl Checkpoint {
         let mut version = [0u8; 4];
         version.copy_from_slice(&slot[8..12]);
         let version = u32::from_le_bytes(version);
-        // Version 1: CRC of the first 72 bytes at 72; version 2: stamp at 72, CRC of 80 at 80.
+        // Version 1: CRC of the first 72 bytes at 72; version 2: stamp at 72, CRC of 80 at 80;
+        // version 3: newest generation at 80, CRC of 88 at 88.
         let covered = match version {
             1 => 72,
-            CHECKPOINT_VERSION => 80,
+            2 => 80,
+            CHECKPOINT_VERSION => 88,
             _ => return None,
         };
         let mut crc = [0u8; 4];
@@ -90,6 +100,7 @@ impl Checkpoint {
             log_file_size_bytes: field(56),
             written_unix_ms: field(64),
             engine_stamp: if version == 1 { 0 } else { field(72) },
+            newest_generation: if version >= 3 { field(80) } else { 0 },
         })
     }
 }
@@ -230,11 +241,29 @@ impl CheckpointWriter {
     /// Durably records `lsn` as the new checkpoint (one 4 KiB write and one fdatasync), with
     /// `engine_stamp` (or the last one, if `None`).
     pub fn write(&mut self, lsn: Lsn, engine_stamp: Option<u64>) -> Result<Checkpoint, IoError> {
+        self.write_slot(lsn, engine_stamp, self.last.newest_generation)
+    }
+
+    /// Durably records that generation `generation` is installed (the checkpoint itself does
+    /// not move): one 4 KiB write and one fdatasync per generation, made before any record can
+    /// be durable in it. The recorded generation never goes back.
+    pub fn record_installed(&mut self, generation: u64) -> Result<Checkpoint, IoError> {
+        let newest = self.last.newest_generation.max(generation);
+        self.write_slot(self.last.lsn, None, newest)
+    }
+
+    fn write_slot(
+        &mut self,
+        lsn: Lsn,
+        engine_stamp: Option<u64>,
+        newest_generation: u64,
+    ) -> Result<Checkpoint, IoError> {
         let next = Checkpoint {
             sequence: self.last.sequence.wrapping_add(1),
             lsn,
             written_unix_ms: unix_ms(),
             engine_stamp: engine_stamp.unwrap_or(self.last.engine_stamp),
+            newest_generation,
             ..self.last
         };
         next.encode(&mut self.slot);
@@ -262,6 +291,7 @@ mod tests {
             log_file_size_bytes: 1 << 20,
             written_unix_ms: 0,
             engine_stamp: 0,
+            newest_generation: 1,
         };
         let mut writer = CheckpointWriter::create(&*backend, dir, false, first).expect("create");
         writer.write(Lsn::new(2, 4096), Some(11)).expect("write 2");
@@ -289,5 +319,50 @@ mod tests {
             read_checkpoint(&*backend, dir, Some(8)),
             Err(LogError::WrongDatabase { .. })
         ));
+    }
+
+    #[test]
+    fn installs_are_recorded_and_older_slots_still_read() {
+        let backend = MemBackend::new();
+        let dir = Path::new("/log");
+        let first = Checkpoint {
+            database_id: 7,
+            sequence: 1,
+            lsn: Lsn::new(1, 4096),
+            log_file_size_bytes: 1 << 20,
+            written_unix_ms: 0,
+            engine_stamp: 5,
+            newest_generation: 1,
+        };
+        let mut writer = CheckpointWriter::create(&*backend, dir, false, first).expect("create");
+        writer.record_installed(2).expect("install 2");
+        writer.write(Lsn::new(1, 8192), Some(9)).expect("move");
+        // Never goes back.
+        writer.record_installed(1).expect("install 1 again");
+        let read = read_checkpoint(&*backend, dir, Some(7))
+            .expect("read")
+            .expect("present");
+        assert_eq!(read.checkpoint.newest_generation, 2);
+        assert_eq!(
+            read.checkpoint.lsn,
+            Lsn::new(1, 8192),
+            "an install moves nothing"
+        );
+        assert_eq!(read.checkpoint.engine_stamp, 9);
+        // A version 2 slot (as builds before 2026-11-25 wrote it) reads with newest unknown.
+        let mut slot = AlignedBuf::zeroed(SLOT_BYTES);
+        Checkpoint {
+            sequence: 100,
+            ..read.checkpoint
+        }
+        .encode(&mut slot);
+        slot[8..12].copy_from_slice(&2u32.to_le_bytes());
+        slot[80..88].fill(0);
+        let crc = crc32c::crc32c(&slot[..80]);
+        slot[80..84].copy_from_slice(&crc.to_le_bytes());
+        let decoded = Checkpoint::decode(&slot).expect("version 2 decodes");
+        assert_eq!(decoded.newest_generation, 0);
+        assert_eq!(decoded.engine_stamp, 9);
+        assert_eq!(decoded.lsn, Lsn::new(1, 8192));
     }
 }

@@ -72,6 +72,22 @@ pub enum LogError {
         log_end: Lsn,
     },
 
+    /// The log provably ends too early: a generation the log installed is missing, or a
+    /// generation file is shorter than its preformatted size. A crash cannot leave either (files
+    /// are preformatted to full size and every installed generation is recorded in the
+    /// checkpoint file before a record can be durable in it), so records that were durable may
+    /// be gone. `log_end` is where the log that is left ends; `path` is the file at fault.
+    #[error(
+        "lost log: {path}: {reason}; the log that is left ends at {log_end}, so records that \
+         were durable may be gone. Restore the missing log files (or the whole database and \
+         its logs from a backup); recovery will not mark the database clean without them"
+    )]
+    LostLog {
+        path: PathBuf,
+        log_end: Lsn,
+        reason: String,
+    },
+
     /// A replay was asked to start at a position that is not the start of a record.
     #[error("log file {path}: offset {offset} is not the start of a log record")]
     NotARecordBoundary { path: PathBuf, offset: u64 },

@@ -118,6 +118,17 @@ pub fn generation_path(dir: &Path, generation: u64) -> PathBuf {
     dir.join(generation_file_name(generation))
 }
 
+/// The generation a file name gives, if it is a generation file's name exactly as
+/// [`generation_file_name`] writes it (for a directory listing; anything else is not ours).
+pub fn parse_generation_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix('E')?.strip_suffix(".jplog")?;
+    if digits.len() < 8 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let generation = u64::from_str_radix(digits, 16).ok()?;
+    (generation_file_name(generation) == name).then_some(generation)
+}
+
 /// The preformatted file that becomes the next generation (ESE's `edbtmp.log`).
 pub fn spare_path(dir: &Path) -> PathBuf {
     dir.join("Enext.jplogtmp")

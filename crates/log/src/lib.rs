@@ -25,6 +25,9 @@ pub mod writer;
 pub use checkpoint::{Checkpoint, CheckpointRead, read_checkpoint};
 pub use error::{LogError, Result};
 pub use lsn::{Durability, LogRecord, Lsn, Record};
-pub use reader::{FileReport, FileStatus, LogReader, ReadSummary, VerifyReport, verify_log_dir};
+pub use reader::{
+    FileReport, FileStatus, LogReader, ReadSummary, VerifyReport, verify_log_dir,
+    verify_log_dir_listed,
+};
 pub use scan::{ReadOptions, TornTail};
 pub use writer::{Log, LogOptions, LogStats, OpenReport, Retention, WriteTrigger, log_file_path};

@@ -47,6 +47,12 @@ pub struct LogReader {
     frame_index: usize,
     finished: bool,
     summary: ReadSummary,
+    /// The newest generation the checkpoint file records as installed (0: unknown): a log
+    /// ending before it has lost generations.
+    newest_installed: u64,
+    /// The file after the current generation was cut before its header ([`LogError::LostLog`]):
+    /// reported once the current generation's records have been read.
+    lost_after: Option<LogError>,
 }
 
 impl LogReader {
@@ -83,6 +89,8 @@ impl LogReader {
             frame_index: 0,
             finished: false,
             summary: ReadSummary::default(),
+            newest_installed: 0,
+            lost_after: None,
         })
     }
 
@@ -100,13 +108,14 @@ impl LogReader {
             });
         };
         let database_id = database_id.or(Some(checkpoint.checkpoint.database_id));
-        let reader = LogReader::open(
+        let mut reader = LogReader::open(
             backend,
             dir,
             database_id,
             checkpoint.checkpoint.lsn,
             options,
         )?;
+        reader.newest_installed = checkpoint.checkpoint.newest_generation;
         Ok((reader, checkpoint))
     }
 
@@ -137,8 +146,28 @@ impl LogReader {
                 }
                 if !analysis.continued {
                     self.summary.end = Some(analysis.end);
-                    self.summary.torn_tail = analysis.torn_tail.clone();
                     self.finished = true;
+                    // The log's end must be one a crash can leave (`docs/log.md`, "The log's
+                    // end is proved"): not in a cut file, not before a generation the log
+                    // installed.
+                    let lost = analysis
+                        .lost_log()
+                        .or_else(|| {
+                            self.lost_after.take().map(|error| match error {
+                                LogError::LostLog { path, reason, .. } => LogError::LostLog {
+                                    path,
+                                    log_end: analysis.end,
+                                    reason,
+                                },
+                                other => other,
+                            })
+                        })
+                        .or_else(|| missing_newest(&self.dir, analysis.end, self.newest_installed));
+                    if let Some(lost) = lost {
+                        self.current = None;
+                        return Err(lost);
+                    }
+                    self.summary.torn_tail = analysis.torn_tail.clone();
                     self.current = None;
                     return Ok(None);
                 }
@@ -162,7 +191,16 @@ impl LogReader {
             Some(file) => {
                 // The next generation's header says where this one ends; the read-ahead has
                 // usually read that file already.
-                let next = read_ahead.peek()?.map(|next| next.header);
+                let next = match read_ahead.peek() {
+                    Ok(next) => next.map(|next| next.header),
+                    // The next file is cut before its header: this generation is the last one
+                    // left, and the loss is reported after its records.
+                    Err(lost @ LogError::LostLog { .. }) => {
+                        self.lost_after = Some(lost);
+                        None
+                    }
+                    Err(error) => return Err(error),
+                };
                 Some(analyse_loaded(&*self.backend, &self.dir, file, next)?)
             }
             None => None,
@@ -208,6 +246,33 @@ impl LogReader {
         self.current = Some(analysis);
         Ok(())
     }
+}
+
+/// The loss when a log found ending at `end` stops before `newest_installed`, the newest
+/// generation the checkpoint file records as installed (0: unknown, an older checkpoint file).
+/// A crash during rollover or open leaves the log ending in the generation before the one being
+/// installed only while the checkpoint file does not name that one yet; once it does, the
+/// generation was on disk, and only its removal (or a lost directory entry) can make it missing.
+pub(crate) fn missing_newest(dir: &Path, end: Lsn, newest_installed: u64) -> Option<LogError> {
+    if end.generation >= newest_installed {
+        return None;
+    }
+    let first_missing = end.generation + 1;
+    let which = if first_missing == newest_installed {
+        format!("generation {newest_installed} is missing")
+    } else {
+        format!("generations {first_missing} to {newest_installed} are missing")
+    };
+    Some(LogError::LostLog {
+        path: generation_path(dir, first_missing),
+        log_end: end,
+        reason: format!(
+            "{which}: the checkpoint file {} records generation {newest_installed} as installed, \
+             but the log ends in generation {}",
+            checkpoint_path(dir).display(),
+            end.generation
+        ),
+    })
 }
 
 /// Generations read in order by a helper thread, up to two ahead of the one being scanned, so
@@ -326,7 +391,8 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
-    /// True when nothing is bad (a torn tail is tolerated).
+    /// True when nothing is bad (a torn tail is tolerated). A missing checkpoint file is not judged
+    /// here ([`VerifyReport::checkpoint_missing`]): a log without one may be an interrupted create.
     pub fn is_clean(&self) -> bool {
         self.checkpoint_error.is_none()
             && self
@@ -336,75 +402,125 @@ impl VerifyReport {
     }
 }
 
+impl VerifyReport {
+    /// Generation files exist but no checkpoint file: nothing says where a replay starts, and a
+    /// database that used this log cannot be attached or recovered.
+    pub fn checkpoint_missing(&self) -> bool {
+        self.checkpoint.is_none() && self.checkpoint_error.is_none() && !self.files.is_empty()
+    }
+}
+
 /// Verifies every generation file of the log in `dir` (all that exist around the checkpoint's
 /// generation, older kept ones included) and the checkpoint file. Never writes. Errors only when
-/// the directory cannot be read at all; damage is reported per file.
+/// the directory cannot be read at all; damage is reported per file. Without a directory
+/// listing, files are found by probing generation numbers; [`verify_log_dir_listed`] takes the
+/// generations a listing found.
 pub fn verify_log_dir(
     backend: &dyn IoBackend,
     dir: &Path,
     database_id: Option<u128>,
     options: &ReadOptions,
 ) -> Result<VerifyReport> {
+    verify_log_dir_listed(backend, dir, database_id, options, None)
+}
+
+/// [`verify_log_dir`] over the generations `listed` (those whose files a directory listing found,
+/// [`crate::format::parse_generation_file_name`]) when given, so that files the checkpoint does
+/// not lead to (the checkpoint file lost, generations far from it) are verified too. Every
+/// generation from the first found (or the checkpoint's, if earlier) to the last found (or the
+/// newest the checkpoint file records as installed, if later) is reported: verified, or missing.
+pub fn verify_log_dir_listed(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    database_id: Option<u128>,
+    options: &ReadOptions,
+    listed: Option<&[u64]>,
+) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
-    let anchor = match read_checkpoint(backend, dir, database_id) {
-        Ok(Some(read)) => {
-            let generation = read.checkpoint.lsn.generation;
-            report.checkpoint = Some(read);
-            generation
-        }
-        Ok(None) => 1,
-        Err(error) => {
-            report.checkpoint_error = Some(error.to_string());
-            1
-        }
+    match read_checkpoint(backend, dir, database_id) {
+        Ok(found) => report.checkpoint = found,
+        Err(error) => report.checkpoint_error = Some(error.to_string()),
+    }
+    let checkpoint = report.checkpoint.as_ref().map(|read| read.checkpoint);
+    let anchor = checkpoint.map_or(1, |c| c.lsn.generation);
+    let newest_installed = checkpoint.map_or(0, |c| c.newest_generation);
+    let database_id = database_id.or(checkpoint.map(|c| c.database_id));
+    let present: std::collections::BTreeSet<u64> = match listed {
+        Some(listed) => listed.iter().copied().collect(),
+        None => probe_generations(backend, dir, anchor),
     };
-    let database_id = database_id.or(report.checkpoint.as_ref().map(|c| c.checkpoint.database_id));
-    // Without a directory listing, find the first generation by walking back from the anchor.
-    let mut first = anchor;
-    while first > 1 && backend.exists(&generation_path(dir, first - 1)) {
-        first -= 1;
-    }
-    if !backend.exists(&generation_path(dir, first)) {
-        // The checkpoint's generation is gone; look for anything a little later.
-        match (first..=first + GAP_PROBE_GENERATIONS)
-            .find(|&generation| backend.exists(&generation_path(dir, generation)))
-        {
-            Some(found) => {
-                report
-                    .files
-                    .push(missing_report(dir, first, "the checkpoint needs it"));
-                first = found;
+    let (Some(&first_present), Some(&last_present)) = (present.first(), present.last()) else {
+        // No generation file at all: the checkpoint's own generation (and any it records as
+        // installed) is missing if there is a checkpoint.
+        if checkpoint.is_some() {
+            for generation in anchor..=newest_installed.max(anchor) {
+                report.files.push(missing_report(
+                    dir,
+                    generation,
+                    "the checkpoint needs it; no log file is left",
+                ));
             }
-            None => return Ok(report),
         }
-    }
-    let mut generation = first;
-    loop {
-        let path = generation_path(dir, generation);
-        if !backend.exists(&path) {
-            // A gap: report it and verify what lies beyond, so one lost file hides nothing.
-            match (generation + 1..=generation + GAP_PROBE_GENERATIONS)
-                .find(|&later| backend.exists(&generation_path(dir, later)))
-            {
-                Some(later) => {
-                    report
-                        .files
-                        .push(missing_report(dir, generation, "later generations exist"));
-                    generation = later;
-                    continue;
-                }
-                None => break,
-            }
+        return Ok(report);
+    };
+    let first = if checkpoint.is_some() {
+        first_present.min(anchor)
+    } else {
+        first_present
+    };
+    let last = last_present.max(newest_installed);
+    for generation in first..=last {
+        if !present.contains(&generation) {
+            // Reported, and what lies beyond is verified, so one lost file hides nothing.
+            let reason = if generation > last_present {
+                format!(
+                    "the checkpoint file records generation {newest_installed} as installed \
+                     (lost log)"
+                )
+            } else if checkpoint.is_some() && generation == anchor {
+                "the checkpoint needs it".to_string()
+            } else {
+                "later generations exist".to_string()
+            };
+            report.files.push(missing_report(dir, generation, &reason));
+            continue;
         }
         let file_report = match analyse_generation(backend, dir, generation, database_id, options) {
             Ok(Some(analysis)) => good_report(&analysis),
-            Ok(None) => break,
+            Ok(None) => missing_report(dir, generation, "it disappeared while being verified"),
             Err(error) => bad_report(backend, dir, generation, database_id, options, error),
         };
         report.files.push(file_report);
-        generation += 1;
     }
     Ok(report)
+}
+
+/// The generations found without a listing: walking back from `anchor` while files exist, then
+/// forward, across gaps of up to [`GAP_PROBE_GENERATIONS`] numbers.
+fn probe_generations(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    anchor: u64,
+) -> std::collections::BTreeSet<u64> {
+    let exists = |generation: u64| backend.exists(&generation_path(dir, generation));
+    let mut present = std::collections::BTreeSet::new();
+    let mut first = anchor;
+    while first > 1 && exists(first - 1) {
+        first -= 1;
+    }
+    let mut generation = first;
+    loop {
+        if exists(generation) {
+            present.insert(generation);
+            generation += 1;
+            continue;
+        }
+        match (generation + 1..=generation + GAP_PROBE_GENERATIONS).find(|&later| exists(later)) {
+            Some(later) => generation = later,
+            None => break,
+        }
+    }
+    present
 }
 
 fn good_report(analysis: &Analysis) -> FileReport {
@@ -424,13 +540,17 @@ fn good_report(analysis: &Analysis) -> FileReport {
         records,
         log_writes: analysis.scan.flushes,
         used_bytes: analysis.scan.valid_end.saturating_sub(DATA_START),
-        status: match &analysis.torn_tail {
-            Some(torn) => FileStatus::TornTail {
+        status: match (&analysis.lost, &analysis.torn_tail) {
+            (Some(reason), _) => FileStatus::Bad {
+                offset: Some(analysis.scan.valid_end),
+                reason: format!("lost log: {reason}"),
+            },
+            (None, Some(torn)) => FileStatus::TornTail {
                 offset: torn.offset,
                 bytes: torn.bytes,
                 reason: torn.reason.clone(),
             },
-            None => FileStatus::Good,
+            (None, None) => FileStatus::Good,
         },
     }
 }

@@ -70,6 +70,9 @@ pub(crate) fn load_generation(
         &OpenOptions::read_only().with_direct(options.direct_io),
     )?;
     let size = file.size()?;
+    if size < DATA_START {
+        return Err(cut_before_data(&path, generation, size));
+    }
     // Direct reads need whole blocks; a file whose size is not a multiple of 4 KiB (never made by
     // the writer, but possible after damage) is read through the page cache instead.
     if options.direct_io && !size.is_multiple_of(4096) {
@@ -115,6 +118,10 @@ pub(crate) fn load_header(
         &path,
         &OpenOptions::read_only().with_direct(options.direct_io),
     )?;
+    let size = file.size()?;
+    if size < DATA_START {
+        return Err(cut_before_data(&path, generation, size));
+    }
     let file = match &options.stats {
         Some(stats) => MeteredFile::wrap(file, stats.clone()),
         None => file,
@@ -127,6 +134,20 @@ pub(crate) fn load_header(
     })?;
     check_header(&path, &header, generation, database_id)?;
     Ok(Some(header))
+}
+
+/// A generation file cut shorter than its header block: lost log (the writer installs only
+/// preformatted, synced files). The end is given as the generation's start; a reader that knows
+/// where the log before it ended says so instead.
+fn cut_before_data(path: &Path, generation: u64, size: u64) -> LogError {
+    LogError::LostLog {
+        path: path.to_path_buf(),
+        log_end: Lsn::new(generation, 0),
+        reason: format!(
+            "the generation file is {size} bytes, shorter than its {DATA_START}-byte header \
+             block: it was truncated (generation files are preformatted to full size)"
+        ),
+    }
 }
 
 fn check_header(
@@ -319,6 +340,21 @@ pub(crate) struct Analysis {
     pub torn_tail: Option<TornTail>,
     /// True when a later generation exists.
     pub continued: bool,
+    /// Why the log provably lost data here (the file is shorter than its preformatted size):
+    /// the log ends at `end` and the reader reports [`LogError::LostLog`] after this
+    /// generation's records.
+    pub lost: Option<String>,
+}
+
+impl Analysis {
+    /// The [`LogError::LostLog`] this generation ends in, if any.
+    pub(crate) fn lost_log(&self) -> Option<LogError> {
+        self.lost.as_ref().map(|reason| LogError::LostLog {
+            path: self.file.path.clone(),
+            log_end: self.end,
+            reason: reason.clone(),
+        })
+    }
 }
 
 /// How many generation numbers past a missing one are probed for a later file: the backend has
@@ -376,6 +412,25 @@ pub(crate) fn analyse_loaded(
         None => None,
     };
     let scan = scan_generation(&file.bytes, generation, file.header.layout(), limit);
+    // A file shorter than its header's size cannot come from a crash (generations are
+    // preformatted to full size and synced before they are installed): whatever the scan found
+    // in it, the log ends where its valid frames end, and what followed is lost, never a torn
+    // tail.
+    let size_bytes = file.bytes.len() as u64;
+    if size_bytes < file.header.file_size_bytes {
+        return Ok(Analysis {
+            end: Lsn::new(generation, scan.valid_end),
+            continued: false,
+            lost: Some(format!(
+                "the generation file is {size_bytes} bytes but its header says \
+                 {} (generation files are preformatted to full size, so it was truncated)",
+                file.header.file_size_bytes
+            )),
+            file,
+            scan,
+            torn_tail: None,
+        });
+    }
     let mut torn_tail = None;
     match (&scan.stop, limit) {
         (Stop::Limit, Some(_)) => {}
@@ -430,5 +485,6 @@ pub(crate) fn analyse_loaded(
         file,
         scan,
         torn_tail,
+        lost: None,
     })
 }

@@ -415,6 +415,7 @@ impl Log {
                 log_file_size_bytes: options.file_size_bytes,
                 written_unix_ms: unix_ms(),
                 engine_stamp: 0,
+                newest_generation: 1,
             },
         )?;
         Ok(Log::start(backend, options, file, first, 1, checkpoint))
@@ -477,6 +478,14 @@ impl Log {
                 reason: "it disappeared while the log was being opened".into(),
             });
         };
+        // The end found must be one a crash can leave (`docs/log.md`, "The log's end is
+        // proved"): continuing after a lost end would also give a lost generation's number, and
+        // positions pages may carry, to new records.
+        if let Some(lost) = analysis.lost_log().or_else(|| {
+            crate::reader::missing_newest(&dir, analysis.end, checkpoint.newest_generation)
+        }) {
+            return Err(lost);
+        }
         if checkpoint.lsn > analysis.end {
             return Err(LogError::CheckpointBeyondLog {
                 path: checkpoint_path(&dir),
@@ -495,8 +504,10 @@ impl Log {
             Some(options.file_size_bytes),
         )?;
         let file = install_generation(&*backend, &options, None, generation, analysis.end, None)?;
-        let checkpoint_writer =
+        let mut checkpoint_writer =
             CheckpointWriter::open(&*backend, &dir, options.direct_io, checkpoint)?;
+        // Recorded before any record can be durable in it, as at rollover.
+        checkpoint_writer.record_installed(generation)?;
         let report = OpenReport {
             checkpoint: checkpoint.lsn,
             previous_end: analysis.end,
@@ -998,6 +1009,15 @@ impl Inner {
                             what: other.to_string(),
                         },
                     })?;
+                    // The spare's lock is released before the checkpoint's is taken:
+                    // `write_checkpoint` holds the checkpoint's lock while retention takes
+                    // the spare's.
+                    drop(spare);
+                    // The checkpoint file records the new generation before any record can be
+                    // durable in it (appends wait until this write returns), so a log found
+                    // ending before it has lost files (`docs/log.md`, "The log's end is
+                    // proved"). One 4 KiB write and one fdatasync per generation.
+                    self.checkpoint.lock().record_installed(generation + 1)?;
                     return Ok(Some(next));
                 }
                 Ok(None)

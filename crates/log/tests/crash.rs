@@ -763,3 +763,213 @@ fn read_all_from(backend: Arc<CrashBackend>, dir: &Path) -> Vec<jetproof_log::Lo
     .collect::<Result<Vec<_>, _>>()
     .expect("read")
 }
+
+/// Truncates a file to `size` bytes (its durable content too): damage, not a crash.
+fn truncate(backend: &CrashBackend, path: &Path, size: u64) {
+    let file = backend
+        .open(path, &jetproof_io::OpenOptions::read_write())
+        .expect("open to truncate");
+    file.set_size(size).expect("truncate");
+    file.sync_data(jetproof_io::IoClass::LogWrite)
+        .expect("sync");
+}
+
+/// Reads from the checkpoint as far as it goes: the records before the error, and the error.
+fn read_until_error(
+    backend: Arc<dyn IoBackend>,
+    dir: &Path,
+) -> (Vec<jetproof_log::LogRecord>, Option<LogError>) {
+    let (mut reader, _) =
+        LogReader::from_checkpoint(backend, dir, Some(DATABASE), ReadOptions::default())
+            .expect("reader");
+    let mut records = Vec::new();
+    loop {
+        match reader.next_record() {
+            Ok(Some(record)) => records.push(record),
+            Ok(None) => return (records, None),
+            Err(error) => return (records, Some(error)),
+        }
+    }
+}
+
+#[test]
+fn the_newest_generation_deleted_is_lost_log_naming_the_file_and_the_end() {
+    // Row 20 of the crash table: generation 1 ends with its generation-end frame, which a crash
+    // during rollover can also leave; the checkpoint file recorded generation 2 as installed,
+    // so its absence is a loss, not that crash.
+    let dir = PathBuf::from("/db/log");
+    let (backend, lsns) = committed_log(100, 2000, 64 << 10);
+    let newest = lsns.last().expect("records").generation;
+    assert!(newest >= 3);
+    let newest_path = log_file_path(&dir, newest);
+    backend.remove(&newest_path).expect("remove");
+    let (records, error) = read_until_error(backend.clone(), &dir);
+    let kept = lsns.iter().filter(|lsn| lsn.generation < newest).count();
+    assert_eq!(records.len(), kept, "every record before the loss is read");
+    match error {
+        Some(LogError::LostLog { path, log_end, .. }) => {
+            assert_eq!(path, newest_path);
+            assert_eq!(log_end.generation, newest - 1);
+        }
+        other => panic!("expected LostLog, got {other:?}"),
+    }
+    assert!(matches!(
+        Log::open(backend.clone(), options(&dir)),
+        Err(LogError::LostLog { .. })
+    ));
+    let report =
+        verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
+    assert!(!report.is_clean(), "{report:#?}");
+    let last = report.files.last().expect("files");
+    assert_eq!(last.generation, newest, "{report:#?}");
+    assert!(
+        matches!(&last.status, FileStatus::Bad { reason, .. } if reason.contains("lost log")),
+        "{report:#?}"
+    );
+    // Two generations gone: both named.
+    backend
+        .remove(&log_file_path(&dir, newest - 1))
+        .expect("remove");
+    let (_, error) = read_until_error(backend.clone(), &dir);
+    assert!(
+        matches!(&error, Some(LogError::LostLog { path, .. }) if *path == log_file_path(&dir, newest - 1)),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_truncated_generation_is_lost_log_never_a_torn_tail() {
+    // Row 21: generations are preformatted to full size, so a short file cannot be a crash's.
+    let dir = PathBuf::from("/db/log");
+    for (case, cut) in ["mid-file", "inside the header", "middle generation"]
+        .into_iter()
+        .enumerate()
+    {
+        let (backend, lsns) = committed_log(100, 2000, 64 << 10);
+        let newest = lsns.last().expect("records").generation;
+        let (victim, size) = match case {
+            // Half of the newest generation's records survive.
+            0 => {
+                let in_newest: Vec<&Lsn> =
+                    lsns.iter().filter(|lsn| lsn.generation == newest).collect();
+                (newest, in_newest[in_newest.len() / 2].offset + 100)
+            }
+            1 => (newest, 100),
+            _ => (1, 30 << 10),
+        };
+        let path = log_file_path(&dir, victim);
+        truncate(&backend, &path, size);
+        let (records, error) = read_until_error(backend.clone(), &dir);
+        match &error {
+            Some(LogError::LostLog {
+                path: at, log_end, ..
+            }) => {
+                assert_eq!(at, &path, "{cut}");
+                assert!(
+                    records.iter().all(|record| record.lsn < *log_end),
+                    "{cut}: no record past the end"
+                );
+                if case == 0 {
+                    assert_eq!(log_end.generation, newest, "{cut}");
+                    assert!(log_end.offset <= size, "{cut}");
+                }
+            }
+            other => panic!("{cut}: expected LostLog, got {other:?}"),
+        }
+        let expected_records = lsns
+            .iter()
+            .filter(|lsn| {
+                lsn.generation < victim
+                    || (lsn.generation == victim && lsn.offset + 2000 + 22 <= size)
+            })
+            .count();
+        assert_eq!(records.len(), expected_records, "{cut}");
+        let reopened = Log::open(backend.clone(), options(&dir));
+        if case < 2 {
+            assert!(
+                matches!(reopened, Err(LogError::LostLog { .. })),
+                "{cut}: {:?}",
+                reopened.err()
+            );
+        }
+        let report = verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default())
+            .expect("verify");
+        let file = report
+            .files
+            .iter()
+            .find(|file| file.generation == victim)
+            .expect("reported");
+        assert!(
+            matches!(&file.status, FileStatus::Bad { reason, .. } if reason.contains("lost log") || reason.contains("truncated")),
+            "{cut}: {report:#?}"
+        );
+    }
+}
+
+#[test]
+fn the_verifier_finds_every_generation_by_listing_without_the_checkpoint() {
+    // `jetproof checksum` lists the directory: with the checkpoint file gone (and generation 1
+    // deleted by retention long ago, so probing from 1 finds nothing), every file is still
+    // verified, and the missing checkpoint is reported.
+    let dir = PathBuf::from("/db/log");
+    let (backend, lsns) = committed_log(700, 2000, 64 << 10);
+    let newest = lsns.last().expect("records").generation;
+    assert!(newest >= 20, "{newest}");
+    for generation in 1..=17 {
+        backend
+            .remove(&log_file_path(&dir, generation))
+            .expect("remove old");
+    }
+    backend
+        .remove(&jetproof_log::format::checkpoint_path(&dir))
+        .expect("remove checkpoint");
+    let probed =
+        verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
+    assert!(probed.files.is_empty(), "probing from 1 finds nothing");
+    let listed: Vec<u64> = (18..=newest).collect();
+    let report = jetproof_log::verify_log_dir_listed(
+        &*backend,
+        &dir,
+        Some(DATABASE),
+        &ReadOptions::default(),
+        Some(&listed),
+    )
+    .expect("verify");
+    assert_eq!(
+        report
+            .files
+            .iter()
+            .map(|f| f.generation)
+            .collect::<Vec<_>>(),
+        listed
+    );
+    assert!(report.checkpoint_missing(), "{report:#?}");
+    assert!(report.is_clean(), "{report:#?}");
+    // A listed file with damage is reported bad.
+    backend.flip_bit(&log_file_path(&dir, 19), 20, 1);
+    let report = jetproof_log::verify_log_dir_listed(
+        &*backend,
+        &dir,
+        Some(DATABASE),
+        &ReadOptions::default(),
+        Some(&listed),
+    )
+    .expect("verify");
+    assert!(!report.is_clean());
+    assert_eq!(
+        jetproof_log::format::parse_generation_file_name("E0000000A.jplog"),
+        Some(10)
+    );
+    for foreign in [
+        "E0000000a.jplog",
+        "E0000001.jplog",
+        "E0000000A.jplog.bak",
+        "x.jplog",
+    ] {
+        assert_eq!(
+            jetproof_log::format::parse_generation_file_name(foreign),
+            None,
+            "{foreign}"
+        );
+    }
+}
