@@ -47,6 +47,7 @@ pub mod recovery;
 #[cfg(test)]
 mod test_rng;
 pub mod undo;
+pub mod visited;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};

@@ -37,6 +37,7 @@ use crate::format::{self, DecodeError, EngineRecord, RecordUndo};
 use crate::group::{self, GroupPart};
 use crate::readahead::Readers;
 use crate::undo::{self, Prior, UndoEntry};
+use crate::visited::VisitedPages;
 use crate::{Instance, InstanceError, InstanceOptions, Result};
 
 /// Pages kept in memory between writes, at least; recovery keeps up to the instance's cache
@@ -182,7 +183,7 @@ pub fn recover_with(
             ..RecoveryReport::default()
         });
     }
-    let Some(_checkpoint) = read_checkpoint(&*backend, log_dir, Some(header.database_id))? else {
+    let Some(checkpoint) = read_checkpoint(&*backend, log_dir, Some(header.database_id))? else {
         return Err(InstanceError::RecoveryImpossible {
             path: db_path.to_path_buf(),
             reason: format!(
@@ -240,6 +241,9 @@ pub fn recover_with(
     let mut window: VecDeque<Ahead> = VecDeque::new();
     let mut window_bytes = 0usize;
     let mut log_ended = false;
+    // The log provably ended early (a generation missing or cut short): every record before the
+    // loss is redone in memory, then the loss is reported with the pages it shows on.
+    let mut lost: Option<jetproof_log::LogError> = None;
     loop {
         while !log_ended
             && (window.is_empty()
@@ -278,6 +282,10 @@ pub fn recover_with(
             reason: format!("log record at {lsn} in {}: {e}", log_dir.display()),
         };
         let changes = match body {
+            Body::Failed(InstanceError::Log(error @ jetproof_log::LogError::LostLog { .. })) => {
+                lost = Some(error);
+                break;
+            }
             Body::Failed(e) => return Err(e),
             Body::Undo(entry) => {
                 let entry = entry.map_err(|e| InstanceError::RecoveryImpossible {
@@ -433,7 +441,19 @@ pub fn recover_with(
         if pages.held() > page_map_limit {
             pages.write_all()?;
         }
+        pages.visited.settle(lsn, max_stamp);
     }
+    // Before anything is logged, written back or marked: the log's end must be one a crash
+    // can leave, and no page the replay read may carry a change past it.
+    check_log_end(
+        db_path,
+        log_dir,
+        lost,
+        reader.summary().end,
+        &pages.visited,
+        max_stamp,
+        checkpoint.checkpoint.engine_stamp,
+    )?;
     // A group whose last part never reached the log: its pages were latched until the whole
     // group was logged, so none of it is on disk and no later record depends on it.
     report.groups_dropped = groups.len() as u64;
@@ -518,6 +538,62 @@ pub fn recover_with(
         report.seconds / report.logs_replayed as f64
     };
     Ok(report)
+}
+
+/// The lost-log decision after the replay: `lost` is the reader's proof that the log ended early
+/// (a missing or cut generation), `end` where the log found ends otherwise; the pages the replay
+/// read are checked against that end ([`VisitedPages::pages_ahead_of_the_log`]). Either finding
+/// is [`InstanceError::LostLog`], and the database is left as it is: dirty.
+fn check_log_end(
+    db_path: &Path,
+    log_dir: &Path,
+    lost: Option<jetproof_log::LogError>,
+    end: Option<Lsn>,
+    visited: &VisitedPages,
+    max_stamp: u64,
+    checkpoint_stamp: u64,
+) -> Result<()> {
+    let (log_file, log_end, reason) = match lost {
+        Some(jetproof_log::LogError::LostLog {
+            path,
+            log_end,
+            reason,
+        }) => (path, log_end, Some(reason)),
+        Some(other) => return Err(other.into()),
+        None => match end {
+            Some(end) => (
+                jetproof_log::log_file_path(log_dir, end.generation),
+                end,
+                None,
+            ),
+            // The replay stopped before the log's end (an error was returned instead).
+            None => return Ok(()),
+        },
+    };
+    let pages = visited.pages_ahead_of_the_log(log_end, max_stamp, checkpoint_stamp);
+    if reason.is_none() && pages.count == 0 {
+        return Ok(());
+    }
+    let pages_ahead = if pages.count == 0 {
+        String::new()
+    } else {
+        format!(
+            " {} page(s) on disk carry changes past that end: {pages};",
+            pages.count
+        )
+    };
+    Err(InstanceError::LostLog(Box::new(crate::error::LostLog {
+        path: db_path.to_path_buf(),
+        log_file,
+        log_end,
+        reason: reason.unwrap_or_else(|| {
+            "pages on disk were written after log records that are no longer in the log (its \
+             newest generation lost its tail, or the log was replaced)"
+                .to_string()
+        }),
+        pages_ahead,
+        pages,
+    })))
 }
 
 /// A log record read ahead of the replay, decoded (its payload is not kept).
@@ -712,6 +788,8 @@ struct PageMap {
     pinned: BTreeMap<u32, usize>,
     read_ahead: ReadAhead,
     reads: ReadCounts,
+    /// Every page as first read from disk, for the lost-log check ([`check_log_end`]).
+    visited: VisitedPages,
 }
 
 impl PageMap {
@@ -736,6 +814,7 @@ impl PageMap {
             pinned: BTreeMap::new(),
             read_ahead,
             reads: ReadCounts::default(),
+            visited: VisitedPages::default(),
         })
     }
 
@@ -785,6 +864,7 @@ impl PageMap {
                         bytes
                     }
                 };
+                self.visited.record(page, &bytes);
                 entry.insert(bytes)
             }
         };

@@ -20,8 +20,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use jetproof_instance::{Instance, InstanceOptions, recover};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jetproof_instance::{Instance, InstanceError, InstanceOptions, recover};
 use jetproof_io::fault::{CrashMode, FaultBackend, FaultConfig};
+use jetproof_io::{IoBackend, IoClass, OpenOptions};
+use jetproof_log::format::DATA_START;
+use jetproof_log::{LogError, Lsn, log_file_path};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -68,7 +74,43 @@ struct Promise {
     snapshots: Vec<Model>,
     /// `snapshots[..=durable]` are certainly in the log.
     durable: usize,
+    /// `commits[k]`: where the commit record that made `snapshots[k + 1]` was appended.
+    commits: Vec<Lsn>,
 }
+
+/// Damage done to the newest log generation after the crash, as a person or a failing device
+/// could (issue 15): never something a crash leaves.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Damage {
+    None,
+    /// The newest generation file removed.
+    Deleted,
+    /// Cut to this many bytes (inside its header block, or mid-file).
+    Truncated(u64),
+    /// Zeroed from this offset to its end, its size kept (an acknowledged write the device did
+    /// not keep): the log alone cannot tell this from a clean end.
+    ZeroedFrom(u64),
+}
+
+/// How often each outcome of the damage cases happened (printed at the end of the run).
+#[derive(Default)]
+struct Tally {
+    damaged: AtomicU64,
+    reported: AtomicU64,
+    /// Zeroed tails refused by recovery with another error than a lost log (still dirty).
+    zeroed_refused: AtomicU64,
+    /// Zeroed tails recovered without a report although they lost durable commits or left
+    /// content that is no committed prefix: the documented limit (`docs/design.md`,
+    /// "Recovery", row 17), until a record of each page's flushes can show them.
+    zeroed_unreported_losses: AtomicU64,
+}
+
+static TALLY: Tally = Tally {
+    damaged: AtomicU64::new(0),
+    reported: AtomicU64::new(0),
+    zeroed_refused: AtomicU64::new(0),
+    zeroed_unreported_losses: AtomicU64::new(0),
+};
 
 /// One transaction of 1–4 writes, then a lazy or durable commit or a rollback. Errors (the
 /// injected EIO) end the run; the model learns only what surely happened.
@@ -128,11 +170,17 @@ fn transaction(
             // Whether or not the commit returns, its record may be in the log.
             promise.snapshots.push(pending);
             let committed = instance.commit(lazy).map_err(|e| e.to_string())?;
-            if committed.is_none() {
+            match committed {
                 // Nothing changed: no commit record.
-                promise.snapshots.pop();
-            } else if !lazy {
-                promise.durable = promise.snapshots.len() - 1;
+                None => {
+                    promise.snapshots.pop();
+                }
+                Some(lsn) => {
+                    promise.commits.push(lsn);
+                    if !lazy {
+                        promise.durable = promise.snapshots.len() - 1;
+                    }
+                }
             }
         }
     }
@@ -177,6 +225,7 @@ fn one_case(seed: u64, log_sector: usize) {
     let mut promise = Promise {
         snapshots: vec![Model::new()],
         durable: 0,
+        commits: Vec::new(),
     };
     let mut stopped = None;
     for n in 0..transactions {
@@ -228,34 +277,126 @@ fn one_case(seed: u64, log_sector: usize) {
     };
     let crashed = backend.crash(mode);
     crashed.configure(|c| c.eio_after_ops = None);
+    let newest_before_crash = instance.log().end_lsn().generation;
     // Every I/O on the old backend fails from the crash on, so dropping (which stops the log's
     // flusher thread and frees the cache) cannot reach the crashed copy.
     drop(instance);
 
+    // One case in four damages the newest log generation the crash left (`JETPROOF_DAMAGE=0..3`
+    // forces one kind: none, deleted, truncated, zeroed tail).
+    let damage_kind = std::env::var("JETPROOF_DAMAGE")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| {
+            if rng.random_bool(0.25) {
+                rng.random_range(1..4u32)
+            } else {
+                0
+            }
+        });
+    let (damage, newest) =
+        damage_newest_generation(&crashed, newest_before_crash, damage_kind, &mut rng);
+    // Durable commits the log still holds: all of them, unless a zeroed tail (which the log
+    // cannot tell from its end) removed some; those the check below allows to be missing only
+    // when no page showed the loss.
+    let durable_kept = match damage {
+        Damage::ZeroedFrom(offset) => {
+            let zeroed = Lsn::new(newest, offset);
+            (0..=promise.durable)
+                .rev()
+                .find(|&k| k == 0 || promise.commits[k - 1] < zeroed)
+                .unwrap_or(0)
+        }
+        _ => promise.durable,
+    };
+
     let context = format!(
         "seed {seed} ({mode:?}, {log_sector}-byte log sectors, cut after {cut:?} ops, stopped by \
-         {stopped:?}, {} commits, {} durable)",
+         {stopped:?}, {} commits, {} durable, damage {damage:?} to generation {newest})",
         promise.snapshots.len() - 1,
         promise.durable
     );
-    let report = recover(crashed.clone(), db, logs, &opts)
-        .unwrap_or_else(|e| panic!("{context}: recovery failed: {e}"));
-    let instance = Instance::open(crashed.clone(), db, logs, opts)
-        .unwrap_or_else(|e| panic!("{context}: open after recovery: {e}"));
+    if damage != Damage::None {
+        TALLY.damaged.fetch_add(1, Ordering::Relaxed);
+    }
+    let zeroed = matches!(damage, Damage::ZeroedFrom(_));
+    let report = match recover(crashed.clone(), db, logs, &opts) {
+        Ok(report) => report,
+        // The loss is reported: typed, naming the file, and the database left dirty. A
+        // missing generation the replay needs, or a checkpoint past the end of what is left,
+        // are reported losses too.
+        Err(
+            e @ (InstanceError::LostLog(_)
+            | InstanceError::Log(
+                LogError::MissingGeneration { .. } | LogError::CheckpointBeyondLog { .. },
+            )),
+        ) if damage != Damage::None => {
+            assert!(
+                common::is_dirty(&crashed, db),
+                "{context}: the database was marked clean after a lost log ({e})"
+            );
+            TALLY.reported.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        Err(e) if zeroed && common::is_dirty(&crashed, db) => {
+            // Refused by another recovery error (the zeroed tail left the pages inconsistent
+            // with the log): reported, the database still dirty, though not as a lost log.
+            TALLY.zeroed_refused.fetch_add(1, Ordering::Relaxed);
+            let _ = e;
+            return;
+        }
+        Err(e) => panic!("{context}: recovery failed: {e}"),
+    };
+    match check_recovered(&crashed, &opts, &promise, durable_kept, &report, &context) {
+        Ok(()) => {}
+        // The documented limit (`docs/design.md`, "Recovery", row 17): a zeroed tail whose lost
+        // records no page the replay read shows. Counted and printed, not hidden.
+        Err(_) if zeroed => {
+            TALLY
+                .zeroed_unreported_losses
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Err(failure) => panic!("{failure}"),
+    }
+}
+
+/// The checks after a recovery that succeeded: the instance opens, the tree's invariants hold,
+/// no record is left marked deleted, the content is the model after a committed prefix from
+/// the `durable_kept`-th commit on, and every page verifies.
+fn check_recovered(
+    crashed: &Arc<FaultBackend>,
+    opts: &InstanceOptions,
+    promise: &Promise,
+    durable_kept: usize,
+    report: &jetproof_instance::RecoveryReport,
+    context: &str,
+) -> Result<(), String> {
+    let (db, logs) = (Path::new(DB), Path::new(LOGS));
+    let instance = Instance::open(crashed.clone(), db, logs, opts.clone())
+        .map_err(|e| format!("{context}: open after recovery: {e}"))?;
     let stats = instance
         .database()
         .check()
-        .unwrap_or_else(|e| panic!("{context}: {e}"));
+        .map_err(|e| format!("{context}: {e}"))?;
     // No transaction is open after recovery: a delete's mark was either purged (committed) or
     // cleared (taken back).
-    assert_eq!(
-        stats.marked_records, 0,
-        "{context}: records left marked deleted ({report:?})"
-    );
+    if stats.marked_records != 0 {
+        return Err(format!(
+            "{context}: {} records left marked deleted ({report:?})",
+            stats.marked_records
+        ));
+    }
     let found = content(&instance);
-    let matches: Vec<usize> = (promise.durable..promise.snapshots.len())
+    let matches: Vec<usize> = (durable_kept..promise.snapshots.len())
         .filter(|&k| expand(&promise.snapshots[k]) == found)
         .collect();
+    if !matches.is_empty() && matches.iter().all(|&k| k < promise.durable) {
+        // Durable commits lost with a zeroed tail (`durable_kept` is `durable` otherwise).
+        return Err(format!(
+            "{context}: durable commits after {} lost without a report",
+            matches[0]
+        ));
+    }
     if matches.is_empty() {
         // The nearest candidate, and how the content differs from it.
         let found_map: BTreeMap<Vec<u8>, Vec<u8>> = found.iter().cloned().collect();
@@ -282,16 +423,74 @@ fn one_case(seed: u64, log_sector: usize) {
         let nearest = (0..promise.snapshots.len())
             .min_by_key(|&k| differences(k).len())
             .unwrap_or(0);
-        panic!(
+        return Err(format!(
             "{context}: the recovered content is no committed prefix from the last durable \
              commit on ({} records found; nearest: after commit {nearest}, differing in {:?}; \
              {report:?})",
             found.len(),
             differences(nearest)
-        );
+        ));
     }
-    instance.close().unwrap();
-    common::assert_every_page_verifies(&crashed, db, &context);
+    instance
+        .close()
+        .map_err(|e| format!("{context}: close: {e}"))?;
+    common::assert_every_page_verifies(crashed, db, context);
+    Ok(())
+}
+
+/// Damages the newest generation file the crash left (`kind`: 0 none, 1 deleted, 2 truncated,
+/// 3 zeroed tail). Returns the damage and that generation.
+fn damage_newest_generation(
+    backend: &Arc<FaultBackend>,
+    newest_before_crash: u64,
+    kind: u32,
+    rng: &mut StdRng,
+) -> (Damage, u64) {
+    let logs = Path::new(LOGS);
+    // The crash may have lost the newest install: the highest generation whose file is left.
+    let Some(newest) = (1..=newest_before_crash + 1)
+        .rev()
+        .find(|&g| backend.exists(&log_file_path(logs, g)))
+    else {
+        return (Damage::None, 0);
+    };
+    let path = log_file_path(logs, newest);
+    let size = backend
+        .current_contents(&path)
+        .map_or(0, |bytes| bytes.len() as u64);
+    let damage = match kind {
+        0 => return (Damage::None, newest),
+        1 => {
+            backend.remove(&path).unwrap();
+            backend.sync_dir(logs).unwrap();
+            return (Damage::Deleted, newest);
+        }
+        2 => Damage::Truncated(if rng.random_bool(0.2) {
+            rng.random_range(0..DATA_START)
+        } else {
+            rng.random_range(DATA_START..size.max(DATA_START + 1))
+        }),
+        _ => Damage::ZeroedFrom(rng.random_range(DATA_START..size.max(DATA_START + 1))),
+    };
+    let file = backend.open(&path, &OpenOptions::read_write()).unwrap();
+    match damage {
+        Damage::Truncated(to) => file.set_size(to).unwrap(),
+        Damage::ZeroedFrom(from) if from < size => {
+            let before = backend.current_contents(&path).unwrap_or_default();
+            if before
+                .get(from as usize..)
+                .is_none_or(|tail| tail.iter().all(|&b| b == 0))
+            {
+                // Nothing written there: no damage.
+                return (Damage::None, newest);
+            }
+            let zeros = vec![0u8; (size - from) as usize];
+            file.write_at(&zeros, from, IoClass::LogWrite).unwrap();
+        }
+        _ => {}
+    }
+    file.sync_data(IoClass::LogWrite).unwrap();
+    (damage, newest)
 }
 
 #[test]
@@ -325,4 +524,16 @@ fn crash_harness_recovers_exactly_a_committed_prefix() {
             });
         }
     });
+    let damaged = TALLY.damaged.load(Ordering::Relaxed);
+    let reported = TALLY.reported.load(Ordering::Relaxed);
+    let refused = TALLY.zeroed_refused.load(Ordering::Relaxed);
+    let unreported = TALLY.zeroed_unreported_losses.load(Ordering::Relaxed);
+    eprintln!(
+        "crash harness: {count} seeds; {damaged} with the newest generation damaged: {reported} \
+         reported as a lost log, {} recovered whole; zeroed tails: {refused} refused by another \
+         recovery error, {unreported} lost data no page the replay read showed (the documented \
+         limit). Deleted and truncated generations: 0 undetected losses (each would fail its \
+         seed)",
+        damaged - reported - refused - unreported
+    );
 }

@@ -24,7 +24,7 @@ pub const CHECKPOINT_MAGIC: [u8; 8] = *b"JPLOGCHK";
 pub const CHECKPOINT_VERSION: u32 = 3;
 /// Each slot is one 4 KiB block, so it can be written with direct I/O on its own.
 pub const SLOT_BYTES: usize = 4096;
-const SLOT_MEANINGFUL_BYTES: usize = 92;
+const SLOT_MEANINGFUL_BYTES: usize = 108;
 
 /// One checkpoint.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -46,6 +46,9 @@ pub struct Checkpoint {
     /// so a log found ending before this generation has lost files (`docs/log.md`, "The
     /// log's end is proved").
     pub newest_generation: u64,
+    /// How far the log was durable when this slot was written (version 3; [`Lsn::ZERO`]:
+    /// unknown): a log found ending before it lost synced data.
+    pub durable_end: Lsn,
 }
 
 impl Checkpoint {
@@ -61,8 +64,10 @@ impl Checkpoint {
         slot[64..72].copy_from_slice(&self.written_unix_ms.to_le_bytes());
         slot[72..80].copy_from_slice(&self.engine_stamp.to_le_bytes());
         slot[80..88].copy_from_slice(&self.newest_generation.to_le_bytes());
-        let crc = crc32c::crc32c(&slot[..88]);
-        slot[88..92].copy_from_slice(&crc.to_le_bytes());
+        slot[88..96].copy_from_slice(&self.durable_end.generation.to_le_bytes());
+        slot[96..104].copy_from_slice(&self.durable_end.offset.to_le_bytes());
+        let crc = crc32c::crc32c(&slot[..104]);
+        slot[104..108].copy_from_slice(&crc.to_le_bytes());
     }
 
     pub(crate) fn decode(slot: &[u8]) -> Option<Checkpoint> {
@@ -79,11 +84,11 @@ impl Checkpoint {
         version.copy_from_slice(&slot[8..12]);
         let version = u32::from_le_bytes(version);
         // Version 1: CRC of the first 72 bytes at 72; version 2: stamp at 72, CRC of 80 at 80;
-        // version 3: newest generation at 80, CRC of 88 at 88.
+        // version 3: newest generation at 80, durable end at 88, CRC of 104 at 104.
         let covered = match version {
             1 => 72,
             2 => 80,
-            CHECKPOINT_VERSION => 88,
+            CHECKPOINT_VERSION => 104,
             _ => return None,
         };
         let mut crc = [0u8; 4];
@@ -101,6 +106,11 @@ impl Checkpoint {
             written_unix_ms: field(64),
             engine_stamp: if version == 1 { 0 } else { field(72) },
             newest_generation: if version >= 3 { field(80) } else { 0 },
+            durable_end: if version >= 3 {
+                Lsn::new(field(88), field(96))
+            } else {
+                Lsn::ZERO
+            },
         })
     }
 }
@@ -241,15 +251,29 @@ impl CheckpointWriter {
     /// Durably records `lsn` as the new checkpoint (one 4 KiB write and one fdatasync), with
     /// `engine_stamp` (or the last one, if `None`).
     pub fn write(&mut self, lsn: Lsn, engine_stamp: Option<u64>) -> Result<Checkpoint, IoError> {
-        self.write_slot(lsn, engine_stamp, self.last.newest_generation)
+        self.write_durable(lsn, engine_stamp, lsn)
+    }
+
+    /// [`CheckpointWriter::write`], recording that the log was durable up to `durable_end`.
+    pub fn write_durable(
+        &mut self,
+        lsn: Lsn,
+        engine_stamp: Option<u64>,
+        durable_end: Lsn,
+    ) -> Result<Checkpoint, IoError> {
+        self.write_slot(lsn, engine_stamp, self.last.newest_generation, durable_end)
     }
 
     /// Durably records that generation `generation` is installed (the checkpoint itself does
     /// not move): one 4 KiB write and one fdatasync per generation, made before any record can
     /// be durable in it. The recorded generation never goes back.
-    pub fn record_installed(&mut self, generation: u64) -> Result<Checkpoint, IoError> {
+    pub fn record_installed(
+        &mut self,
+        generation: u64,
+        durable_end: Lsn,
+    ) -> Result<Checkpoint, IoError> {
         let newest = self.last.newest_generation.max(generation);
-        self.write_slot(self.last.lsn, None, newest)
+        self.write_slot(self.last.lsn, None, newest, durable_end)
     }
 
     fn write_slot(
@@ -257,8 +281,10 @@ impl CheckpointWriter {
         lsn: Lsn,
         engine_stamp: Option<u64>,
         newest_generation: u64,
+        durable_end: Lsn,
     ) -> Result<Checkpoint, IoError> {
         let next = Checkpoint {
+            durable_end: self.last.durable_end.max(durable_end),
             sequence: self.last.sequence.wrapping_add(1),
             lsn,
             written_unix_ms: unix_ms(),
@@ -292,6 +318,7 @@ mod tests {
             written_unix_ms: 0,
             engine_stamp: 0,
             newest_generation: 1,
+            durable_end: Lsn::ZERO,
         };
         let mut writer = CheckpointWriter::create(&*backend, dir, false, first).expect("create");
         writer.write(Lsn::new(2, 4096), Some(11)).expect("write 2");
@@ -333,12 +360,17 @@ mod tests {
             written_unix_ms: 0,
             engine_stamp: 5,
             newest_generation: 1,
+            durable_end: Lsn::ZERO,
         };
         let mut writer = CheckpointWriter::create(&*backend, dir, false, first).expect("create");
-        writer.record_installed(2).expect("install 2");
+        writer
+            .record_installed(2, Lsn::new(2, 4096))
+            .expect("install 2");
         writer.write(Lsn::new(1, 8192), Some(9)).expect("move");
         // Never goes back.
-        writer.record_installed(1).expect("install 1 again");
+        writer
+            .record_installed(1, Lsn::new(1, 9000))
+            .expect("install 1 again");
         let read = read_checkpoint(&*backend, dir, Some(7))
             .expect("read")
             .expect("present");
@@ -349,6 +381,11 @@ mod tests {
             "an install moves nothing"
         );
         assert_eq!(read.checkpoint.engine_stamp, 9);
+        assert_eq!(
+            read.checkpoint.durable_end,
+            Lsn::new(2, 4096),
+            "never goes back"
+        );
         // A version 2 slot (as builds before 2026-11-25 wrote it) reads with newest unknown.
         let mut slot = AlignedBuf::zeroed(SLOT_BYTES);
         Checkpoint {
@@ -362,6 +399,7 @@ mod tests {
         slot[80..84].copy_from_slice(&crc.to_le_bytes());
         let decoded = Checkpoint::decode(&slot).expect("version 2 decodes");
         assert_eq!(decoded.newest_generation, 0);
+        assert_eq!(decoded.durable_end, Lsn::ZERO);
         assert_eq!(decoded.engine_stamp, 9);
         assert_eq!(decoded.lsn, Lsn::new(1, 8192));
     }

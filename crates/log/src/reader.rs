@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use jetproof_io::IoBackend;
 
-use crate::checkpoint::{CheckpointRead, read_checkpoint};
+use crate::checkpoint::{Checkpoint, CheckpointRead, read_checkpoint};
 use crate::error::{LogError, Result};
 use crate::format::{DATA_START, FrameKind, checkpoint_path, generation_path};
 use crate::lsn::{LogRecord, Lsn};
@@ -47,9 +47,9 @@ pub struct LogReader {
     frame_index: usize,
     finished: bool,
     summary: ReadSummary,
-    /// The newest generation the checkpoint file records as installed (0: unknown): a log
-    /// ending before it has lost generations.
-    newest_installed: u64,
+    /// The checkpoint read (when opened from it): the newest generation it records as installed
+    /// and the durable end it records prove how far the log must reach.
+    checkpoint: Option<crate::checkpoint::Checkpoint>,
     /// The file after the current generation was cut before its header ([`LogError::LostLog`]):
     /// reported once the current generation's records have been read.
     lost_after: Option<LogError>,
@@ -89,7 +89,7 @@ impl LogReader {
             frame_index: 0,
             finished: false,
             summary: ReadSummary::default(),
-            newest_installed: 0,
+            checkpoint: None,
             lost_after: None,
         })
     }
@@ -115,7 +115,7 @@ impl LogReader {
             checkpoint.checkpoint.lsn,
             options,
         )?;
-        reader.newest_installed = checkpoint.checkpoint.newest_generation;
+        reader.checkpoint = Some(checkpoint.checkpoint);
         Ok((reader, checkpoint))
     }
 
@@ -162,7 +162,11 @@ impl LogReader {
                                 other => other,
                             })
                         })
-                        .or_else(|| missing_newest(&self.dir, analysis.end, self.newest_installed));
+                        .or_else(|| {
+                            self.checkpoint.as_ref().and_then(|checkpoint| {
+                                before_proved_end(&self.dir, analysis.end, checkpoint)
+                            })
+                        });
                     if let Some(lost) = lost {
                         self.current = None;
                         return Err(lost);
@@ -217,6 +221,10 @@ impl LogReader {
             // Skip to the start, which must be a frame boundary of the valid log.
             let start = self.start.offset;
             if start > analysis.scan.valid_end {
+                // A file cut short is the cause, when it is one: say so.
+                if let Some(lost) = analysis.lost_log() {
+                    return Err(lost);
+                }
                 return Err(LogError::CheckpointBeyondLog {
                     path: analysis.file.path.clone(),
                     checkpoint: self.start,
@@ -272,6 +280,28 @@ pub(crate) fn missing_newest(dir: &Path, end: Lsn, newest_installed: u64) -> Opt
             checkpoint_path(dir).display(),
             end.generation
         ),
+    })
+}
+
+/// The loss when a log found ending at `end` stops before what the checkpoint file proves it
+/// reached: a generation it records as installed ([`missing_newest`]), or the durable end it
+/// recorded when it was last written (synced log data gone: a zeroed or lost tail).
+pub(crate) fn before_proved_end(
+    dir: &Path,
+    end: Lsn,
+    checkpoint: &crate::checkpoint::Checkpoint,
+) -> Option<LogError> {
+    missing_newest(dir, end, checkpoint.newest_generation).or_else(|| {
+        (end < checkpoint.durable_end).then(|| LogError::LostLog {
+            path: generation_path(dir, end.generation),
+            log_end: end,
+            reason: format!(
+                "the log's valid frames end at {end}, but the checkpoint file {} records the log \
+                 as durable up to {} (synced log data is gone: a zeroed or lost tail)",
+                checkpoint_path(dir).display(),
+                checkpoint.durable_end
+            ),
+        })
     })
 }
 
@@ -486,6 +516,24 @@ pub fn verify_log_dir_listed(
             continue;
         }
         let file_report = match analyse_generation(backend, dir, generation, database_id, options) {
+            Ok(Some(analysis)) if generation == last_present && analysis.lost.is_none() => {
+                let mut file = good_report(&analysis);
+                let lost = checkpoint
+                    .as_ref()
+                    .map(|c| Checkpoint {
+                        // Missing later generations are reported as such, above.
+                        newest_generation: 0,
+                        ..*c
+                    })
+                    .and_then(|c| before_proved_end(dir, analysis.end, &c));
+                if let Some(lost) = lost {
+                    file.status = FileStatus::Bad {
+                        offset: Some(analysis.end.offset),
+                        reason: format!("lost log: {lost}"),
+                    };
+                }
+                file
+            }
             Ok(Some(analysis)) => good_report(&analysis),
             Ok(None) => missing_report(dir, generation, "it disappeared while being verified"),
             Err(error) => bad_report(backend, dir, generation, database_id, options, error),

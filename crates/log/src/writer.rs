@@ -416,6 +416,7 @@ impl Log {
                 written_unix_ms: unix_ms(),
                 engine_stamp: 0,
                 newest_generation: 1,
+                durable_end: first,
             },
         )?;
         Ok(Log::start(backend, options, file, first, 1, checkpoint))
@@ -481,9 +482,7 @@ impl Log {
         // The end found must be one a crash can leave (`docs/log.md`, "The log's end is
         // proved"): continuing after a lost end would also give a lost generation's number, and
         // positions pages may carry, to new records.
-        if let Some(lost) = analysis.lost_log().or_else(|| {
-            crate::reader::missing_newest(&dir, analysis.end, checkpoint.newest_generation)
-        }) {
+        if let Some(lost) = analysis.lost_log() {
             return Err(lost);
         }
         if checkpoint.lsn > analysis.end {
@@ -492,6 +491,9 @@ impl Log {
                 checkpoint: checkpoint.lsn,
                 log_end: analysis.end,
             });
+        }
+        if let Some(lost) = crate::reader::before_proved_end(&dir, analysis.end, &checkpoint) {
+            return Err(lost);
         }
         let generation = last + 1;
         // A spare left by the previous run is formatted anew; one jetproof did not make (or a
@@ -507,7 +509,9 @@ impl Log {
         let mut checkpoint_writer =
             CheckpointWriter::open(&*backend, &dir, options.direct_io, checkpoint)?;
         // Recorded before any record can be durable in it, as at rollover.
-        checkpoint_writer.record_installed(generation)?;
+        // The end found is not recorded as durable: frames a crash left unsynced may read back
+        // now and still be lost by a later power failure. The durable end recorded before stays.
+        checkpoint_writer.record_installed(generation, Lsn::ZERO)?;
         let report = OpenReport {
             checkpoint: checkpoint.lsn,
             previous_end: analysis.end,
@@ -816,7 +820,7 @@ impl Log {
                 ),
             });
         }
-        if let Err(error) = checkpoint.write(lsn, engine_stamp) {
+        if let Err(error) = checkpoint.write_durable(lsn, engine_stamp, durable) {
             return Err(inner.poison(error));
         }
         inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -1017,7 +1021,9 @@ impl Inner {
                     // durable in it (appends wait until this write returns), so a log found
                     // ending before it has lost files (`docs/log.md`, "The log's end is
                     // proved"). One 4 KiB write and one fdatasync per generation.
-                    self.checkpoint.lock().record_installed(generation + 1)?;
+                    self.checkpoint
+                        .lock()
+                        .record_installed(generation + 1, previous_end)?;
                     return Ok(Some(next));
                 }
                 Ok(None)

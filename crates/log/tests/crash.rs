@@ -973,3 +973,60 @@ fn the_verifier_finds_every_generation_by_listing_without_the_checkpoint() {
         );
     }
 }
+
+#[test]
+fn a_zeroed_tail_before_the_durable_end_the_checkpoint_file_recorded_is_lost_log() {
+    // Row 23: every checkpoint file write records how far the log was durable; a log found
+    // ending before that lost synced data. Zeroed after it, the tail reads as the log's end
+    // (the documented limit: nothing in the log proves those last writes).
+    let dir = PathBuf::from("/db/log");
+    for zero_before_the_recorded_end in [true, false] {
+        let backend = CrashBackend::new();
+        let log = Log::create(backend.clone(), options(&dir)).expect("create");
+        let payload = vec![9u8; 500];
+        let mut lsns = Vec::new();
+        for index in 0..20 {
+            lsns.push(
+                log.append_and_commit(
+                    &Record {
+                        record_type: 1,
+                        transaction_id: index,
+                        payload: &payload,
+                    },
+                    Durability::Durable,
+                )
+                .expect("commit"),
+            );
+            if index == 10 {
+                log.write_checkpoint(lsns[2]).expect("checkpoint");
+            }
+        }
+        log.close().expect("close");
+        let from = if zero_before_the_recorded_end {
+            lsns[6].offset
+        } else {
+            lsns[15].offset
+        };
+        backend.zero_range(&log_file_path(&dir, 1), from, 64 << 10);
+        let (records, error) = read_until_error(backend.clone(), &dir);
+        if zero_before_the_recorded_end {
+            assert!(
+                matches!(&error, Some(LogError::LostLog { log_end, .. }) if log_end.offset == from),
+                "{error:?}"
+            );
+            assert!(matches!(
+                Log::open(backend.clone(), options(&dir)),
+                Err(LogError::LostLog { .. })
+            ));
+            let report = verify_log_dir(&*backend, &dir, Some(DATABASE), &ReadOptions::default())
+                .expect("verify");
+            assert!(!report.is_clean(), "{report:#?}");
+        } else {
+            assert!(error.is_none(), "{error:?}");
+        }
+        assert_eq!(
+            records.len(),
+            lsns.iter().filter(|lsn| lsn.offset < from).count() - 2
+        );
+    }
+}

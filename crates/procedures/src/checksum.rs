@@ -134,6 +134,44 @@ pub struct DamagedPage {
     pub bit: Option<u64>,
 }
 
+/// A log position in `result.json`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub generation: u64,
+    pub offset: u64,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.generation, self.offset)
+    }
+}
+
+/// A database's shutdown state, as `eseutil /mh` shows it: clean or dirty shutdown, where
+/// recovery starts, and which log generations it needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseState {
+    /// `clean` (closed cleanly: every change is in the file) or `dirty` (not shut down cleanly:
+    /// its logs must be replayed by `jetproof recover` before it is used or trusted).
+    pub state: String,
+    /// The header's recovery position: where the log stood at the last clean close (0:0: never
+    /// attached to a log, as `jetproof init` leaves it).
+    pub recovery_position: Position,
+    /// The log's checkpoint (a replay would start here), when its checkpoint file is usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Position>,
+    /// For a dirty database: the first and last log generation recovery needs (ESE's "Log
+    /// Required"), from the checkpoint's to the newest found or recorded as installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_required: Option<[u64; 2]>,
+}
+
+impl DatabaseState {
+    pub fn is_dirty(&self) -> bool {
+        self.state == "dirty"
+    }
+}
+
 /// The checksum figures of one database file: a row of the seeds' "Checksum Statistics" table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FileChecksum {
@@ -144,8 +182,16 @@ pub struct FileChecksum {
     pub size_bytes: u64,
     /// Bytes read and checked: `size_bytes` unless the pass was stopped early.
     pub checked_bytes: u64,
-    /// Bytes past the last page the header counts (a growth that did not finish); not checked.
+    /// Bytes past the last page the header counts; not checked. Up to one extent is what a
+    /// growth that did not finish leaves.
     pub trailing_bytes: u64,
+    /// Of those, bytes beyond what an unfinished growth can leave (one extent): appended to the
+    /// file by something else. A fail verdict.
+    #[serde(default)]
+    pub appended_bytes: u64,
+    /// Clean or dirty shutdown, and what recovery would need.
+    #[serde(default)]
+    pub database_state: DatabaseState,
     pub pages_seen: u64,
     pub pages_bad: u64,
     pub pages_correctable: u64,
@@ -200,6 +246,20 @@ pub struct LogChecksum {
     /// A checkpoint file that exists but cannot be used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_error: Option<String>,
+    /// Log files exist but the checkpoint file does not: no replay can start, and a database
+    /// that used this log cannot be attached. A fail verdict.
+    #[serde(default)]
+    pub checkpoint_missing: bool,
+    /// The checkpoint (where a replay starts), when the checkpoint file is usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Position>,
+    /// The newest generation the checkpoint file records as installed (checkpoint files
+    /// written before 2026-11-25 do not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_installed_generation: Option<u64>,
+    /// The highest generation whose file was found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_found_generation: Option<u64>,
     /// Every log file that is not perfect, with the place and reason.
     pub problems: Vec<LogProblem>,
 }
@@ -207,15 +267,30 @@ pub struct LogChecksum {
 impl LogChecksum {
     /// True when no log file is bad and the checkpoint is usable (a torn tail is tolerated).
     pub fn is_clean(&self) -> bool {
-        self.files_bad == 0 && self.checkpoint_error.is_none()
+        self.files_bad == 0 && self.checkpoint_error.is_none() && !self.checkpoint_missing
     }
 
     fn from_report(instance: &Instance, report: &VerifyReport) -> LogChecksum {
+        let checkpoint = report.checkpoint.as_ref().map(|read| read.checkpoint);
         let mut figures = LogChecksum {
             instance: instance.name.clone(),
             log_path: instance.log_path.clone(),
             present: true,
             checkpoint_error: report.checkpoint_error.clone(),
+            checkpoint_missing: report.checkpoint_missing(),
+            checkpoint: checkpoint.map(|c| Position {
+                generation: c.lsn.generation,
+                offset: c.lsn.offset,
+            }),
+            newest_installed_generation: checkpoint
+                .map(|c| c.newest_generation)
+                .filter(|&newest| newest > 0),
+            newest_found_generation: report
+                .files
+                .iter()
+                .filter(|file| file.size_bytes > 0)
+                .map(|file| file.generation)
+                .max(),
             ..LogChecksum::default()
         };
         for file in &report.files {
@@ -304,9 +379,13 @@ impl ChecksumRun {
         totals
     }
 
-    /// True when every page of every database is perfect and no log file is bad.
+    /// True when every page of every database is perfect, every database was shut down
+    /// cleanly, no file has bytes appended past its pages, and no log file is bad: the pass
+    /// verdict.
     pub fn is_clean(&self) -> bool {
-        self.files.iter().all(FileChecksum::is_clean) && self.logs.iter().all(LogChecksum::is_clean)
+        self.files.iter().all(|file| {
+            file.is_clean() && !file.database_state.is_dirty() && file.appended_bytes == 0
+        }) && self.logs.iter().all(LogChecksum::is_clean)
     }
 }
 
@@ -365,6 +444,7 @@ struct Target {
     stats: Arc<InstanceStats>,
     header: DbHeader,
     trailing_bytes: u64,
+    appended_bytes: u64,
 }
 
 /// Checks, before anything is written or read, that every database of the job exists and can be
@@ -420,12 +500,15 @@ fn open_targets(
             });
         }
         let trailing_bytes = file.size()?.saturating_sub(header.file_size_bytes());
+        // A growth writes at most one extent of formatted pages before the header counts them.
+        let growth_bytes = u64::from(header.extent_pages).max(1) * u64::from(header.page_size);
         targets.push(Target {
             instance: instance.clone(),
             file,
             stats,
             header,
             trailing_bytes,
+            appended_bytes: trailing_bytes.saturating_sub(growth_bytes),
         });
     }
     Ok(targets)
@@ -458,7 +541,7 @@ pub fn check_instances(
                 .iter()
                 .map(|target| {
                     scope.spawn(|| {
-                        let file = scan_target(target, options, progress)?;
+                        let mut file = scan_target(target, options, progress)?;
                         let logs = if options.stop_requested() {
                             LogChecksum {
                                 instance: target.instance.name.clone(),
@@ -468,6 +551,7 @@ pub fn check_instances(
                         } else {
                             verify_logs(target, backend, options)?
                         };
+                        file.database_state = database_state(&target.header, &logs);
                         Ok((file, logs))
                     })
                 })
@@ -500,8 +584,63 @@ pub fn check_instances(
     })
 }
 
+/// The database's shutdown state from its header, and the generations a recovery would need
+/// from what the log verifier found.
+fn database_state(header: &DbHeader, logs: &LogChecksum) -> DatabaseState {
+    let dirty = header.state == jetproof_engine::DbState::Dirty;
+    let logs_required = match (dirty, logs.checkpoint) {
+        (true, Some(checkpoint)) => {
+            let last = logs
+                .newest_found_generation
+                .max(logs.newest_installed_generation)
+                .unwrap_or(checkpoint.generation)
+                .max(checkpoint.generation);
+            Some([checkpoint.generation, last])
+        }
+        _ => None,
+    };
+    DatabaseState {
+        state: if dirty { "dirty" } else { "clean" }.to_string(),
+        recovery_position: Position {
+            generation: header.recovery_position.generation,
+            offset: header.recovery_position.offset,
+        },
+        checkpoint: logs.checkpoint,
+        logs_required,
+    }
+}
+
+/// The generations whose files a listing of `dir` finds (names exactly as the log writes them;
+/// anything else there is not ours and is left alone).
+fn list_generations(dir: &std::path::Path) -> Result<Vec<u64>, IoError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| IoError::Path {
+        op: "list the log directory",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut generations = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| IoError::Path {
+            op: "list the log directory",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        if let Some(generation) = entry
+            .file_name()
+            .to_str()
+            .and_then(jetproof_log::format::parse_generation_file_name)
+        {
+            generations.push(generation);
+        }
+    }
+    generations.sort_unstable();
+    Ok(generations)
+}
+
 /// Verifies every log file of the target's instance with the log's own verifier (frame
-/// checksums, headers tied to this database, gaps), reading as the database scan does.
+/// checksums, headers tied to this database, gaps), reading as the database scan does. The
+/// files are found by listing the directory, so every `E*.jplog` file is verified whether or
+/// not the checkpoint leads to it (with the checkpoint file gone, say).
 fn verify_logs(
     target: &Target,
     backend: &dyn IoBackend,
@@ -521,11 +660,19 @@ fn verify_logs(
         class: IoClass::ChecksumRead,
         stats: Some(target.stats.clone()),
     };
-    let report = jetproof_log::verify_log_dir(
+    // A directory the process can list (the real backends); the test backends keep their files
+    // in memory and are probed instead.
+    let listed = if instance.log_path.is_dir() {
+        Some(list_generations(&instance.log_path)?)
+    } else {
+        None
+    };
+    let report = jetproof_log::verify_log_dir_listed(
         backend,
         &instance.log_path,
         Some(target.header.database_id),
         &read,
+        listed.as_deref(),
     )
     .map_err(|source| ChecksumError::Log {
         instance: instance.name.clone(),
@@ -716,6 +863,9 @@ fn scan_target(
         size_bytes: total,
         checked_bytes,
         trailing_bytes: target.trailing_bytes,
+        appended_bytes: target.appended_bytes,
+        // Filled in once the log is verified (`database_state`).
+        database_state: DatabaseState::default(),
         pages_seen: tally.pages_seen,
         pages_bad: tally.pages_bad,
         pages_correctable: tally.pages_correctable,
@@ -764,6 +914,31 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
         totals.seconds,
         totals.mb_per_sec
     ));
+    rows.push(String::new());
+    rows.push(format!(
+        "{:<40} {:<16} {:>20} {:>20} {:>16}",
+        "Database", "State", "Recovery position", "Checkpoint", "Logs required"
+    ));
+    for file in &run.files {
+        let state = &file.database_state;
+        rows.push(format!(
+            "{:<40} {:<16} {:>20} {:>20} {:>16}",
+            file.path.display(),
+            if state.is_dirty() {
+                "Dirty Shutdown"
+            } else {
+                "Clean Shutdown"
+            },
+            state.recovery_position.to_string(),
+            state
+                .checkpoint
+                .map_or_else(|| "none".to_string(), |c| c.to_string()),
+            match state.logs_required {
+                Some([first, last]) => format!("{first}-{last}"),
+                None => "0-0".to_string(),
+            }
+        ));
+    }
     if totals.log_files_seen > 0 || run.logs.iter().any(|l| l.present) {
         rows.push(String::new());
         rows.push(format!(
@@ -783,6 +958,10 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
                     "no log directory"
                 } else if log.checkpoint_error.is_some() {
                     "unusable"
+                } else if log.checkpoint_missing {
+                    "missing"
+                } else if log.checkpoint.is_none() {
+                    "none (no log yet)"
                 } else {
                     "ok"
                 }
@@ -830,6 +1009,7 @@ pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
             ));
         }
     }
+    lines.extend(state_problems(run));
     for log in &run.logs {
         if let Some(error) = &log.checkpoint_error {
             lines.push(format!(
@@ -851,6 +1031,48 @@ pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
                 "{}{at}: {what}: {}",
                 problem.path.display(),
                 problem.reason
+            ));
+        }
+    }
+    lines
+}
+
+/// What makes a database whose pages are perfect still fail: a dirty shutdown (its logs must be
+/// replayed first), bytes appended past its last page, a log without its checkpoint file. One
+/// line each, naming the file and the fix.
+pub fn state_problems(run: &ChecksumRun) -> Vec<String> {
+    let mut lines = Vec::new();
+    for file in &run.files {
+        let state = &file.database_state;
+        if state.is_dirty() {
+            let required = match state.logs_required {
+                Some([first, last]) => format!("log generations {first} to {last} required"),
+                None => "its log has no usable checkpoint".to_string(),
+            };
+            lines.push(format!(
+                "{}: dirty shutdown (not shut down cleanly; {required}): its pages may not hold \
+                 every committed change; run `jetproof recover` to replay its logs",
+                file.path.display()
+            ));
+        }
+        if file.appended_bytes > 0 {
+            lines.push(format!(
+                "{}: {} bytes past the last page the header counts, {} more than an unfinished \
+                 growth can leave: bytes were appended to the file",
+                file.path.display(),
+                file.trailing_bytes,
+                file.appended_bytes
+            ));
+        }
+    }
+    for log in &run.logs {
+        if log.checkpoint_missing {
+            lines.push(format!(
+                "{}: {} log files but no checkpoint file ({}): recovery cannot start and the \
+                 database cannot be attached",
+                log.log_path.display(),
+                log.files_seen,
+                jetproof_log::format::checkpoint_path(&log.log_path).display()
             ));
         }
     }
@@ -888,7 +1110,12 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
             file.pages_wrong_number
         ));
     }
-    for log in run.logs.iter().filter(|l| !l.is_clean()) {
+    reasons.extend(state_problems(run));
+    for log in run
+        .logs
+        .iter()
+        .filter(|l| l.files_bad > 0 || l.checkpoint_error.is_some())
+    {
         reasons.push(format!(
             "{}: {} bad log files{}",
             log.log_path.display(),
@@ -1223,6 +1450,45 @@ mod tests {
             "{json}"
         );
         assert_eq!(json["totals"]["log_files_bad"], 1, "{json}");
+    }
+
+    #[test]
+    fn checksum_reports_bytes_appended_past_the_last_page_and_tolerates_an_unfinished_growth() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = instance(dir.path(), "db1");
+        let mut bytes = write_database(&db.database_path, 8192, 64, 21);
+        // Up to one extent (16 pages here) is what a growth leaves before the header counts it.
+        bytes.extend(vec![0u8; 16 * 8192]);
+        std::fs::write(&db.database_path, &bytes).expect("grow");
+        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        assert!(run.is_clean(), "{:?}", run.files);
+        assert_eq!(run.files[0].trailing_bytes, 16 * 8192);
+        assert_eq!(run.files[0].appended_bytes, 0);
+        // Anything beyond that was appended by something else.
+        bytes.extend(b"appended by someone else");
+        std::fs::write(&db.database_path, &bytes).expect("append");
+        let run = scan(std::slice::from_ref(&db), &buffered(DEFAULT_READ_SIZE));
+        assert!(!run.is_clean());
+        assert_eq!(run.files[0].appended_bytes, 24);
+        assert_eq!(run.files[0].pages_seen, 64, "every page still checked");
+        let problems = state_problems(&run);
+        assert!(
+            problems.len() == 1 && problems[0].contains("bytes were appended"),
+            "{problems:?}"
+        );
+        let record = RunRecord {
+            started: String::new(),
+            ended: String::new(),
+            log_file: None,
+        };
+        let json = serde_json::to_value(to_result(&run, &Job::default(), &record)).expect("json");
+        assert_eq!(json["verdict"], "fail");
+        assert_eq!(instance_figures(&json, 0)["appended_bytes"], 24, "{json}");
+        assert_eq!(
+            instance_figures(&json, 0)["database_state"]["state"],
+            "clean",
+            "{json}"
+        );
     }
 
     #[test]

@@ -327,6 +327,28 @@ pub struct Replay {
     pub name: String,
     pub stats: Arc<InstanceStats>,
     pub outcome: Result<RecoveryReport, String>,
+    /// When the replay failed on a lost log (`docs/log.md`, "The log's end is proved"): the
+    /// log file, where the log left ends, and the pages on disk carrying changes past it.
+    pub lost_log: Option<serde_json::Value>,
+}
+
+/// The `lost_log` object of an instance's `result.json` entry, for a lost-log failure.
+fn lost_log_json(error: &jetproof_instance::InstanceError) -> Option<serde_json::Value> {
+    let jetproof_instance::InstanceError::LostLog(lost) = error else {
+        return None;
+    };
+    let jetproof_instance::error::LostLog {
+        log_file,
+        log_end,
+        pages,
+        ..
+    } = lost.as_ref();
+    Some(serde_json::json!({
+        "log_file": log_file,
+        "log_end": { "generation": log_end.generation, "offset": log_end.offset },
+        "pages": pages.listed,
+        "page_count": pages.count,
+    }))
 }
 
 impl Replay {
@@ -445,6 +467,9 @@ impl Replay {
                     self.name
                 ));
                 extra.insert("error".into(), format!("recovery failed: {error}").into());
+                if let Some(lost) = &self.lost_log {
+                    extra.insert("lost_log".into(), lost.clone());
+                }
             }
         }
         let result = InstanceResult {
@@ -495,7 +520,7 @@ pub fn replay(
                         &instance.log_path,
                         &recovery_options,
                     )
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| (e.to_string(), lost_log_json(&e)))
                 });
                 (instance.name.clone(), stats, handle)
             })
@@ -503,13 +528,16 @@ pub fn replay(
         handles
             .into_iter()
             .map(|(name, stats, handle)| {
-                let outcome = handle
-                    .join()
-                    .unwrap_or_else(|_| Err("the recovery thread panicked".to_string()));
+                let (outcome, lost_log) = match handle.join() {
+                    Ok(Ok(report)) => (Ok(report), None),
+                    Ok(Err((error, lost_log))) => (Err(error), lost_log),
+                    Err(_) => (Err("the recovery thread panicked".to_string()), None),
+                };
                 Replay {
                     name,
                     stats,
                     outcome,
+                    lost_log,
                 }
             })
             .collect()

@@ -26,8 +26,9 @@ pub use testlog::TestLog;
 
 /// Version of the `result.json` layout. Bumped when a key is added that readers may rely on, and
 /// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`; 3: the
-/// databases' sizes and the page fault stall rate of workload tests).
-pub const SCHEMA_VERSION: u32 = 3;
+/// databases' sizes and the page fault stall rate of workload tests; 4: the checksum test's
+/// database state and log checkpoint findings, recovery's `lost_log`).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The test that produced a result.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,8 +1,11 @@
 //! `jetproof checksum [JOB]`: verify every page of every database of the job, never writing, and
 //! print the seeds' "Checksum Statistics" table with the location of every damaged page.
 //!
-//! Exit codes: 0 every page is perfect; 1 some page is bad, correctable or has a wrong page
-//! number (the verdict is fail: damage is reported, never repaired); 2 bad input (a missing
+//! Exit codes: 0 every page is perfect and every database was shut down cleanly; 1 some page is
+//! bad, correctable or has a wrong page number, a database is dirty (not shut down cleanly: run
+//! `jetproof recover`), bytes were appended past its last page, or a log file is bad or has lost
+//! its checkpoint file (the verdict is fail: damage is reported, never repaired; every page is
+//! checked all the same); 2 bad input (a missing
 //! database: run `jetproof init` first; a bad job field; an unusable `--out`); 3 a file that
 //! cannot be checked (truncated, foreign, garbage), an I/O error, or Ctrl-C (the pages checked
 //! until then are still reported and written to result.json, marked interrupted).
@@ -98,20 +101,40 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     for line in checksum::damage_lines(&run, checksum::MAX_LISTED_DAMAGED_PAGES) {
         log.line(line);
     }
-    for file in run.files.iter().filter(|f| f.trailing_bytes > 0) {
-        log.line(format!(
-            "{}: {} bytes past the last page the header counts were not checked (an unfinished growth)",
-            file.path.display(),
-            file.trailing_bytes
-        ));
+    let trailing: Vec<String> = run
+        .files
+        .iter()
+        .filter(|f| f.trailing_bytes > 0 && f.appended_bytes == 0)
+        .map(|file| {
+            format!(
+                "{}: {} bytes past the last page the header counts were not checked (an unfinished growth)",
+                file.path.display(),
+                file.trailing_bytes
+            )
+        })
+        .collect();
+    for line in &trailing {
+        log.line(line);
     }
     let clean = run.is_clean() && !run.interrupted;
-    log.line(if run.interrupted {
-        "Interrupted: the figures cover the pages checked before the stop"
-    } else if clean {
-        "Verdict: pass (no errors in the database and log checksum process)"
+    let dirty = run.files.iter().any(|f| f.database_state.is_dirty());
+    let verdict = if clean {
+        "pass, every page is perfect and every database was shut down cleanly".to_string()
+    } else if dirty && run.files.iter().all(|f| f.is_clean()) {
+        "FAIL, a database was not shut down cleanly (its pages are intact): run `jetproof recover` \
+         to replay its logs"
+            .to_string()
+    } else if dirty {
+        "FAIL, damage found, and a database was not shut down cleanly: run `jetproof recover` \
+         to replay its logs"
+            .to_string()
     } else {
-        "Verdict: fail (damage found; see the lines above)"
+        "FAIL, damage found".to_string()
+    };
+    log.line(if run.interrupted {
+        "Interrupted: the figures cover the pages checked before the stop".to_string()
+    } else {
+        format!("Verdict: {verdict}")
     });
 
     let record = RunRecord {
@@ -131,10 +154,13 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     }
     if !damage.is_empty() {
         println!();
-        println!("Damaged pages:");
+        println!("Damage and state:");
         for line in &damage {
             println!("  {line}");
         }
+    }
+    for line in &trailing {
+        println!("  {line}");
     }
     println!();
     if run.interrupted {
@@ -143,14 +169,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             "interrupted before every page was checked; the figures above cover the pages checked"
         )));
     }
-    println!(
-        "Verdict: {}",
-        if clean {
-            "pass, every page is perfect"
-        } else {
-            "FAIL, damage found"
-        }
-    );
+    println!("Verdict: {verdict}");
     println!("Results: {}", result_path.display());
     Ok(if clean { Outcome::Pass } else { Outcome::Fail })
 }

@@ -172,3 +172,13 @@ pub fn assert_every_page_verifies(
         );
     }
 }
+
+/// Whether the database header at `db` says dirty (needs recovery).
+pub fn is_dirty(backend: &std::sync::Arc<jetproof_io::fault::FaultBackend>, db: &Path) -> bool {
+    use jetproof_io::{IoBackend, OpenOptions};
+    let file = backend.open(db, &OpenOptions::read_only()).unwrap();
+    jetproof_engine::DbHeader::read(file.as_ref())
+        .unwrap()
+        .state
+        == jetproof_engine::DbState::Dirty
+}
