@@ -6,6 +6,12 @@
 //! `crate::readahead`), so several reads are in flight while the replay redoes the records
 //! before them; which thread reads a page, and when, never changes what redo does with it.
 //!
+//! Before anything is logged, written back or marked, the log's end is checked
+//! ([`check_log_end`], over the pages the replay read: `crate::visited`): a log that provably lost
+//! records (a generation missing or cut short, synced data gone, a page carrying a change past
+//! the end) is [`InstanceError::LostLog`] and the database stays dirty (`docs/log.md`, "The log's
+//! end is proved").
+//!
 //! Why the steps are in this order (each crash point leaves a state the next `recover` finishes):
 //! 1. Redo, pages written and synced. A crash here leaves the header dirty and the checkpoint
 //!    where it was: the next run replays again, and redo skips what already reached the disk.
