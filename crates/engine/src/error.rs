@@ -33,6 +33,20 @@ pub enum EngineError {
         page: u32,
         what: String,
     },
+    /// A page read back older than its last write: the storage acknowledged a write of the page
+    /// and later returned older data (a lost write), detected by the flush map.
+    #[error(
+        "{path}: page {page} is a lost write: it carries write count {found}, but its last write (count {expected}) was acknowledged by the storage; the storage returned an older copy of the page"
+    )]
+    LostWrite {
+        path: PathBuf,
+        page: u32,
+        expected: u16,
+        found: u16,
+    },
+    /// The flush map file cannot be used (damaged, stale, another database's).
+    #[error("flush map {path}: {what}")]
+    FlushMap { path: PathBuf, what: String },
     #[error("invalid database option `{field}`: {reason}")]
     InvalidOption { field: &'static str, reason: String },
     #[error(

@@ -8,7 +8,7 @@
 //! | 32     | 4    | page number (its position in the file), folded into every checksum |
 //! | 36     | 1    | page type ([`PageType`]) |
 //! | 37     | 1    | flags |
-//! | 38     | 2    | reserved, zero |
+//! | 38     | 2    | write count: the count of the write that put the page on disk (flush map) |
 //! | 40     | 8    | update stamp (database-wide, monotonic: ESE's dbtime) |
 //! | 48     | 8    | log position of the last change (for the write-ahead rule) |
 //! | 56     | 4    | owning tree (0 for pages that belong to no tree) |
@@ -25,6 +25,9 @@ pub const BLOCK_SIZE: usize = 8192;
 pub const OFFSET_PAGE_NUMBER: usize = 32;
 pub const OFFSET_PAGE_TYPE: usize = 36;
 pub const OFFSET_FLAGS: usize = 37;
+/// The page's write count (u16), stamped into each write's sealed copy and recorded in the flush
+/// map once the write completed (`crate::flushmap`).
+pub const OFFSET_WRITE_COUNT: usize = 38;
 pub const OFFSET_UPDATE_STAMP: usize = 40;
 pub const OFFSET_LOG_POSITION: usize = 48;
 pub const OFFSET_TREE: usize = 56;

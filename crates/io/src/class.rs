@@ -26,10 +26,13 @@ pub enum IoClass {
     /// extension): large sequential writes that are not the buffer manager's page writes, so
     /// they are kept out of `DbWrite` and its average size (`docs/faithfulness.md`).
     DbExtend,
+    /// Reads and writes of a database's flush map file (lost-write detection): its own class,
+    /// so that database reads and writes stay the buffer manager's page I/O alone.
+    FlushMap,
 }
 
 impl IoClass {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     pub const ALL: [IoClass; IoClass::COUNT] = [
         IoClass::DbRead,
@@ -41,6 +44,7 @@ impl IoClass {
         IoClass::BackupRead,
         IoClass::ChecksumRead,
         IoClass::DbExtend,
+        IoClass::FlushMap,
     ];
 
     /// The key used in `result.json` and `samples.csv`.
@@ -55,6 +59,7 @@ impl IoClass {
             IoClass::BackupRead => "backup_read",
             IoClass::ChecksumRead => "checksum_read",
             IoClass::DbExtend => "db_extend",
+            IoClass::FlushMap => "flush_map",
         }
     }
 
