@@ -549,6 +549,14 @@ impl<'a> BulkLoader<'a> {
         let new = new.max(written_end);
         self.file.sync_data(IoClass::DbWrite)?;
 
+        // The tree pages were written with write count 0, as formatted pages carry; the root and
+        // the maps were written by the cache before, so they count on from the flush map.
+        let flush_map = self.db.flush_map().clone();
+        flush_map.grow(new);
+        let mut counts = Vec::new();
+        let root_count = flush_map.stamp_for_write(3, &mut root);
+        checksum::seal(&mut root);
+        counts.push((3u32, root_count));
         // Root and final space maps, then the header: the count covers only synced pages.
         self.file
             .write_at(&root, 3 * page_size as u64, IoClass::DbWrite)?;
@@ -568,6 +576,10 @@ impl<'a> BulkLoader<'a> {
             for &gap in self.gaps.iter().filter(|gap| group.contains(gap)) {
                 space::set_map_bit(&mut map, gap - group_start, false);
             }
+            counts.push((
+                map_page as u32,
+                flush_map.stamp_for_write(map_page as u32, &mut map),
+            ));
             checksum::seal(&mut map);
             let in_group = per_map.min(new - group_start);
             used += space::count_used(&map, in_group);
@@ -576,6 +588,9 @@ impl<'a> BulkLoader<'a> {
             group_start += per_map;
         }
         self.file.sync_data(IoClass::DbWrite)?;
+        for (page, count) in counts {
+            flush_map.written(page, count);
+        }
         self.db.finish_bulk_load(new, used)
     }
 }

@@ -11,6 +11,10 @@
 //! * Every page written is sealed in a private copy right before the write, so the checksum always
 //!   matches what goes to disk, and sessions are never blocked by a write in progress (the flusher
 //!   holds a page's latch only while copying it).
+//! * With a flush map (`crate::flushmap`), the copy carries the page's next write count, the map
+//!   records it once the write completed, and every page read must carry the map's count: an
+//!   older one is a lost write (`EngineError::LostWrite`). A page is never in two writes at once
+//!   (one flusher, one run at a time), so counts complete in order.
 //! * Before writing, the flusher asks the [`WriteAheadGate`] to make the log durable up to the
 //!   highest log position of the pages in the write (the write-ahead rule; a no-op until the log
 //!   exists).
@@ -35,6 +39,7 @@ use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checksum::{self, PageCheck};
 use crate::error::{EngineError, Result};
+use crate::flushmap::FlushMap;
 use crate::page;
 
 /// The largest single write (and read-ahead read) the cache issues: SPEC §2.
@@ -89,6 +94,9 @@ pub struct CacheConfig {
     /// Flush from a background thread (true, as ESE does) or inline in the session that crosses
     /// the start threshold (false: deterministic, for tests).
     pub flush_thread: bool,
+    /// The database's flush map (lost-write detection): every page read is checked against it,
+    /// every page write stamps the page's next write count and records it once complete.
+    pub flush_map: Option<Arc<FlushMap>>,
 }
 
 impl CacheConfig {
@@ -863,6 +871,14 @@ impl CacheInner {
     }
 
     fn verify(&self, buf: &mut [u8], page: u32) -> Result<()> {
+        self.verify_checksum(buf, page)?;
+        match &self.config.flush_map {
+            Some(map) => map.verify_read(self.path(), page, buf),
+            None => Ok(()),
+        }
+    }
+
+    fn verify_checksum(&self, buf: &mut [u8], page: u32) -> Result<()> {
         match checksum::correct(buf, page) {
             PageCheck::Good => Ok(()),
             PageCheck::Correctable { .. } => {
@@ -1299,12 +1315,25 @@ impl CacheInner {
             if write_buf.len() < ps * run.len() {
                 *write_buf = AlignedBuf::zeroed(ps * max_run);
             }
+            // The flush map's bound on how far a page may run ahead of its persisted count
+            // (`flushmap::MAX_WRITES_BETWEEN_PERSISTS`): persist before writing on.
+            if let Some(map) = &self.config.flush_map
+                && map.needs_persist()
+                && let Err(e) = map.persist(self.file.as_ref(), None)
+            {
+                self.poison(&e);
+                return Err(e);
+            }
             let buf = &mut write_buf[..ps * run.len()];
             let mut versions = Vec::with_capacity(run.len());
+            let mut counts = Vec::with_capacity(run.len());
             let mut max_log_position = 0u64;
-            for (i, (_, f, guard)) in run.iter().enumerate() {
+            for (i, (page, f, guard)) in run.iter().enumerate() {
                 let slot = &mut buf[i * ps..(i + 1) * ps];
                 slot.copy_from_slice(&guard.buf);
+                if let Some(map) = &self.config.flush_map {
+                    counts.push(map.stamp_for_write(*page, slot));
+                }
                 checksum::seal(slot);
                 versions.push(self.frames[*f].version.load(Ordering::Acquire));
                 max_log_position = max_log_position.max(page::log_position(slot).unwrap_or(0));
@@ -1337,6 +1366,11 @@ impl CacheInner {
             self.counters
                 .pages_written
                 .fetch_add(frames.len() as u64, Ordering::Relaxed);
+            if let Some(map) = &self.config.flush_map {
+                for (&(page, _), &count) in frames.iter().zip(&counts) {
+                    map.written(page, count);
+                }
+            }
             for (&(page, f), version) in frames.iter().zip(versions) {
                 let frame = &self.frames[f];
                 // Never wait for a latch here: its holder may be a session waiting for this very

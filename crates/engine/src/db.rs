@@ -27,6 +27,7 @@ use crate::bulk::BulkLoader;
 use crate::cache::{CacheConfig, CacheStats, PageCache, WriteAheadGate};
 use crate::change::{ChangeLog, NoChangeLog};
 use crate::error::{EngineError, Result};
+use crate::flushmap::{FlushMap, MapIdentity, MapLoad, MapState, flush_map_path};
 use crate::header::{DbHeader, DbState, FORMAT_VERSION, HEADER_PAGES, LogPosition};
 use crate::node;
 use crate::space::{self, OnGrow, Space};
@@ -122,6 +123,26 @@ pub struct Database {
     log: parking_lot::RwLock<Arc<dyn ChangeLog>>,
     /// A change log or write-ahead gate was installed: a bulk load is refused from then on.
     logged: AtomicBool,
+    /// The flush map: every page's last write count (lost-write detection).
+    flush_map: Arc<FlushMap>,
+    /// What opening the flush map found (`None` for a new database).
+    flush_map_opened: Option<FlushMapOpened>,
+}
+
+/// How the flush map was found when the database was opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlushMapOpened {
+    /// Loaded; its committed snapshot.
+    Loaded(MapLoad),
+    /// There was none (a database made by an earlier build, or the file was removed): a new one
+    /// was made with every page unknown, so lost writes are detected from each page's next
+    /// read or write on. Worth a line in the test log.
+    Recreated,
+}
+
+/// A position as the log and the flush map store it (`Lsn::to_u64`'s packing).
+pub fn packed_position(position: LogPosition) -> u64 {
+    (position.generation << 32) | (position.offset & 0xffff_ffff)
 }
 
 fn round_pages(bytes: u64, page_size: usize, at_least: u64) -> u64 {
@@ -222,7 +243,15 @@ impl Database {
         if let Some(dir) = path.parent() {
             backend.sync_dir(dir)?;
         }
-        let db = Self::assemble(path, file, store, header, &options)?;
+        let flush_map = Arc::new(FlushMap::create(
+            backend,
+            &flush_map_path(path),
+            identity_of(&header),
+            page_count,
+            options.direct_io,
+            options.stats.as_ref(),
+        )?);
+        let db = Self::assemble(path, file, store, header, &options, flush_map, None)?;
         let root = db.space.allocate(&db.cache)?;
         if root != db.root {
             return Err(EngineError::Inconsistent {
@@ -261,12 +290,21 @@ impl Database {
             ..options
         };
         validate(&options)?;
+        let (flush_map, opened) = open_flush_map(backend, path, &header, &options)?;
         let store = Arc::new(HeaderStore {
             file: file.clone(),
             header: Mutex::new(header.clone()),
         });
         store.update(|h| h.state = DbState::Dirty)?;
-        Self::assemble(path, file, store, header, &options)
+        Self::assemble(
+            path,
+            file,
+            store,
+            header,
+            &options,
+            Arc::new(flush_map),
+            Some(opened),
+        )
     }
 
     fn assemble(
@@ -275,6 +313,8 @@ impl Database {
         store: Arc<HeaderStore>,
         header: DbHeader,
         options: &DatabaseOptions,
+        flush_map: Arc<FlushMap>,
+        flush_map_opened: Option<FlushMapOpened>,
     ) -> Result<Database> {
         let ps = header.page_size as usize;
         let config = CacheConfig {
@@ -282,6 +322,7 @@ impl Database {
             min_pages: (options.cache_min_bytes / ps as u64) as usize,
             max_pages: (options.cache_max_bytes / ps as u64) as usize,
             flush_thread: options.flush_thread,
+            flush_map: Some(flush_map.clone()),
         };
         let stamp = Arc::new(AtomicU64::new(header.next_update_stamp.max(1)));
         let (cache, space) = Self::load_state(file, &store, &header, config, &stamp)?;
@@ -295,6 +336,8 @@ impl Database {
             closed: false,
             log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
             logged: AtomicBool::new(false),
+            flush_map,
+            flush_map_opened,
         })
     }
 
@@ -306,9 +349,14 @@ impl Database {
         config: CacheConfig,
         stamp: &Arc<AtomicU64>,
     ) -> Result<(PageCache, Space)> {
+        let grow_map = config.flush_map.clone();
         let cache = PageCache::new(file, config)?;
         let grow_store = store.clone();
         let on_grow = OnGrow(Box::new(move |page_count| {
+            // The new pages are formatted (write count 0) and synced before this is called.
+            if let Some(map) = &grow_map {
+                map.grow(page_count);
+            }
             grow_store.update(|h| h.page_count = page_count)
         }));
         let space = Space::load(
@@ -521,6 +569,14 @@ impl Database {
         let next = self.stamp.load(Ordering::Acquire);
         let used = self.space.used_pages();
         let page_count = self.space.page_count();
+        // The map's clean snapshot names the header this close is about to write (its stamp and
+        // sequence), so that a map left from another close is recognised as stale.
+        let (recovery_position, header_sequence) = {
+            let header = self.header.header.lock();
+            (header.recovery_position, header.sequence + 1)
+        };
+        self.flush_map
+            .persist_clean(packed_position(recovery_position), next, header_sequence)?;
         self.header.update(|h| {
             h.state = DbState::Clean;
             h.next_update_stamp = next;
@@ -620,6 +676,104 @@ impl Database {
     pub fn file(&self) -> &Arc<dyn IoFile> {
         self.cache.file()
     }
+
+    /// The flush map (lost-write detection).
+    pub fn flush_map(&self) -> &Arc<FlushMap> {
+        &self.flush_map
+    }
+
+    /// What opening the flush map found (`None` for a database created by this handle).
+    pub fn flush_map_opened(&self) -> Option<&FlushMapOpened> {
+        self.flush_map_opened.as_ref()
+    }
+
+    /// Persists the flush map paired with `checkpoint` (a log position, `Lsn::to_u64`, computed
+    /// before this call): the database file is synced first, so this also makes every page
+    /// write so far durable. The instance calls it before it writes that checkpoint, and never
+    /// writes a checkpoint past [`Database::flush_map_checkpoint`].
+    pub fn persist_flush_map(&self, checkpoint: u64) -> Result<()> {
+        self.flush_map
+            .persist(self.cache.file().as_ref(), Some(checkpoint))
+    }
+
+    /// The checkpoint the flush map's committed snapshot pairs with.
+    pub fn flush_map_checkpoint(&self) -> u64 {
+        self.flush_map.persisted_checkpoint()
+    }
+}
+
+fn identity_of(header: &DbHeader) -> MapIdentity {
+    MapIdentity {
+        database_id: header.database_id,
+        created_unix_ns: header.created_unix_ns,
+    }
+}
+
+/// Opens the database's flush map, or makes a new one of unknown entries if there is none.
+/// A map that cannot vouch for the pages (damaged, another database's, left from another clean
+/// close) is an error whose message says how to start lost-write detection afresh.
+fn open_flush_map(
+    backend: &dyn IoBackend,
+    path: &Path,
+    header: &DbHeader,
+    options: &DatabaseOptions,
+) -> Result<(FlushMap, FlushMapOpened)> {
+    let map_path = flush_map_path(path);
+    let identity = identity_of(header);
+    if !backend.exists(&map_path) {
+        let map = FlushMap::create_unknown(
+            backend,
+            &map_path,
+            identity,
+            header.page_count,
+            options.direct_io,
+            options.stats.as_ref(),
+        )?;
+        return Ok((map, FlushMapOpened::Recreated));
+    }
+    let restart = "; if the storage is trusted, delete the flush map file to restart lost-write detection (pages are then checked only from their next write)";
+    let (map, load) = FlushMap::open(
+        backend,
+        &map_path,
+        identity,
+        header.page_count,
+        options.direct_io,
+        true,
+        options.stats.as_ref(),
+    )
+    .map_err(|error| match error {
+        EngineError::FlushMap { path, what } => EngineError::FlushMap {
+            path,
+            what: format!("{what}{restart}"),
+        },
+        other => other,
+    })?;
+    if !load.damaged_map_pages.is_empty() {
+        return Err(EngineError::FlushMap {
+            path: map_path,
+            what: format!(
+                "map pages {:?} are damaged (their committed copy fails its checksum): the last write of the pages they describe is unknown{restart}",
+                load.damaged_map_pages
+            ),
+        });
+    }
+    if header.state == DbState::Clean {
+        let matches = matches!(
+            load.state,
+            MapState::Clean { stamp, header_sequence }
+                if stamp == header.next_update_stamp && header_sequence == header.sequence
+        );
+        if !matches {
+            return Err(EngineError::FlushMap {
+                path: map_path,
+                what: format!(
+                    "it is stale: it was not written by the database's last clean shutdown (it says {:?}; the database header's update stamp is {}, its sequence {}){restart}",
+                    load.state, header.next_update_stamp, header.sequence
+                ),
+            });
+        }
+    }
+    Ok((map, FlushMapOpened::Loaded(load)))
 }
 
 /// The key of record number `n` in sequentially filled databases: 8 bytes, big-endian, so that

@@ -23,7 +23,13 @@
 //!   written after the snapshot, so for them the map is exact.
 //! * Two slots per map page and two header copies, used alternately by the parity of the
 //!   persist's sequence number: a crash in the middle of a persist leaves the previous snapshot
-//!   whole (each slot is rewritten only when the other holds the committed snapshot).
+//!   whole (each slot is rewritten only when the other holds the committed snapshot). The slots
+//!   of one parity lie side by side in chunks of [`CHUNK_MAP_PAGES`], so a persist writes runs
+//!   of changed map pages in writes of up to 512 KiB.
+//! * The bound on how far a page may run ahead of its persisted count is kept per map page: a
+//!   persist is due once [`MAX_WRITES_BETWEEN_PERSISTS`] writes have landed in the range of one
+//!   map page since the last snapshot (the instance persists far more often than that, with each
+//!   checkpoint it writes; this bound is for correctness, not cadence).
 //! * An entry may be **unknown** (a map created for an existing database whose map was missing,
 //!   or a range the persisted map did not cover): it is not checked, and is learnt from the page
 //!   the first time the page is read or written.
@@ -33,7 +39,7 @@
 //! | block | holds |
 //! | ---: | --- |
 //! | 0, 1 | header copies (the one of the committed sequence's parity is current) |
-//! | 2 + 2i + s | map page i, slot s (s = persist sequence mod 2) |
+//! | 2 + 256 c + 128 s + j | map page 128 c + j, slot s (s = persist sequence mod 2) |
 //!
 //! Header (in a block): 0..4 CRC-32C of bytes 4..128; 4 magic `JPFLUSHM`; 12 version (1);
 //! 16 block size; 20 entries per map page; 24 database id (u128); 40 database creation time
@@ -52,7 +58,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jetproof_io::meter::{InstanceStats, MeteredFile};
@@ -68,15 +74,28 @@ pub const BLOCK_BYTES: usize = 4096;
 /// Database pages described by one map page.
 pub const ENTRIES_PER_MAP_PAGE: usize = 1912;
 
-/// The map is persisted before more page writes than this have happened since the last persist
-/// (half the count's range, with a margin): see the module header.
-pub const MAX_WRITES_BETWEEN_PERSISTS: u64 = 16_384;
+/// The map is persisted before more page writes than this have landed in one map page's range
+/// since the last snapshot (half the count's range, with a margin): see the module header.
+pub const MAX_WRITES_BETWEEN_PERSISTS: u32 = 16_384;
+
+/// Map pages per chunk: the slots of one parity of a chunk are adjacent on disk.
+pub const CHUNK_MAP_PAGES: usize = 128;
 
 /// Format version of the map file.
 pub const FORMAT_VERSION: u32 = 1;
 
 const MAGIC: &[u8; 8] = b"JPFLUSHM";
 const HEADER_BLOCKS: u64 = 2;
+
+/// The block holding map page `index`'s slot `slot`.
+fn slot_block(index: usize, slot: u8) -> u64 {
+    let chunk = (index / CHUNK_MAP_PAGES) as u64;
+    let within = (index % CHUNK_MAP_PAGES) as u64;
+    HEADER_BLOCKS
+        + chunk * 2 * CHUNK_MAP_PAGES as u64
+        + u64::from(slot) * CHUNK_MAP_PAGES as u64
+        + within
+}
 const HEADER_CRC_END: usize = 128;
 const SLOT_KNOWN_AT: usize = 24;
 const SLOT_COUNTS_AT: usize = 264;
@@ -200,6 +219,8 @@ struct Table {
     known: Vec<AtomicU8>,
     /// Bit s set: slot s of this map page is older than the table.
     dirty: Vec<AtomicU8>,
+    /// Page writes recorded in this map page's range since the last snapshot.
+    writes: Vec<AtomicU32>,
 }
 
 impl Table {
@@ -225,6 +246,7 @@ impl Table {
         }
         let map_pages = pages.div_ceil(ENTRIES_PER_MAP_PAGE);
         self.dirty.resize_with(map_pages, || AtomicU8::new(0));
+        self.writes.resize_with(map_pages, || AtomicU32::new(0));
         for map_page in old / ENTRIES_PER_MAP_PAGE..map_pages {
             if let Some(flags) = self.dirty.get(map_page) {
                 flags.store(0b11, Ordering::Release);
@@ -334,7 +356,8 @@ struct Store {
 pub struct FlushMap {
     path: PathBuf,
     table: RwLock<Table>,
-    writes_since_snapshot: AtomicU64,
+    /// A map page's range reached [`MAX_WRITES_BETWEEN_PERSISTS`] writes since the snapshot.
+    persist_due: AtomicBool,
     store: Mutex<Store>,
 }
 
@@ -405,7 +428,7 @@ impl FlushMap {
             let existing = open_file(
                 backend,
                 path,
-                &OpenOptions::read_only().with_direct(direct_io),
+                &OpenOptions::read_only().with_direct(direct_io).no_follow(),
                 None,
             )?;
             if !is_flush_map(existing.as_ref()) {
@@ -420,7 +443,7 @@ impl FlushMap {
         let file = open_file(
             backend,
             path,
-            &OpenOptions::create().with_direct(direct_io),
+            &OpenOptions::create_new().with_direct(direct_io),
             stats,
         )?;
         let mut table = Table::default();
@@ -428,7 +451,7 @@ impl FlushMap {
         let map = FlushMap {
             path: path.to_path_buf(),
             table: RwLock::new(table),
-            writes_since_snapshot: AtomicU64::new(0),
+            persist_due: AtomicBool::new(false),
             store: Mutex::new(Store {
                 file,
                 identity,
@@ -464,13 +487,14 @@ impl FlushMap {
         } else {
             OpenOptions::read_only()
         }
-        .with_direct(direct_io);
+        .with_direct(direct_io)
+        .no_follow();
         let file = open_file(backend, path, &options, stats)?;
         let (table, load) = read_map(file.as_ref(), path, identity, page_count)?;
         let map = FlushMap {
             path: path.to_path_buf(),
             table: RwLock::new(table),
-            writes_since_snapshot: AtomicU64::new(0),
+            persist_due: AtomicBool::new(false),
             store: Mutex::new(Store {
                 file,
                 identity,
@@ -542,6 +566,31 @@ impl FlushMap {
         }
     }
 
+    /// Takes `count` as the page's count on disk (recovery: a page found written after the
+    /// snapshot, which the replay accepted).
+    pub fn adopt(&self, page: u32, count: u16) {
+        self.table.read().set(page as usize, count);
+    }
+
+    /// Forgets every entry but those of `keep` (they become unknown, learnt from the page's
+    /// next read or write): recovery's answer to a snapshot older than the checkpoint.
+    pub fn forget_except(&self, keep: &std::collections::BTreeSet<u32>) {
+        let table = self.table.read();
+        for (byte_index, bits) in table.known.iter().enumerate() {
+            let mut mask = 0u8;
+            for bit in 0..8 {
+                let page = (byte_index * 8 + bit) as u32;
+                if keep.contains(&page) {
+                    mask |= 1 << bit;
+                }
+            }
+            bits.fetch_and(mask, Ordering::AcqRel);
+        }
+        for flags in &table.dirty {
+            flags.store(0b11, Ordering::SeqCst);
+        }
+    }
+
     /// The count to stamp on the next write of `page`, whose copy in memory carries
     /// `in_memory` (used when the map does not know the page).
     pub fn count_for_write(&self, page: u32, in_memory: u16) -> u16 {
@@ -559,14 +608,30 @@ impl FlushMap {
 
     /// A write of `page` carrying `count` completed.
     pub fn written(&self, page: u32, count: u16) {
-        self.table.read().set(page as usize, count);
-        self.writes_since_snapshot.fetch_add(1, Ordering::AcqRel);
+        let table = self.table.read();
+        table.set(page as usize, count);
+        if let Some(writes) = table.writes.get(page as usize / ENTRIES_PER_MAP_PAGE)
+            && writes.fetch_add(1, Ordering::AcqRel) + 1 >= MAX_WRITES_BETWEEN_PERSISTS
+        {
+            self.persist_due.store(true, Ordering::Release);
+        }
     }
 
     /// Must the map be persisted before the next page write (see
     /// [`MAX_WRITES_BETWEEN_PERSISTS`])?
     pub fn needs_persist(&self) -> bool {
-        self.writes_since_snapshot.load(Ordering::Acquire) >= MAX_WRITES_BETWEEN_PERSISTS
+        self.persist_due.load(Ordering::Acquire)
+    }
+
+    /// Map pages changed since the last persist (of either slot): what the next persist writes,
+    /// about.
+    pub fn dirty_map_pages(&self) -> usize {
+        self.table
+            .read()
+            .dirty
+            .iter()
+            .filter(|flags| flags.load(Ordering::Relaxed) != 0)
+            .count()
     }
 
     /// The log position the committed snapshot pairs with: no checkpoint may be written past it.
@@ -618,9 +683,14 @@ impl FlushMap {
         let slot = (sequence % 2) as u8;
         // The snapshot first: a write completing after this point is not in it, and one that
         // completed before it is made durable by the sync below.
-        let written_before = self.writes_since_snapshot.swap(0, Ordering::AcqRel);
-        let (mut images, pages_covered) = {
+        self.persist_due.store(false, Ordering::Release);
+        let (mut images, pages_covered, counted) = {
             let table = self.table.read();
+            let counted: Vec<u32> = table
+                .writes
+                .iter()
+                .map(|writes| writes.swap(0, Ordering::AcqRel))
+                .collect();
             let mut images: Vec<(usize, AlignedBuf)> = Vec::new();
             for (index, flags) in table.dirty.iter().enumerate() {
                 if flags.fetch_and(!(1 << slot), Ordering::SeqCst) & (1 << slot) == 0 {
@@ -630,20 +700,41 @@ impl FlushMap {
                 table.encode(index, sequence, &mut image);
                 images.push((index, image));
             }
-            (images, table.len())
+            (images, table.len(), counted)
         };
         let result = (|| {
             if let Some(file) = database_file {
                 file.sync_data(IoClass::DbWrite)?;
             }
-            // Runs of adjacent slots of this parity are not adjacent on disk (the other slot is
-            // between), so each map page is its own write.
             for (index, image) in &mut images {
-                let block = HEADER_BLOCKS + 2 * *index as u64 + u64::from(slot);
-                seal_slot(image, block);
-                store
-                    .file
-                    .write_at(image, block * BLOCK_BYTES as u64, IoClass::FlushMap)?;
+                seal_slot(image, slot_block(*index, slot));
+            }
+            // Runs of adjacent map pages of one chunk are adjacent on disk: one write each.
+            let mut run = 0;
+            while run < images.len() {
+                let mut end = run + 1;
+                while let (Some((last, _)), Some((next, _))) =
+                    (images.get(end - 1), images.get(end))
+                    && *next == *last + 1
+                    && *next % CHUNK_MAP_PAGES != 0
+                {
+                    end += 1;
+                }
+                let Some(&(first, _)) = images.get(run) else {
+                    break;
+                };
+                let mut bytes = AlignedBuf::zeroed((end - run) * BLOCK_BYTES);
+                for (i, (_, image)) in images.get(run..end).unwrap_or(&[]).iter().enumerate() {
+                    if let Some(dst) = bytes.get_mut(i * BLOCK_BYTES..(i + 1) * BLOCK_BYTES) {
+                        dst.copy_from_slice(image);
+                    }
+                }
+                store.file.write_at(
+                    &bytes,
+                    slot_block(first, slot) * BLOCK_BYTES as u64,
+                    IoClass::FlushMap,
+                )?;
+                run = end;
             }
             if !images.is_empty() {
                 store.file.sync_data(IoClass::FlushMap)?;
@@ -686,12 +777,34 @@ impl FlushMap {
                         flags.fetch_or(1 << slot, Ordering::AcqRel);
                     }
                 }
-                self.writes_since_snapshot
-                    .fetch_add(written_before, Ordering::AcqRel);
+                for (writes, count) in table.writes.iter().zip(counted) {
+                    writes.fetch_add(count, Ordering::AcqRel);
+                }
+                self.persist_due.store(true, Ordering::Release);
                 Err(error)
             }
         }
     }
+}
+
+/// Removes the flush map at `path` if there is one and it is a jetproof flush map (its
+/// signature); a file of any other content is left alone and reported. Returns whether a map
+/// was removed.
+pub fn remove_if_ours(backend: &dyn IoBackend, path: &Path) -> Result<bool> {
+    if !backend.exists(path) {
+        return Ok(false);
+    }
+    // Never through a link: a link is not ours, whatever it points at (the open refuses it).
+    let file = backend.open(path, &OpenOptions::read_only().buffered().no_follow())?;
+    if !is_flush_map(file.as_ref()) {
+        return Err(map_error(
+            path,
+            "a file that is not a jetproof flush map is in the way; move it elsewhere",
+        ));
+    }
+    drop(file);
+    backend.remove(path)?;
+    Ok(true)
 }
 
 /// Is `file` a jetproof flush map (a header copy with the signature)?
@@ -857,19 +970,21 @@ fn read_map(
     }
     let mut table = Table::default();
     table.grow(page_count, false);
-    let slot = header.sequence % 2;
+    let slot = (header.sequence % 2) as u8;
     let map_pages = header.pages_covered.div_ceil(ENTRIES_PER_MAP_PAGE as u64);
     let mut damaged = Vec::new();
-    // The slots of this parity, read a few hundred blocks at a time.
-    const CHUNK_MAP_PAGES: u64 = 128;
-    let mut buf = AlignedBuf::zeroed(2 * CHUNK_MAP_PAGES as usize * BLOCK_BYTES);
-    let mut index = 0u64;
-    while index < map_pages {
-        let n = (map_pages - index).min(CHUNK_MAP_PAGES);
-        let first_block = HEADER_BLOCKS + 2 * index;
-        let bytes = 2 * n as usize * BLOCK_BYTES;
+    // A chunk at a time: both slots of 128 map pages, 1 MiB.
+    let mut buf = AlignedBuf::zeroed(2 * CHUNK_MAP_PAGES * BLOCK_BYTES);
+    let mut index = 0usize;
+    while (index as u64) < map_pages {
+        let n = (map_pages as usize - index).min(CHUNK_MAP_PAGES);
+        let first_block = slot_block(index, 0);
         let available = size.saturating_sub(first_block * BLOCK_BYTES as u64);
-        let whole = (available as usize).min(bytes) / BLOCK_BYTES * BLOCK_BYTES;
+        let whole = usize::try_from(available)
+            .unwrap_or(usize::MAX)
+            .min(buf.len())
+            / BLOCK_BYTES
+            * BLOCK_BYTES;
         if let Some(chunk) = buf.get_mut(..whole)
             && whole > 0
         {
@@ -877,9 +992,8 @@ fn read_map(
         }
         for i in 0..n {
             let map_page = index + i;
-            let block = first_block + 2 * i + slot;
-            let slot_at = |s: u64| {
-                let at = ((2 * i + s) as usize) * BLOCK_BYTES;
+            let slot_at = |s: u8| {
+                let at = (slot_block(map_page, s) - first_block) as usize * BLOCK_BYTES;
                 if at + BLOCK_BYTES <= whole {
                     buf.get(at..at + BLOCK_BYTES)
                 } else {
@@ -888,16 +1002,16 @@ fn read_map(
             };
             let image = slot_at(slot);
             let good = image.is_some_and(|image| {
-                get_u32(image, 0) == Some(slot_checksum(image, block))
+                get_u32(image, 0) == Some(slot_checksum(image, slot_block(map_page, slot)))
                     && get_u32(image, 4) == Some(map_page as u32)
                     && get_u64(image, 8).is_some_and(|written| {
-                        written <= header.sequence && written % 2 == slot && written > 0
+                        written <= header.sequence && written % 2 == u64::from(slot) && written > 0
                     })
             });
-            let flags = table.dirty.get(map_page as usize);
+            let flags = table.dirty.get(map_page);
             match image {
                 Some(image) if good => {
-                    table.decode(map_page as usize, image, header.pages_covered);
+                    table.decode(map_page, image, header.pages_covered);
                     // The other slot must be rewritten before the next persist of its parity
                     // commits, unless it already holds the same entries.
                     let same = slot_at(1 - slot).is_some_and(|other| {
@@ -1171,7 +1285,7 @@ mod tests {
         let file = db_file(backend.as_ref());
         map.persist(file.as_ref(), None).unwrap(); // sequence 3: slot 1
         drop(map);
-        // Flip a byte in map page 1's slot 1 (block 2 + 2 + 1).
+        // Flip a byte in map page 1's slot 1.
         let raw = backend
             .open(
                 Path::new("/d/db.jpdb.jpfm"),
@@ -1179,11 +1293,10 @@ mod tests {
             )
             .unwrap();
         let mut block = vec![0u8; BLOCK_BYTES];
-        raw.read_at(&mut block, 5 * BLOCK_BYTES as u64, IoClass::FlushMap)
-            .unwrap();
+        let at = slot_block(1, 1) * BLOCK_BYTES as u64;
+        raw.read_at(&mut block, at, IoClass::FlushMap).unwrap();
         block[300] ^= 0x10;
-        raw.write_at(&block, 5 * BLOCK_BYTES as u64, IoClass::FlushMap)
-            .unwrap();
+        raw.write_at(&block, at, IoClass::FlushMap).unwrap();
         let (map, load) = open(backend.as_ref(), 2 * ENTRIES_PER_MAP_PAGE as u64);
         assert_eq!(load.damaged_map_pages, vec![1]);
         assert_eq!(map.expected(0), Some(0));
@@ -1279,6 +1392,50 @@ mod tests {
         assert!(
             outcomes[0] > 0 && outcomes[1] > 0,
             "the cuts must fall both before and after the commit: {outcomes:?}"
+        );
+    }
+
+    #[test]
+    fn maps_over_several_chunks_round_trip_and_a_busy_map_page_asks_for_a_persist() {
+        let backend = MemBackend::new();
+        let file = db_file(backend.as_ref());
+        let pages = (2 * CHUNK_MAP_PAGES + 3) as u64 * ENTRIES_PER_MAP_PAGE as u64;
+        let map = create(backend.as_ref(), pages);
+        let step = ENTRIES_PER_MAP_PAGE as u64 * 5 + 17;
+        let touched: Vec<u32> = (0..pages)
+            .step_by(step as usize)
+            .map(|p| p as u32)
+            .collect();
+        for (i, &page) in touched.iter().enumerate() {
+            map.written(page, (i % 1000) as u16 + 1);
+        }
+        assert!(!map.needs_persist());
+        map.persist(file.as_ref(), Some(5)).unwrap();
+        drop(map);
+        let (map, load) = open(backend.as_ref(), pages);
+        assert!(load.damaged_map_pages.is_empty());
+        for (i, &page) in touched.iter().enumerate() {
+            assert_eq!(
+                map.expected(page),
+                Some((i % 1000) as u16 + 1),
+                "page {page}"
+            );
+        }
+        for _ in 0..MAX_WRITES_BETWEEN_PERSISTS {
+            assert!(!map.needs_persist());
+            let count = map.count_for_write(3, 0);
+            map.written(3, count);
+        }
+        assert!(
+            map.needs_persist(),
+            "one map page's range reached the bound"
+        );
+        map.persist(file.as_ref(), None).unwrap();
+        assert!(!map.needs_persist());
+        assert_eq!(
+            map.dirty_map_pages(),
+            1,
+            "only the other slot of map page 0 lags"
         );
     }
 }

@@ -33,6 +33,7 @@ fn fixture(page_size: usize, pages: u64, max_pages: usize) -> Fixture {
             min_pages: 16,
             max_pages,
             flush_thread: false,
+            flush_map: None,
         },
     )
     .unwrap();

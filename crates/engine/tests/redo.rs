@@ -402,6 +402,10 @@ fn redo_over_the_pre_state_gives_the_live_bytes() {
         }
         for &number in &touched {
             let at = number as usize * page_size;
+            // The write count (header bytes 38..40) counts the writes that put the page on disk
+            // (the flush map's), not a change: redo does not produce it, the writer stamps it.
+            let count = page::OFFSET_WRITE_COUNT;
+            image[at + count..at + count + 2].copy_from_slice(&after[at + count..at + count + 2]);
             checksum::seal(&mut image[at..at + page_size]);
             let differ: Vec<usize> = (0..page_size)
                 .filter(|&i| image[at + i] != after[at + i])

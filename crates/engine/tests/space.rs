@@ -26,6 +26,7 @@ fn cache(file: &Arc<dyn IoFile>) -> PageCache {
             min_pages: 16,
             max_pages: 64,
             flush_thread: false,
+            flush_map: None,
         },
     )
     .unwrap()

@@ -163,7 +163,16 @@ pub struct InstanceCounters {
     pub transactions_rolled_back: AtomicU64,
     /// Writes refused because another open transaction had changed the key.
     pub write_conflicts: AtomicU64,
+    /// Persists of the database's flush map (lost-write detection), each paired with the
+    /// checkpoint written after it.
+    pub flush_map_persists: AtomicU64,
 }
+
+/// The checkpointer persists the flush map with a checkpoint when its changed map pages are at
+/// most this many bytes per second since the last persist: every checkpoint for databases up to
+/// ~15 GiB of 32 KiB pages (256 map pages), less often for larger ones, so that the map's writes
+/// stay a small share of the database's (`docs/design.md`, "Lost-write detection").
+pub const FLUSH_MAP_BYTES_PER_SEC: u64 = 1 << 20;
 
 /// A session's transaction on one instance.
 #[derive(Clone, Debug)]
@@ -463,6 +472,8 @@ struct Shared {
     deferred: Arc<DeferredUndo>,
     next_transaction: AtomicU64,
     checkpoint_lock: Mutex<Instant>,
+    /// When the flush map was last persisted by the checkpointer.
+    map_persisted: Mutex<Instant>,
     stop: Mutex<bool>,
     stop_signal: Condvar,
     /// The first error of the background checkpointer.
@@ -630,6 +641,7 @@ impl Instance {
             // one of this run's transactions.
             next_transaction: AtomicU64::new(now_us()),
             checkpoint_lock: Mutex::new(Instant::now()),
+            map_persisted: Mutex::new(Instant::now()),
             stop: Mutex::new(false),
             stop_signal: Condvar::new(),
             failure: Mutex::new(None),
@@ -1105,6 +1117,8 @@ impl Instance {
         shared.log.flush()?;
         let end = shared.log.flushed_lsn();
         if end > shared.log.checkpoint() {
+            // The flush map's snapshot first, paired with the checkpoint (see `checkpoint_pass`).
+            db.persist_flush_map(end.to_u64())?;
             shared
                 .log
                 .write_checkpoint_stamped(end, Some(db.next_update_stamp()))?;
@@ -1248,19 +1262,42 @@ impl Shared {
             || last_write.elapsed() >= self.options.checkpoint_write_interval;
         let mut written = false;
         if needed > current && due {
-            // Pages written since the last checkpoint are not synced by the cache: make them
-            // durable before the checkpoint moves past their changes (a crash would otherwise
-            // lose both the page write and, once the checkpoint moved, the need to redo it).
-            self.db().file().sync_data(IoClass::DbWrite)?;
-            // Every page written so far carries a stamp below this one: recovery starts its
-            // stamps above it (and above every replayed one), whatever the header says.
-            let stamp = self.db().next_update_stamp();
-            self.log.write_checkpoint_stamped(needed, Some(stamp))?;
-            self.counters
-                .checkpoint_writes
-                .fetch_add(1, Ordering::Relaxed);
-            *last_write = Instant::now();
-            written = true;
+            // The flush map's snapshot must pair with every checkpoint written: a page written
+            // after the snapshot then always has a record recovery replays. Persisting it syncs
+            // the database file first, which the checkpoint needs anyway (pages written since
+            // the last checkpoint are not synced by the cache: a checkpoint past their changes
+            // would lose both the page write and the need to redo it at a crash). A large map
+            // is persisted less often than checkpoints are written (at most
+            // FLUSH_MAP_BYTES_PER_SEC of map pages a second, on average), and the checkpoint
+            // then moves only as far as its last snapshot.
+            let db = self.db();
+            let since = self.map_persisted.lock().elapsed();
+            let map_bytes = db.flush_map().dirty_map_pages() as u64
+                * jetproof_engine::flushmap::BLOCK_BYTES as u64;
+            let map_due = since.as_secs_f64() * FLUSH_MAP_BYTES_PER_SEC as f64 >= map_bytes as f64
+                || flushed_for_depth
+                || force_write;
+            if map_due {
+                db.persist_flush_map(needed.to_u64())?;
+                *self.map_persisted.lock() = Instant::now();
+                self.counters
+                    .flush_map_persists
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
+                db.file().sync_data(IoClass::DbWrite)?;
+            }
+            let target = needed.min(Lsn::from_u64(db.flush_map_checkpoint()));
+            if target > current {
+                // Every page written so far carries a stamp below this one: recovery starts
+                // its stamps above it (and above every replayed one), whatever the header says.
+                let stamp = db.next_update_stamp();
+                self.log.write_checkpoint_stamped(target, Some(stamp))?;
+                self.counters
+                    .checkpoint_writes
+                    .fetch_add(1, Ordering::Relaxed);
+                *last_write = Instant::now();
+                written = true;
+            }
         }
         let checkpoint = self.log.checkpoint();
         Ok(CheckpointReport {

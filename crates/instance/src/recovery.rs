@@ -34,7 +34,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jetproof_engine::change::{self, OwnedPageChange};
-use jetproof_engine::{DbHeader, DbState, checksum, node, page};
+use jetproof_engine::checksum::PageCheck;
+use jetproof_engine::flushmap::{FlushMap, MapIdentity, ReadCheck};
+use jetproof_engine::{DbHeader, DbState, checksum, flush_map_path, node, page};
 use jetproof_io::meter::MeteredFile;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use jetproof_log::{LogReader, LogRecord, Lsn, ReadOptions, TornTail, read_checkpoint};
@@ -143,6 +145,10 @@ pub struct RecoveryReport {
     pub seconds_per_log: f64,
     /// A torn write at the log's end, tolerated.
     pub torn_tail: Option<TornTail>,
+    /// The flush map could not vouch for the pages the replay did not read (it was missing, or
+    /// its snapshot was older than the checkpoint): lost-write detection starts afresh for them
+    /// (each is checked from its next read or write on). Worth a line in the test log.
+    pub flush_map_restarted: bool,
 }
 
 /// Replays the log of a dirty database (see the module header); a no-op on a clean one. Pages
@@ -216,12 +222,21 @@ pub fn recover_with(
             .unwrap_or(usize::MAX)
             .max(replay.page_map_min)
             .max(1);
+    let flush_map = open_flush_map(&*backend, db_path, &header, options)?;
+    // A map whose snapshot is older than the checkpoint cannot vouch for the pages the replay
+    // does not read (one of them may have been written after it with no record left to
+    // replay): its "behind" checks stay sound (no page is ever legitimately older than a
+    // committed snapshot), but after the replay its other entries are forgotten.
+    let map_older_than_checkpoint = flush_map
+        .as_ref()
+        .is_some_and(|map| map.persisted_checkpoint() < checkpoint.checkpoint.lsn.to_u64());
     let mut pages = PageMap::new(
         file,
         db_path,
         header.page_size as usize,
         replay,
         page_map_limit,
+        flush_map,
     )?;
     let mut report = RecoveryReport::default();
     let mut open: BTreeSet<u64> = BTreeSet::new();
@@ -507,6 +522,20 @@ pub fn recover_with(
     }
     pages.write_all()?;
     pages.sync()?;
+    if let Some(map) = &pages.flush_map {
+        if map_older_than_checkpoint {
+            map.forget_except(&pages.checked);
+            report.flush_map_restarted = true;
+        }
+        // Paired with the checkpoint the replay started from: the database's open below loads
+        // this snapshot, and its close persists it clean.
+        map.persist(
+            pages.file.as_ref(),
+            Some(checkpoint.checkpoint.lsn.to_u64()),
+        )?;
+    } else {
+        report.flush_map_restarted = true;
+    }
     report.pages_written = pages.written.len() as u64;
     report.pages_read = pages.reads.synchronous;
     report.pages_read_ahead = pages.reads.ahead;
@@ -779,6 +808,90 @@ impl ReadAhead {
     }
 }
 
+/// Checks a page the replay read: its checksum (a single flipped bit is corrected; anything
+/// worse, a torn or damaged page, stops the recovery naming it: redo over it would seal the damage
+/// in), then the flush map (a page older than its last acknowledged write is a lost write; a
+/// newer one was written after the map's snapshot, which the replay brings the map to).
+fn verify_page(
+    path: &Path,
+    flush_map: Option<&FlushMap>,
+    page: u32,
+    bytes: &mut [u8],
+) -> Result<()> {
+    match checksum::correct(bytes, page) {
+        PageCheck::Good | PageCheck::Correctable { .. } => {}
+        PageCheck::WrongPageNumber { found } => {
+            return Err(jetproof_engine::EngineError::WrongPageNumber {
+                path: path.to_path_buf(),
+                page,
+                found,
+            }
+            .into());
+        }
+        _ => {
+            return Err(jetproof_engine::EngineError::BadPage {
+                path: path.to_path_buf(),
+                page,
+            }
+            .into());
+        }
+    }
+    let Some(map) = flush_map else {
+        return Ok(());
+    };
+    match map.check_read(page, bytes) {
+        ReadCheck::Behind { expected, found } => Err(jetproof_engine::EngineError::LostWrite {
+            path: path.to_path_buf(),
+            page,
+            expected,
+            found,
+        }
+        .into()),
+        ReadCheck::Ahead { found, .. } => {
+            map.adopt(page, found);
+            Ok(())
+        }
+        ReadCheck::Match | ReadCheck::Learnt => Ok(()),
+    }
+}
+
+/// The database's flush map for the replay, or `None` if it has none (the database's open
+/// after the replay makes a new one). A map that cannot be used is an error naming it.
+fn open_flush_map(
+    backend: &dyn IoBackend,
+    db_path: &Path,
+    header: &DbHeader,
+    options: &InstanceOptions,
+) -> Result<Option<FlushMap>> {
+    let path = flush_map_path(db_path);
+    if !backend.exists(&path) {
+        return Ok(None);
+    }
+    let (map, load) = FlushMap::open(
+        backend,
+        &path,
+        MapIdentity {
+            database_id: header.database_id,
+            created_unix_ns: header.created_unix_ns,
+        },
+        header.page_count,
+        options.database.direct_io,
+        true,
+        options.database.stats.as_ref(),
+    )?;
+    if !load.damaged_map_pages.is_empty() {
+        return Err(jetproof_engine::EngineError::FlushMap {
+            path,
+            what: format!(
+                "map pages {:?} are damaged (their committed copy fails its checksum): the last write of the pages they describe is unknown; if the storage is trusted, delete the flush map file to restart lost-write detection",
+                load.damaged_map_pages
+            ),
+        }
+        .into());
+    }
+    Ok(Some(map))
+}
+
 /// The pages being worked on, read from the file on first use or ahead of it.
 struct PageMap {
     file: Arc<dyn IoFile>,
@@ -796,6 +909,11 @@ struct PageMap {
     reads: ReadCounts,
     /// Every page as first read from disk, for the lost-log check ([`check_log_end`]).
     visited: VisitedPages,
+    /// The database's flush map: each page read is checked against it (a page older than its
+    /// last acknowledged write is a lost write), and each page written counts on from it.
+    flush_map: Option<FlushMap>,
+    /// Every page the replay read (and so checked, and brought to the map).
+    checked: BTreeSet<u32>,
 }
 
 impl PageMap {
@@ -805,6 +923,7 @@ impl PageMap {
         page_size: usize,
         replay: &ReplayOptions,
         page_map_limit: usize,
+        flush_map: Option<FlushMap>,
     ) -> Result<PageMap> {
         let page_count = file.size()? / page_size as u64;
         let read_ahead = ReadAhead::start(&file, page_size, replay, page_map_limit);
@@ -821,6 +940,8 @@ impl PageMap {
             read_ahead,
             reads: ReadCounts::default(),
             visited: VisitedPages::default(),
+            flush_map,
+            checked: BTreeSet::new(),
         })
     }
 
@@ -870,6 +991,9 @@ impl PageMap {
                         bytes
                     }
                 };
+                let mut bytes = bytes;
+                verify_page(&self.path, self.flush_map.as_ref(), page, &mut bytes)?;
+                self.checked.insert(page);
                 self.visited.record(page, &bytes);
                 entry.insert(bytes)
             }
@@ -908,12 +1032,19 @@ impl PageMap {
     fn write_all(&mut self) -> Result<()> {
         for (&page, bytes) in &mut self.pages {
             if self.dirty.contains(&page) && !self.pinned.contains_key(&page) {
+                let count = self
+                    .flush_map
+                    .as_ref()
+                    .map(|map| map.stamp_for_write(page, bytes));
                 checksum::seal(bytes);
                 self.file.write_at(
                     bytes,
                     u64::from(page) * self.page_size as u64,
                     IoClass::DbWrite,
                 )?;
+                if let (Some(map), Some(count)) = (&self.flush_map, count) {
+                    map.written(page, count);
+                }
                 self.written.insert(page);
             }
         }

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use jetproof_engine::{Database, DatabaseOptions};
+use jetproof_engine::flushmap;
+use jetproof_engine::{Database, DatabaseOptions, flush_map_path};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{ByteSize, Instance, Job};
@@ -314,6 +315,7 @@ fn prepare_directories(
         if options.backend.exists(&partial) {
             options.backend.remove(&partial)?;
         }
+        remove_flush_map(&flush_map_path(&partial), options)?;
         let database = &instance.database_path;
         let is_file = database.symlink_metadata().is_ok_and(|m| m.is_file());
         if options.permissions.recreate && is_file {
@@ -323,11 +325,43 @@ fn prepare_directories(
             let id = target::database_id(database);
             remove_log_files(job, instance, id, options)?;
             options.backend.remove(database)?;
+            remove_flush_map(&flush_map_path(database), options)?;
         } else if !is_file {
             // No database: a log left in its directory belongs to none (a database removed by
             // hand, or an init cut short); its files are known by their own marker.
             remove_log_files(job, instance, None, options)?;
         }
+    }
+    Ok(())
+}
+
+/// Removes a flush map jetproof made (its signature says so); anything else in its place is an
+/// error naming it, never removed.
+fn remove_flush_map(path: &Path, options: &InitOptions<'_>) -> Result<(), InitError> {
+    flushmap::remove_if_ours(options.backend.as_ref(), path)
+        .map(|_| ())
+        .map_err(|e| InitError::Engine {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// Renames a database made under its partial name into place: its flush map first, so that
+/// a crash in between never leaves the database without the map its pages were written with.
+fn rename_into_place(
+    partial: &Path,
+    to: &Path,
+    options: &InitOptions<'_>,
+) -> Result<(), InitError> {
+    // A map of an earlier database at the target name is ours to replace; anything else stops.
+    remove_flush_map(&flush_map_path(to), options)?;
+    options
+        .backend
+        .rename_new(&flush_map_path(partial), &flush_map_path(to))?;
+    // Never over something that appeared at the database's name meanwhile.
+    options.backend.rename_new(partial, to)?;
+    if let Some(parent) = to.parent() {
+        options.backend.sync_dir(parent)?;
     }
     Ok(())
 }
@@ -453,15 +487,25 @@ fn fill_database(
     let bytes = std::fs::metadata(&partial)
         .map(|m| m.len())
         .unwrap_or(target_bytes);
-    // Never over something that appeared at the database's name meanwhile.
-    options
-        .backend
-        .rename_new(&partial, &instance.database_path)?;
-    if let Some(parent) = instance.database_path.parent() {
-        options.backend.sync_dir(parent)?;
-    }
+    rename_into_place(&partial, &instance.database_path, options)?;
     options.progress.advance(target_bytes);
     Ok(Filled { records, bytes })
+}
+
+/// Copies a small file of jetproof's (a flush map) whole, and syncs the copy.
+fn copy_small_file(from: &Path, to: &Path, options: &InitOptions<'_>) -> Result<(), InitError> {
+    let source = options
+        .backend
+        .open(from, &OpenOptions::read_only().buffered().no_follow())?;
+    let size = source.size()?;
+    let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
+    source.read_at(&mut bytes, 0, IoClass::FlushMap)?;
+    let target = options
+        .backend
+        .open(to, &OpenOptions::create_new().buffered())?;
+    target.write_at(&bytes, 0, IoClass::FlushMap)?;
+    target.sync_data(IoClass::FlushMap)?;
+    Ok(())
 }
 
 /// Copies a closed database file with large sequential direct I/O, under the partial name, then
@@ -530,9 +574,8 @@ fn copy_database(
     outcome?;
     target.sync_data(IoClass::DbWrite)?;
     drop(target);
-    options.backend.rename_new(&partial, to)?;
-    if let Some(parent) = to.parent() {
-        options.backend.sync_dir(parent)?;
-    }
+    // The copy is the same database, page for page: its flush map is the source's.
+    copy_small_file(&flush_map_path(from), &flush_map_path(&partial), options)?;
+    rename_into_place(&partial, to, options)?;
     Ok(size)
 }

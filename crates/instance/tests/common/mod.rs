@@ -134,6 +134,7 @@ pub fn copy_instance_files(
     to.create_dir_all(logs).unwrap();
     let mut files = vec![
         db.to_path_buf(),
+        jetproof_engine::flush_map_path(db),
         jetproof_log::format::checkpoint_path(logs),
     ];
     for generation in 1..10_000 {
