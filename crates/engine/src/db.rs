@@ -709,6 +709,68 @@ fn identity_of(header: &DbHeader) -> MapIdentity {
     }
 }
 
+/// Can a loaded flush map vouch for the database of `header`? A clean database's map must be the
+/// one its last clean close wrote (same update stamp and header sequence); a dirty database's
+/// map is judged by recovery against the checkpoint.
+pub fn vouches_for(header: &DbHeader, load: &MapLoad) -> std::result::Result<(), String> {
+    if header.state != DbState::Clean {
+        return Ok(());
+    }
+    match load.state {
+        MapState::Clean {
+            stamp,
+            header_sequence,
+        } if stamp == header.next_update_stamp && header_sequence == header.sequence => Ok(()),
+        state => Err(format!(
+            "it is stale: it was not written by the database's last clean shutdown (it says {state:?}; the database header's update stamp is {}, its sequence {})",
+            header.next_update_stamp, header.sequence
+        )),
+    }
+}
+
+/// A database's flush map as a read-only check (`jetproof checksum`) finds it.
+#[derive(Debug)]
+pub enum FlushMapStatus {
+    /// Loaded; `load.damaged_map_pages` are map pages whose entries are unknown.
+    Usable { map: FlushMap, load: MapLoad },
+    /// There is none: lost writes cannot be checked.
+    Missing,
+    /// It exists but cannot vouch for the pages (stale, another database's, not a map, both
+    /// headers damaged): the reason.
+    Unusable(String),
+}
+
+/// Opens the flush map of the database at `path` (whose header is `header`) read-only, for a
+/// check. Never writes; I/O errors are errors, problems of the map are in the status.
+pub fn inspect_flush_map(
+    backend: &dyn IoBackend,
+    path: &Path,
+    header: &DbHeader,
+    direct_io: bool,
+    stats: Option<&Arc<InstanceStats>>,
+) -> Result<FlushMapStatus> {
+    let map_path = flush_map_path(path);
+    if !backend.exists(&map_path) {
+        return Ok(FlushMapStatus::Missing);
+    }
+    match FlushMap::open(
+        backend,
+        &map_path,
+        identity_of(header),
+        header.page_count,
+        direct_io,
+        false,
+        stats,
+    ) {
+        Ok((map, load)) => Ok(match vouches_for(header, &load) {
+            Ok(()) => FlushMapStatus::Usable { map, load },
+            Err(why) => FlushMapStatus::Unusable(why),
+        }),
+        Err(EngineError::FlushMap { what, .. }) => Ok(FlushMapStatus::Unusable(what)),
+        Err(other) => Err(other),
+    }
+}
+
 /// Opens the database's flush map, or makes a new one of unknown entries if there is none.
 /// A map that cannot vouch for the pages (damaged, another database's, left from another clean
 /// close) is an error whose message says how to start lost-write detection afresh.
@@ -757,21 +819,11 @@ fn open_flush_map(
             ),
         });
     }
-    if header.state == DbState::Clean {
-        let matches = matches!(
-            load.state,
-            MapState::Clean { stamp, header_sequence }
-                if stamp == header.next_update_stamp && header_sequence == header.sequence
-        );
-        if !matches {
-            return Err(EngineError::FlushMap {
-                path: map_path,
-                what: format!(
-                    "it is stale: it was not written by the database's last clean shutdown (it says {:?}; the database header's update stamp is {}, its sequence {}){restart}",
-                    load.state, header.next_update_stamp, header.sequence
-                ),
-            });
-        }
+    if let Err(why) = vouches_for(header, &load) {
+        return Err(EngineError::FlushMap {
+            path: map_path,
+            what: format!("{why}{restart}"),
+        });
     }
     Ok((map, FlushMapOpened::Loaded(load)))
 }

@@ -20,6 +20,12 @@
 //! database, gaps. A torn tail (a last write never acknowledged) is reported and tolerated, as
 //! recovery tolerates it; any other damage makes the verdict fail.
 //!
+//! Lost writes are found with each database's flush map (`jetproof_engine::flushmap`): a page
+//! whose write count is older than the count of its last acknowledged write is a lost write; in
+//! a cleanly shut database, one newer than the map was written behind jetproof's back. Both are
+//! damage, located like the others. A missing map is reported (lost writes cannot be checked);
+//! a map that cannot vouch for the pages (stale, damaged) makes the verdict fail.
+//!
 //! Before any page is read, every database's header is read and checked: a missing file is bad
 //! input (run `jetproof init` first), a truncated, foreign or garbage file is a runtime error
 //! naming the file. Damage inside a readable file is never an error: it is counted, located and
@@ -33,7 +39,9 @@ use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::checksum::{self, PageCheck};
-use jetproof_engine::{DbHeader, HeaderError};
+use jetproof_engine::db::{FlushMapStatus, inspect_flush_map};
+use jetproof_engine::flushmap::{FlushMap, ReadCheck, page_write_count};
+use jetproof_engine::{DbHeader, DbState, HeaderError, flush_map_path};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
@@ -118,6 +126,12 @@ pub enum Damage {
     Correctable,
     /// A sound page that belongs elsewhere: a misdirected write (Jetstress: wrong page-number).
     WrongPageNumber,
+    /// A sound page older than its last acknowledged write (the flush map's count): the storage
+    /// lost a write and returned an older copy.
+    LostWrite,
+    /// In a cleanly shut database, a sound page newer than the flush map's last write of it:
+    /// written behind jetproof's back (or the map is stale).
+    NewerThanFlushMap,
 }
 
 /// One damaged page, located.
@@ -132,6 +146,33 @@ pub struct DamagedPage {
     /// For a correctable page: the flipped bit's index within the page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bit: Option<u64>,
+    /// For a lost write (or a page newer than the flush map): the write count the map expects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_write_count: Option<u16>,
+    /// For a lost write (or a page newer than the flush map): the write count the page carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_write_count: Option<u16>,
+}
+
+/// What the check found of a database's flush map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushMapFinding {
+    pub path: PathBuf,
+    /// `ok`, `missing` (lost writes cannot be checked), `damaged` (some map pages unreadable:
+    /// their pages not checked) or `unusable` (stale or foreign: no page checked against it).
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Map pages whose committed copy is damaged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged_map_pages: Vec<u32>,
+}
+
+impl FlushMapFinding {
+    /// A map that cannot vouch for its pages is damage; a missing one is only reported.
+    pub fn is_damage(&self) -> bool {
+        self.status == "damaged" || self.status == "unusable"
+    }
 }
 
 /// A log position in `result.json`.
@@ -196,6 +237,15 @@ pub struct FileChecksum {
     pub pages_bad: u64,
     pub pages_correctable: u64,
     pub pages_wrong_number: u64,
+    /// Pages older than their last acknowledged write (flush map).
+    #[serde(default)]
+    pub pages_lost_write: u64,
+    /// Pages of a cleanly shut database newer than the flush map's last write of them.
+    #[serde(default)]
+    pub pages_newer_than_flush_map: u64,
+    /// The database's flush map, as found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_map: Option<FlushMapFinding>,
     pub seconds: f64,
     /// MiB checked per second, as Jetstress's MBytes.
     pub mb_per_sec: f64,
@@ -209,11 +259,19 @@ pub struct FileChecksum {
 impl FileChecksum {
     /// True when every page is perfect.
     pub fn is_clean(&self) -> bool {
-        self.pages_bad == 0 && self.pages_correctable == 0 && self.pages_wrong_number == 0
+        self.pages_damaged() == 0
+            && !self
+                .flush_map
+                .as_ref()
+                .is_some_and(FlushMapFinding::is_damage)
     }
 
     pub fn pages_damaged(&self) -> u64 {
-        self.pages_bad + self.pages_correctable + self.pages_wrong_number
+        self.pages_bad
+            + self.pages_correctable
+            + self.pages_wrong_number
+            + self.pages_lost_write
+            + self.pages_newer_than_flush_map
     }
 }
 
@@ -346,6 +404,10 @@ pub struct ChecksumTotals {
     pub pages_bad: u64,
     pub pages_correctable: u64,
     pub pages_wrong_number: u64,
+    #[serde(default)]
+    pub pages_lost_write: u64,
+    #[serde(default)]
+    pub pages_newer_than_flush_map: u64,
     /// Wall-clock seconds of the whole pass (the files are read at once).
     pub seconds: f64,
     pub mb_per_sec: f64,
@@ -369,6 +431,8 @@ impl ChecksumRun {
             totals.pages_bad += file.pages_bad;
             totals.pages_correctable += file.pages_correctable;
             totals.pages_wrong_number += file.pages_wrong_number;
+            totals.pages_lost_write += file.pages_lost_write;
+            totals.pages_newer_than_flush_map += file.pages_newer_than_flush_map;
         }
         totals.mb_per_sec = mb_per_sec(totals.checked_bytes, seconds);
         for log in &self.logs {
@@ -417,6 +481,8 @@ pub enum ChecksumError {
     TooManyPages { path: PathBuf, page_count: u64 },
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error("read the flush map {path}: {reason}")]
+    FlushMap { path: PathBuf, reason: String },
     #[error("verify the log of instance {instance}: {source}")]
     Log {
         instance: String,
@@ -445,6 +511,9 @@ struct Target {
     header: DbHeader,
     trailing_bytes: u64,
     appended_bytes: u64,
+    /// The flush map to check pages against, if it can vouch for them.
+    flush_map: Option<FlushMap>,
+    flush_map_finding: FlushMapFinding,
 }
 
 /// Checks, before anything is written or read, that every database of the job exists and can be
@@ -502,6 +571,46 @@ fn open_targets(
         let trailing_bytes = file.size()?.saturating_sub(header.file_size_bytes());
         // A growth writes at most one extent of formatted pages before the header counts them.
         let growth_bytes = u64::from(header.extent_pages).max(1) * u64::from(header.page_size);
+        let map_path = flush_map_path(&instance.database_path);
+        let status = inspect_flush_map(
+            backend,
+            &instance.database_path,
+            &header,
+            options.direct_io,
+            Some(&stats),
+        )
+        .map_err(|e| ChecksumError::FlushMap {
+            path: map_path.clone(),
+            reason: e.to_string(),
+        })?;
+        let finding = |status: &str, reason: Option<String>, damaged: Vec<u32>| FlushMapFinding {
+            path: map_path.clone(),
+            status: status.to_string(),
+            reason,
+            damaged_map_pages: damaged,
+        };
+        let (flush_map, flush_map_finding) = match status {
+            FlushMapStatus::Usable { map, load } if load.damaged_map_pages.is_empty() => {
+                (Some(map), finding("ok", None, Vec::new()))
+            }
+            FlushMapStatus::Usable { map, load } => (
+                Some(map),
+                finding(
+                    "damaged",
+                    Some("map pages damaged: the pages they describe are not checked for lost writes".into()),
+                    load.damaged_map_pages,
+                ),
+            ),
+            FlushMapStatus::Missing => (
+                None,
+                finding(
+                    "missing",
+                    Some("no flush map: lost writes cannot be checked (a database made by an earlier build, or the file was removed)".into()),
+                    Vec::new(),
+                ),
+            ),
+            FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
+        };
         targets.push(Target {
             instance: instance.clone(),
             file,
@@ -509,6 +618,8 @@ fn open_targets(
             header,
             trailing_bytes,
             appended_bytes: trailing_bytes.saturating_sub(growth_bytes),
+            flush_map,
+            flush_map_finding,
         });
     }
     Ok(targets)
@@ -687,6 +798,8 @@ struct Tally {
     pages_bad: u64,
     pages_correctable: u64,
     pages_wrong_number: u64,
+    pages_lost_write: u64,
+    pages_newer_than_flush_map: u64,
     /// Damaged pages; trimmed to the [`MAX_LISTED_DAMAGED_PAGES`] lowest page numbers whenever
     /// it holds twice that, so a file of garbage costs bounded memory and the listing does not
     /// depend on the order in which chunks were read.
@@ -700,6 +813,8 @@ impl Tally {
             pages_bad: 0,
             pages_correctable: 0,
             pages_wrong_number: 0,
+            pages_lost_write: 0,
+            pages_newer_than_flush_map: 0,
             damaged_pages: Vec::new(),
         }
     }
@@ -710,7 +825,11 @@ impl Tally {
     }
 
     fn damaged_pages_not_listed(&self) -> u64 {
-        let damaged = self.pages_bad + self.pages_correctable + self.pages_wrong_number;
+        let damaged = self.pages_bad
+            + self.pages_correctable
+            + self.pages_wrong_number
+            + self.pages_lost_write
+            + self.pages_newer_than_flush_map;
         damaged.saturating_sub(self.damaged_pages.len().min(MAX_LISTED_DAMAGED_PAGES) as u64)
     }
 
@@ -720,15 +839,50 @@ impl Tally {
         self.damaged_pages
     }
 
-    /// Verifies the whole pages in `bytes`, the first of which is page `first_page`.
-    fn check(&mut self, bytes: &[u8], page_size: usize, first_page: u64) {
+    /// Verifies the whole pages in `bytes`, the first of which is page `first_page`: each
+    /// page's checksum, then (for a sound page) its write count against `flush_map`; a page
+    /// newer than the map counts as damage only if `clean` (the database was shut down cleanly,
+    /// so the map holds every write).
+    fn check(
+        &mut self,
+        bytes: &[u8],
+        page_size: usize,
+        first_page: u64,
+        flush_map: Option<&FlushMap>,
+        clean: bool,
+    ) {
         for (index, page) in bytes.chunks_exact(page_size).enumerate() {
             let page_number = first_page + index as u64;
             self.pages_seen += 1;
             // Page numbers above u32::MAX cannot occur: open_targets refuses such files.
             let expected = u32::try_from(page_number).unwrap_or(u32::MAX);
             let damaged = match checksum::verify(page, expected) {
-                PageCheck::Good => continue,
+                PageCheck::Good => {
+                    let Some(map) = flush_map else {
+                        continue;
+                    };
+                    // A read-only check: an unknown entry is learnt in memory only.
+                    let (damage, expected, found) = match map.check_read(expected, page) {
+                        ReadCheck::Behind { expected, found } => {
+                            self.pages_lost_write += 1;
+                            (Damage::LostWrite, expected, found)
+                        }
+                        ReadCheck::Ahead { expected, found } if clean => {
+                            self.pages_newer_than_flush_map += 1;
+                            (Damage::NewerThanFlushMap, expected, found)
+                        }
+                        _ => continue,
+                    };
+                    debug_assert_eq!(page_write_count(page), Some(found));
+                    DamagedPage {
+                        page_number,
+                        damage,
+                        found_page_number: None,
+                        bit: None,
+                        expected_write_count: Some(expected),
+                        found_write_count: Some(found),
+                    }
+                }
                 PageCheck::Correctable { bit } => {
                     self.pages_correctable += 1;
                     DamagedPage {
@@ -736,6 +890,8 @@ impl Tally {
                         damage: Damage::Correctable,
                         found_page_number: None,
                         bit: Some(bit as u64),
+                        expected_write_count: None,
+                        found_write_count: None,
                     }
                 }
                 PageCheck::WrongPageNumber { found } => {
@@ -745,6 +901,8 @@ impl Tally {
                         damage: Damage::WrongPageNumber,
                         found_page_number: Some(found),
                         bit: None,
+                        expected_write_count: None,
+                        found_write_count: None,
                     }
                 }
                 PageCheck::Bad => {
@@ -754,6 +912,8 @@ impl Tally {
                         damage: Damage::Bad,
                         found_page_number: None,
                         bit: None,
+                        expected_write_count: None,
+                        found_write_count: None,
                     }
                 }
             };
@@ -837,7 +997,13 @@ fn scan_target(
         drop(filled_tx);
         for filled in filled_rx.iter() {
             let first_page = filled.offset / page_size as u64;
-            tally.check(&filled.buf[..filled.len], page_size, first_page);
+            tally.check(
+                &filled.buf[..filled.len],
+                page_size,
+                first_page,
+                target.flush_map.as_ref(),
+                target.header.state == DbState::Clean,
+            );
             progress.advance(filled.len as u64);
             // Once the readers are done they take no buffers back: ignore that.
             let _ = empty_tx.send(filled.buf);
@@ -870,6 +1036,9 @@ fn scan_target(
         pages_bad: tally.pages_bad,
         pages_correctable: tally.pages_correctable,
         pages_wrong_number: tally.pages_wrong_number,
+        pages_lost_write: tally.pages_lost_write,
+        pages_newer_than_flush_map: tally.pages_newer_than_flush_map,
+        flush_map: Some(target.flush_map_finding.clone()),
         seconds,
         mb_per_sec: mb_per_sec(checked_bytes, seconds),
         damaged_pages_not_listed: tally.damaged_pages_not_listed(),
@@ -881,22 +1050,24 @@ fn scan_target(
 /// test log.
 pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
     let mut rows = vec![format!(
-        "{:<40} {:>12} {:>10} {:>18} {:>24}  {}",
+        "{:<40} {:>12} {:>10} {:>18} {:>24} {:>17}  {}",
         "Database",
         "Seen pages",
         "Bad pages",
         "Correctable pages",
         "Wrong page-number pages",
+        "Lost-write pages",
         "File length / seconds taken"
     )];
     for file in &run.files {
         rows.push(format!(
-            "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.2} sec ({:.0} MB/s)",
+            "{:<40} {:>12} {:>10} {:>18} {:>24} {:>17}  {:.0} MBytes / {:.2} sec ({:.0} MB/s)",
             file.path.display(),
             file.pages_seen,
             file.pages_bad,
             file.pages_correctable,
             file.pages_wrong_number,
+            file.pages_lost_write + file.pages_newer_than_flush_map,
             file.checked_bytes as f64 / BYTES_PER_MB,
             file.seconds,
             file.mb_per_sec
@@ -904,12 +1075,13 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
     }
     let totals = run.totals();
     rows.push(format!(
-        "{:<40} {:>12} {:>10} {:>18} {:>24}  {:.0} MBytes / {:.2} sec ({:.0} MB/s)",
+        "{:<40} {:>12} {:>10} {:>18} {:>24} {:>17}  {:.0} MBytes / {:.2} sec ({:.0} MB/s)",
         "(Sum)",
         totals.pages_seen,
         totals.pages_bad,
         totals.pages_correctable,
         totals.pages_wrong_number,
+        totals.pages_lost_write + totals.pages_newer_than_flush_map,
         totals.checked_bytes as f64 / BYTES_PER_MB,
         totals.seconds,
         totals.mb_per_sec
@@ -993,6 +1165,16 @@ pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
                     ),
                     None => "wrong page-number page".to_string(),
                 },
+                Damage::LostWrite => format!(
+                    "lost write (the page carries write count {}, its last acknowledged write was count {}: the storage returned an older copy)",
+                    page.found_write_count.unwrap_or(0),
+                    page.expected_write_count.unwrap_or(0)
+                ),
+                Damage::NewerThanFlushMap => format!(
+                    "newer than its last write in the flush map (write count {} where the map says {}): written behind jetproof's back, or the map is stale",
+                    page.found_write_count.unwrap_or(0),
+                    page.expected_write_count.unwrap_or(0)
+                ),
             };
             lines.push(format!(
                 "{}: page {} (byte offset {offset}): {what}",
@@ -1010,6 +1192,21 @@ pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
         }
     }
     lines.extend(state_problems(run));
+    for file in &run.files {
+        if let Some(map) = file.flush_map.as_ref().filter(|m| m.status != "ok") {
+            lines.push(format!(
+                "{}: flush map {}: {}{}",
+                map.path.display(),
+                map.status,
+                map.reason.as_deref().unwrap_or(""),
+                if map.damaged_map_pages.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (map pages {:?})", map.damaged_map_pages)
+                }
+            ));
+        }
+    }
     for log in &run.logs {
         if let Some(error) = &log.checkpoint_error {
             lines.push(format!(
@@ -1102,13 +1299,31 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
         ));
     }
     for file in run.files.iter().filter(|f| !f.is_clean()) {
-        reasons.push(format!(
+        let mut reason = format!(
             "{}: {} bad, {} correctable, {} wrong page-number pages",
             file.path.display(),
             file.pages_bad,
             file.pages_correctable,
             file.pages_wrong_number
-        ));
+        );
+        if file.pages_lost_write > 0 {
+            reason.push_str(&format!(", {} lost writes", file.pages_lost_write));
+        }
+        if file.pages_newer_than_flush_map > 0 {
+            reason.push_str(&format!(
+                ", {} pages newer than the flush map",
+                file.pages_newer_than_flush_map
+            ));
+        }
+        if let Some(map) = file.flush_map.as_ref().filter(|m| m.is_damage()) {
+            reason.push_str(&format!(
+                "; flush map {} {}: {}",
+                map.path.display(),
+                map.status,
+                map.reason.as_deref().unwrap_or("")
+            ));
+        }
+        reasons.push(reason);
     }
     reasons.extend(state_problems(run));
     for log in run

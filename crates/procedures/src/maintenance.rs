@@ -19,6 +19,10 @@
 //!   if every re-read fails too. The cache writes a whole page in one write and seals it first, so
 //!   a page that stays damaged across pauses of 20 ms and 200 ms is damaged on the storage.
 //! * Damage is reported (file, page number, kind), never repaired: nothing here writes.
+//! * Lost writes are found with the database's flush map: the count of each page's last
+//!   completed write is read *before* the read is issued, so a page whose write completes during
+//!   the read can only look newer (ignored), never older. A page older than that count lost a
+//!   write; it is re-read like damage before being reported.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,7 +30,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use jetproof_engine::checksum::{self, PageCheck};
+use jetproof_engine::flushmap::{Compare, FlushMap, compare, page_write_count};
 use jetproof_io::{AlignedBuf, IoClass, IoError, IoFile};
 
 /// The scan's pace per instance, in bytes per second: the seeds' ~7 maintenance reads/s of
@@ -49,6 +56,8 @@ pub enum Damage {
     Correctable { bit: usize },
     /// A sound page that belongs at another position (a misdirected write).
     WrongPageNumber { found: u32 },
+    /// A sound page older than its last completed write (the flush map's count): a lost write.
+    LostWrite { expected: u16, found: u16 },
 }
 
 impl std::fmt::Display for Damage {
@@ -61,6 +70,10 @@ impl std::fmt::Display for Damage {
             Damage::WrongPageNumber { found } => {
                 write!(f, "wrong page-number page (it says it is page {found})")
             }
+            Damage::LostWrite { expected, found } => write!(
+                f,
+                "lost write (it carries write count {found}; its last completed write was count {expected})"
+            ),
         }
     }
 }
@@ -94,6 +107,8 @@ pub struct ScanConfig {
     pub page_size: usize,
     /// Pace in bytes per second (0 or less: unpaced, for tests).
     pub bytes_per_sec: f64,
+    /// The database's flush map (lost-write detection), if checked.
+    pub flush_map: Option<Arc<FlushMap>>,
 }
 
 /// What one instance's scan has done so far; shared with the run, which reads it at the end.
@@ -166,15 +181,19 @@ pub fn scan(
             }
             let length = (total - offset).min(read_size as u64) as usize;
             let chunk = &mut buffer[..length];
-            file.read_at(chunk, offset, IoClass::BdmRead)?;
             let first_page = offset / page_size as u64;
+            let expected: Vec<Option<u16>> = (0..length / page_size)
+                .map(|index| expected_count(config, first_page + index as u64))
+                .collect();
+            file.read_at(chunk, offset, IoClass::BdmRead)?;
             for (index, page) in chunk.chunks_exact(page_size).enumerate() {
                 let number = first_page + index as u64;
                 state.pages_verified.fetch_add(1, Ordering::Relaxed);
-                let Some(damage) = damage_of(page, number) else {
+                let Some(damage) = damage_of(page, number, expected.get(index).copied().flatten())
+                else {
                     continue;
                 };
-                match recheck(file, &mut single, number, damage, stop)? {
+                match recheck(file, config, &mut single, number, damage, stop)? {
                     None => {
                         state.pages_rechecked_good.fetch_add(1, Ordering::Relaxed);
                     }
@@ -204,12 +223,26 @@ pub fn scan(
     Ok(())
 }
 
-/// The damage of a page read from position `number`, or None when it is good.
-fn damage_of(page: &[u8], number: u64) -> Option<Damage> {
+/// The flush map's count of page `number`'s last completed write, if known.
+fn expected_count(config: &ScanConfig, number: u64) -> Option<u16> {
+    let map = config.flush_map.as_ref()?;
+    map.expected(u32::try_from(number).ok()?)
+}
+
+/// The damage of a page read from position `number`, or None when it is good. `expected_count`:
+/// the count of the page's last completed write before the read was issued.
+fn damage_of(page: &[u8], number: u64, expected_count: Option<u16>) -> Option<Damage> {
     // Page numbers beyond u32 cannot be a page's own number: such a page is at the wrong place.
     let expected = u32::try_from(number).unwrap_or(u32::MAX);
     match checksum::verify(page, expected) {
-        PageCheck::Good => None,
+        PageCheck::Good => {
+            let expected = expected_count?;
+            let found = page_write_count(page)?;
+            match compare(found, expected) {
+                Compare::Behind(_) => Some(Damage::LostWrite { expected, found }),
+                Compare::Equal | Compare::Ahead(_) => None,
+            }
+        }
         PageCheck::Correctable { bit } => Some(Damage::Correctable { bit }),
         PageCheck::WrongPageNumber { found } => Some(Damage::WrongPageNumber { found }),
         PageCheck::Bad => Some(Damage::Bad),
@@ -221,6 +254,7 @@ fn damage_of(page: &[u8], number: u64) -> Option<Damage> {
 /// first finding: the page was not seen good again.
 fn recheck(
     file: &dyn IoFile,
+    config: &ScanConfig,
     buffer: &mut AlignedBuf,
     number: u64,
     first: Damage,
@@ -232,8 +266,9 @@ fn recheck(
         if !wait_until(Instant::now() + pause, stop) {
             break;
         }
+        let expected = expected_count(config, number);
         file.read_at(&mut buffer[..], number * page_size, IoClass::BdmRead)?;
-        match damage_of(&buffer[..], number) {
+        match damage_of(&buffer[..], number, expected) {
             None => return Ok(None),
             Some(again) => damage = again,
         }
@@ -302,6 +337,7 @@ mod tests {
             read_size: 262_144,
             page_size: PAGE,
             bytes_per_sec: 0.0,
+            flush_map: None,
         }
     }
 
@@ -415,6 +451,7 @@ mod tests {
             read_size: 65_536,
             page_size: PAGE,
             bytes_per_sec: 655_360.0,
+            flush_map: None,
         };
         scan(
             file.as_ref(),

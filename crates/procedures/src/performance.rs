@@ -908,6 +908,7 @@ fn background_maintenance(
             read_size: job.workload.maintenance_read_size.bytes() as usize,
             page_size: a.database.database().page_size(),
             bytes_per_sec: maintenance::BYTES_PER_SEC,
+            flush_map: Some(a.database.database().flush_map().clone()),
         };
         maintenance::scan(
             file.as_ref(),
