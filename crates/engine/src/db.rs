@@ -732,7 +732,7 @@ pub fn vouches_for(header: &DbHeader, load: &MapLoad) -> std::result::Result<(),
 #[derive(Debug)]
 pub enum FlushMapStatus {
     /// Loaded; `load.damaged_map_pages` are map pages whose entries are unknown.
-    Usable { map: FlushMap, load: MapLoad },
+    Usable { map: Box<FlushMap>, load: MapLoad },
     /// There is none: lost writes cannot be checked.
     Missing,
     /// It exists but cannot vouch for the pages (stale, another database's, not a map, both
@@ -763,7 +763,10 @@ pub fn inspect_flush_map(
         stats,
     ) {
         Ok((map, load)) => Ok(match vouches_for(header, &load) {
-            Ok(()) => FlushMapStatus::Usable { map, load },
+            Ok(()) => FlushMapStatus::Usable {
+                map: Box::new(map),
+                load,
+            },
             Err(why) => FlushMapStatus::Unusable(why),
         }),
         Err(EngineError::FlushMap { what, .. }) => Ok(FlushMapStatus::Unusable(what)),

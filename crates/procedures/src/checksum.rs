@@ -591,10 +591,10 @@ fn open_targets(
         };
         let (flush_map, flush_map_finding) = match status {
             FlushMapStatus::Usable { map, load } if load.damaged_map_pages.is_empty() => {
-                (Some(map), finding("ok", None, Vec::new()))
+                (Some(*map), finding("ok", None, Vec::new()))
             }
             FlushMapStatus::Usable { map, load } => (
-                Some(map),
+                Some(*map),
                 finding(
                     "damaged",
                     Some("map pages damaged: the pages they describe are not checked for lost writes".into()),
@@ -1551,18 +1551,24 @@ mod tests {
                     damage: Damage::Correctable,
                     found_page_number: None,
                     bit: Some(bit as u64),
+                    expected_write_count: None,
+                    found_write_count: None,
                 },
                 DamagedPage {
                     page_number: 90,
                     damage: Damage::WrongPageNumber,
                     found_page_number: Some(40),
                     bit: None,
+                    expected_write_count: None,
+                    found_write_count: None,
                 },
                 DamagedPage {
                     page_number: 150,
                     damage: Damage::Bad,
                     found_page_number: None,
                     bit: None,
+                    expected_write_count: None,
+                    found_write_count: None,
                 },
             ]
         );
