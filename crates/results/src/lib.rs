@@ -27,7 +27,8 @@ pub use testlog::TestLog;
 /// Version of the `result.json` layout. Bumped when a key is added that readers may rely on, and
 /// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`; 3: the
 /// databases' sizes and the page fault stall rate of workload tests; 4: the checksum test's
-/// database state and log checkpoint findings, recovery's `lost_log`).
+/// database state and log checkpoint findings, recovery's `lost_log`; lost-write detection: the `flush_map` I/O class and the
+/// checksum test's lost-write figures).
 pub const SCHEMA_VERSION: u32 = 4;
 
 /// The test that produced a result.
