@@ -83,7 +83,7 @@ fn checksum_and_the_next_run_find_writes_the_storage_lost() {
     };
     assert_eq!(figures["pages_lost_write"], lost.len() as u64, "{figures}");
     assert_eq!(figures["pages_bad"], 0, "{figures}");
-    assert_eq!(figures["flush_map"]["status"], "ok", "{figures}");
+    assert_eq!(figures["flush_map_state"]["status"], "ok", "{figures}");
     let listed: Vec<u64> = figures["damaged_pages"]
         .as_array()
         .expect("damaged_pages")

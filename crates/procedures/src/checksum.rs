@@ -243,9 +243,10 @@ pub struct FileChecksum {
     /// Pages of a cleanly shut database newer than the flush map's last write of them.
     #[serde(default)]
     pub pages_newer_than_flush_map: u64,
-    /// The database's flush map, as found.
+    /// The database's flush map, as found (not `flush_map`: that key is the I/O class of the
+    /// map's reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flush_map: Option<FlushMapFinding>,
+    pub flush_map_state: Option<FlushMapFinding>,
     pub seconds: f64,
     /// MiB checked per second, as Jetstress's MBytes.
     pub mb_per_sec: f64,
@@ -261,7 +262,7 @@ impl FileChecksum {
     pub fn is_clean(&self) -> bool {
         self.pages_damaged() == 0
             && !self
-                .flush_map
+                .flush_map_state
                 .as_ref()
                 .is_some_and(FlushMapFinding::is_damage)
     }
@@ -1038,7 +1039,7 @@ fn scan_target(
         pages_wrong_number: tally.pages_wrong_number,
         pages_lost_write: tally.pages_lost_write,
         pages_newer_than_flush_map: tally.pages_newer_than_flush_map,
-        flush_map: Some(target.flush_map_finding.clone()),
+        flush_map_state: Some(target.flush_map_finding.clone()),
         seconds,
         mb_per_sec: mb_per_sec(checked_bytes, seconds),
         damaged_pages_not_listed: tally.damaged_pages_not_listed(),
@@ -1193,7 +1194,7 @@ pub fn damage_lines(run: &ChecksumRun, limit: usize) -> Vec<String> {
     }
     lines.extend(state_problems(run));
     for file in &run.files {
-        if let Some(map) = file.flush_map.as_ref().filter(|m| m.status != "ok") {
+        if let Some(map) = file.flush_map_state.as_ref().filter(|m| m.status != "ok") {
             lines.push(format!(
                 "{}: flush map {}: {}{}",
                 map.path.display(),
@@ -1315,7 +1316,7 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
                 file.pages_newer_than_flush_map
             ));
         }
-        if let Some(map) = file.flush_map.as_ref().filter(|m| m.is_damage()) {
+        if let Some(map) = file.flush_map_state.as_ref().filter(|m| m.is_damage()) {
             reason.push_str(&format!(
                 "; flush map {} {}: {}",
                 map.path.display(),
