@@ -302,3 +302,44 @@ fn allow_foreign_files_never_marks_a_foreign_directory_as_jetproofs() {
         FOREIGN
     );
 }
+
+#[test]
+fn symlink_or_foreign_file_at_the_flush_map_name_is_never_replaced() {
+    // The flush map beside a database (`<database>.jpfm`, lost-write detection) is replaced by
+    // `init --recreate` only when its own signature says jetproof made it.
+    for link in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = job(dir.path());
+        let job = path_str(&job);
+        let (code, stderr) = run(dir.path(), &["init", job]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let map = dir.path().join("jetproof-data/db1/db1.jpdb.jpfm");
+        assert!(map.is_file(), "init made the flush map");
+        std::fs::remove_file(&map).expect("remove the map");
+        let target = dir.path().join("users-file");
+        std::fs::write(&target, FOREIGN).expect("write");
+        if link {
+            symlink(&target, &map).expect("symlink");
+        } else {
+            std::fs::copy(&target, &map).expect("copy");
+        }
+        let (code, stderr) = run(dir.path(), &["init", job, "--recreate"]);
+        assert_eq!(code, Some(2), "link {link}: {stderr}");
+        assert!(stderr.contains("db1.jpdb.jpfm"), "link {link}: {stderr}");
+        assert_eq!(
+            std::fs::read(&target).expect("read"),
+            FOREIGN,
+            "link {link}"
+        );
+        if link {
+            assert!(
+                map.symlink_metadata()
+                    .expect("link")
+                    .file_type()
+                    .is_symlink()
+            );
+        } else {
+            assert_eq!(std::fs::read(&map).expect("read"), FOREIGN);
+        }
+    }
+}

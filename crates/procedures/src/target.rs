@@ -259,6 +259,22 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
                 ),
             ));
         }
+        // The databases' flush maps (lost-write detection), which init replaces: only maps
+        // jetproof made (their signature), never a link or anything else.
+        for map in [
+            jetproof_engine::flush_map_path(path),
+            jetproof_engine::flush_map_path(&partial),
+        ] {
+            if map.symlink_metadata().is_ok() && !flush_map_is_ours(&map) {
+                return Err(bad(
+                    format!("database path of {}", instance.name),
+                    format!(
+                        "{} is not a flush map jetproof made (a link, or no jetproof signature); jetproof never replaces it. Move it away",
+                        map.display()
+                    ),
+                ));
+            }
+        }
         own_log_files(instance, database_id(path), job.log.file_size.bytes())?;
     }
 
@@ -305,6 +321,18 @@ fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {
             entry.unwrap_or_default()
         ),
     )
+}
+
+/// Is `path` a regular file holding a jetproof flush map (its signature)?
+pub fn flush_map_is_ours(path: &Path) -> bool {
+    use jetproof_io::{IoBackend, OpenOptions};
+    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    backend
+        .open(path, &OpenOptions::read_only().buffered().no_follow())
+        .is_ok_and(|file| jetproof_engine::flushmap::is_flush_map(file.as_ref()))
 }
 
 /// The identity (`database_id`) in the header of the database at `path`, when it exists and its
