@@ -374,22 +374,35 @@ impl PageCache {
                 ),
             });
         }
-        let slab = AlignedSlab::new(
+        // Every table sized by the cache's page count is allocated fallibly: the count comes
+        // from the user's cache size, and a size beyond this machine must be an error the
+        // caller reports (before the database is marked dirty), not an abort.
+        let out_of_memory =
+            |what: &'static str, bytes: usize| EngineError::OutOfMemory { what, bytes };
+        let slab = AlignedSlab::try_new(
             config.page_size,
             config.max_pages,
             CHUNK_BYTES / config.page_size,
-        );
-        let frames = (0..config.max_pages)
-            .map(|i| Frame {
-                latch: RwLock::new(FrameData {
-                    buf: if i < config.min_pages {
-                        // SAFETY: slot i is handed out once, to frame i, here; the slab lives
-                        // in the same CacheInner and is dropped after the frames.
-                        unsafe { slab.slot(i) }
-                    } else {
-                        SlabSlot::empty()
-                    },
-                }),
+        )
+        .map_err(|e| out_of_memory("the page cache's chunk table", e.bytes))?;
+        let mut frames = Vec::new();
+        frames.try_reserve_exact(config.max_pages).map_err(|_| {
+            out_of_memory(
+                "the page cache's frame table",
+                config.max_pages.saturating_mul(size_of::<Frame>()),
+            )
+        })?;
+        for i in 0..config.max_pages {
+            let buf = if i < config.min_pages {
+                // SAFETY: slot i is handed out once, to frame i, here; the slab lives in the
+                // same CacheInner and is dropped after the frames.
+                unsafe { slab.slot(i) }
+                    .map_err(|e| out_of_memory("the page cache's minimum buffers", e.bytes))?
+            } else {
+                SlabSlot::empty()
+            };
+            frames.push(Frame {
+                latch: RwLock::new(FrameData { buf }),
                 page: AtomicU32::new(NO_PAGE),
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
@@ -397,15 +410,23 @@ impl PageCache {
                 valid: AtomicBool::new(false),
                 version: AtomicU64::new(0),
                 first_dirty_log_position: AtomicU64::new(0),
-            })
-            .collect();
+            });
+        }
+        let mut free = Vec::new();
+        free.try_reserve_exact(config.min_pages).map_err(|_| {
+            out_of_memory(
+                "the page cache's free list",
+                config.min_pages.saturating_mul(size_of::<usize>()),
+            )
+        })?;
+        free.extend((0..config.min_pages).rev());
         let inner = Arc::new(CacheInner {
             file,
             frames,
             slab,
             map: Mutex::new(MapState {
                 table: PageTable::default(),
-                free: (0..config.min_pages).rev().collect(),
+                free,
                 allocated: config.min_pages,
                 clock_hand: 0,
                 hits: 0,
@@ -850,19 +871,26 @@ impl CacheInner {
 
     /// Gives frame `f` its page buffer if it has none yet (its first use). Called with the
     /// frame's latch held exclusively (`data` is behind it).
-    fn ensure_buffer(&self, f: usize, data: &mut FrameData) {
+    /// When the allocator cannot give the buffer's chunk, the frame stays without one and the
+    /// error is returned (the caller gives the frame up): the cache cannot grow, the process
+    /// goes on.
+    fn ensure_buffer(&self, f: usize, data: &mut FrameData) -> Result<()> {
         if data.buf.is_empty() {
             // SAFETY: frame f's buffer is empty until this sets it, and nothing empties it again,
             // so slot f is handed out at most once (at construction for f < min_pages, or here);
             // the exclusive latch keeps two sessions from both finding it empty. The slab is
-            // dropped after the frames.
-            data.buf = unsafe { self.slab.slot(f) };
+            // dropped after the frames. A failed call hands nothing out.
+            data.buf = unsafe { self.slab.slot(f) }.map_err(|e| EngineError::OutOfMemory {
+                what: "a page cache buffer chunk",
+                bytes: e.bytes,
+            })?;
         }
+        Ok(())
     }
 
     /// Reads `page` into the frame's buffer and verifies it.
     fn load_into(&self, f: usize, data: &mut FrameData, page: u32) -> Result<()> {
-        self.ensure_buffer(f, data);
+        self.ensure_buffer(f, data)?;
         let offset = u64::from(page) * self.config.page_size as u64;
         self.file.read_at(&mut data.buf, offset, IoClass::DbRead)?;
         self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
@@ -1032,7 +1060,12 @@ impl CacheInner {
                         continue;
                     }
                     if guard.buf.is_empty() {
-                        self.ensure_buffer(f, &mut guard);
+                        if let Err(error) = self.ensure_buffer(f, &mut guard) {
+                            self.abandon(f, page);
+                            drop(guard);
+                            frame.pins.fetch_sub(1, Ordering::AcqRel);
+                            return Err(error);
+                        }
                     } else {
                         guard.buf.fill(0);
                     }
@@ -1168,8 +1201,7 @@ impl CacheInner {
             for (i, (&(page, f), guard)) in run.iter().zip(guards.iter_mut()).enumerate() {
                 let frame = &self.frames[f];
                 let mut ok = false;
-                if read_ok {
-                    self.ensure_buffer(f, guard);
+                if read_ok && self.ensure_buffer(f, guard).is_ok() {
                     guard.buf.copy_from_slice(&buf[i * ps..(i + 1) * ps]);
                     ok = self.verify(&mut guard.buf, page).is_ok();
                     self.counters.pages_read.fetch_add(1, Ordering::Relaxed);

@@ -295,16 +295,21 @@ impl Database {
             file: file.clone(),
             header: Mutex::new(header.clone()),
         });
-        store.update(|h| h.state = DbState::Dirty)?;
-        Self::assemble(
+        // Everything that can fail while attaching (the cache's memory, a damaged or
+        // inconsistent space map) is found before the header says dirty: a database whose
+        // attach fails is left exactly as it was, clean, and needs no recovery. Building the
+        // cache and the space maps only reads.
+        let database = Self::assemble(
             path,
             file,
-            store,
+            store.clone(),
             header,
             &options,
             Arc::new(flush_map),
             Some(opened),
-        )
+        )?;
+        store.update(|h| h.state = DbState::Dirty)?;
+        Ok(database)
     }
 
     fn assemble(

@@ -74,6 +74,12 @@ pub enum EngineError {
         "{path}: bulk load record {record}: keys must be strictly ascending; this key is not above the previous one"
     )]
     KeysNotAscending { path: PathBuf, record: u64 },
+    /// The allocator could not give memory whose size an option decides (the cache's buffers
+    /// or its frame table): reported, never an abort of the process.
+    #[error(
+        "out of memory: {what} needs {bytes} bytes that the allocator could not give; make the cache smaller (cache.max_size, cache.min_size)"
+    )]
+    OutOfMemory { what: &'static str, bytes: usize },
     #[error("page cache: every one of its {frames} buffers is pinned; raise cache_max_bytes")]
     CacheExhausted { frames: usize },
     /// A write or the write-ahead gate failed earlier; `cause` is that first error, with its

@@ -18,22 +18,52 @@ unsafe impl Send for AlignedBuf {}
 // SAFETY: shared access only hands out &[u8].
 unsafe impl Sync for AlignedBuf {}
 
+/// Memory the allocator would not give: a buffer (or a table sized by a setting) of `bytes`
+/// bytes. Returned by the fallible allocations ([`AlignedBuf::try_zeroed`],
+/// [`AlignedSlab::try_new`], [`AlignedSlab::slot`]) that a setting such as the cache size decides,
+/// so that an impossible size is an error the caller reports, not an abort of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[error("the allocator could not give {bytes} bytes of memory")]
+pub struct AllocError {
+    pub bytes: usize,
+}
+
+impl AllocError {
+    pub fn new(bytes: usize) -> AllocError {
+        AllocError { bytes }
+    }
+}
+
 impl AlignedBuf {
-    /// A zeroed buffer of `len` bytes. `len` of zero gives an empty buffer.
+    /// A zeroed buffer of `len` bytes. `len` of zero gives an empty buffer. Aborts the process
+    /// when the allocator has no memory, like `Vec`; buffers whose size a user's setting decides
+    /// use [`AlignedBuf::try_zeroed`].
     pub fn zeroed(len: usize) -> AlignedBuf {
+        match Self::try_zeroed(len) {
+            Ok(buf) => buf,
+            Err(_) => match Layout::from_size_align(len, IO_ALIGNMENT) {
+                Ok(layout) => std::alloc::handle_alloc_error(layout),
+                Err(_) => panic!("buffer of {len} bytes cannot be laid out"),
+            },
+        }
+    }
+
+    /// A zeroed buffer of `len` bytes, or [`AllocError`] when the allocator cannot give it (or
+    /// the size cannot be laid out at all).
+    pub fn try_zeroed(len: usize) -> Result<AlignedBuf, AllocError> {
         if len == 0 {
-            return AlignedBuf {
+            return Ok(AlignedBuf {
                 ptr: NonNull::dangling(),
                 len: 0,
-            };
+            });
         }
-        let layout = Self::layout(len);
+        let layout =
+            Layout::from_size_align(len, IO_ALIGNMENT).map_err(|_| AllocError::new(len))?;
         // SAFETY: layout has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout);
-        };
-        AlignedBuf { ptr, len }
+        let ptr = NonNull::new(raw).ok_or(AllocError::new(len))?;
+        Ok(AlignedBuf { ptr, len })
     }
 
     fn layout(len: usize) -> Layout {
@@ -161,20 +191,30 @@ impl std::fmt::Debug for SlabSlot {
 
 impl AlignedSlab {
     /// A slab of `slots` slots of `slot_len` bytes (a multiple of [`IO_ALIGNMENT`], so that
-    /// every slot is aligned), allocated `slots_per_chunk` at a time. Allocates nothing yet.
-    pub fn new(slot_len: usize, slots: usize, slots_per_chunk: usize) -> AlignedSlab {
+    /// every slot is aligned), allocated `slots_per_chunk` at a time. Allocates no slot yet, only
+    /// the table of chunks, and that fallibly: the slot count comes from a user's cache size.
+    pub fn try_new(
+        slot_len: usize,
+        slots: usize,
+        slots_per_chunk: usize,
+    ) -> Result<AlignedSlab, AllocError> {
         assert!(
             slot_len > 0 && slot_len.is_multiple_of(IO_ALIGNMENT),
             "slot of {slot_len} bytes is not a multiple of {IO_ALIGNMENT}"
         );
         let slots_per_chunk = slots_per_chunk.clamp(1, slots.max(1));
-        let chunks = slots.div_ceil(slots_per_chunk);
-        AlignedSlab {
+        let count = slots.div_ceil(slots_per_chunk);
+        let mut chunks = Vec::new();
+        chunks.try_reserve_exact(count).map_err(|_| {
+            AllocError::new(count.saturating_mul(size_of::<std::sync::OnceLock<AlignedBuf>>()))
+        })?;
+        chunks.extend((0..count).map(|_| std::sync::OnceLock::new()));
+        Ok(AlignedSlab {
             slot_len,
             slots_per_chunk,
             slots,
-            chunks: (0..chunks).map(|_| std::sync::OnceLock::new()).collect(),
-        }
+            chunks,
+        })
     }
 
     /// Bytes allocated so far (whole chunks).
@@ -186,28 +226,35 @@ impl AlignedSlab {
             .sum()
     }
 
-    fn chunk(&self, index: usize) -> &AlignedBuf {
-        self.chunks[index].get_or_init(|| {
-            let first = index * self.slots_per_chunk;
-            AlignedBuf::zeroed(self.slot_len * self.slots_per_chunk.min(self.slots - first))
-        })
+    /// Chunk `index`, allocated (zeroed) on first use. When two threads race to allocate it,
+    /// one allocation is kept and the other freed.
+    fn chunk(&self, index: usize) -> Result<&AlignedBuf, AllocError> {
+        let cell = &self.chunks[index];
+        if let Some(chunk) = cell.get() {
+            return Ok(chunk);
+        }
+        let first = index * self.slots_per_chunk;
+        let fresh =
+            AlignedBuf::try_zeroed(self.slot_len * self.slots_per_chunk.min(self.slots - first))?;
+        Ok(cell.get_or_init(|| fresh))
     }
 
-    /// Slot `index`'s buffer, zeroed (the first time it is handed out).
+    /// Slot `index`'s buffer, zeroed (the first time it is handed out), or [`AllocError`] when
+    /// its chunk is not allocated yet and the allocator cannot give it.
     ///
     /// # Safety
     /// Each index must be handed out at most once while the slab lives (two slots of one index
     /// would alias), and the slot must not be read or written after the slab is dropped.
-    pub unsafe fn slot(&self, index: usize) -> SlabSlot {
+    pub unsafe fn slot(&self, index: usize) -> Result<SlabSlot, AllocError> {
         assert!(index < self.slots, "slot {index} of {}", self.slots);
-        let chunk = self.chunk(index / self.slots_per_chunk);
+        let chunk = self.chunk(index / self.slots_per_chunk)?;
         let offset = (index % self.slots_per_chunk) * self.slot_len;
         // SAFETY: offset + slot_len <= chunk.len() by the chunk's length.
         let ptr = unsafe { chunk.raw().add(offset) };
-        SlabSlot {
+        Ok(SlabSlot {
             ptr,
             len: self.slot_len,
-        }
+        })
     }
 }
 
@@ -239,11 +286,35 @@ mod tests {
     }
 
     #[test]
+    fn an_impossible_buffer_is_an_error_not_an_abort() {
+        // More than any address space holds: the layout itself is refused.
+        let error = AlignedBuf::try_zeroed(usize::MAX - 100).expect_err("cannot be laid out");
+        assert_eq!(error.bytes, usize::MAX - 100);
+        // Layable but far beyond any machine (64 TiB of 1 EiB): the allocator says no.
+        let huge = 1usize << 60;
+        assert_eq!(
+            AlignedBuf::try_zeroed(huge)
+                .expect_err("no machine has 1 EiB")
+                .bytes,
+            huge
+        );
+        let slab = AlignedSlab::try_new(4096, 1 << 40, 1).map(|s| s.allocated_bytes());
+        assert!(slab.is_err(), "a table of 2^40 chunks is refused: {slab:?}");
+        // A slab whose table fits, but whose chunk does not: the slot is an error.
+        let slab = AlignedSlab::try_new(4096, 1 << 48, 1 << 47).expect("two chunks in the table");
+        // SAFETY: index 0 once; nothing is handed out.
+        let slot = unsafe { slab.slot(0) };
+        assert!(slot.is_err(), "a 512 PiB chunk is refused");
+    }
+
+    #[test]
     fn slab_slots_are_aligned_zeroed_disjoint_and_allocated_by_chunk() {
-        let slab = AlignedSlab::new(8192, 10, 4);
+        let slab = AlignedSlab::try_new(8192, 10, 4).expect("small slab");
         assert_eq!(slab.allocated_bytes(), 0);
         // SAFETY: each index once; the slots are dropped before the slab.
-        let mut slots: Vec<SlabSlot> = (0..10).map(|i| unsafe { slab.slot(i) }).collect();
+        let mut slots: Vec<SlabSlot> = (0..10)
+            .map(|i| unsafe { slab.slot(i) }.expect("small chunk"))
+            .collect();
         // Three chunks: 4 + 4 + 2 slots.
         assert_eq!(slab.allocated_bytes(), 10 * 8192);
         for (i, slot) in slots.iter_mut().enumerate() {
@@ -261,9 +332,9 @@ mod tests {
 
     #[test]
     fn a_slab_allocates_only_the_chunks_asked_for() {
-        let slab = AlignedSlab::new(4096, 100, 16);
+        let slab = AlignedSlab::try_new(4096, 100, 16).expect("small slab");
         // SAFETY: index 40 once; the slot goes out of scope before the slab.
-        let slot = unsafe { slab.slot(40) };
+        let slot = unsafe { slab.slot(40) }.expect("small chunk");
         assert_eq!(slot.len(), 4096);
         assert_eq!(slab.allocated_bytes(), 16 * 4096);
     }

@@ -29,7 +29,7 @@ use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use buf::{AlignedBuf, AlignedSlab, SlabSlot};
+pub use buf::{AlignedBuf, AlignedSlab, AllocError, SlabSlot};
 pub use class::IoClass;
 pub use error::IoError;
 pub use hist::{ClassSummary, LatencyHistogram};
