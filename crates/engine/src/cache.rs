@@ -379,12 +379,8 @@ impl PageCache {
         // caller reports (before the database is marked dirty), not an abort.
         let out_of_memory =
             |what: &'static str, bytes: usize| EngineError::OutOfMemory { what, bytes };
-        let slab = AlignedSlab::try_new(
-            config.page_size,
-            config.max_pages,
-            CHUNK_BYTES / config.page_size,
-        )
-        .map_err(|e| out_of_memory("the page cache's chunk table", e.bytes))?;
+        // The frame table first: the largest of them (a frame per page, against a chunk-table
+        // entry per CHUNK_BYTES), so an impossible size fails before anything is written.
         let mut frames = Vec::new();
         frames.try_reserve_exact(config.max_pages).map_err(|_| {
             out_of_memory(
@@ -392,6 +388,12 @@ impl PageCache {
                 config.max_pages.saturating_mul(size_of::<Frame>()),
             )
         })?;
+        let slab = AlignedSlab::try_new(
+            config.page_size,
+            config.max_pages,
+            CHUNK_BYTES / config.page_size,
+        )
+        .map_err(|e| out_of_memory("the page cache's chunk table", e.bytes))?;
         for i in 0..config.max_pages {
             let buf = if i < config.min_pages {
                 // SAFETY: slot i is handed out once, to frame i, here; the slab lives in the

@@ -121,3 +121,68 @@ fn foreign_truncated_and_garbage_files_are_refused_on_open() {
     );
     assert!(err.to_string().contains("/cut.jpdb"), "{err}");
 }
+
+/// The header's state as stored on disk (read-only).
+fn stored_state(backend: &MemBackend, path: &Path) -> jetproof_engine::DbState {
+    let file = backend
+        .open(path, &OpenOptions::read_only().buffered())
+        .unwrap();
+    jetproof_engine::DbHeader::read(file.as_ref())
+        .unwrap()
+        .state
+}
+
+#[test]
+fn an_attach_that_fails_on_a_damaged_space_map_leaves_the_database_clean() {
+    let backend = MemBackend::new();
+    let path = Path::new("/d/db.jpdb");
+    filled(&backend, path);
+    // Page 2 is the first space map (after the two header copies).
+    let raw = backend
+        .open(path, &OpenOptions::read_write().buffered())
+        .unwrap();
+    let mut page = vec![0u8; PAGE];
+    raw.read_at(&mut page, 2 * PAGE as u64, IoClass::DbRead)
+        .unwrap();
+    for byte in &mut page[100..140] {
+        *byte ^= 0x5a;
+    }
+    raw.write_at(&page, 2 * PAGE as u64, IoClass::DbWrite)
+        .unwrap();
+    let error = Database::open(backend.as_ref(), path, small_options(PAGE, 32))
+        .err()
+        .expect("a damaged space map fails the attach");
+    assert!(
+        matches!(error, EngineError::BadPage { page: 2, .. }),
+        "{error}"
+    );
+    assert_eq!(
+        stored_state(&backend, path),
+        jetproof_engine::DbState::Clean,
+        "nothing was changed: the database needs no recovery"
+    );
+}
+
+#[test]
+fn a_cache_beyond_any_machine_is_an_error_and_the_database_stays_clean() {
+    let backend = MemBackend::new();
+    let path = Path::new("/d/db.jpdb");
+    filled(&backend, path);
+    let mut options = small_options(PAGE, 32);
+    // 2^50 bytes of 8 KiB pages: a frame table of 2^37 entries, more than any address space.
+    options.cache_max_bytes = 1 << 50;
+    let error = Database::open(backend.as_ref(), path, options)
+        .err()
+        .expect("refused");
+    assert!(matches!(error, EngineError::OutOfMemory { .. }), "{error}");
+    assert!(error.to_string().contains("cache.max_size"), "{error}");
+    assert_eq!(
+        stored_state(&backend, path),
+        jetproof_engine::DbState::Clean
+    );
+    // The same database opens with a sane cache.
+    Database::open(backend.as_ref(), path, small_options(PAGE, 32))
+        .unwrap()
+        .close()
+        .unwrap();
+}
