@@ -128,3 +128,12 @@ pub fn log_owner_lock(log: &TestLog, lock: &jetproof_procedures::lock::OwnerLock
 pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
     log.line(selected.log_line(job));
 }
+
+/// Says on stderr when the job's caches fit in this machine's memory but not in what is
+/// available now (a job that cannot fit at all is refused by the procedures' checks).
+pub fn warn_memory(job: &Job) {
+    use jetproof_procedures::host::{HostMemory, memory_warning};
+    if let Some(warning) = HostMemory::read().and_then(|memory| memory_warning(job, &memory)) {
+        eprintln!("jetproof: {warning}");
+    }
+}

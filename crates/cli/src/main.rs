@@ -7,6 +7,7 @@
 mod commands;
 mod common;
 mod progress;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -54,13 +55,55 @@ fn main() {
         Ok(Outcome::Pass) => 0,
         Ok(Outcome::Fail) => 1,
         Err(CliError::BadInput(error)) => {
-            eprintln!("jetproof: {error:#}");
+            eprintln!("jetproof: {}", message(&error));
             2
         }
         Err(CliError::Runtime(error)) => {
-            eprintln!("jetproof: {error:#}");
+            eprintln!("jetproof: {}", message(&error));
             3
         }
     };
     std::process::exit(code);
+}
+
+/// The error and its causes in one line, each said once: many errors already carry their cause's
+/// text in their own (`open PATH: Read-only file system`), and printing the chain as it is
+/// would repeat it.
+fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("create directory /x: {0}")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(30);
+        let error = anyhow::Error::new(Outer(io)).context("create directory /x: Read-only file system (os error 30)");
+        let text = message(&error);
+        assert_eq!(
+            text.matches("Read-only file system").count(),
+            1,
+            "{text}"
+        );
+        // A cause not yet said is kept.
+        let error = anyhow::anyhow!("disk full").context("write the result");
+        assert_eq!(message(&error), "write the result: disk full");
+    }
 }

@@ -383,6 +383,9 @@ fn invalid(field: &str, problem: impl Into<String>, fix: impl Into<String>) -> J
     }
 }
 
+/// The largest job file read: a job of a thousand instances is well under it.
+pub const MAX_JOB_FILE_BYTES: u64 = 4 << 20;
+
 /// The page sizes the engine supports.
 pub const PAGE_SIZES: [u64; 4] = [4096, 8192, 16384, 32768];
 
@@ -396,11 +399,46 @@ pub struct Instance {
 
 impl Job {
     /// Reads and validates a job file.
+    ///
+    /// A device or directory given as the job file is refused before it is read (reading
+    /// `/dev/zero` would never end), and so is a file of more than [`MAX_JOB_FILE_BYTES`]; a
+    /// named pipe (a shell's `<(...)`) is read like a file.
     pub fn load(path: &Path) -> Result<Job, JobError> {
-        let text = std::fs::read_to_string(path).map_err(|e| JobError::Parse {
+        use std::io::Read;
+        use std::os::unix::fs::FileTypeExt;
+        let error = |message: String| JobError::Parse {
             path: path.display().to_string(),
-            message: format!("cannot read the job file: {e}"),
-        })?;
+            message,
+        };
+        let kind = std::fs::metadata(path)
+            .map_err(|e| error(format!("cannot read the job file: {e}")))?
+            .file_type();
+        let what = if kind.is_block_device() {
+            Some("a block device")
+        } else if kind.is_char_device() {
+            Some("a character device")
+        } else if kind.is_dir() {
+            Some("a directory")
+        } else if kind.is_socket() {
+            Some("a socket")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(error(format!(
+                "is {what}, not a job file; give the path of a TOML job file (`jetproof plan --write-job FILE` writes one)"
+            )));
+        }
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_JOB_FILE_BYTES + 1).read_to_string(&mut text))
+            .map_err(|e| error(format!("cannot read the job file: {e}")))?;
+        if text.len() as u64 > MAX_JOB_FILE_BYTES {
+            return Err(error(format!(
+                "is larger than {} bytes, which no job file is; give the path of a TOML job file",
+                MAX_JOB_FILE_BYTES
+            )));
+        }
         Job::parse(&text, &path.display().to_string())
     }
 
@@ -1107,6 +1145,20 @@ mod tests {
         )
         .expect_err("half the buffer");
         assert!(err.to_string().contains("log.sector_size"), "{err}");
+    }
+
+    #[test]
+    fn a_device_or_directory_as_the_job_file_is_refused_before_reading() {
+        for (path, what) in [
+            ("/dev/zero", "character device"),
+            ("/dev/null", "character device"),
+            ("/", "directory"),
+        ] {
+            let err = Job::load(Path::new(path)).expect_err(path);
+            let text = err.to_string();
+            assert!(text.contains(what) && text.contains(path), "{text}");
+            assert!(text.contains("not a job file"), "{text}");
+        }
     }
 
     #[test]

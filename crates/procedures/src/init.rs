@@ -108,8 +108,15 @@ pub struct InitOptions<'a> {
 
 /// Checks everything that can be checked without writing. `init` calls it first; the CLI may call
 /// it before preparing the results directory so bad input costs nothing at all.
+///
+/// With `--recreate` nothing is deleted before every check here has passed: the targets, the
+/// job against this host's memory and threads (the whole job, so that a run it cannot make is
+/// refused before the fill), and the directories (writable, taking direct I/O when asked).
 pub fn preflight(job: &Job, permissions: Permissions) -> Result<(), InitError> {
+    crate::host::check_new_dirs_writable(job)?;
     target::check_init_targets(job, permissions)?;
+    crate::host::check_job_fits(job)?;
+    crate::host::check_new_targets(job)?;
     Ok(())
 }
 

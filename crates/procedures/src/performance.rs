@@ -154,10 +154,14 @@ pub fn check_job(job: &Job) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Checks, without writing, that the job can run and the databases exist. Whether they were
-/// closed cleanly is checked when the run reads their headers.
+/// Checks, without writing, that the job can run and the databases exist: the job fits this
+/// host (memory, threads), every database is a file made with the job's page size, and it and its
+/// log directory can be written, with direct I/O when the job asks for it (`crate::host`).
+/// Whether they were closed cleanly is checked when the run reads their headers.
 pub fn preflight(job: &Job) -> Result<(), RunError> {
     check_job(job)?;
+    crate::host::check_job_fits(job)?;
+    crate::host::check_existing(job, &job.instances(), true)?;
     for instance in job.instances() {
         if !instance.database_path.exists() {
             return Err(bad(

@@ -82,6 +82,58 @@ impl Generating {
     }
 }
 
+/// Checks, before anything is written, that the soft-recovery test can run: the job fits this
+/// host (memory, threads), the existing databases can be attached (`crate::host::check_existing`),
+/// and the `log_files` generations each instance will write fit in the free space of its log
+/// directory's file system (summed per file system): a test that would fill the disk half way
+/// is refused, naming `--log-files` and the figures.
+pub fn preflight(job: &Job, log_files: u32) -> Result<(), RunError> {
+    crate::host::check_job_fits(job)?;
+    crate::host::check_existing(job, &job.instances(), true)?;
+    let per_instance = u64::from(log_files).saturating_mul(job.log.file_size.bytes());
+    let mut need: BTreeMap<u64, (u64, u64, std::path::PathBuf)> = BTreeMap::new();
+    for instance in job.instances() {
+        if let Some((available, device)) = crate::target::free_space(&instance.log_path) {
+            let entry = need
+                .entry(device)
+                .or_insert((0, available, instance.log_path.clone()));
+            entry.0 = entry.0.saturating_add(per_instance);
+        }
+    }
+    for (needed, available, path) in need.values() {
+        if needed > available {
+            return Err(bad(
+                "--log-files",
+                format!(
+                    "{log_files} log file(s) of {} per instance need {} on the file system of {}, which has {} free; give fewer log files (--log-files or run.recovery_log_files), smaller ones (log.file_size), or put the logs elsewhere",
+                    job.log.file_size,
+                    jetproof_job::ByteSize(*needed),
+                    path.display(),
+                    jetproof_job::ByteSize(*available)
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before anything is written, what `jetproof recover` needs of the databases it will
+/// replay (`dirty`, from [`dirty_databases`]): the job fits this host, and each of those
+/// databases is a file of the job's page size that can be written with its log directory.
+pub fn recover_preflight(job: &Job, dirty: &[bool]) -> Result<(), RunError> {
+    crate::host::check_job_fits(job)?;
+    let replayed: Vec<_> = job
+        .instances()
+        .into_iter()
+        .zip(dirty)
+        .filter(|(_, d)| **d)
+        .map(|(instance, _)| instance)
+        .collect();
+    crate::host::check_existing(job, &replayed, true)?;
+    Ok(())
+}
+
 /// Runs the soft-recovery test with `log_files` generations per instance; writes `result.json`
 /// and returns the result. Errors are for what prevents the test from running at all (a missing
 /// or dirty database, a failed attach); a failed recovery is in the verdict.

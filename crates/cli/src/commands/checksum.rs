@@ -11,8 +11,6 @@
 //! until then are still reported and written to result.json, marked interrupted).
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,8 +36,14 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
+    // A device where a database file is expected is bad input before anything is made or
+    // read, the lock file beside it included (`jetproof_procedures::host`).
+    jetproof_procedures::host::check_database_files(&job).map_err(CliError::bad_input)?;
     // Shared with other readers, never with a writer: taken before any header is read.
     let owner = lock::lock_instances(&job, lock::Access::Shared, "checksum")
+        .map_err(CliError::bad_input)?;
+    // A job of another page size than the databases' is bad input before anything is checked.
+    jetproof_procedures::host::check_existing(&job, &job.instances(), false)
         .map_err(CliError::bad_input)?;
     checksum::preflight(&job, backend.as_ref()).map_err(checksum_error)?;
     let out =
@@ -48,10 +52,11 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .context("create the test log")
         .map_err(CliError::runtime)?;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler_stop = stop.clone();
-    // Ctrl-C stops the readers; what was checked is still reported and written.
-    let _ = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed));
+    // Ctrl-C, SIGTERM or SIGHUP stops the readers; what was checked is still reported and
+    // written.
+    let stop = crate::signals::stop_flag(
+        "interrupted: stopping the checksum pass; the pages checked so far are reported",
+    );
     let options = ChecksumOptions {
         stop: Some(stop),
         ..ChecksumOptions::from_job(&job)

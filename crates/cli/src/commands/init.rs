@@ -1,8 +1,6 @@
 //! `jetproof init [JOB]`: create the job's databases and fill them to size.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use jetproof_procedures::init::{InitError, InitOptions};
@@ -44,6 +42,7 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     // `init` under the lock, where no other command can change them any more.
     lock::refuse_if_written(&job).map_err(CliError::bad_input)?;
     jetproof_procedures::init::preflight(&job, permissions).map_err(init_error)?;
+    crate::common::warn_memory(&job);
     let selected = select_backend(&job)?;
     let command = if args.recreate {
         format!("{command} --recreate")
@@ -58,10 +57,11 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     log_engine(&log, &selected, &job);
     log_owner_lock(&log, &owner);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler_stop = stop.clone();
-    // A second Ctrl-C is not needed: init checks the flag between records and chunks.
-    let _ = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed));
+    // Init checks the flag between records and chunks; what it left under `.partial` names is
+    // removed by the next init, which then goes on.
+    let stop = crate::signals::stop_flag(
+        "interrupted: stopping init; the next `jetproof init` removes the partial databases and goes on",
+    );
 
     let bar = crate::progress::Bar::default();
     let options = InitOptions {

@@ -52,6 +52,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         );
         return Ok(Outcome::Pass);
     }
+    jetproof_procedures::soft_recovery::recover_preflight(&job, &dirty).map_err(run_error)?;
+    crate::common::warn_memory(&job);
 
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Recovery).map_err(CliError::bad_input)?;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use jetproof_procedures::backup::{BackupError, BackupOptions};
@@ -120,6 +120,8 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         Some(init_if_missing(args)?)
     };
     let owner = owner_lock(job, args, from_init)?;
+    jetproof_procedures::soft_recovery::preflight(job, log_files).map_err(run_error)?;
+    crate::common::warn_memory(job);
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Recovery).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
@@ -178,6 +180,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     };
     let owner = owner_lock(job, args, from_init)?;
     jetproof_procedures::performance::preflight(job).map_err(run_error)?;
+    crate::common::warn_memory(job);
     let out = OutDir::prepare(args.out.as_deref(), test).map_err(CliError::bad_input)?;
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
@@ -235,24 +238,12 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     })
 }
 
-/// The run's stop flag, set by Ctrl-C (SIGINT): the test ends its current phase, closes the
-/// databases cleanly and writes what it measured, marked interrupted. A second Ctrl-C quits at
-/// once, for a user who cannot wait for the shut-down (the databases then need recovery).
+/// The run's stop flag, set by Ctrl-C (SIGINT), SIGTERM or SIGHUP: the test ends its current
+/// phase, closes the databases cleanly and writes what it measured, marked interrupted. A second
+/// signal quits at once, for a user who cannot wait for the shut-down (the databases then need
+/// recovery). See `crate::signals`.
 fn stop_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler_stop = stop.clone();
-    let _ = ctrlc::set_handler(move || {
-        if handler_stop.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "jetproof: interrupted again: quitting now; databases that were open were not closed and need `jetproof recover`"
-            );
-            std::process::exit(130);
-        }
-        eprintln!(
-            "jetproof: interrupted: stopping cleanly and writing the results (Ctrl-C again to quit at once)"
-        );
-    });
-    stop
+    crate::signals::stop_flag(crate::signals::RUN_STOPPING)
 }
 
 fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {

@@ -129,11 +129,20 @@ pub fn spawn_jetproof(dir: &Path, args: &[&str], capture: bool) -> std::process:
 
 /// Ctrl-C: sends SIGINT to `child` and waits, at most 30 s, for it to end. Its exit status,
 /// standard output and standard error.
-pub fn interrupt(mut child: std::process::Child) -> (std::process::ExitStatus, String, String) {
+pub fn interrupt(child: std::process::Child) -> (std::process::ExitStatus, String, String) {
+    signal(child, "INT")
+}
+
+/// Sends signal `name` ("INT", "TERM", "HUP") to `child` and waits, at most 30 s, for it to
+/// end. Its exit status, standard output and standard error.
+pub fn signal(
+    mut child: std::process::Child,
+    name: &str,
+) -> (std::process::ExitStatus, String, String) {
     let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{name}"), &child.id().to_string()])
         .status()
-        .expect("kill -INT");
+        .expect("kill");
     assert!(status.success());
     let interrupted = std::time::Instant::now();
     let exit = loop {
@@ -142,7 +151,7 @@ pub fn interrupt(mut child: std::process::Child) -> (std::process::ExitStatus, S
         }
         if interrupted.elapsed() > std::time::Duration::from_secs(30) {
             let _ = child.kill();
-            panic!("jetproof did not stop within 30 s of SIGINT");
+            panic!("jetproof did not stop within 30 s of SIG{name}");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };

@@ -1,0 +1,193 @@
+//! Impossible settings are refused with exit 2, one message naming the key and the fix, before
+//! anything is deleted or created (issue 15, point 9): a cache larger than the machine's memory
+//! (it used to abort the process with SIGABRT, leave the database dirty, and under
+//! `init --recreate` delete the old databases first), more log files than the disk holds, a
+//! device given as the job file.
+
+mod common;
+
+use std::path::Path;
+
+use common::{jetproof, small_job};
+use predicates::prelude::*;
+
+/// Far beyond the memory of any machine these tests run on.
+const IMPOSSIBLE_CACHE: &str = "[cache]\nmin_size = \"512KiB\"\nmax_size = \"64TiB\"\n";
+
+/// The small job with the impossible cache (its own [cache] table replaces the small one's).
+fn impossible_job(dir: &Path) -> std::path::PathBuf {
+    let small = small_job(dir, "2s", "");
+    let text = std::fs::read_to_string(&small).expect("job");
+    let text = text.replace(
+        "[cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n",
+        IMPOSSIBLE_CACHE,
+    );
+    assert!(text.contains("64TiB"), "{text}");
+    let path = dir.join("impossible.toml");
+    std::fs::write(&path, text).expect("write job");
+    path
+}
+
+/// Every file under `dir` with its length and content, to show that nothing changed.
+fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).expect("list").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push((path.clone(), std::fs::read(&path).expect("read")));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn assert_refused_for_memory(stderr: &str) {
+    assert!(stderr.contains("cache.max_size"), "{stderr}");
+    assert!(stderr.contains("64TiB per instance x 2 instance(s)"), "{stderr}");
+    assert!(stderr.contains("at most"), "the fix is given: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
+}
+
+#[test]
+fn init_with_a_cache_larger_than_the_machine_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = impossible_job(dir.path());
+    let output = jetproof(dir.path())
+        .args(["init", job.to_str().expect("utf-8"), "--out", "r"])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert_refused_for_memory(&String::from_utf8_lossy(&output.stderr));
+    assert!(!dir.path().join("jetproof-data").exists(), "nothing created");
+    assert!(!dir.path().join("r").exists(), "no results directory");
+}
+
+#[test]
+fn init_recreate_with_a_cache_larger_than_the_machine_deletes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = small_job(dir.path(), "2s", "");
+    jetproof(dir.path())
+        .args(["init", good.to_str().expect("utf-8"), "--out", "i"])
+        .assert()
+        .success();
+    let data = dir.path().join("jetproof-data");
+    let before = snapshot(&data);
+    let job = impossible_job(dir.path());
+    let output = jetproof(dir.path())
+        .args([
+            "init",
+            job.to_str().expect("utf-8"),
+            "--recreate",
+            "--out",
+            "again",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert_refused_for_memory(&String::from_utf8_lossy(&output.stderr));
+    assert_eq!(snapshot(&data), before, "the old databases are all there");
+    assert!(!dir.path().join("again").exists());
+}
+
+#[test]
+fn a_run_with_a_cache_larger_than_the_machine_is_refused_and_the_databases_stay_clean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = small_job(dir.path(), "2s", "");
+    let good = good.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", good, "--out", "i"])
+        .assert()
+        .success();
+    let data = dir.path().join("jetproof-data");
+    let before = snapshot(&data);
+    let job = impossible_job(dir.path());
+    for test in ["performance", "stress", "soft-recovery"] {
+        let output = jetproof(dir.path())
+            .args([
+                "run",
+                job.to_str().expect("utf-8"),
+                "--test",
+                test,
+                "--out",
+                "r",
+            ])
+            .output()
+            .expect("runs");
+        assert_eq!(output.status.code(), Some(2), "{test}");
+        assert_refused_for_memory(&String::from_utf8_lossy(&output.stderr));
+        assert!(!dir.path().join("r").exists(), "{test}: no results directory");
+    }
+    assert_eq!(snapshot(&data), before, "nothing written");
+    // Clean as before: nothing to recover, and the job that fits runs.
+    jetproof(dir.path())
+        .args(["recover", good])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nothing to recover"));
+    jetproof(dir.path())
+        .args(["run", good, "--test", "performance", "--duration", "1s", "--out", "ok"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn soft_recovery_with_more_log_files_than_the_disk_holds_is_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "2s", "");
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "i"])
+        .assert()
+        .success();
+    let data = dir.path().join("jetproof-data");
+    let before = snapshot(&data);
+    // 4 billion generations of 1 MiB: petabytes.
+    let output = jetproof(dir.path())
+        .args([
+            "run",
+            job,
+            "--test",
+            "soft-recovery",
+            "--log-files",
+            "4000000000",
+            "--out",
+            "r",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--log-files"), "{stderr}");
+    assert!(stderr.contains("free"), "{stderr}");
+    assert!(!dir.path().join("r").exists());
+    assert_eq!(snapshot(&data), before, "no log file written");
+}
+
+#[test]
+fn a_device_given_as_the_job_file_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Reading /dev/zero as a job would never end.
+    for command in [
+        vec!["run", "/dev/zero", "--test", "performance"],
+        vec!["init", "/dev/zero"],
+        vec!["checksum", "/dev/null"],
+    ] {
+        let output = jetproof(dir.path())
+            .args(&command)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .expect("runs");
+        assert_eq!(output.status.code(), Some(2), "{command:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("character device") && stderr.contains("not a job file"),
+            "{command:?}: {stderr}"
+        );
+    }
+    assert!(!dir.path().join("jetproof-data").exists());
+}
