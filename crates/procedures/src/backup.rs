@@ -6,6 +6,22 @@
 //!
 //! Reads only; the databases must be closed cleanly (a dirty database needs `jetproof recover`
 //! first, as a real backup would need a consistent source).
+//!
+//! **The copy is what is on disk, verified; it is never a repair.** Every page is checked with
+//! `checksum::verify`, which does not change the buffer, and the bytes read are the bytes
+//! written: a correctable page (one flipped bit) is copied with its flipped bit and reported as
+//! correctable, exactly as the verification reports it (`correctable_pages`, a reason in the
+//! verdict, exit 1). Why not copy the corrected page: the copy would then differ from its source
+//! in silence, and a backup that "fixes" what it reads hides the very damage a storage test is
+//! there to find (the live database, read by the engine, corrects the bit in memory and counts
+//! it; the file itself is only ever repaired by a write of the engine's). A bad or misdirected
+//! page is copied as it is too and fails the verdict.
+//!
+//! **The copy never lands on a source.** `--to` is refused (exit 2, before any I/O) when it is,
+//! after following symlinks, the directory of a database or log of the job; when a file the
+//! backup would write is a database of the job (same device and inode, so hard links and
+//! symlinked directories are caught); when such a file exists and is not a copy jetproof made
+//! (or is a symlink); and when two instances would write the same file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,7 +60,8 @@ pub struct DatabaseBackup {
     pub pages_seen: u64,
     /// Pages whose checksum failed (not correctable), by page number.
     pub bad_pages: Vec<u64>,
-    /// Pages with a single flipped bit (the copy gets the corrected page).
+    /// Pages with a single flipped bit (the copy holds them as on disk, flipped bit included:
+    /// a backup never repairs).
     pub correctable_pages: Vec<u64>,
     pub wrong_number_pages: Vec<u64>,
     pub copy_path: Option<PathBuf>,
@@ -59,8 +76,10 @@ pub struct BackupOptions<'a> {
     pub progress: &'a (dyn Fn(u64, u64) + Sync),
 }
 
-/// Checks the databases and the destination without writing.
+/// Checks the databases and the destination without writing (the destination's probe aside:
+/// a scratch file jetproof creates and removes, to know its file system takes direct I/O).
 pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
+    crate::host::check_existing(job, &job.instances(), false)?;
     for instance in job.instances() {
         if !instance.database_path.exists() {
             return Err(bad(
@@ -74,6 +93,7 @@ pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
         }
     }
     if let Some(dir) = to {
+        check_copy_targets(job, dir)?;
         let (state, entry) = crate::target::dir_state(dir)?;
         if state == crate::target::DirState::Foreign {
             return Err(bad(
@@ -86,8 +106,128 @@ pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
             )
             .into());
         }
+        crate::host::probe_dir(dir, "--to", job.storage.direct_io)?;
     }
     Ok(())
+}
+
+/// The file of `instance`'s copy in the backup directory `dir`.
+fn copy_path(dir: &Path, instance: &Instance) -> PathBuf {
+    let name = instance
+        .database_path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| format!("{}.jpdb", instance.name).into());
+    dir.join(name)
+}
+
+/// Device and inode of what `path` names, following symlinks; None when nothing is there.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Refuses a backup directory that would put a copy on a source (see the module's header).
+fn check_copy_targets(job: &Job, dir: &Path) -> Result<(), BadInput> {
+    let instances = job.instances();
+    if let Some(target_dir) = identity(dir) {
+        for instance in &instances {
+            let database_dir = instance
+                .database_path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            for (what, source) in [
+                ("the directory of the database", database_dir),
+                ("the log directory", instance.log_path.as_path()),
+            ] {
+                if identity(source) == Some(target_dir) {
+                    return Err(bad(
+                        "--to",
+                        format!(
+                            "{} is {what} of {} ({}); a backup there would write over the live files. Give a directory of its own, like {}",
+                            dir.display(),
+                            instance.name,
+                            source.display(),
+                            dir.join("backup").display()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let mut planned: Vec<(PathBuf, String)> = Vec::new();
+    for instance in &instances {
+        let target = copy_path(dir, instance);
+        if let Some((_, other)) = planned.iter().find(|(path, _)| *path == target) {
+            return Err(bad(
+                "--to",
+                format!(
+                    "instances {other} and {} would both be copied to {} (their database files have the same name); back them up to separate directories, or rename a database",
+                    instance.name,
+                    target.display()
+                ),
+            ));
+        }
+        let target_identity = identity(&target);
+        if let Some(source) = instances
+            .iter()
+            .find(|s| target_identity.is_some() && identity(&s.database_path) == target_identity)
+        {
+            return Err(bad(
+                "--to",
+                format!(
+                    "{} is the database of {} itself ({}); the copy would be written over it. Give a directory of its own",
+                    target.display(),
+                    source.name,
+                    source.database_path.display()
+                ),
+            ));
+        }
+        let link = std::fs::symlink_metadata(&target)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false);
+        if link {
+            return Err(bad(
+                "--to",
+                format!(
+                    "{} is a symbolic link; jetproof writes its copy only as a file of its own, never through a link. Give an empty or new directory",
+                    target.display()
+                ),
+            ));
+        }
+        if target_identity.is_some() && !is_own_copy(dir, &target) {
+            return Err(bad(
+                "--to",
+                format!(
+                    "{} exists and is not a copy jetproof made; jetproof never overwrites it. Give an empty or new directory",
+                    target.display()
+                ),
+            ));
+        }
+        planned.push((target, instance.name.clone()));
+    }
+    Ok(())
+}
+
+/// Is `file` a copy an earlier backup made: a regular file starting like a jetproof database,
+/// in a directory marked as jetproof's?
+fn is_own_copy(dir: &Path, file: &Path) -> bool {
+    use std::io::Read;
+    if !dir.join(crate::target::MARKER).is_file() {
+        return false;
+    }
+    let Ok(mut opened) = std::fs::File::open(file) else {
+        return false;
+    };
+    if !opened.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = [0u8; 4096];
+    let Ok(read) = opened.read(&mut head) else {
+        return false;
+    };
+    crate::database::looks_like_database(&head[..read])
 }
 
 pub fn backup(
@@ -276,12 +416,7 @@ fn back_up_one(
     let size = header.file_size_bytes();
     let copy = match &options.to {
         Some(dir) => {
-            let name = instance
-                .database_path
-                .file_name()
-                .map(|n| n.to_os_string())
-                .unwrap_or_else(|| format!("{}.jpdb", instance.name).into());
-            let path = dir.join(name);
+            let path = copy_path(dir, instance);
             let file = options
                 .backend
                 .open(&path, &OpenOptions::create().with_direct(direct))?;
@@ -301,10 +436,11 @@ fn back_up_one(
         let length = (size - offset).min(read_size as u64) as usize;
         let chunk = &mut buffer[..length];
         file.read_at(chunk, offset, IoClass::BackupRead)?;
-        for (index, page) in chunk.chunks_exact_mut(page_size).enumerate() {
+        // Verified without changing a byte: the copy is what is on disk (the module's header).
+        for (index, page) in chunk.chunks_exact(page_size).enumerate() {
             let number = offset / page_size as u64 + index as u64;
             report.pages_seen += 1;
-            match checksum::correct(page, u32::try_from(number).unwrap_or(u32::MAX)) {
+            match checksum::verify(page, u32::try_from(number).unwrap_or(u32::MAX)) {
                 PageCheck::Good => {}
                 PageCheck::Correctable { .. } => report.correctable_pages.push(number),
                 PageCheck::WrongPageNumber { .. } => report.wrong_number_pages.push(number),
