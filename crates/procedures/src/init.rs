@@ -10,6 +10,14 @@
 //!
 //! Every check of the targets (foreign files, devices, free space) runs before the first write:
 //! see [`crate::target`].
+//!
+//! **An interrupted init is finished by the next one.** Interrupted while filling, it leaves
+//! `db1.jpdb.partial`; while duplicating, `db1.jpdb` complete and the copy in progress under its
+//! `.partial` name. The next `init` (without `--recreate`) removes those leftovers — only files it
+//! can tell as its own by their content (`target::partial_is_ours`) — and makes what is missing:
+//! with the first database complete
+//! ([`is_resumable`]: closed cleanly, of the job's page size and size), it is kept and copied to
+//! the missing others. Anything else that exists is refused as before (`--recreate`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,6 +55,12 @@ const EXTENT_SIZE: u64 = 32 << 20;
 /// The smallest growth step (for small databases).
 const MIN_EXTENT_SIZE: u64 = 1 << 20;
 
+/// The step a database of `target_bytes` grows by while it is filled: small databases grow in
+/// small steps, so the file ends close to its target.
+fn extent_bytes(target_bytes: u64) -> u64 {
+    (target_bytes / 16).clamp(MIN_EXTENT_SIZE, EXTENT_SIZE)
+}
+
 /// Size of one read and one write of the duplication step.
 pub const COPY_CHUNK: usize = 4 << 20;
 
@@ -82,7 +96,7 @@ pub enum InitError {
     #[error("{path}: {message}")]
     Engine { path: PathBuf, message: String },
     #[error(
-        "interrupted; the partial databases are left under *{PARTIAL_SUFFIX} names and removed by the next init"
+        "interrupted; the partial databases are left under *{PARTIAL_SUFFIX} names; the next `jetproof init` removes them and makes what is missing"
     )]
     Interrupted,
     #[error("{0}")]
@@ -115,8 +129,65 @@ pub struct InitOptions<'a> {
 pub fn preflight(job: &Job, permissions: Permissions) -> Result<(), InitError> {
     crate::host::check_new_dirs_writable(job)?;
     target::check_init_targets(job, permissions)?;
+    let instances = job.instances();
+    if !permissions.recreate && is_resumable(&instances) {
+        check_resumable_first(job, &instances[0])?;
+    }
     crate::host::check_job_fits(job)?;
     crate::host::check_new_targets(job)?;
+    Ok(())
+}
+
+/// True when the job's databases are what an init interrupted while duplicating leaves: the
+/// first database exists and some other does not (a missing first one is never a leftover:
+/// it is made before any copy).
+pub fn is_resumable(instances: &[Instance]) -> bool {
+    let mut exists = instances.iter().map(|i| i.database_path.is_file());
+    exists.next() == Some(true) && exists.any(|e| !e)
+}
+
+/// Checks that the first database, which a resumed init copies, is one the job would have made:
+/// closed cleanly (init renames it into place only then), of the job's page size, and of the
+/// job's size (the fill ends at most one extent past it).
+fn check_resumable_first(job: &Job, first: &Instance) -> Result<(), BadInput> {
+    let refuse = |why: String| {
+        crate::target::bad(
+            "--recreate",
+            format!(
+                "{} exists and other databases of the job do not, as an interrupted init leaves them, but {why}; pass --recreate to make every database anew",
+                first.database_path.display()
+            ),
+        )
+    };
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    let header = backend
+        .open(&first.database_path, &OpenOptions::read_only().buffered())
+        .map_err(|e| e.to_string())
+        .and_then(|file| {
+            jetproof_engine::DbHeader::read(file.as_ref()).map_err(|e| e.to_string())
+        })
+        .map_err(|e| refuse(format!("its header cannot be read ({e})")))?;
+    if header.state != jetproof_engine::DbState::Clean {
+        return Err(refuse(
+            "it was not shut down cleanly (run `jetproof recover` first)".into(),
+        ));
+    }
+    if u64::from(header.page_size) != job.storage.page_size.bytes() {
+        return Err(refuse(format!(
+            "it has {} pages and the job says storage.page_size = {}",
+            ByteSize(u64::from(header.page_size)),
+            job.storage.page_size
+        )));
+    }
+    let target = job.db_size().bytes();
+    let size = header.file_size_bytes();
+    if size < target || size > target + extent_bytes(target) {
+        return Err(refuse(format!(
+            "it is {} and the job's databases are {}",
+            ByteSize(size),
+            job.db_size()
+        )));
+    }
     Ok(())
 }
 
@@ -151,6 +222,12 @@ pub fn init(
         ));
     }
 
+    // Decided before anything is removed: an interrupted init's complete databases are kept.
+    let resuming = !options.permissions.recreate && is_resumable(&instances);
+    let kept: Vec<bool> = instances
+        .iter()
+        .map(|i| resuming && i.database_path.is_file())
+        .collect();
     prepare_directories(job, &instances, options)?;
 
     let first = instances
@@ -161,40 +238,65 @@ pub fn init(
         })
         .map_err(InitError::BadInput)?;
 
-    // Phase 1: the first database, record by record through the engine.
+    // Phase 1: the first database, record by record through the engine (or, resuming an
+    // interrupted init, the first database it completed).
     let fill_stats = InstanceStats::new(first.name.clone());
-    log.line(format!(
-        "Creating and filling {} (leaves filled to the table density, {}%)",
-        first.database_path.display(),
-        job.storage.table_density
-    ));
     let fill_started = Instant::now();
-    let fill = fill_database(job, first, &fill_stats, options)?;
+    let fill = if resuming {
+        let bytes = std::fs::metadata(&first.database_path)
+            .map(|m| m.len())
+            .map_err(|source| IoError::Path {
+                op: "stat",
+                path: first.database_path.clone(),
+                source,
+            })?;
+        log.line(format!(
+            "Resuming an interrupted init: {} is complete and kept; making the {} missing database(s) from it",
+            first.database_path.display(),
+            kept.iter().filter(|k| !**k).count()
+        ));
+        Filled { records: 0, bytes }
+    } else {
+        log.line(format!(
+            "Creating and filling {} (leaves filled to the table density, {}%)",
+            first.database_path.display(),
+            job.storage.table_density
+        ));
+        let fill = fill_database(job, first, &fill_stats, options)?;
+        log.line(format!(
+            "Filled {}: {} records, {} written in {:.1} s ({:.1} MB/s)",
+            first.name,
+            fill.records,
+            ByteSize(fill.bytes),
+            fill_started.elapsed().as_secs_f64(),
+            mb_per_sec(fill.bytes, fill_started.elapsed())
+        ));
+        fill
+    };
     let fill_elapsed = fill_started.elapsed();
-    log.line(format!(
-        "Filled {}: {} records, {} written in {:.1} s ({:.1} MB/s)",
-        first.name,
-        fill.records,
-        ByteSize(fill.bytes),
-        fill_elapsed.as_secs_f64(),
-        mb_per_sec(fill.bytes, fill_elapsed)
-    ));
 
-    // Phase 2: the others, copied.
+    // Phase 2: the others, copied (those an interrupted init completed are kept).
     let mut copy_stats = Vec::new();
     let copy_started = Instant::now();
     let mut copied_bytes = 0u64;
-    if instances.len() > 1 {
+    let to_copy: Vec<&Instance> = instances
+        .iter()
+        .zip(&kept)
+        .skip(1)
+        .filter(|(_, kept)| !**kept)
+        .map(|(instance, _)| instance)
+        .collect();
+    if !to_copy.is_empty() {
         log.line(format!(
             "Duplicating databases: {} copies of {}",
-            instances.len() - 1,
+            to_copy.len(),
             first.name
         ));
-        let total = fill.bytes * (instances.len() as u64 - 1);
+        let total = fill.bytes * to_copy.len() as u64;
         options.progress.phase("Duplicating databases", total);
-        for (index, instance) in instances.iter().enumerate().skip(1) {
+        for (index, instance) in to_copy.iter().enumerate() {
             let stats = InstanceStats::new(instance.name.clone());
-            let base = fill.bytes * (index as u64 - 1);
+            let base = fill.bytes * index as u64;
             copied_bytes += copy_database(
                 job,
                 &first.database_path,
@@ -203,7 +305,7 @@ pub fn init(
                 options,
                 base,
             )?;
-            copy_stats.push(stats);
+            copy_stats.push(((*instance).clone(), stats));
         }
         let elapsed = copy_started.elapsed();
         log.line(format!(
@@ -217,7 +319,7 @@ pub fn init(
     options.progress.finish();
 
     let elapsed = started.elapsed();
-    let written = fill.bytes + copied_bytes;
+    let written = if resuming { 0 } else { fill.bytes } + copied_bytes;
     log.line(format!(
         "Done: {} written in {:.1} s ({:.1} MB/s)",
         ByteSize(written),
@@ -226,14 +328,19 @@ pub fn init(
     ));
 
     let mut instance_results = vec![instance_result(first, &fill_stats, fill_elapsed)];
-    for (instance, stats) in instances.iter().skip(1).zip(&copy_stats) {
+    for (instance, stats) in &copy_stats {
         instance_results.push(instance_result(instance, stats, copy_elapsed));
     }
     let mut totals = std::collections::BTreeMap::new();
     let mut put = |k: &str, v: serde_json::Value| {
         totals.insert(k.to_string(), v);
     };
-    put("records_per_database", fill.records.into());
+    if resuming {
+        // The records were counted by the interrupted init; this one copied its database.
+        put("resumed", true.into());
+    } else {
+        put("records_per_database", fill.records.into());
+    }
     put("database_bytes", fill.bytes.into());
     put("fill_seconds", fill_elapsed.as_secs_f64().into());
     put(
@@ -430,7 +537,7 @@ fn fill_database(
         // the file on an extent boundary (the tail formatted free).
         initial_size_bytes: (16 * page_size).max(INITIAL_SIZE.min(target_bytes)),
         // Small databases grow in small steps, so the file ends close to its target.
-        extent_bytes: (target_bytes / 16).clamp(MIN_EXTENT_SIZE, EXTENT_SIZE),
+        extent_bytes: extent_bytes(target_bytes),
         cache_min_bytes: job.cache.min_size.bytes(),
         cache_max_bytes: job.cache.max_size.bytes(),
         direct_io: job.storage.direct_io,

@@ -229,7 +229,9 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
                     ),
                 ));
             }
-            if !permissions.recreate {
+            // An init interrupted while duplicating left the first database complete and others
+            // missing: the next init finishes it (`crate::init::is_resumable`).
+            if !permissions.recreate && !crate::init::is_resumable(&instances) {
                 return Err(bad(
                     "--recreate",
                     format!(

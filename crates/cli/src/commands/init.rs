@@ -81,12 +81,18 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
         job.db_size(),
         job.storage.data_dir.display()
     );
-    println!(
-        "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
-        figure("fill_mb_per_sec"),
-        figure("records_per_database"),
-        figure("fill_seconds")
-    );
+    if totals.contains_key("resumed") {
+        println!(
+            "  resumed:     an interrupted init's leftovers removed; its complete databases kept"
+        );
+    } else {
+        println!(
+            "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
+            figure("fill_mb_per_sec"),
+            figure("records_per_database"),
+            figure("fill_seconds")
+        );
+    }
     if summary.result.instances.len() > 1 {
         println!(
             "  duplicating: {:>8.1} MB/s  ({:.1} s)",
