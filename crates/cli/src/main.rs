@@ -95,13 +95,10 @@ mod tests {
     #[test]
     fn a_cause_already_in_the_message_is_said_once() {
         let io = std::io::Error::from_raw_os_error(30);
-        let error = anyhow::Error::new(Outer(io)).context("create directory /x: Read-only file system (os error 30)");
+        let error = anyhow::Error::new(Outer(io))
+            .context("create directory /x: Read-only file system (os error 30)");
         let text = message(&error);
-        assert_eq!(
-            text.matches("Read-only file system").count(),
-            1,
-            "{text}"
-        );
+        assert_eq!(text.matches("Read-only file system").count(), 1, "{text}");
         // A cause not yet said is kept.
         let error = anyhow::anyhow!("disk full").context("write the result");
         assert_eq!(message(&error), "write the result: disk full");

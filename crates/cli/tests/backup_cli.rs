@@ -58,7 +58,10 @@ fn refused(dir: &Path, job: &str, to: &Path, needle: &str) {
         .expect("runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--to") && stderr.contains(needle), "{stderr}");
+    assert!(
+        stderr.contains("--to") && stderr.contains(needle),
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
     assert!(!dir.join("b").exists(), "nothing done");
     let after: Vec<_> = (1..=2).map(|n| fingerprint(&database(dir, n))).collect();
@@ -90,7 +93,12 @@ fn backup_to_a_symlink_of_the_database_directory_is_refused() {
     let job = initialised(dir.path());
     let link = dir.path().join("looks-new");
     std::os::unix::fs::symlink(dir.path().join("jetproof-data/db1"), &link).expect("symlink");
-    refused(dir.path(), &job, &link, "the directory of the database of db1");
+    refused(
+        dir.path(),
+        &job,
+        &link,
+        "the directory of the database of db1",
+    );
 }
 
 #[test]
@@ -159,7 +167,9 @@ fn two_instances_whose_copies_would_share_a_name_are_refused() {
         .assert()
         .success();
     let output = jetproof(dir.path())
-        .args(["run", job, "--test", "backup", "--to", "copies", "--out", "b"])
+        .args([
+            "run", job, "--test", "backup", "--to", "copies", "--out", "b",
+        ])
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -183,7 +193,9 @@ fn a_backup_copy_holds_a_correctable_page_as_on_disk_and_reports_it() {
     let before = fingerprint(&source);
 
     let output = jetproof(dir.path())
-        .args(["run", &job, "--test", "backup", "--to", "copies", "--out", "b"])
+        .args([
+            "run", &job, "--test", "backup", "--to", "copies", "--out", "b",
+        ])
         .output()
         .expect("runs");
     // Damage found fails the verdict (exit 1), with the page named.
@@ -208,7 +220,9 @@ fn a_backup_copy_holds_a_correctable_page_as_on_disk_and_reports_it() {
     );
     // A second backup to the same directory replaces jetproof's own copies.
     jetproof(dir.path())
-        .args(["run", &job, "--test", "backup", "--to", "copies", "--out", "b2"])
+        .args([
+            "run", &job, "--test", "backup", "--to", "copies", "--out", "b2",
+        ])
         .assert()
         .code(1);
 }

@@ -48,7 +48,10 @@ fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 
 fn assert_refused_for_memory(stderr: &str) {
     assert!(stderr.contains("cache.max_size"), "{stderr}");
-    assert!(stderr.contains("64TiB per instance x 2 instance(s)"), "{stderr}");
+    assert!(
+        stderr.contains("64TiB per instance x 2 instance(s)"),
+        "{stderr}"
+    );
     assert!(stderr.contains("at most"), "the fix is given: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
 }
@@ -63,7 +66,10 @@ fn init_with_a_cache_larger_than_the_machine_is_refused_before_anything_is_creat
         .expect("runs");
     assert_eq!(output.status.code(), Some(2));
     assert_refused_for_memory(&String::from_utf8_lossy(&output.stderr));
-    assert!(!dir.path().join("jetproof-data").exists(), "nothing created");
+    assert!(
+        !dir.path().join("jetproof-data").exists(),
+        "nothing created"
+    );
     assert!(!dir.path().join("r").exists(), "no results directory");
 }
 
@@ -120,7 +126,10 @@ fn a_run_with_a_cache_larger_than_the_machine_is_refused_and_the_databases_stay_
             .expect("runs");
         assert_eq!(output.status.code(), Some(2), "{test}");
         assert_refused_for_memory(&String::from_utf8_lossy(&output.stderr));
-        assert!(!dir.path().join("r").exists(), "{test}: no results directory");
+        assert!(
+            !dir.path().join("r").exists(),
+            "{test}: no results directory"
+        );
     }
     assert_eq!(snapshot(&data), before, "nothing written");
     // Clean as before: nothing to recover, and the job that fits runs.
@@ -130,7 +139,16 @@ fn a_run_with_a_cache_larger_than_the_machine_is_refused_and_the_databases_stay_
         .success()
         .stdout(predicate::str::contains("nothing to recover"));
     jetproof(dir.path())
-        .args(["run", good, "--test", "performance", "--duration", "1s", "--out", "ok"])
+        .args([
+            "run",
+            good,
+            "--test",
+            "performance",
+            "--duration",
+            "1s",
+            "--out",
+            "ok",
+        ])
         .assert()
         .success();
 }

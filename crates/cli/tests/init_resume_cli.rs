@@ -144,7 +144,10 @@ fn sigterm_during_init_stops_it_and_the_next_init_finishes() {
     assert_eq!(exit.code(), Some(3), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(stderr.contains("next `jetproof init`"), "{stderr}");
-    assert!(!database(dir.path(), 1).exists(), "no database under its final name");
+    assert!(
+        !database(dir.path(), 1).exists(),
+        "no database under its final name"
+    );
     jetproof(dir.path())
         .args(["init", &job, "--out", "again"])
         .assert()

@@ -516,8 +516,6 @@ pub fn check_existing(job: &Job, instances: &[Instance], writes: bool) -> Result
         }
         let field = format!("database of {}", instance.name);
         check_writable_file(path, &field)?;
-        let log_field = format!("log directory of {}", instance.name);
-        probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
         if job.storage.direct_io {
             match backend.open(path, &OpenOptions::read_write().with_direct(true)) {
                 Err(IoError::DirectIoUnsupported { .. }) => {
@@ -531,6 +529,8 @@ pub fn check_existing(job: &Job, instances: &[Instance], writes: bool) -> Result
                 _ => {}
             }
         }
+        let log_field = format!("log directory of {}", instance.name);
+        probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
     }
     Ok(())
 }
@@ -544,8 +544,10 @@ pub fn check_page_size(
     backend: &dyn IoBackend,
     instance: &Instance,
 ) -> Result<(), BadInput> {
-    let Ok(file) = backend.open(&instance.database_path, &OpenOptions::read_only().buffered())
-    else {
+    let Ok(file) = backend.open(
+        &instance.database_path,
+        &OpenOptions::read_only().buffered(),
+    ) else {
         return Ok(());
     };
     let Ok(header) = DbHeader::read(file.as_ref()) else {
@@ -670,8 +672,12 @@ mod tests {
     #[test]
     fn a_read_only_directory_is_refused_before_anything_is_made() {
         // /proc takes no new files or directories, whatever `access` says to root.
-        let error = probe_dir(Path::new("/proc/jetproof-test/data"), "storage.data_dir", false)
-            .expect_err("refused");
+        let error = probe_dir(
+            Path::new("/proc/jetproof-test/data"),
+            "storage.data_dir",
+            false,
+        )
+        .expect_err("refused");
         assert!(error.message.contains("/proc"), "{error}");
         let dir = tempfile::tempdir().expect("tempdir");
         check_writable_dir(&dir.path().join("new/deeper"), "storage.data_dir").expect("writable");

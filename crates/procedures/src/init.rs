@@ -163,9 +163,7 @@ fn check_resumable_first(job: &Job, first: &Instance) -> Result<(), BadInput> {
     let header = backend
         .open(&first.database_path, &OpenOptions::read_only().buffered())
         .map_err(|e| e.to_string())
-        .and_then(|file| {
-            jetproof_engine::DbHeader::read(file.as_ref()).map_err(|e| e.to_string())
-        })
+        .and_then(|file| jetproof_engine::DbHeader::read(file.as_ref()).map_err(|e| e.to_string()))
         .map_err(|e| refuse(format!("its header cannot be read ({e})")))?;
     if header.state != jetproof_engine::DbState::Clean {
         return Err(refuse(

@@ -599,6 +599,9 @@ pub fn replay(
 /// Which databases of the job were left dirty (need recovery), in `job.instances()` order, read
 /// from their headers before anything is written. A missing database is bad input.
 pub fn dirty_databases(job: &Job, backend: &Arc<dyn IoBackend>) -> Result<Vec<bool>, RunError> {
+    // A device where a database file is expected, or a job of another page size, is bad input
+    // before any header is read as a database's.
+    crate::host::check_existing(job, &job.instances(), false)?;
     let mut dirty = Vec::new();
     for instance in job.instances() {
         if !backend.exists(&instance.database_path) {
