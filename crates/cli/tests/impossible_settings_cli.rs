@@ -209,3 +209,26 @@ fn a_device_given_as_the_job_file_is_refused_without_reading_it() {
     }
     assert!(!dir.path().join("jetproof-data").exists());
 }
+
+#[test]
+fn more_mailboxes_than_the_databases_have_pages_are_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 100 billion mailboxes in two databases of 8 MiB: a run used to look up each of the 50
+    // billion mailboxes per database before doing anything, for hours.
+    let job = small_job(dir.path(), "2s", "[simulation]\nmailboxes = 100000000000\n");
+    let job = job.to_str().expect("utf-8");
+    for args in [
+        vec!["init", job, "--out", "r"],
+        vec!["run", job, "--test", "performance", "--out", "r"],
+    ] {
+        let output = jetproof(dir.path()).args(&args).output().expect("runs");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("simulation.mailboxes") && stderr.contains("at most 2048 mailboxes"),
+            "{stderr}"
+        );
+    }
+    assert!(!dir.path().join("jetproof-data").exists());
+    assert!(!dir.path().join("r").exists());
+}

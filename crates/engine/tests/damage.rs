@@ -149,9 +149,9 @@ fn an_attach_that_fails_on_a_damaged_space_map_leaves_the_database_clean() {
     }
     raw.write_at(&page, 2 * PAGE as u64, IoClass::DbWrite)
         .unwrap();
-    let error = Database::open(backend.as_ref(), path, small_options(PAGE, 32))
-        .err()
-        .expect("a damaged space map fails the attach");
+    let Err(error) = Database::open(backend.as_ref(), path, small_options(PAGE, 32)) else {
+        panic!("a damaged space map must fail the attach");
+    };
     assert!(
         matches!(error, EngineError::BadPage { page: 2, .. }),
         "{error}"
@@ -171,9 +171,9 @@ fn a_cache_beyond_any_machine_is_an_error_and_the_database_stays_clean() {
     let mut options = small_options(PAGE, 32);
     // 2^50 bytes of 8 KiB pages: a frame table of 2^37 entries, more than any address space.
     options.cache_max_bytes = 1 << 50;
-    let error = Database::open(backend.as_ref(), path, options)
-        .err()
-        .expect("refused");
+    let Err(error) = Database::open(backend.as_ref(), path, options) else {
+        panic!("a cache of 2^50 bytes must be refused");
+    };
     assert!(matches!(error, EngineError::OutOfMemory { .. }), "{error}");
     assert!(error.to_string().contains("cache.max_size"), "{error}");
     assert_eq!(

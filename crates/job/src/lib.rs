@@ -635,6 +635,25 @@ impl Job {
                 ),
             ));
         }
+        // Every mailbox needs at least a page of its own (init starts each in its own leaf);
+        // more mailboxes than pages can never be filled, and a run would first look each of
+        // them up (billions of seeks) before doing anything.
+        let pages = db_size / page;
+        let per_database = s.mailboxes / self.instance_count().max(1) as u64;
+        if per_database > pages {
+            return Err(invalid(
+                "simulation.mailboxes",
+                format!(
+                    "({}) gives {per_database} mailboxes per database, and a database of {} holds {pages} pages",
+                    s.mailboxes,
+                    ByteSize(db_size)
+                ),
+                format!(
+                    "every mailbox needs at least a page of its own: give at most {} mailboxes, or larger databases (storage.db_size)",
+                    pages.saturating_mul(self.instance_count().max(1) as u64)
+                ),
+            ));
+        }
         if !db_size.is_multiple_of(page) {
             return Err(invalid(
                 "storage.db_size",
@@ -1145,6 +1164,18 @@ mod tests {
         )
         .expect_err("half the buffer");
         assert!(err.to_string().contains("log.sector_size"), "{err}");
+    }
+
+    #[test]
+    fn more_mailboxes_than_pages_are_refused_naming_the_key_and_the_most() {
+        // Two databases of 8 MiB of 32 KiB pages: 256 pages each.
+        let base = "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\n";
+        Job::parse(&format!("{base}[simulation]\nmailboxes = 512\n"), "j").expect("fits");
+        let err = Job::parse(&format!("{base}[simulation]\nmailboxes = 514\n"), "j")
+            .expect_err("one too many per database");
+        let text = err.to_string();
+        assert!(text.contains("simulation.mailboxes"), "{text}");
+        assert!(text.contains("at most 512 mailboxes"), "{text}");
     }
 
     #[test]
