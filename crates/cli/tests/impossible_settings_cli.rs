@@ -232,3 +232,56 @@ fn more_mailboxes_than_the_databases_have_pages_are_refused_before_anything_is_c
     assert!(!dir.path().join("jetproof-data").exists());
     assert!(!dir.path().join("r").exists());
 }
+
+#[test]
+fn recover_with_an_impossible_cache_or_another_page_size_is_refused_and_the_logs_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = small_job(dir.path(), "60s", "");
+    let good = good.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", good, "--out", "i"])
+        .assert()
+        .success();
+    // A run killed with SIGKILL leaves its databases dirty, with logs to replay.
+    let mut child = common::spawn_jetproof(
+        dir.path(),
+        &["run", good, "--test", "performance", "--out", "killed"],
+        false,
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(child.try_wait().expect("poll").is_none(), "ended early");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let data = dir.path().join("jetproof-data");
+    let before = snapshot(&data);
+
+    let impossible = impossible_job(dir.path());
+    let output = jetproof(dir.path())
+        .args(["recover", impossible.to_str().expect("utf-8"), "--out", "r"])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert_refused_for_memory(&String::from_utf8_lossy(&output.stderr));
+
+    let other = dir.path().join("other.toml");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(good)
+            .expect("job")
+            .replace("page_size = \"8KiB\"", "page_size = \"32KiB\""),
+    )
+    .expect("write");
+    jetproof(dir.path())
+        .args(["recover", other.to_str().expect("utf-8"), "--out", "r"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("storage.page_size"))
+        .stderr(predicate::str::contains("made with 8KiB pages"));
+    assert!(!dir.path().join("r").exists());
+    assert_eq!(snapshot(&data), before, "nothing replayed, nothing removed");
+    // The right job recovers them.
+    jetproof(dir.path())
+        .args(["recover", good, "--out", "ok"])
+        .assert()
+        .success();
+}
