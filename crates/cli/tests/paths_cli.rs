@@ -73,6 +73,13 @@ fn job_at(dir: &Path, data_dir: &Path, direct: bool) -> String {
     path.to_str().expect("utf-8").to_string()
 }
 
+/// An owner lock file (`*.jplock`): jetproof's bookkeeping, rewritten with its holder by every
+/// command that takes the lock, refused or not.
+fn is_lock_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jplock")
+}
+
+/// Every file under `dir` but the lock files, with its inode and bytes.
 fn files_under(dir: &Path) -> Vec<(PathBuf, u64, Vec<u8>)> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -84,7 +91,7 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, u64, Vec<u8>)> {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else {
+            } else if !is_lock_file(&path) {
                 let meta = std::fs::metadata(&path).expect("stat");
                 files.push((
                     path.clone(),

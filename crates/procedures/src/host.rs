@@ -263,6 +263,29 @@ pub fn check_database_files(job: &Job) -> Result<(), BadInput> {
     job.instances().iter().try_for_each(check_database_file)
 }
 
+/// What can be checked before the owner lock is taken (`crate::lock` makes its lock files beside
+/// the databases and in the log directories): no file is read or made. Every database path holds
+/// a regular file or nothing; for a command that writes (`writes`), every existing database and
+/// its log directory can be written (a read-only file system is named as such).
+pub fn check_before_lock(job: &Job, writes: bool) -> Result<(), BadInput> {
+    check_database_files(job)?;
+    if writes {
+        for instance in job.instances() {
+            if instance.database_path.is_file() {
+                check_writable_file(
+                    &instance.database_path,
+                    &format!("database of {}", instance.name),
+                )?;
+                check_writable_dir(
+                    &instance.log_path,
+                    &format!("log directory of {}", instance.name),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What kind of thing is at a path, in words, when it is not a regular file (after following
 /// symlinks); None for a regular file or nothing at all.
 fn not_a_file(path: &Path) -> Option<&'static str> {

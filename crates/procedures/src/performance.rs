@@ -141,7 +141,11 @@ impl Store for EngineStore {
 /// Checks the job alone (no disk access): what a run needs of it beyond the job's own checks.
 /// `run` calls it before initialising missing databases, so a job that cannot run is refused
 /// before anything is written.
+///
+/// The job must also fit this host (memory, threads: `crate::host::check_job_fits`), read from
+/// /proc only.
 pub fn check_job(job: &Job) -> Result<(), RunError> {
+    crate::host::check_job_fits(job)?;
     if let Threads::Auto = job.workload.threads
         && job.target_iops().is_none()
     {

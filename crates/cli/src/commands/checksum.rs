@@ -38,7 +38,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let backend = selected.backend.clone();
     // A device where a database file is expected is bad input before anything is made or
     // read, the lock file beside it included (`jetproof_procedures::host`).
-    jetproof_procedures::host::check_database_files(&job).map_err(CliError::bad_input)?;
+    jetproof_procedures::host::check_before_lock(&job, false).map_err(CliError::bad_input)?;
     // Shared with other readers, never with a writer: taken before any header is read.
     let owner = lock::lock_instances(&job, lock::Access::Shared, "checksum")
         .map_err(CliError::bad_input)?;

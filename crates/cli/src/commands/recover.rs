@@ -39,6 +39,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
+    // Devices where database files are expected, and files that cannot be written, are bad
+    // input before the lock makes its files beside them.
+    jetproof_procedures::host::check_before_lock(&job, true).map_err(CliError::bad_input)?;
     // Before any header is read: a database whose run is still live is refused as in use (not
     // taken for one left dirty by a crash, which is what recovery is for).
     let owner = lock::lock_instances(&job, lock::Access::Exclusive, "recover")

@@ -92,6 +92,10 @@ fn owner_lock(
     if let Some(owner) = from_init {
         return Ok(owner);
     }
+    // Devices where database files are expected, and files a writer cannot write, are bad
+    // input before the lock makes its files beside them.
+    jetproof_procedures::host::check_before_lock(job, args.test != TestType::Backup)
+        .map_err(CliError::bad_input)?;
     let access = if args.test == TestType::Backup {
         lock::Access::Shared
     } else {
@@ -113,6 +117,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         )));
     }
     let log_files = args.log_files.unwrap_or(job.run.recovery_log_files);
+    jetproof_procedures::host::check_job_fits(job).map_err(CliError::bad_input)?;
     let selected = select_backend(job)?;
     let from_init = if jetproof_procedures::performance::databases_exist(job) {
         None
