@@ -184,7 +184,27 @@ impl<'a> Tree<'a> {
             .ok_or_else(|| self.inconsistent(page, "malformed interior node"))?;
         let (_, child) = node::interior_entry(data, index)
             .ok_or_else(|| self.inconsistent(page, "malformed interior entry"))?;
+        self.check_child(page, child)?;
         Ok((index, child))
+    }
+
+    /// A child pointer read from disk is checked before its latch is taken: one that names the
+    /// node itself, the root, a header or a space map page (a damaged or stale node) would make
+    /// the descent wait forever on a latch this very session holds. Deeper cycles cannot form:
+    /// every node's level is checked to be its parent's minus one.
+    fn check_child(&self, page: u32, child: u32) -> Result<()> {
+        let ps = self.cache.config().page_size;
+        if child == page
+            || child == self.root
+            || child < crate::header::HEADER_PAGES
+            || crate::space::is_map_page(u64::from(child), ps)
+        {
+            return Err(self.inconsistent(
+                page,
+                &format!("an interior entry points at page {child}, which cannot be a child here"),
+            ));
+        }
+        Ok(())
     }
 
     /// Formats the tree's (empty) root leaf into a freshly created page.
@@ -556,6 +576,31 @@ impl<'a> Tree<'a> {
                 } else {
                     node::interior_entry(data, index + 1).map(|(_, c)| (c, index + 1))
                 };
+                // Pages this session holds exclusively: a child or sibling naming one of them
+                // (damage) must be an error, never a wait on our own latch.
+                let held = |p: u32| {
+                    path.iter().any(|n| {
+                        n.node.page_number() == p
+                            || n.sibling
+                                .as_ref()
+                                .is_some_and(|(s, _)| s.page_number() == p)
+                    })
+                };
+                if held(child) {
+                    return Err(self.inconsistent(
+                        page,
+                        &format!("an interior entry points at page {child}, already on the path"),
+                    ));
+                }
+                if let Some((sibling, _)) = sibling_choice {
+                    self.check_child(page, sibling)?;
+                    if sibling == child || held(sibling) {
+                        return Err(self.inconsistent(
+                            page,
+                            &format!("interior entries name page {sibling} twice"),
+                        ));
+                    }
+                }
                 let child_node = match self.cache.write_if_resident(child) {
                     Some(n) => n,
                     None if restarts < MAX_RESTARTS => {

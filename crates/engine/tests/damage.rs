@@ -186,3 +186,55 @@ fn a_cache_beyond_any_machine_is_an_error_and_the_database_stays_clean() {
         .close()
         .unwrap();
 }
+
+/// An interior entry that names its own node, the root or another child of the path (a damaged
+/// node whose checksum is good: sealed after the damage) is reported, never waited on: the
+/// descent would otherwise take a latch the session already holds and hang (issue 15, point 7).
+#[test]
+fn an_interior_entry_naming_a_page_on_the_path_is_an_error_not_a_hang() {
+    let backend = MemBackend::new();
+    let path = Path::new("/d/db.jpdb");
+    let records = filled(&backend, path);
+    let raw = backend
+        .open(path, &OpenOptions::read_write().buffered())
+        .unwrap();
+    let mut root = vec![0u8; PAGE];
+    raw.read_at(&mut root, 3 * PAGE as u64, IoClass::DbRead)
+        .unwrap();
+    assert!(
+        jetproof_engine::node::level(&root) >= 1,
+        "the root is an interior node"
+    );
+    // Every child pointer of the root now names the root itself.
+    let count = jetproof_engine::node::count(&root);
+    for i in 0..count {
+        let slot = u16::from_le_bytes([root[80 + 2 * i], root[81 + 2 * i]]) as usize;
+        root[slot + 2..slot + 6].copy_from_slice(&3u32.to_le_bytes());
+    }
+    jetproof_engine::checksum::seal(&mut root);
+    raw.write_at(&root, 3 * PAGE as u64, IoClass::DbWrite)
+        .unwrap();
+    // Opening with a flush map would catch a page rewritten behind its back; this one is
+    // damage that kept its write count (the map cannot tell), which the descent must refuse.
+    let db = Database::open(backend.as_ref(), path, small_options(PAGE, 32)).unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let read = db
+            .get(&record_key(records / 2))
+            .err()
+            .map(|e| e.to_string());
+        let write = db
+            .insert(&record_key(records + 1), &[1u8; 100])
+            .err()
+            .map(|e| e.to_string());
+        let _ = sender.send((read, write));
+    });
+    let (read, write) = receiver
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the descent hung on a latch it held");
+    for error in [read, write] {
+        let error = error.expect("an error, not a value");
+        assert!(error.contains("page 3"), "{error}");
+        assert!(error.contains("cannot be a child"), "{error}");
+    }
+}
