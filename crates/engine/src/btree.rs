@@ -201,7 +201,7 @@ impl<'a> Tree<'a> {
         {
             return Err(self.inconsistent(
                 page,
-                &format!("an interior entry points at page {child}, which cannot be a child here"),
+                format!("an interior entry points at page {child}, which cannot be a child here"),
             ));
         }
         Ok(())
@@ -589,7 +589,7 @@ impl<'a> Tree<'a> {
                 if held(child) {
                     return Err(self.inconsistent(
                         page,
-                        &format!("an interior entry points at page {child}, already on the path"),
+                        format!("an interior entry points at page {child}, already on the path"),
                     ));
                 }
                 if let Some((sibling, _)) = sibling_choice {
@@ -597,7 +597,7 @@ impl<'a> Tree<'a> {
                     if sibling == child || held(sibling) {
                         return Err(self.inconsistent(
                             page,
-                            &format!("interior entries name page {sibling} twice"),
+                            format!("interior entries name page {sibling} twice"),
                         ));
                     }
                 }
