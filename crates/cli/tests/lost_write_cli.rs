@@ -1,6 +1,6 @@
 //! Lost writes through the real binary: a run writes pages, then the storage "loses" some of
 //! those writes (the pages are put back as they were before the run, with valid checksums). The
-//! flush map finds them: `checksum` names each page, the next run's background maintenance names
+//! flush map finds them: `checksum` and a backup name each page, the next run's background maintenance names
 //! one and fails, and `recover` of a crashed database refuses to replay over one. Issue 15,
 //! point 7.
 
@@ -99,6 +99,26 @@ fn checksum_and_the_next_run_find_writes_the_storage_lost() {
     for n in &lost {
         assert!(stdout.contains(&format!("page {n} ")), "page {n}: {stdout}");
     }
+
+    // A backup reads every page too: it names the same pages and fails (exit 1).
+    jetproof(dir.path())
+        .args(["run", job, "--test", "backup", "--out", "backup"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("lost write"));
+    let result = common::result(&dir.path().join("backup/result.json"));
+    let backup = &result["instances"][0]["extra"]["backup"];
+    let backup = if backup.is_null() {
+        &result["instances"][0]["backup"]
+    } else {
+        backup
+    };
+    assert_eq!(
+        backup["lost_write_pages"],
+        serde_json::json!(lost),
+        "{result}"
+    );
+    assert_eq!(backup["flush_map_state"]["status"], "ok", "{result}");
 
     // The next run's background maintenance reads every page: it finds a lost write, and the
     // verdict fails naming it (the run may also stop at a session's read of one: exit 3).

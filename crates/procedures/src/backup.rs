@@ -17,6 +17,13 @@
 //! it; the file itself is only ever repaired by a write of the engine's). A bad or misdirected
 //! page is copied as it is too and fails the verdict.
 //!
+//! **Lost writes are found too.** Each sound page's write count is checked against the
+//! database's flush map (`docs/design.md`, "Lost-write detection"), as `jetproof checksum`
+//! does: a page older than its last acknowledged write is a lost write, and since the database
+//! was shut down cleanly (the map then holds every write) a page newer than the map is damage
+//! too; both fail the verdict with their page numbers, and a damaged or unusable map is
+//! reported. The copy holds no flush map: its first open makes one anew, every page unknown.
+//!
 //! **The copy never lands on a source.** `--to` is refused (exit 2, before any I/O) when it is,
 //! after following symlinks, the directory of a database or log of the job; when a file the
 //! backup would write is a database of the job (same device and inode, so hard links and
@@ -30,12 +37,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::checksum::{self, PageCheck};
+use jetproof_engine::flushmap::{FlushMap, ReadCheck};
 use jetproof_engine::{DbHeader, DbState};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
 use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult, io_results};
 
+use crate::checksum::{ChecksumError, FlushMapFinding, open_flush_map};
 use crate::target::{BadInput, bad};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +58,15 @@ pub enum BackupError {
     Header(#[from] jetproof_engine::HeaderError),
     #[error("{0}")]
     Results(String),
+    /// The flush map could not be read (an I/O error; a damaged map is a finding instead).
+    #[error("{0}")]
+    FlushMap(String),
+}
+
+impl From<ChecksumError> for BackupError {
+    fn from(error: ChecksumError) -> Self {
+        BackupError::FlushMap(error.to_string())
+    }
 }
 
 /// What the backup of one database found.
@@ -64,6 +82,12 @@ pub struct DatabaseBackup {
     /// a backup never repairs).
     pub correctable_pages: Vec<u64>,
     pub wrong_number_pages: Vec<u64>,
+    /// Sound pages older than their last acknowledged write, as the flush map records it.
+    pub lost_write_pages: Vec<u64>,
+    /// Sound pages newer than the flush map of this cleanly shut database.
+    pub newer_than_flush_map_pages: Vec<u64>,
+    /// The database's flush map, as found (`ok`, `missing`, `damaged`, `unusable`).
+    pub flush_map_state: Option<FlushMapFinding>,
     pub copy_path: Option<PathBuf>,
 }
 
@@ -265,11 +289,20 @@ pub fn backup(
             .into());
         }
         total_bytes += header.file_size_bytes();
+        let (flush_map, flush_map_state) = open_flush_map(
+            options.backend.as_ref(),
+            &instance.database_path,
+            &header,
+            direct,
+            &stats,
+        )?;
         sources.push(Source {
             instance: instance.clone(),
             file,
             header,
             stats,
+            flush_map,
+            flush_map_state,
         });
     }
     if let Some(dir) = &options.to {
@@ -332,6 +365,39 @@ pub fn backup(
             outcome.correctable_pages.len(),
             outcome.wrong_number_pages.len()
         ));
+        if !outcome.lost_write_pages.is_empty() || !outcome.newer_than_flush_map_pages.is_empty() {
+            log.line(format!(
+                "{}: lost writes {:?}, newer than the flush map {:?}",
+                instance.name,
+                first_few(&outcome.lost_write_pages),
+                first_few(&outcome.newer_than_flush_map_pages)
+            ));
+        }
+        if !outcome.lost_write_pages.is_empty() {
+            reasons.push(format!(
+                "{}: {} lost write(s) found while reading for backup (pages {:?}: older than their last acknowledged write, as the flush map records it)",
+                instance.name,
+                outcome.lost_write_pages.len(),
+                first_few(&outcome.lost_write_pages)
+            ));
+        }
+        if !outcome.newer_than_flush_map_pages.is_empty() {
+            reasons.push(format!(
+                "{}: {} page(s) newer than the flush map of a cleanly shut database (pages {:?})",
+                instance.name,
+                outcome.newer_than_flush_map_pages.len(),
+                first_few(&outcome.newer_than_flush_map_pages)
+            ));
+        }
+        if let Some(finding) = Some(&source.flush_map_state).filter(|f| f.is_damage()) {
+            reasons.push(format!(
+                "{}: flush map {} {}: {}",
+                instance.name,
+                finding.path.display(),
+                finding.status,
+                finding.reason.as_deref().unwrap_or("")
+            ));
+        }
         let damaged = outcome.bad_pages.len()
             + outcome.correctable_pages.len()
             + outcome.wrong_number_pages.len();
@@ -397,6 +463,9 @@ struct Source {
     file: Arc<dyn IoFile>,
     header: DbHeader,
     stats: Arc<InstanceStats>,
+    /// The flush map, when there is a usable one; what was found of it.
+    flush_map: Option<FlushMap>,
+    flush_map_state: FlushMapFinding,
 }
 
 fn first_few(pages: &[u64]) -> Vec<u64> {
@@ -426,7 +495,10 @@ fn back_up_one(
         None => None,
     };
     let mut buffer = AlignedBuf::zeroed(read_size);
-    let mut report = DatabaseBackup::default();
+    let mut report = DatabaseBackup {
+        flush_map_state: Some(source.flush_map_state.clone()),
+        ..DatabaseBackup::default()
+    };
     let started = Instant::now();
     let mut offset = 0u64;
     while offset < size {
@@ -440,8 +512,18 @@ fn back_up_one(
         for (index, page) in chunk.chunks_exact(page_size).enumerate() {
             let number = offset / page_size as u64 + index as u64;
             report.pages_seen += 1;
-            match checksum::verify(page, u32::try_from(number).unwrap_or(u32::MAX)) {
-                PageCheck::Good => {}
+            let expected = u32::try_from(number).unwrap_or(u32::MAX);
+            match checksum::verify(page, expected) {
+                // The database is clean: the map holds every write, so ahead is damage too.
+                PageCheck::Good => match source
+                    .flush_map
+                    .as_ref()
+                    .map(|m| m.check_read(expected, page))
+                {
+                    Some(ReadCheck::Behind { .. }) => report.lost_write_pages.push(number),
+                    Some(ReadCheck::Ahead { .. }) => report.newer_than_flush_map_pages.push(number),
+                    _ => {}
+                },
                 PageCheck::Correctable { .. } => report.correctable_pages.push(number),
                 PageCheck::WrongPageNumber { .. } => report.wrong_number_pages.push(number),
                 PageCheck::Bad => report.bad_pages.push(number),

@@ -32,7 +32,7 @@
 //! makes the verdict fail.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
@@ -572,46 +572,13 @@ fn open_targets(
         let trailing_bytes = file.size()?.saturating_sub(header.file_size_bytes());
         // A growth writes at most one extent of formatted pages before the header counts them.
         let growth_bytes = u64::from(header.extent_pages).max(1) * u64::from(header.page_size);
-        let map_path = flush_map_path(&instance.database_path);
-        let status = inspect_flush_map(
+        let (flush_map, flush_map_finding) = open_flush_map(
             backend,
             &instance.database_path,
             &header,
             options.direct_io,
-            Some(&stats),
-        )
-        .map_err(|e| ChecksumError::FlushMap {
-            path: map_path.clone(),
-            reason: e.to_string(),
-        })?;
-        let finding = |status: &str, reason: Option<String>, damaged: Vec<u32>| FlushMapFinding {
-            path: map_path.clone(),
-            status: status.to_string(),
-            reason,
-            damaged_map_pages: damaged,
-        };
-        let (flush_map, flush_map_finding) = match status {
-            FlushMapStatus::Usable { map, load } if load.damaged_map_pages.is_empty() => {
-                (Some(*map), finding("ok", None, Vec::new()))
-            }
-            FlushMapStatus::Usable { map, load } => (
-                Some(*map),
-                finding(
-                    "damaged",
-                    Some("map pages damaged: the pages they describe are not checked for lost writes".into()),
-                    load.damaged_map_pages,
-                ),
-            ),
-            FlushMapStatus::Missing => (
-                None,
-                finding(
-                    "missing",
-                    Some("no flush map: lost writes cannot be checked (a database made by an earlier build, or the file was removed)".into()),
-                    Vec::new(),
-                ),
-            ),
-            FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
-        };
+            &stats,
+        )?;
         targets.push(Target {
             instance: instance.clone(),
             file,
@@ -624,6 +591,53 @@ fn open_targets(
         });
     }
     Ok(targets)
+}
+
+/// Opens the flush map of the database at `path` read-only, for a check of its pages: the map
+/// (none when missing or unusable) and what was found of it. I/O errors reading it are errors.
+pub(crate) fn open_flush_map(
+    backend: &dyn IoBackend,
+    path: &Path,
+    header: &DbHeader,
+    direct_io: bool,
+    stats: &Arc<InstanceStats>,
+) -> Result<(Option<FlushMap>, FlushMapFinding), ChecksumError> {
+    let map_path = flush_map_path(path);
+    let status = inspect_flush_map(backend, path, header, direct_io, Some(stats)).map_err(|e| {
+        ChecksumError::FlushMap {
+            path: map_path.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    let finding = |status: &str, reason: Option<String>, damaged: Vec<u32>| FlushMapFinding {
+        path: map_path.clone(),
+        status: status.to_string(),
+        reason,
+        damaged_map_pages: damaged,
+    };
+    let (flush_map, flush_map_finding) = match status {
+        FlushMapStatus::Usable { map, load } if load.damaged_map_pages.is_empty() => {
+            (Some(*map), finding("ok", None, Vec::new()))
+        }
+        FlushMapStatus::Usable { map, load } => (
+            Some(*map),
+            finding(
+                "damaged",
+                Some("map pages damaged: the pages they describe are not checked for lost writes".into()),
+                load.damaged_map_pages,
+            ),
+        ),
+        FlushMapStatus::Missing => (
+            None,
+            finding(
+                "missing",
+                Some("no flush map: lost writes cannot be checked (a database made by an earlier build, or the file was removed)".into()),
+                Vec::new(),
+            ),
+        ),
+        FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
+    };
+    Ok((flush_map, flush_map_finding))
 }
 
 /// Runs the checksum pass over every database of `job`. Never writes.
@@ -1399,7 +1413,6 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     use jetproof_engine::DbState;
     use jetproof_engine::header::{FORMAT_VERSION, HEADER_PAGES};
