@@ -55,7 +55,7 @@ run_point() {
         --output-format=json)
     local probe_cmd=("$jetproof" probe --path "$target" "$@" --block-size 32KiB
         --read-percent "$read_percent" --queue-depth "$depth" --duration "${DURATION}s" --random
-        --backend io_uring --json)
+        --io-engine io_uring --json)
     echo "== $name" >&2
     # Alternating order (fio first in odd rounds, probe first in even ones), so that drift of a
     # shared device hits both tools alike; the report takes the median of the rounds.

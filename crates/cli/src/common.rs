@@ -59,6 +59,19 @@ pub struct JobArgs {
     pub io_engine: Option<IoEngine>,
 }
 
+/// Bad input naming `flags`, given to `command`, which does not use them.
+pub fn refuse_flags(command: &str, flags: &[&str]) -> Result<(), CliError> {
+    if flags.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::bad_input(anyhow::anyhow!(
+        "{}: `{command}` does not use {}; drop {}",
+        flags.join(", "),
+        if flags.len() == 1 { "it" } else { "them" },
+        if flags.len() == 1 { "it" } else { "them" }
+    )))
+}
+
 fn parse_io_engine(text: &str) -> Result<IoEngine, String> {
     text.parse()
         .map_err(|e| format!("{e} (the flag overrides storage.io_engine)"))
@@ -74,6 +87,23 @@ fn parse_threads(text: &str) -> Result<Threads, String> {
 }
 
 impl JobArgs {
+    /// Refuses (bad input, exit 2, before any I/O) the overrides among `unused` ("--threads",
+    /// "--duration", "--db-size") that were given to `command`, which would ignore them in
+    /// silence: a user who passes `--duration 2h` to `checksum` must learn it means nothing there.
+    pub fn refuse_unused(&self, command: &str, unused: &[&str]) -> Result<(), CliError> {
+        let given: Vec<&str> = unused
+            .iter()
+            .copied()
+            .filter(|flag| match *flag {
+                "--threads" => self.threads.is_some(),
+                "--duration" => self.duration.is_some(),
+                "--db-size" => self.db_size.is_some(),
+                _ => false,
+            })
+            .collect();
+        refuse_flags(command, &given)
+    }
+
     /// Loads the job (or the default) and applies the overrides. Errors are bad input.
     pub fn load(&self) -> Result<Job, CliError> {
         let mut job = match &self.job {

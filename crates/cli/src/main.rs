@@ -9,7 +9,7 @@ mod common;
 mod progress;
 mod signals;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use common::{CliError, Outcome};
 
@@ -39,6 +39,20 @@ enum Command {
     Recover(commands::recover::Args),
     /// Raw random or sequential I/O through jetproof's I/O layer, to know the device.
     Probe(commands::probe::Args),
+    /// Print a shell completion script to standard output (e.g. `jetproof completions bash >
+    /// /etc/bash_completion.d/jetproof`).
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output: `jetproof man | man -l -`, or of one
+    /// command: `jetproof man run`.
+    Man {
+        /// The command whose page to print (none: jetproof's own page).
+        #[arg(value_name = "COMMAND")]
+        command: Option<String>,
+    },
 }
 
 fn main() {
@@ -50,6 +64,8 @@ fn main() {
         Command::Checksum(args) => commands::checksum::run(args),
         Command::Recover(args) => commands::recover::run(args),
         Command::Probe(args) => commands::probe::run(args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { command } => man(command.as_deref()),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,
@@ -64,6 +80,38 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Writes the completion script of `shell` for every command and flag to standard output.
+fn completions(shell: clap_complete::Shell) -> Result<Outcome, CliError> {
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "jetproof", &mut out);
+    Ok(Outcome::Pass)
+}
+
+/// Writes the manual page of jetproof, or of one of its commands, to standard output, made by
+/// clap_mangen from the same definitions the parser uses (so it cannot drift from the flags).
+fn man(command: Option<&str>) -> Result<Outcome, CliError> {
+    let root = Cli::command();
+    let man = match command {
+        None => clap_mangen::Man::new(root),
+        Some(name) => {
+            let Some(sub) = root.find_subcommand(name) else {
+                let names: Vec<&str> = root.get_subcommands().map(|c| c.get_name()).collect();
+                return Err(CliError::BadInput(anyhow::anyhow!(
+                    "man: no command `{name}`; give one of {}",
+                    names.join(", ")
+                )));
+            };
+            // The page is titled as `man` looks it up: jetproof-run(1).
+            let title = format!("jetproof-{}", sub.get_name());
+            clap_mangen::Man::new(sub.clone()).title(title)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    man.render(&mut out)
+        .map_err(|e| CliError::Runtime(anyhow::anyhow!("write the manual page: {e}")))?;
+    Ok(Outcome::Pass)
 }
 
 /// The error and its causes in one line, each said once: many errors already carry their cause's

@@ -116,7 +116,7 @@ fn foreign_file_is_never_written() {
 fn bad_input_exits_2_naming_the_flag_before_any_io() {
     let dir = dir();
     let path = dir.path().join("never.dat");
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--block-size", "1000"], "--block-size"),
         (
             &["--block-size", "1MiB", "--file-size", "1MiB"],
@@ -127,7 +127,8 @@ fn bad_input_exits_2_naming_the_flag_before_any_io() {
         (&["--read-percent", "101"], "--read-percent"),
         (&["--queue-depth", "0"], "--queue-depth"),
         (&["--duration", "0s"], "--duration"),
-        (&["--backend", "floppy"], "--backend"),
+        (&["--io-engine", "floppy"], "--io-engine"),
+        (&["--backend", "floppy"], "--io-engine"),
     ];
     for (args, flag) in cases {
         probe(&path)

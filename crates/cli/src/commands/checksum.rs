@@ -33,6 +33,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    args.job
+        .refuse_unused("checksum", &["--threads", "--duration", "--db-size"])?;
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();

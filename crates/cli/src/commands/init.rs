@@ -26,6 +26,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    // Init fills the databases with its own loader, for as long as that takes.
+    args.job
+        .refuse_unused("init", &["--threads", "--duration"])?;
     run_locked(args, "init").map(|(outcome, _lock)| outcome)
 }
 

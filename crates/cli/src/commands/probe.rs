@@ -40,8 +40,15 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// I/O backend: io_uring, std, or auto (io_uring when it works here, else std).
-    #[arg(long, value_name = "std|io_uring|auto", default_value = "auto")]
+    /// I/O engine: io_uring, std, or auto (io_uring when it works here, else std). The same flag
+    /// as every other command's; `--backend` is its old name, still accepted. The default is
+    /// auto, not std as elsewhere: probe is there to show what the device gives.
+    #[arg(
+        long = "io-engine",
+        alias = "backend",
+        value_name = "std|io_uring|auto",
+        default_value = "auto"
+    )]
     pub backend: BackendChoice,
     /// Go through the host's page cache (measures memory, not the storage).
     #[arg(long)]

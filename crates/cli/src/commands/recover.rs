@@ -36,6 +36,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         RunError::BadInput(bad) => CliError::bad_input(bad),
         other => CliError::runtime(other),
     };
+    args.job
+        .refuse_unused("recover", &["--threads", "--duration", "--db-size"])?;
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();

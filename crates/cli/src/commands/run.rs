@@ -42,6 +42,20 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    let command = run_command(args.test);
+    match args.test {
+        // Backup reads what exists, with one reader per database, for as long as that takes.
+        TestType::Backup => {
+            args.job
+                .refuse_unused(&command, &["--threads", "--duration", "--db-size"])?;
+        }
+        // Soft recovery's length is its log files (`--log-files`), not a window.
+        TestType::SoftRecovery => args.job.refuse_unused(&command, &["--duration"])?,
+        TestType::Performance | TestType::Stress => {}
+    }
+    if args.log_files.is_some() && args.test != TestType::SoftRecovery {
+        crate::common::refuse_flags(&command, &["--log-files"])?;
+    }
     let job = args.job.load()?;
     if args.to.is_some() && args.test != TestType::Backup {
         return Err(CliError::bad_input(anyhow::anyhow!(
@@ -68,6 +82,18 @@ fn init_if_missing(args: &Args) -> Result<OwnerLock, CliError> {
     };
     let (_, owner) = crate::commands::init::run_locked(init_args, &run_command(args.test))?;
     Ok(owner)
+}
+
+/// `--db-size` sizes databases that `run` creates; on databases that exist it changes nothing,
+/// which is said rather than passed over.
+fn warn_db_size(args: &Args) {
+    if let Some(size) = args.job.db_size {
+        eprintln!(
+            "jetproof: --db-size {size}: the databases exist already, so it changes nothing \
+             (it sizes databases that run or init create; `jetproof init --recreate` makes them \
+             anew at that size)"
+        );
+    }
 }
 
 /// The command as the owner lock names it: "run --test performance".
@@ -120,6 +146,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     jetproof_procedures::host::check_job_fits(job).map_err(CliError::bad_input)?;
     let selected = select_backend(job)?;
     let from_init = if jetproof_procedures::performance::databases_exist(job) {
+        warn_db_size(args);
         None
     } else {
         Some(init_if_missing(args)?)
@@ -179,6 +206,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     jetproof_procedures::performance::check_job(job).map_err(run_error)?;
     let selected = select_backend(job)?;
     let from_init = if jetproof_procedures::performance::databases_exist(job) {
+        warn_db_size(args);
         None
     } else {
         Some(init_if_missing(args)?)
