@@ -80,7 +80,8 @@ for run in $(seq 1 "$RUNS"); do
     read -r ours seen bad <<<"$(python3 -c '
 import json
 t = json.load(open("'"$DIR"'/checksum-results/result.json"))["totals"]
-print("%.1f %d %d" % (t["mb_per_sec"], t["pages_seen"], t["pages_bad"] + t["pages_correctable"] + t["pages_wrong_number"]))')"
+# MiB/s from bytes and seconds (result.json's mb_per_sec is MB/s, 10^6 bytes, since 2026-11-26).
+print("%.1f %d %d" % (t["checked_bytes"] / 2**20 / max(t["seconds"], 1e-9), t["pages_seen"], t["pages_bad"] + t["pages_correctable"] + t["pages_wrong_number"]))')"
     ratio=$(python3 -c "print('%.0f' % (100 * $ours / $fio_qd1))")
     ratio8=$(python3 -c "print('%.0f' % (100 * $ours / $fio_qd8))")
     echo "run $run: fio QD1 $fio_qd1 MiB/s, fio QD8 $fio_qd8 MiB/s, jetproof checksum $ours MiB/s ($ratio% of QD1, $ratio8% of QD8), $seen pages, $bad damaged" >&2

@@ -63,8 +63,12 @@ const VERIFY_BUFFERS: usize = 2;
 /// would otherwise list every page it has.
 pub const MAX_LISTED_DAMAGED_PAGES: usize = 100_000;
 
-/// Jetstress's "MBytes" are mebibytes (its tables: 50,150,498 pages of 32 KiB = 1,567,203 MBytes).
-const BYTES_PER_MB: f64 = (1u64 << 20) as f64;
+/// Jetstress's "MBytes" are mebibytes (its tables: 50,150,498 pages of 32 KiB = 1,567,203 MBytes):
+/// the statistics table shows file lengths in them, as Jetstress does.
+const BYTES_PER_MIB: f64 = (1u64 << 20) as f64;
+
+/// Rates in `result.json` (`mb_per_sec`) are MB/s of 10^6 bytes, in every test, as fio's.
+const BYTES_PER_MB: f64 = 1e6;
 
 /// How the test reads.
 #[derive(Clone, Debug)]
@@ -248,7 +252,7 @@ pub struct FileChecksum {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flush_map_state: Option<FlushMapFinding>,
     pub seconds: f64,
-    /// MiB checked per second, as Jetstress's MBytes.
+    /// MB (10^6 bytes) checked per second, as every `mb_per_sec` of `result.json`.
     pub mb_per_sec: f64,
     /// Every damaged page (up to [`MAX_LISTED_DAMAGED_PAGES`]), in file order.
     pub damaged_pages: Vec<DamagedPage>,
@@ -1083,7 +1087,7 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
             file.pages_correctable,
             file.pages_wrong_number,
             file.pages_lost_write + file.pages_newer_than_flush_map,
-            file.checked_bytes as f64 / BYTES_PER_MB,
+            file.checked_bytes as f64 / BYTES_PER_MIB,
             file.seconds,
             file.mb_per_sec
         ));
@@ -1097,7 +1101,7 @@ pub fn statistics_table(run: &ChecksumRun) -> Vec<String> {
         totals.pages_correctable,
         totals.pages_wrong_number,
         totals.pages_lost_write + totals.pages_newer_than_flush_map,
-        totals.checked_bytes as f64 / BYTES_PER_MB,
+        totals.checked_bytes as f64 / BYTES_PER_MIB,
         totals.seconds,
         totals.mb_per_sec
     ));

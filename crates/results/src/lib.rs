@@ -29,7 +29,7 @@ pub use testlog::TestLog;
 /// databases' sizes and the page fault stall rate of workload tests; 4: the checksum test's
 /// database state and log checkpoint findings, recovery's `lost_log`; lost-write detection: the `flush_map` I/O class and the
 /// checksum test's lost-write figures).
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The test that produced a result.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
