@@ -32,7 +32,7 @@ impl CliError {
     }
 }
 
-/// The job file and the common overrides (SPEC §8), for every command that works on databases.
+/// The job file and the common overrides (`README.md`), for every command that works on databases.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct JobArgs {
     /// The TOML job file. Without one, the built-in default job: small, under ./jetproof-data.

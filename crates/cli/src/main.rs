@@ -1,7 +1,7 @@
 //! The `jetproof` command: a thin layer that parses flags, loads the job, calls a procedure and
 //! maps its outcome to an exit code. No test logic lives here.
 //!
-//! Exit codes (SPEC §8): 0 pass, 1 the verdict is fail, 2 bad input (nothing was done),
+//! Exit codes (`README.md`): 0 pass, 1 the verdict is fail, 2 bad input (nothing was done),
 //! 3 a runtime error such as an I/O error, with the reason on stderr.
 
 mod commands;

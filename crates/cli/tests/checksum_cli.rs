@@ -60,7 +60,7 @@ fn result_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("valid JSON")
 }
 
-/// An instance's checksum figures: flattened into the instance object (SPEC §5), or under
+/// An instance's checksum figures: flattened into the instance object (`docs/results.md`), or under
 /// `extra` in results written before that layout.
 fn figures(result: &serde_json::Value, instance: usize) -> serde_json::Value {
     let object = &result["instances"][instance];

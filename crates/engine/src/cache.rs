@@ -19,8 +19,8 @@
 //!   highest log position of the pages in the write (the write-ahead rule; a no-op until the log
 //!   exists).
 //! * Flushing starts when clean buffers fall under `max_pages / 100` and stops at `max_pages / 50`
-//!   (SPEC §2, ESE's thresholds), and writes runs of adjacent dirty pages as one I/O of up to
-//!   512 KiB.
+//!   (`docs/design.md`, ESE's thresholds), and writes runs of adjacent dirty pages as one I/O of
+//!   up to 512 KiB.
 //!
 //! Frame indices are created by the cache and always below `frames.len()`, so indexing the frame
 //! table cannot fail; disk data is never used as an index here.
@@ -42,7 +42,7 @@ use crate::error::{EngineError, Result};
 use crate::flushmap::FlushMap;
 use crate::page;
 
-/// The largest single write (and read-ahead read) the cache issues: SPEC §2.
+/// The largest single write (and read-ahead read) the cache issues: `docs/design.md`.
 pub const MAX_IO_BYTES: usize = 512 * 1024;
 
 const NO_PAGE: u32 = u32::MAX;
@@ -583,7 +583,7 @@ impl PageCache {
 
     /// Writes every page that has been dirty since before `log_position` (with its adjacent
     /// dirty pages, as any flush): how the checkpoint is advanced when it falls too far behind
-    /// the log (checkpoint depth, SPEC §2).
+    /// the log (checkpoint depth, `docs/design.md`).
     pub fn flush_older_than(&self, log_position: u64) -> Result<()> {
         self.inner.check_poisoned()?;
         let mut guard = self.inner.flush_lock.lock();
@@ -734,7 +734,7 @@ impl CacheInner {
         }
     }
 
-    /// How many clean buffers a flush pass aims for: the stop threshold (SPEC §2); when
+    /// How many clean buffers a flush pass aims for: the stop threshold (`docs/design.md`); when
     /// scavenging cold pages, that many more than there are now.
     fn flush_goal(&self, scavenge: bool) -> usize {
         let stop = self.config.flush_stop_clean_pages();

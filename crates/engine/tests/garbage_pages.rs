@@ -1,7 +1,7 @@
 //! Pages whose checksums are good but whose content is garbage (a bug elsewhere, or a
-//! well-formed misdirected write) must give errors, never a panic: SPEC §6, "a damaged database
-//! never makes jetproof crash". Random pages of a filled database are overwritten with random
-//! bytes and resealed, then every operation is tried.
+//! well-formed misdirected write) must give errors, never a panic: a damaged database never makes
+//! jetproof crash (`docs/damage.md`, the damage matrix). Random pages of a filled database are overwritten with
+//! random bytes and resealed, then every operation is tried.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -3,8 +3,8 @@
 //! as far as they meet the engine; recovery is [`recovery`], logical undo is [`undo`]).
 //!
 //! Invariants, and where they are kept (`docs/log.md`, "The engine's log records"):
-//! * **Every page change is a log record** ([`mod@format`]): the engine reports each change under the
-//!   page's exclusive latch to the instance's [`ChangeLog`], which appends one record tagged with
+//! * **Every page change is a log record** ([`mod@format`]): the engine reports each change
+//!   under the page's exclusive latch to the instance's [`ChangeLog`], which appends one record tagged with
 //!   the calling session's current transaction and returns its LSN, stamped on the page.
 //! * **Write-ahead rule**: the cache's [`WriteAheadGate`] waits until the log is durable past a
 //!   page's log position before writing the page.
@@ -20,8 +20,8 @@
 //!   logged, or carried by the change's own record when it is one leaf change (an insert's and a
 //!   flag delete's undo are implied by them; a replaced value is on the page, and logged only if
 //!   a page holding the change is written while the transaction is open: [`mod@deferred`], ESE's
-//!   deferred before image), and the key is locked to the transaction until it ends; a second writer gets
-//!   [`InstanceError::WriteConflict`]. [`Instance::rollback`], [`Instance::close`] (for
+//!   deferred before image), and the key is locked to the transaction until it ends; a second
+//!   writer gets [`InstanceError::WriteConflict`]. [`Instance::rollback`], [`Instance::close`] (for
 //!   transactions still open) and recovery (for transactions with no commit record) restore
 //!   those states through the engine and log a rollback record.
 //! * **Flag delete**: [`Instance::delete`] only marks the record deleted (its undo record needs
@@ -89,7 +89,7 @@ pub struct InstanceOptions {
     /// the next log write).
     pub lazy_flush_interval: Duration,
     /// When the checkpoint is further than this behind the log's end, the oldest dirty pages
-    /// are flushed (SPEC §2: 20 MiB for a single copy).
+    /// are flushed (`docs/log.md`, checkpoint depth: 20 MiB for a single copy).
     pub checkpoint_depth_bytes: u64,
     /// Keep log files the checkpoint no longer needs (replication and soft-recovery tests).
     pub keep_files: bool,

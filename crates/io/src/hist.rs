@@ -262,7 +262,7 @@ impl LatencyHistogram {
     }
 }
 
-/// Summary figures of one I/O class, under the names of SPEC §5.
+/// Summary figures of one I/O class, under the names of `docs/results.md`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClassSummary {
     pub count: u64,

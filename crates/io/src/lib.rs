@@ -54,7 +54,7 @@ pub struct OpenOptions {
     /// multiples of [`IoFile::logical_block_size`].
     pub direct: bool,
     /// Allow a raw block device as the target. Off by default: jetproof never writes to a device
-    /// unless the user said so (SPEC §6: job key `storage.allow_devices = true`, or
+    /// unless the user said so (`docs/refusals.md`: job key `storage.allow_devices = true`, or
     /// `probe --allow-device`).
     pub allow_device: bool,
     /// Write-through (O_DSYNC): every write returns only once its data is on stable storage, so

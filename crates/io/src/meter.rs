@@ -235,7 +235,7 @@ impl ClassSnapshot {
         }
     }
 
-    /// Summary over `interval_s` seconds, under SPEC §5's names.
+    /// Summary over `interval_s` seconds, under the names of `docs/results.md`.
     pub fn summary(&self, interval_s: f64) -> ClassSummary {
         let mut summary = self.latency.summary(self.bytes, interval_s);
         // The histogram counts I/Os too; `count` is authoritative (they agree unless a clock

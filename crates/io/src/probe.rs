@@ -10,10 +10,10 @@
 //! Latency is from submission to completion, recorded into the same histograms as every other
 //! I/O of jetproof (class `db_read` for reads, `db_write` for writes).
 //!
-//! Data safety (SPEC §6): probe writes only into a file it created itself. A file it creates
-//! begins with a 4 KiB header block carrying [`PROBE_MAGIC`]; I/O never touches that block, so
-//! the mark survives and a later probe may write into the file again. Any other existing file
-//! is only read (`read_percent` 100) or refused; a block device needs `allow_device`. Every
+//! Data safety (`docs/refusals.md`): probe writes only into a file it created itself. A file it
+//! creates begins with a 4 KiB header block carrying [`PROBE_MAGIC`]; I/O never touches that
+//! block, so the mark survives and a later probe may write into the file again. Any other existing
+//! file is only read (`read_percent` 100) or refused; a block device needs `allow_device`. Every
 //! check runs before the first I/O.
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! with O_DIRECT by default.
 //!
 //! What opening checks, before any I/O, so that a bad target is refused with a clear message
-//! (SPEC §6) rather than measured wrongly:
+//! (`docs/refusals.md`) rather than measured wrongly:
 //! * a raw block device is opened only when [`OpenOptions::allow_device`] is set;
 //! * direct I/O must really bypass the page cache: a file system that rejects O_DIRECT (EINVAL)
 //!   *or* accepts it while keeping data in memory (tmpfs and ramfs, which accept O_DIRECT since

@@ -37,7 +37,8 @@ pub struct Simulation {
     pub mailboxes: u64,
     /// Transactional IOPS per mailbox, headroom included. 0 means no target: run flat out.
     pub iops_per_mailbox: f64,
-    /// Mailbox quota; with `capacity_percent` it sizes the databases when `storage.db_size` is unset.
+    /// Mailbox quota; with `capacity_percent` it sizes the databases when `storage.db_size` is
+    /// unset.
     pub mailbox_size: ByteSize,
     /// Share of the quota actually filled, in percent (1–100).
     pub capacity_percent: u32,
@@ -150,7 +151,8 @@ pub struct InstanceSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Workload {
-    /// Sessions per database instance, or "auto" to find the smallest count that reaches the target.
+    /// Sessions per database instance, or "auto" to find the smallest count that reaches the
+    /// target.
     pub threads: Threads,
     pub insert_percent: u32,
     pub delete_percent: u32,
@@ -936,7 +938,7 @@ pub fn resolve_existing(path: &Path) -> PathBuf {
     resolved
 }
 
-/// The overrides of SPEC §8, from command-line flags. Each applies on top of the job file (or
+/// The overrides of `README.md`, from command-line flags. Each applies on top of the job file (or
 /// the default job) and names its flag if the result is invalid.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {

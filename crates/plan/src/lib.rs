@@ -22,7 +22,7 @@ use serde::{Serialize, Serializer};
 pub use tables::{DiskKind, ExchangeVersion, RaidLevel};
 
 /// First line of every job file `plan --write-job` writes. A file that starts with it was made by
-/// jetproof and may be overwritten; any other file is refused (SPEC §6).
+/// jetproof and may be overwritten; any other file is refused (`docs/refusals.md`).
 pub const JOB_FILE_MARKER: &str = "# Written by `jetproof plan`.";
 
 /// Jetstress's database cache per instance (minimum and maximum), written into job files.
@@ -1074,7 +1074,7 @@ impl Plan {
         job.storage.page_size = self.inputs.page_size;
         job.cache.min_size = JETSTRESS_CACHE_MIN;
         job.cache.max_size = JETSTRESS_CACHE_MAX;
-        // A target is set, so let the run find the sessions that reach it (SPEC §3).
+        // A target is set, so let the run find the sessions that reach it (`docs/workload.md`).
         job.workload.threads = Threads::Auto;
         job
     }

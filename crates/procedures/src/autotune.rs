@@ -1,6 +1,6 @@
 //! Auto-tuning of the session count (`workload.threads = "auto"`): the smallest number of
 //! sessions per instance that reaches the target transactional IOPS while the latency
-//! thresholds hold (SPEC §3). `docs/workload.md` describes it for users; this is the search.
+//! thresholds hold. `docs/workload.md` describes it for users; this is the search.
 //!
 //! Each trial runs the workload *unpaced* with a given count on every instance, lets the
 //! latency settle, then measures a longer stable sample (Jetstress's two samples). An unpaced

@@ -3,9 +3,9 @@
 //!
 //! This is Jetstress's "Checksum Statistics" pass: per file, the pages seen, bad, correctable and
 //! with a wrong page number, the size and the time taken, plus (our addition) the number of every
-//! damaged page, so that damage is reported with its location (SPEC §6). The engine's page
-//! checksum ([`jetproof_engine::checksum`]) decides each page's fate; this module only has to read
-//! fast and count right.
+//! damaged page, so that damage is reported with its location (`docs/refusals.md`). The engine's
+//! page checksum ([`jetproof_engine::checksum`]) decides each page's fate; this module only has to
+//! read fast and count right.
 //!
 //! Speed is the point of its design: it must keep up with the storage (≥ 80% of fio's sequential
 //! read bandwidth). Every file is read front to back in large reads (1 MiB by default, direct I/O
@@ -293,7 +293,7 @@ pub struct LogProblem {
     pub reason: String,
 }
 
-/// The log checksum figures of one instance (SPEC §4: "and log files").
+/// The log checksum figures of one instance (`docs/checksum.md`: "and log files").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogChecksum {
     pub instance: String,
@@ -1304,9 +1304,9 @@ pub struct RunRecord {
     pub log_file: Option<PathBuf>,
 }
 
-/// The `result.json` of a checksum pass (SPEC §5): verdict fail with one reason per damaged file;
-/// per instance the `checksum_read` I/O figures and, in `extra`, the file's row of the
-/// "Checksum Statistics" table (`pages_seen`, `pages_bad`, `pages_correctable`,
+/// The `result.json` of a checksum pass (`docs/results.md`): verdict fail with one reason per
+/// damaged file; per instance the `checksum_read` I/O figures and, in `extra`, the file's row of
+/// the "Checksum Statistics" table (`pages_seen`, `pages_bad`, `pages_correctable`,
 /// `pages_wrong_number`, `mb_per_sec`, …, and the damaged pages); in `totals` the "(Sum)" row.
 pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult {
     let mut reasons = Vec::new();

@@ -1,8 +1,8 @@
 //! What this host and the files already there allow, checked before a command writes anything
-//! (SPEC §6: an impossible setting gets one message naming the key and the fix, exit 2, before
-//! any I/O; nothing is deleted or created first). The job's own checks (`Job::validate`) need no
-//! I/O; these need the host: its memory and thread limits, its file systems, and the databases
-//! already made.
+//! (`docs/refusals.md`: an impossible setting gets one message naming the key and the fix, exit 2,
+//! before any I/O; nothing is deleted or created first). The job's own checks (`Job::validate`)
+//! need no I/O; these need the host: its memory and thread limits, its file systems, and the
+//! databases already made.
 //!
 //! * **Memory.** Every instance's cache may grow to `cache.max_size`, and all instances live in
 //!   one process: the sum over instances of the caches and the log buffers must fit in the

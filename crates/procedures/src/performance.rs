@@ -1,12 +1,13 @@
 //! The performance and stress tests: sessions run the transaction mix against every database
 //! instance for the measured window, counters are sampled every interval, and the verdict is
-//! judged against the thresholds (SPEC §3).
+//! judged against the thresholds (`docs/workload.md`).
 //!
 //! Phases, each one line of the test log as in Jetstress's: preparing, attaching, cache settings
 //! and flush thresholds, latency thresholds, operation mix, attaining prerequisites (the cache
 //! warmed to its maximum by the workload itself), auto-tune trials when the session count is
-//! "auto" (`autotune.rs`), the measured window (one line per sample), shut-down. The figures of `result.json` cover the measured window only: they are the
-//! difference between the snapshots taken at its start and its end.
+//! "auto" (`autotune.rs`), the measured window (one line per sample), shut-down. The figures of
+//! `result.json` cover the measured window only: they are the difference between the snapshots
+//! taken at its start and its end.
 //!
 //! Threads of a run: the sessions (started afresh for each phase: warm-up, each auto-tune
 //! trial, the measured window), one background maintenance scan per instance for the whole run
@@ -334,7 +335,7 @@ pub fn stress(
             .iter_mut()
             .find(|i| i.name == file.instance)
         {
-            // The same per-file figures as the checksum test's result (SPEC §5).
+            // The same per-file figures as the checksum test's result (`docs/results.md`).
             if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(file) {
                 instance.extra.extend(map);
             }

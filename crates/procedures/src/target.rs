@@ -1,4 +1,4 @@
-//! Where databases go, and what jetproof may touch there (SPEC §6).
+//! Where databases go, and what jetproof may touch there (`docs/refusals.md`).
 //!
 //! The rule: jetproof never destroys what it did not create. Every directory jetproof creates
 //! gets a marker file, [`MARKER`]; a directory with the marker is jetproof's, an empty one may

@@ -1,6 +1,6 @@
-//! `result.json`: the versioned result of one test run (SPEC §5). Every report is made from it,
-//! so it holds figures, never prose: the terminal summary and the Markdown/HTML reports are views
-//! of this document.
+//! `result.json`: the versioned result of one test run (`docs/results.md`). Every report is made
+//! from it, so it holds figures, never prose: the terminal summary and the Markdown/HTML reports
+//! are views of this document.
 //!
 //! Also here, because every test procedure needs them the same way: the results directory (created
 //! before any work, never overwriting what jetproof did not write), the timestamped test log, and
@@ -27,8 +27,8 @@ pub use testlog::TestLog;
 /// Version of the `result.json` layout. Bumped when a key is added that readers may rely on, and
 /// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`; 3: the
 /// databases' sizes and the page fault stall rate of workload tests; 4: the checksum test's
-/// database state and log checkpoint findings, recovery's `lost_log`; lost-write detection: the `flush_map` I/O class and the
-/// checksum test's lost-write figures).
+/// database state and log checkpoint findings, recovery's `lost_log`; lost-write detection: the
+/// `flush_map` I/O class and the checksum test's lost-write figures).
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// The test that produced a result.
@@ -163,8 +163,8 @@ pub struct Stat {
 /// One database instance.
 ///
 /// In JSON the I/O classes and the test-specific figures sit side by side in the instance object
-/// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, SPEC §5); reading it back sorts each
-/// key into `io` when it names an I/O class and into `extra` otherwise.
+/// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, `docs/results.md`); reading it back
+/// sorts each key into `io` when it names an I/O class and into `extra` otherwise.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawInstance")]
 pub struct InstanceResult {

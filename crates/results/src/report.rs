@@ -1,6 +1,6 @@
 //! Reports made from a [`TestResult`]: a Markdown document that can stand beside a Jetstress
-//! report (same section titles and column names, SPEC §7) with the modern figures added beside
-//! them (percentiles, maxima), and a plain-text summary for the terminal. Both are views of
+//! report (same section titles and column names, `docs/results.md`) with the modern figures added
+//! beside them (percentiles, maxima), and a plain-text summary for the terminal. Both are views of
 //! `result.json` and compute nothing the result does not hold.
 
 use std::fmt::Write as _;

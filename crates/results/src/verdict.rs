@@ -1,7 +1,7 @@
-//! Thresholds and the verdict (SPEC §3). A run passes when every instance holds every latency
-//! threshold and the achieved transactional IOPS reach the target. As in Jetstress, the *maximum*
-//! is judged on the sampled per-interval averages (`max_interval_avg_ms`); the true per-I/O
-//! maximum and the percentiles are reported beside it but do not decide.
+//! Thresholds and the verdict (`docs/workload.md`). A run passes when every instance holds every
+//! latency threshold and the achieved transactional IOPS reach the target. As in Jetstress, the
+//! *maximum* is judged on the sampled per-interval averages (`max_interval_avg_ms`); the true
+//! per-I/O maximum and the percentiles are reported beside it but do not decide.
 //!
 //! Every failed condition becomes one reason, naming the instance, the figure in Jetstress's
 //! words, the measured value and the limit, so the verdict can be defended line by line.
@@ -246,7 +246,8 @@ mod tests {
 
     #[test]
     fn the_true_maximum_does_not_decide() {
-        // A single slow I/O (max_ms 190) with interval averages under the limit passes, as in Jetstress.
+        // A single slow I/O (max_ms 190) with interval averages under the limit passes, as in
+        // Jetstress.
         let r = result(class(15.0, 95.0), class(4.0, 30.0), 100.0, 100.0);
         assert!(reasons(&r, &LIMITS).is_empty());
     }

@@ -3,8 +3,8 @@
 //! server that `init` and `run` read unchanged.
 //!
 //! Every check happens before anything is written: bad flags, a job the plan would make invalid,
-//! and a `--write-job` path that holds a file jetproof did not write (SPEC §6: never overwrite
-//! what jetproof did not create). Plan takes no job file.
+//! and a `--write-job` path that holds a file jetproof did not write (`docs/refusals.md`: never
+//! overwrite what jetproof did not create). Plan takes no job file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
