@@ -60,21 +60,26 @@ sample_interval = "5s"
 JOB
 }
 
-run_one() { # $1: jetproof binary -> "iops stalls_per_sec"
+run_one() { # $1: jetproof binary -> "iops stalls_per_sec cpu_us_per_transactional_io"
   rm -rf "$dir/data" "$dir/results" "$dir/init"
   job "$dir/data" >"$dir/job.toml"
   "$1" init "$dir/job.toml" --out "$dir/init" >/dev/null
   # Exit 1 is a failed verdict (a threshold on a busy machine): still a measured run.
   "$1" run "$dir/job.toml" --test performance --out "$dir/results" >/dev/null || [[ $? == 1 ]]
-  python3 -c '
+  local figures
+  figures=$(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 h = r.get("host_counters") or {}
 stalls = h.get("database_page_fault_stalls_per_sec", 0) or 0
 if isinstance(stalls, dict):
     stalls = stalls.get("average", 0)
-print("%.0f %.2f" % (r["achieved_iops"], float(stalls)))' "$dir/results/result.json"
+cpu = (r.get("totals") or {}).get("cpu_us_per_transactional_io") or 0
+print("%.0f %.2f %.3f" % (r["achieved_iops"], float(stalls), float(cpu)))' "$dir/results/result.json")
+  # Removed before the figures are printed: the caller reads them through a process
+  # substitution and starts the next run as soon as they arrive.
   rm -rf "$dir/data" "$dir/results" "$dir/init" "$dir/job.toml"
+  echo "$figures"
 }
 
 run_fio() { # -> iops of fio's mix (76% reads, 32 KiB, one job per session)
@@ -84,11 +89,13 @@ run_fio() { # -> iops of fio's mix (76% reads, 32 KiB, one job per session)
     --bs=32k --size="${db_size}" --direct=1 --ioengine=psync \
     --numjobs=$((threads * databases)) --group_reporting --runtime="$fio_runtime" \
     --time_based >"$dir/fio.json" 2>/dev/null
-  python3 -c '
+  local iops
+  iops=$(python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
-print("%.0f" % (j["read"]["iops"] + j["write"]["iops"]))' "$dir/fio.json"
+print("%.0f" % (j["read"]["iops"] + j["write"]["iops"]))' "$dir/fio.json")
   rm -f "$dir/fio.dat" "$dir/fio.json"
+  echo "$iops"
 }
 
 rows=()
@@ -99,11 +106,11 @@ for round in $(seq 1 "$rounds"); do
     bin=$now
     [[ $label == before ]] && bin=$base
     echo "round $round of $rounds: $label ..." >&2
-    read -r iops stalls < <(run_one "$bin")
-    rows+=("$round $label $iops $stalls")
+    read -r iops stalls cpu < <(run_one "$bin")
+    rows+=("$round $label $iops $stalls $cpu")
   done
   echo "round $round of $rounds: fio ..." >&2
-  rows+=("$round fio $(run_fio) 0")
+  rows+=("$round fio $(run_fio) 0 0")
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 if [[ -z ${BASE_JETPROOF:-} ]]; then
@@ -117,19 +124,24 @@ table=$(printf '%s\n' "${rows[@]}" | python3 -c '
 import statistics, sys
 cell = {}
 for line in sys.stdin:
-    r, label, iops, stalls = line.split()
-    cell.setdefault(int(r), {})[label] = (float(iops), float(stalls))
-print("| round | before: IOPS | before: stalls/s | now: IOPS | now: stalls/s | fio mix: IOPS | now ÷ before |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-ratios = []
+    r, label, iops, stalls, cpu = line.split()
+    cell.setdefault(int(r), {})[label] = (float(iops), float(stalls), float(cpu))
+print("| round | before: IOPS | before: stalls/s | before: CPU µs per I/O | now: IOPS | now: stalls/s | now: CPU µs per I/O | fio mix: IOPS | IOPS now ÷ before | CPU now ÷ before |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+ratios, cpus = [], []
 for r in sorted(cell):
     b, n, f = cell[r]["before"], cell[r]["now"], cell[r]["fio"]
     ratio = n[0] / b[0] if b[0] else float("nan")
+    cpu = n[2] / b[2] if b[2] else float("nan")
     ratios.append(ratio)
-    print("| %d | %.0f | %.2f | %.0f | %.2f | %.0f | %.3f |" % (r, b[0], b[1], n[0], n[1], f[0], ratio))
+    cpus.append(cpu)
+    print("| %d | %.0f | %.2f | %.2f | %.0f | %.2f | %.2f | %.0f | %.3f | %.3f |" % (r, b[0], b[1], b[2], n[0], n[1], n[2], f[0], ratio, cpu))
 print()
-print("Median now ÷ before over %d rounds: **%.3f** (range %.3f–%.3f)." % (
-    len(ratios), statistics.median(ratios), min(ratios), max(ratios)))')
+print("Median transactional IOPS now ÷ before over %d rounds: **%.3f** (range %.3f–%.3f)." % (
+    len(ratios), statistics.median(ratios), min(ratios), max(ratios)))
+print()
+print("Median CPU per transactional I/O now ÷ before: **%.3f** (range %.3f–%.3f): the flush map costs CPU only (its counts ride in pages already read and written), so this is the figure that load on a shared machine moves least." % (
+    statistics.median(cpus), min(cpus), max(cpus)))')
 {
   echo "# Lost-write detection: cost in transactional IOPS"
   echo
