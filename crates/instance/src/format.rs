@@ -81,11 +81,11 @@ pub const MAX_IMAGE_BYTES: usize = 32 * 1024;
 const MIN_HOLE_BYTES: usize = 64;
 
 /// The longest run of zero bytes in `data` (the first, if several are as long), as the range
-/// an image leaves out; empty if no run reaches [`MIN_HOLE_BYTES`]. In a B+tree node it is the
+/// an image leaves out; empty if no run reaches `MIN_HOLE_BYTES`. In a B+tree node it is the
 /// free space between the slot array and the records (the engine keeps it zeroed); in a free
 /// page, everything after the header.
 ///
-/// Scans 8 bytes at a time: a run that can be the answer (at least [`MIN_HOLE_BYTES`]) spans
+/// Scans 8 bytes at a time: a run that can be the answer (at least `MIN_HOLE_BYTES`) spans
 /// words, so only the zero bytes at the two ends of each non-zero word matter (a run inside one
 /// word is at most 6 bytes). Gives exactly what a byte-by-byte scan gives (test
 /// `image_hole_matches_a_byte_scan`); it was 3–4% of a run's CPU byte by byte.

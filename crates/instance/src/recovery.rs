@@ -7,7 +7,7 @@
 //! before them; which thread reads a page, and when, never changes what redo does with it.
 //!
 //! Before anything is logged, written back or marked, the log's end is checked
-//! ([`check_log_end`], over the pages the replay read: `crate::visited`): a log that provably lost
+//! (`check_log_end`, over the pages the replay read: `crate::visited`): a log that provably lost
 //! records (a generation missing or cut short, synced data gone, a page carrying a change past
 //! the end) is [`InstanceError::LostLog`] and the database stays dirty (`docs/log.md`, "The log's
 //! end is proved").

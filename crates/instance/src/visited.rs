@@ -16,7 +16,7 @@
 //! Memory: an entry is kept only while it could still be flagged. Once the replay has passed a
 //! page's log position and redone a record with a stamp at or above the page's, no end and no
 //! stamp the rest of the log can give will flag it, so such entries are dropped as the replay
-//! goes ([`VisitedPages::settle`]).
+//! goes (`VisitedPages::settle`).
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use jetproof_engine::page;

@@ -464,7 +464,7 @@ impl Replay {
     }
 
     /// The instance's `result.json` entry: the recovery figures added to `extra`, and the
-    /// replay's I/O classes ([`REPLAY_CLASSES`]) over its own time; with the reason for the
+    /// replay's I/O classes (`REPLAY_CLASSES`) over its own time; with the reason for the
     /// verdict when the replay failed (the database stays dirty).
     pub fn into_result(
         self,

@@ -27,7 +27,7 @@ const DAMAGE_LINES_PER_FILE: usize = 20;
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
-    /// Results directory (default ./jetproof-results/checksum-<time>/).
+    /// Results directory (default ./jetproof-results/checksum-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -14,7 +14,7 @@ use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, sele
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
-    /// Results directory (default ./jetproof-results/init-<time>/).
+    /// Results directory (default ./jetproof-results/init-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Replace databases that jetproof made earlier (never anything else).

@@ -26,7 +26,7 @@ use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, sele
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
-    /// Results directory (default ./jetproof-results/recovery-<time>/).
+    /// Results directory (default ./jetproof-results/recovery-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

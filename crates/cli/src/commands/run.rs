@@ -30,7 +30,7 @@ pub struct Args {
     /// The test to run.
     #[arg(long, value_enum)]
     pub test: TestType,
-    /// Results directory (default ./jetproof-results/<test>-<time>/).
+    /// Results directory (default ./jetproof-results/TEST-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Backup: also write a verified copy of each database into DIR.
