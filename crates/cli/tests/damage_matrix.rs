@@ -756,7 +756,7 @@ rows! {
             .json(&[("/instances/0/damaged_pages/0/damage", "correctable")]),
         backup: expect(1, &["correctable [0]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["database header copy 0 (page 0)", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy0_zeroed: HeaderCopy0 * Zeroed => {
@@ -764,14 +764,14 @@ rows! {
             .json(&[("/instances/0/damaged_pages/0/damage", "bad")]),
         backup: expect(1, &["bad [0]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["database header copy 0 (page 0)", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy0_stale: HeaderCopy0 * Stale => {
-        checksum: OPEN,
-        backup: OPEN,
+        checksum: expect(1, &["is older than copy 1", "a lost write"]),
+        backup: expect(1, &["is older than copy 1"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["is older than copy 1", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy0_misdirected: HeaderCopy0 * Misdirected => {
@@ -779,7 +779,7 @@ rows! {
             .json(&[("/instances/0/damaged_pages/0/damage", "wrong_page_number")]),
         backup: expect(1, &["wrong page-number [0]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["database header copy 0 (page 0)", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy0_truncated: HeaderCopy0 * Truncated => {
@@ -794,14 +794,14 @@ rows! {
         checksum: expect(1, &["page 1 (byte offset 4096): correctable page"]).json(DAMAGED),
         backup: expect(1, &["correctable [1]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["database header copy 1 (page 1)", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy1_zeroed: HeaderCopy1 * Zeroed => {
         checksum: expect(1, &["page 1 (byte offset 4096): bad page"]).json(DAMAGED),
         backup: expect(1, &["bad [1]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["database header copy 1 (page 1)", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy1_stale: HeaderCopy1 * Stale => {
@@ -817,7 +817,7 @@ rows! {
         checksum: expect(1, &["page 1 (byte offset 4096): wrong page-number page (it carries page number 0"]),
         backup: expect(1, &["wrong page-number [1]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["database header copy 1 (page 1)", "both copies were rewritten"]),
         dirty: None,
     }
     header_copy1_truncated: HeaderCopy1 * Truncated => {
@@ -832,7 +832,7 @@ rows! {
         checksum: expect(1, &["page 2 (byte offset 8192): correctable page"]),
         backup: expect(1, &["correctable [2]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["page 2 (bit 8004)|background database maintenance found a damaged page"]),
         dirty: None,
     }
     space_map_zeroed: SpaceMap * Zeroed => {
@@ -845,7 +845,7 @@ rows! {
     space_map_stale: SpaceMap * Stale => {
         checksum: expect(1, &["page 2 (byte offset 8192): lost write"])
             .json(&[("/instances/0/damaged_pages/0/damage", "lost_write")]),
-        backup: OPEN,
+        backup: expect(1, &["damaged page(s) found while reading for backup"]).json(&[("/instances/0/backup/lost_write_pages/0", "")]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["page 2 is a lost write"]),
         dirty: None,
@@ -869,7 +869,7 @@ rows! {
         checksum: expect(1, &["page 3 (byte offset 12288): correctable page"]),
         backup: expect(1, &["correctable [3]"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["page 3 (bit 8004)|background database maintenance found a damaged page"]),
         dirty: None,
     }
     root_zeroed: Root * Zeroed => {
@@ -881,7 +881,7 @@ rows! {
     }
     root_stale: Root * Stale => {
         checksum: expect(1, &["page 3 (byte offset 12288): lost write"]),
-        backup: OPEN,
+        backup: expect(1, &["damaged page(s) found while reading for backup"]).json(&[("/instances/0/backup/lost_write_pages/0", "")]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["page 3 is a lost write"]),
         dirty: None,
@@ -905,7 +905,7 @@ rows! {
         checksum: expect(1, &["correctable page"]),
         backup: expect(1, &["correctable ["]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["(bit 8004)|background database maintenance found a damaged page"]),
         dirty: None,
     }
     interior_zeroed: Interior * Zeroed => {
@@ -917,7 +917,7 @@ rows! {
     }
     interior_stale: Interior * Stale => {
         checksum: expect(1, &["lost write"]),
-        backup: OPEN,
+        backup: expect(1, &["damaged page(s) found while reading for backup"]).json(&[("/instances/0/backup/lost_write_pages/0", "")]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["is a lost write"]),
         dirty: None,
@@ -941,7 +941,7 @@ rows! {
         checksum: expect(1, &["correctable page"]),
         backup: expect(1, &["correctable ["]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["(bit 8004)|background database maintenance found a damaged page"]),
         dirty: None,
     }
     leaf_zeroed: Leaf * Zeroed => {
@@ -953,7 +953,7 @@ rows! {
     }
     leaf_stale: Leaf * Stale => {
         checksum: expect(1, &["lost write"]),
-        backup: OPEN,
+        backup: expect(1, &["damaged page(s) found while reading for backup"]).json(&[("/instances/0/backup/lost_write_pages/0", "")]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["is a lost write"]),
         dirty: None,
@@ -989,10 +989,10 @@ rows! {
         dirty: Some((expect(2, &["jetproof init"]), expect(2, &["jetproof init"]))),
     }
     database_file_appended: DatabaseFile * Appended => {
-        checksum: OPEN,
-        backup: OPEN,
+        checksum: expect(1, &["bytes were appended"]).json(&[("/instances/0/appended_bytes", "4096")]),
+        backup: expect(1, &["bytes were appended", "not copied"]),
         recover: NOTHING_TO_RECOVER,
-        run: OPEN,
+        run: expect(1, &["4096 bytes past the last page", "bytes were appended"]),
         dirty: None,
     }
     database_file_symlink: DatabaseFile * Symlink => {
@@ -1204,7 +1204,7 @@ rows! {
     flush_map_bit_flip: FlushMap * BitFlip => {
         checksum: expect(1, &["flush map damaged"])
             .json(&[("/instances/0/flush_map_state/status", "damaged")]),
-        backup: OPEN,
+        backup: expect(1, &["flush map", "damaged (map pages [0])"]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["are damaged (their committed copy fails its checksum)"]),
         dirty: Some((
@@ -1214,7 +1214,7 @@ rows! {
     }
     flush_map_zeroed: FlushMap * Zeroed => {
         checksum: expect(1, &["not a jetproof flush map"]),
-        backup: OPEN,
+        backup: expect(1, &["unusable", "not a jetproof flush map"]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["not a jetproof flush map"]),
         dirty: Some((
@@ -1224,14 +1224,14 @@ rows! {
     }
     flush_map_stale: FlushMap * Stale => {
         checksum: expect(1, &["it is stale"]),
-        backup: OPEN,
+        backup: expect(1, &["unusable", "it is stale"]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["it is stale"]),
         dirty: Some((expect(1, &["Dirty Shutdown"]), expect(0, &["Overall Test Result: Pass"]))),
     }
     flush_map_misdirected: FlushMap * Misdirected => {
         checksum: expect(1, &["flush map damaged"]),
-        backup: OPEN,
+        backup: expect(1, &["flush map", "damaged (map pages [0])"]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["are damaged (their committed copy fails its checksum)"]),
         dirty: Some((
@@ -1241,7 +1241,7 @@ rows! {
     }
     flush_map_truncated: FlushMap * Truncated => {
         checksum: expect(1, &["flush map"]),
-        backup: OPEN,
+        backup: expect(1, &["flush map"]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["flush map"]),
         dirty: Some((expect(1, &["flush map"]), expect(3, &["flush map", "stays dirty"]))),
@@ -1263,7 +1263,7 @@ rows! {
     }
     flush_map_symlink: FlushMap * Symlink => {
         checksum: expect(3, &["is a symbolic link"]),
-        backup: OPEN,
+        backup: expect(1, &["cannot be read", "symbolic link"]),
         recover: NOTHING_TO_RECOVER,
         run: expect(3, &["is a symbolic link"]),
         dirty: Some((expect(3, &["is a symbolic link"]), expect(3, &["is a symbolic link", "stays dirty"]))),

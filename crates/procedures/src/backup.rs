@@ -1,7 +1,10 @@
 //! The backup test: each database read start to end in large sequential reads (256 KiB by
 //! default, as Exchange's streaming backup and the seeds' "Database Read" backup figures show),
 //! all databases at once, timed per database and in total. Every page read is checksum-verified,
-//! as ESE's streaming backup does, so a backup never silently copies damage. With a destination
+//! as ESE's streaming backup does, and checked against the database's flush map as
+//! `jetproof checksum` checks it (a page older than its last acknowledged write is a lost write),
+//! so a backup never silently copies damage. A flush map that cannot vouch for the pages, header
+//! copy 0 behind copy 1, and bytes appended past the last page are reported too (each a fail). With a destination
 //! directory the pages are also written there, making a verified copy.
 //!
 //! Reads only; the databases must be closed cleanly (a dirty database needs `jetproof recover`
@@ -30,7 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::checksum::{self, PageCheck};
-use jetproof_engine::{DbHeader, DbState};
+use jetproof_engine::db::FlushMapStatus;
+use jetproof_engine::{DbHeader, DbState, ReadCheck};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
@@ -64,6 +68,12 @@ pub struct DatabaseBackup {
     /// a backup never repairs).
     pub correctable_pages: Vec<u64>,
     pub wrong_number_pages: Vec<u64>,
+    /// Pages whose checksum is good but which are older than their last acknowledged write
+    /// (the flush map's count): lost writes, copied as they are and reported.
+    pub lost_write_pages: Vec<u64>,
+    /// Pages newer than the flush map says they were written (the database was shut down
+    /// cleanly, so the map holds every write): written behind jetproof's back.
+    pub newer_than_flush_map_pages: Vec<u64>,
     pub copy_path: Option<PathBuf>,
 }
 
@@ -265,11 +275,66 @@ pub fn backup(
             .into());
         }
         total_bytes += header.file_size_bytes();
+        let mut problems = Vec::new();
+        let map_path = jetproof_engine::flush_map_path(&instance.database_path);
+        let flush_map = match jetproof_engine::db::inspect_flush_map(
+            options.backend.as_ref(),
+            &instance.database_path,
+            &header,
+            direct,
+            Some(&stats),
+        ) {
+            Ok(FlushMapStatus::Usable { map, load }) => {
+                if !load.damaged_map_pages.is_empty() {
+                    problems.push(format!(
+                        "flush map {} damaged (map pages {:?}): the pages they describe are not \
+                         checked for lost writes",
+                        map_path.display(),
+                        load.damaged_map_pages
+                    ));
+                }
+                Some(*map)
+            }
+            // A database made by an earlier build, or the map removed: as checksum, not a
+            // failure (said in the test log).
+            Ok(FlushMapStatus::Missing) => {
+                log.line(format!(
+                    "{}: no flush map ({}): lost writes cannot be checked",
+                    instance.name,
+                    map_path.display()
+                ));
+                None
+            }
+            Ok(FlushMapStatus::Unusable(why)) => {
+                problems.push(format!(
+                    "flush map {} unusable: {why}; lost writes cannot be checked",
+                    map_path.display()
+                ));
+                None
+            }
+            Err(e) => {
+                problems.push(format!(
+                    "flush map {} cannot be read: {e}; lost writes cannot be checked",
+                    map_path.display()
+                ));
+                None
+            }
+        };
+        problems.extend(
+            crate::database::header_copies(options.backend.as_ref(), &instance.database_path)
+                .behind,
+        );
+        problems.extend(
+            crate::database::appended_bytes(options.backend.as_ref(), &instance.database_path)
+                .map(|a| format!("{a} (not copied)")),
+        );
         sources.push(Source {
             instance: instance.clone(),
             file,
             header,
             stats,
+            flush_map,
+            problems,
         });
     }
     if let Some(dir) = &options.to {
@@ -334,16 +399,23 @@ pub fn backup(
         ));
         let damaged = outcome.bad_pages.len()
             + outcome.correctable_pages.len()
-            + outcome.wrong_number_pages.len();
+            + outcome.wrong_number_pages.len()
+            + outcome.lost_write_pages.len()
+            + outcome.newer_than_flush_map_pages.len();
         if damaged > 0 {
             reasons.push(format!(
-                "{}: {} damaged page(s) found while reading for backup (bad {:?}, correctable {:?}, wrong page-number {:?})",
+                "{}: {} damaged page(s) found while reading for backup (bad {:?}, correctable {:?}, wrong page-number {:?}, lost write {:?}, newer than the flush map {:?})",
                 instance.name,
                 damaged,
                 first_few(&outcome.bad_pages),
                 first_few(&outcome.correctable_pages),
-                first_few(&outcome.wrong_number_pages)
+                first_few(&outcome.wrong_number_pages),
+                first_few(&outcome.lost_write_pages),
+                first_few(&outcome.newer_than_flush_map_pages)
             ));
+        }
+        for problem in &source.problems {
+            reasons.push(format!("{}: {problem}", instance.name));
         }
         let mut extra = BTreeMap::new();
         extra.insert(
@@ -397,6 +469,12 @@ struct Source {
     file: Arc<dyn IoFile>,
     header: DbHeader,
     stats: Arc<InstanceStats>,
+    /// The flush map, when it can vouch for the pages: each page is checked against it as
+    /// `jetproof checksum` checks it, so a lost write is never copied as a good page.
+    flush_map: Option<jetproof_engine::FlushMap>,
+    /// What is wrong beside the pages: a flush map that cannot vouch for them, header copy 0
+    /// behind copy 1, bytes appended past the last page. Each fails the verdict.
+    problems: Vec<String>,
 }
 
 fn first_few(pages: &[u64]) -> Vec<u64> {
@@ -440,8 +518,17 @@ fn back_up_one(
         for (index, page) in chunk.chunks_exact(page_size).enumerate() {
             let number = offset / page_size as u64 + index as u64;
             report.pages_seen += 1;
-            match checksum::verify(page, u32::try_from(number).unwrap_or(u32::MAX)) {
-                PageCheck::Good => {}
+            let expected = u32::try_from(number).unwrap_or(u32::MAX);
+            match checksum::verify(page, expected) {
+                PageCheck::Good => match source
+                    .flush_map
+                    .as_ref()
+                    .map(|m| m.check_read(expected, page))
+                {
+                    Some(ReadCheck::Behind { .. }) => report.lost_write_pages.push(number),
+                    Some(ReadCheck::Ahead { .. }) => report.newer_than_flush_map_pages.push(number),
+                    _ => {}
+                },
                 PageCheck::Correctable { .. } => report.correctable_pages.push(number),
                 PageCheck::WrongPageNumber { .. } => report.wrong_number_pages.push(number),
                 PageCheck::Bad => report.bad_pages.push(number),

@@ -230,6 +230,10 @@ pub struct FileChecksum {
     /// file by something else. A fail verdict.
     #[serde(default)]
     pub appended_bytes: u64,
+    /// Header copy 0 found older than copy 1 (a lost write of the header: copy 0 is always
+    /// written first); damaged copies are in `damaged_pages` like any page. A fail verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_copy_behind: Option<String>,
     /// Clean or dirty shutdown, and what recovery would need.
     #[serde(default)]
     pub database_state: DatabaseState,
@@ -449,7 +453,10 @@ impl ChecksumRun {
     /// verdict.
     pub fn is_clean(&self) -> bool {
         self.files.iter().all(|file| {
-            file.is_clean() && !file.database_state.is_dirty() && file.appended_bytes == 0
+            file.is_clean()
+                && !file.database_state.is_dirty()
+                && file.appended_bytes == 0
+                && file.header_copy_behind.is_none()
         }) && self.logs.iter().all(LogChecksum::is_clean)
     }
 }
@@ -512,6 +519,7 @@ struct Target {
     header: DbHeader,
     trailing_bytes: u64,
     appended_bytes: u64,
+    header_copy_behind: Option<String>,
     /// The flush map to check pages against, if it can vouch for them.
     flush_map: Option<FlushMap>,
     flush_map_finding: FlushMapFinding,
@@ -612,18 +620,50 @@ fn open_targets(
             ),
             FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
         };
+        let appended_bytes = trailing_bytes
+            - growth_leftover_bytes(file.as_ref(), &header, trailing_bytes.min(growth_bytes))?;
         targets.push(Target {
             instance: instance.clone(),
             file,
             stats,
             header,
             trailing_bytes,
-            appended_bytes: trailing_bytes.saturating_sub(growth_bytes),
+            appended_bytes,
+            header_copy_behind: crate::database::header_copies(backend, &instance.database_path)
+                .behind,
             flush_map,
             flush_map_finding,
         });
     }
     Ok(targets)
+}
+
+/// How many of the first `bytes` past the header's last page are what an unfinished growth
+/// leaves: whole pages, each formatted (a sealed page at its own position) or still zeros (a
+/// format write the crash cut). The rest of the trailing bytes were appended by something else.
+pub(crate) fn growth_leftover_bytes(
+    file: &dyn IoFile,
+    header: &DbHeader,
+    bytes: u64,
+) -> Result<u64, ChecksumError> {
+    let page_size = u64::from(header.page_size);
+    let whole = bytes / page_size * page_size;
+    if whole == 0 {
+        return Ok(0);
+    }
+    let mut buf = AlignedBuf::zeroed(usize::try_from(whole).unwrap_or(usize::MAX));
+    file.read_at(&mut buf, header.file_size_bytes(), IoClass::ChecksumRead)?;
+    let first = header.page_count;
+    let leftover = buf
+        .chunks_exact(page_size as usize)
+        .enumerate()
+        .take_while(|(i, page)| {
+            let number = u32::try_from(first + *i as u64).unwrap_or(u32::MAX);
+            page.iter().all(|&b| b == 0)
+                || matches!(checksum::verify(page, number), PageCheck::Good)
+        })
+        .count() as u64;
+    Ok(leftover * page_size)
 }
 
 /// Runs the checksum pass over every database of `job`. Never writes.
@@ -1031,6 +1071,7 @@ fn scan_target(
         checked_bytes,
         trailing_bytes: target.trailing_bytes,
         appended_bytes: target.appended_bytes,
+        header_copy_behind: target.header_copy_behind.clone(),
         // Filled in once the log is verified (`database_state`).
         database_state: DatabaseState::default(),
         pages_seen: tally.pages_seen,
@@ -1253,10 +1294,14 @@ pub fn state_problems(run: &ChecksumRun) -> Vec<String> {
                 file.path.display()
             ));
         }
+        if let Some(behind) = &file.header_copy_behind {
+            lines.push(behind.clone());
+        }
         if file.appended_bytes > 0 {
             lines.push(format!(
-                "{}: {} bytes past the last page the header counts, {} more than an unfinished \
-                 growth can leave: bytes were appended to the file",
+                "{}: {} bytes past the last page the header counts, {} of them neither the \
+                 formatted or zeroed pages an unfinished growth leaves (at most one extent): \
+                 bytes were appended to the file",
                 file.path.display(),
                 file.trailing_bytes,
                 file.appended_bytes
