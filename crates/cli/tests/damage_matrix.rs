@@ -1064,11 +1064,12 @@ rows! {
         dirty: Some((expect(1, &["missing"]), expect(3, &["missing", "stays dirty"]))),
     }
     generation_header_appended: GenerationHeader * Appended => {
-        checksum: OPEN,
+        checksum: expect(1, &["bytes appended past the generation's preformatted size"]),
         backup: PASS_BACKUP,
         recover: NOTHING_TO_RECOVER,
         run: PASS_RUN,
-        dirty: Some((OPEN, expect(0, &["Overall Test Result: Pass"]))),
+        dirty: Some((
+            expect(1, &["bytes appended past the generation's preformatted size"]), expect(0, &["Overall Test Result: Pass"]))),
     }
     generation_header_symlink: GenerationHeader * Symlink => {
         checksum: expect(1, &["lost log"]),
@@ -1184,11 +1185,12 @@ rows! {
         )),
     }
     checkpoint_appended: Checkpoint * Appended => {
-        checksum: OPEN,
+        checksum: expect(1, &["bytes appended past its two 4 KiB slots"]),
         backup: PASS_BACKUP,
         recover: NOTHING_TO_RECOVER,
         run: PASS_RUN,
-        dirty: Some((OPEN, expect(0, &["Overall Test Result: Pass"]))),
+        dirty: Some((
+            expect(1, &["bytes appended past its two 4 KiB slots"]), expect(0, &["Overall Test Result: Pass"]))),
     }
     checkpoint_symlink: Checkpoint * Symlink => {
         checksum: expect(1, &["is a symbolic link"]),

@@ -830,7 +830,73 @@ fn verify_logs(
         instance: instance.name.clone(),
         source,
     })?;
-    Ok(LogChecksum::from_report(instance, &report))
+    let mut figures = LogChecksum::from_report(instance, &report);
+    appended_to_log_files(backend, &report, &mut figures);
+    Ok(figures)
+}
+
+/// Bytes appended to the log's files: a generation file longer than the size its header says
+/// (generations are preformatted to full size and never grow), a checkpoint file longer than its
+/// two 4 KiB slots. The readers never look past those sizes, so nothing else finds them; each is
+/// a bad file (a fail), as appended bytes are for a database.
+fn appended_to_log_files(
+    backend: &dyn IoBackend,
+    report: &VerifyReport,
+    figures: &mut LogChecksum,
+) {
+    const GENERATION_MAGIC: &[u8] = b"JPLOGGEN";
+    const CHECKPOINT_FILE_BYTES: u64 = 2 * 4096;
+    let open = OpenOptions::read_only().buffered().no_follow();
+    for file in &report.files {
+        let Ok(handle) = backend.open(&file.path, &open) else {
+            continue;
+        };
+        let mut head = AlignedBuf::zeroed(4096);
+        if handle.read_at(&mut head, 0, IoClass::ChecksumRead).is_err()
+            || head.get(..8) != Some(GENERATION_MAGIC)
+        {
+            continue;
+        }
+        let Some(size) = head
+            .get(40..48)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+        else {
+            continue;
+        };
+        let actual = handle.size().unwrap_or(0);
+        if actual > size {
+            if matches!(file.status, FileStatus::Good) {
+                figures.files_good = figures.files_good.saturating_sub(1);
+            }
+            if !matches!(file.status, FileStatus::Bad { .. }) {
+                figures.files_bad += 1;
+            }
+            figures.problems.push(LogProblem {
+                path: file.path.clone(),
+                generation: file.generation,
+                status: "bad".to_string(),
+                offset: Some(size),
+                reason: format!(
+                    "{} bytes appended past the generation's preformatted size ({size} bytes): \
+                     a generation file never grows",
+                    actual - size
+                ),
+            });
+        }
+    }
+    let checkpoint = jetproof_log::format::checkpoint_path(&figures.log_path);
+    if let Ok(handle) = backend.open(&checkpoint, &open)
+        && let Ok(actual) = handle.size()
+        && actual > CHECKPOINT_FILE_BYTES
+        && figures.checkpoint_error.is_none()
+    {
+        figures.checkpoint_error = Some(format!(
+            "{}: {} bytes appended past its two 4 KiB slots",
+            checkpoint.display(),
+            actual - CHECKPOINT_FILE_BYTES
+        ));
+    }
 }
 
 /// Counts of one file, filled as its pages are verified (chunks arrive in any order).
