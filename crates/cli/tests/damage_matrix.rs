@@ -1257,7 +1257,8 @@ rows! {
         dirty: Some((expect(1, &["flush map missing"]), expect(0, &["Overall Test Result: Pass"]))),
     }
     flush_map_appended: FlushMap * Appended => {
-        checksum: OPEN,
+        checksum: expect(1, &["bytes appended past the map's last slot"])
+            .json(&[("/instances/0/flush_map_state/status", "damaged")]),
         backup: PASS_BACKUP,
         recover: NOTHING_TO_RECOVER,
         run: PASS_RUN,

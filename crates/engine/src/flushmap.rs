@@ -96,6 +96,15 @@ fn slot_block(index: usize, slot: u8) -> u64 {
         + u64::from(slot) * CHUNK_MAP_PAGES as u64
         + within
 }
+/// The longest a map file describing `pages` database pages can be: its two header blocks and
+/// both slots of every map page (the last block written is the last map page's slot 1). A longer
+/// file has bytes appended that no reader looks at (`jetproof checksum` reports them).
+pub fn max_file_bytes(pages: u64) -> u64 {
+    let map_pages =
+        usize::try_from(pages.div_ceil(ENTRIES_PER_MAP_PAGE as u64).max(1)).unwrap_or(usize::MAX);
+    (slot_block(map_pages - 1, 1) + 1) * BLOCK_BYTES as u64
+}
+
 const HEADER_CRC_END: usize = 128;
 const SLOT_KNOWN_AT: usize = 24;
 const SLOT_COUNTS_AT: usize = 264;
