@@ -1272,3 +1272,72 @@ rows! {
         dirty: Some((expect(3, &["is a symbolic link"]), expect(3, &["is a symbolic link", "stays dirty"]))),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Page damage that `recover` of the crashed template must read: a page whose log position lies
+// at or past the checkpoint has a record the replay applies, so the replay reads it.
+
+/// The checkpoint (generation, offset) of the newest valid-looking slot of the dirty template.
+fn checkpoint_of(dir: &Path) -> (u64, u64) {
+    let bytes = read(&dir.join(CHECKPOINT));
+    let slot = newest_copy(&bytes, 32) * PS;
+    (u64_at(&bytes, slot + 40), u64_at(&bytes, slot + 48))
+}
+
+/// A leaf of the dirty copy `dir` that the replay reads: its last change is at or past the
+/// checkpoint.
+fn replayed_leaf(dir: &Path) -> usize {
+    let (generation, offset) = checkpoint_of(dir);
+    let checkpoint = (generation << 32) | (offset & 0xffff_ffff);
+    let bytes = read(&dir.join(DB));
+    (4..bytes.len() / PS)
+        .filter(|&n| page_type(&bytes, n) == 5)
+        .find(|&n| u64_at(&bytes, n * PS + 48) >= checkpoint)
+        .expect("a leaf changed after the checkpoint")
+}
+
+fn recover_dirty_with(damage: impl Fn(&Path, usize), expect_words: &[&str], code: i32) {
+    let t = templates();
+    let work = tempfile::tempdir().expect("tempdir");
+    let dirty = work.path().join("dirty");
+    copy_tree(&t.dirty, &dirty);
+    let page = replayed_leaf(&dirty);
+    damage(&dirty.join(DB), page);
+    let (got, text) = command(&dirty, Command::Recover);
+    let context = format!("page {page}: exit {got}\n{text}");
+    assert_eq!(got, code, "{context}");
+    for words in expect_words {
+        assert!(text.contains(words), "{context}\nmissing: {words:?}");
+    }
+}
+
+#[test]
+fn recover_of_a_dirty_database_stops_at_a_zeroed_page_it_replays_and_it_stays_dirty() {
+    recover_dirty_with(
+        |db, page| write_at(db, page * PS, &[0; PS]),
+        &["is damaged", "stays dirty"],
+        3,
+    );
+}
+
+#[test]
+fn recover_of_a_dirty_database_stops_at_a_misdirected_page_it_replays() {
+    recover_dirty_with(
+        |db, page| {
+            let bytes = read(db);
+            let other = bytes[4 * PS..5 * PS].to_vec();
+            if page != 4 {
+                write_at(db, page * PS, &other);
+            } else {
+                write_at(db, page * PS, &bytes[5 * PS..6 * PS]);
+            }
+        },
+        &["wrong page-number", "stays dirty"],
+        3,
+    );
+}
+
+#[test]
+fn recover_of_a_dirty_database_reports_a_flipped_bit_in_a_page_it_replays() {
+    recover_dirty_with(|db, page| flip(db, page * PS + 1000), &["corrected"], 1);
+}

@@ -620,37 +620,28 @@ fn open_targets(
             ),
             FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
         };
-        // Bytes appended past the map's last slot (the map may cover the pages of an
-        // unfinished growth too): no reader looks there.
-        let (flush_map, flush_map_finding) = match backend
+        // Bytes appended past the map's last slot: no reader looks there.
+        let appended_to_map = backend
             .open(&map_path, &OpenOptions::read_only().buffered().no_follow())
-            .and_then(|f| f.size())
-        {
-            Ok(size)
-                if size
-                    > jetproof_engine::flushmap::max_file_bytes(
-                        header.page_count + u64::from(header.extent_pages),
-                    )
-                    && flush_map_finding.status == "ok" =>
-            {
-                let most = jetproof_engine::flushmap::max_file_bytes(
-                    header.page_count + u64::from(header.extent_pages),
-                );
+            .ok()
+            .and_then(|f| jetproof_engine::flushmap::appended_bytes(f.as_ref()).ok())
+            .unwrap_or(0);
+        let (flush_map, flush_map_finding) =
+            if appended_to_map > 0 && flush_map_finding.status == "ok" {
                 (
                     flush_map,
                     finding(
                         "damaged",
                         Some(format!(
-                            "{} bytes appended past the map's last slot (a map of this database \
-                             is at most {most} bytes)",
-                            size - most
+                            "{appended_to_map} bytes appended past the map's last slot (neither a \
+                         sealed slot nor zeros)"
                         )),
                         Vec::new(),
                     ),
                 )
-            }
-            _ => (flush_map, flush_map_finding),
-        };
+            } else {
+                (flush_map, flush_map_finding)
+            };
         let appended_bytes = trailing_bytes
             - growth_leftover_bytes(file.as_ref(), &header, trailing_bytes.min(growth_bytes))?;
         targets.push(Target {
