@@ -118,7 +118,6 @@ fn checksum_and_the_next_run_find_writes_the_storage_lost() {
         serde_json::json!(lost),
         "{result}"
     );
-    assert_eq!(backup["flush_map_state"]["status"], "ok", "{result}");
 
     // The next run's background maintenance reads every page: it finds a lost write, and the
     // verdict fails naming it (the run may also stop at a session's read of one: exit 3).

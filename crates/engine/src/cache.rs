@@ -121,9 +121,15 @@ struct Counters {
     pages_written: AtomicU64,
     write_ios: AtomicU64,
     pages_corrected: AtomicU64,
+    /// The first [`CORRECTED_LISTED`] pages read with one flipped bit (page, bit), so that a
+    /// command can name what it corrected in memory instead of only counting it.
+    corrected: Mutex<Vec<(u32, usize)>>,
     readahead_pages: AtomicU64,
     flushes: AtomicU64,
 }
+
+/// How many corrected pages the cache names ([`PageCache::corrected_pages`]); the count goes on.
+pub const CORRECTED_LISTED: usize = 16;
 
 /// A snapshot of the cache's counters (monotonic since the cache was made) and levels.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -604,6 +610,13 @@ impl PageCache {
         self.inner.clean_pages()
     }
 
+    /// The first pages read with one flipped bit since the cache was made, each with the bit
+    /// (as `checksum::correct` numbers it): they were repaired in memory only, the storage
+    /// still holds them damaged until the engine writes them again.
+    pub fn corrected_pages(&self) -> Vec<(u32, usize)> {
+        self.inner.counters.corrected.lock().clone()
+    }
+
     pub fn stats(&self) -> CacheStats {
         let c = &self.inner.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -911,10 +924,14 @@ impl CacheInner {
     fn verify_checksum(&self, buf: &mut [u8], page: u32) -> Result<()> {
         match checksum::correct(buf, page) {
             PageCheck::Good => Ok(()),
-            PageCheck::Correctable { .. } => {
+            PageCheck::Correctable { bit } => {
                 self.counters
                     .pages_corrected
                     .fetch_add(1, Ordering::Relaxed);
+                let mut listed = self.counters.corrected.lock();
+                if listed.len() < CORRECTED_LISTED && !listed.iter().any(|&(p, _)| p == page) {
+                    listed.push((page, bit));
+                }
                 Ok(())
             }
             PageCheck::WrongPageNumber { found } => Err(EngineError::WrongPageNumber {

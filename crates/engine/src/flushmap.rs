@@ -96,6 +96,29 @@ fn slot_block(index: usize, slot: u8) -> u64 {
         + u64::from(slot) * CHUNK_MAP_PAGES as u64
         + within
 }
+/// Bytes at the end of a map file that the map did not write: a part block, and the whole
+/// blocks after the last one that is a header copy, a sealed slot (its checksum over its block
+/// number matches) or zeros (a slot never written). No reader looks at them, so only
+/// `jetproof checksum` can report them (appended by something else). Reads the file.
+pub fn appended_bytes(file: &dyn IoFile) -> Result<u64> {
+    let size = file.size()?;
+    let whole = size / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+    let mut bytes = AlignedBuf::zeroed(usize::try_from(whole).unwrap_or(usize::MAX));
+    if whole > 0 {
+        file.read_at(&mut bytes, 0, IoClass::FlushMap)?;
+    }
+    let ours = bytes
+        .chunks_exact(BLOCK_BYTES)
+        .enumerate()
+        .rposition(|(index, block)| {
+            index < HEADER_BLOCKS as usize
+                || block.iter().all(|&b| b == 0)
+                || get_u32(block, 0) == Some(slot_checksum(block, index as u64))
+        })
+        .map_or(0, |last| (last as u64 + 1) * BLOCK_BYTES as u64);
+    Ok(size - ours)
+}
+
 const HEADER_CRC_END: usize = 128;
 const SLOT_KNOWN_AT: usize = 24;
 const SLOT_COUNTS_AT: usize = 264;

@@ -149,6 +149,10 @@ pub struct RecoveryReport {
     /// its snapshot was older than the checkpoint): lost-write detection starts afresh for them
     /// (each is checked from its next read or write on). Worth a line in the test log.
     pub flush_map_restarted: bool,
+    /// Pages the replay read with one flipped bit (page, bit), corrected in memory and written
+    /// back with their redo: the storage returned them damaged, and the write repaired the file;
+    /// reported so that the repair is never silent.
+    pub pages_corrected: Vec<(u32, usize)>,
 }
 
 /// Replays the log of a dirty database (see the module header); a no-op on a clean one. Pages
@@ -536,6 +540,7 @@ pub fn recover_with(
     } else {
         report.flush_map_restarted = true;
     }
+    report.pages_corrected = pages.corrected.clone();
     report.pages_written = pages.written.len() as u64;
     report.pages_read = pages.reads.synchronous;
     report.pages_read_ahead = pages.reads.ahead;
@@ -817,9 +822,11 @@ fn verify_page(
     flush_map: Option<&FlushMap>,
     page: u32,
     bytes: &mut [u8],
-) -> Result<()> {
+) -> Result<Option<usize>> {
+    let mut corrected = None;
     match checksum::correct(bytes, page) {
-        PageCheck::Good | PageCheck::Correctable { .. } => {}
+        PageCheck::Good => {}
+        PageCheck::Correctable { bit } => corrected = Some(bit),
         PageCheck::WrongPageNumber { found } => {
             return Err(jetproof_engine::EngineError::WrongPageNumber {
                 path: path.to_path_buf(),
@@ -837,7 +844,7 @@ fn verify_page(
         }
     }
     let Some(map) = flush_map else {
-        return Ok(());
+        return Ok(corrected);
     };
     match map.check_read(page, bytes) {
         ReadCheck::Behind { expected, found } => Err(jetproof_engine::EngineError::LostWrite {
@@ -849,9 +856,9 @@ fn verify_page(
         .into()),
         ReadCheck::Ahead { found, .. } => {
             map.adopt(page, found);
-            Ok(())
+            Ok(corrected)
         }
-        ReadCheck::Match | ReadCheck::Learnt => Ok(()),
+        ReadCheck::Match | ReadCheck::Learnt => Ok(corrected),
     }
 }
 
@@ -914,6 +921,8 @@ struct PageMap {
     flush_map: Option<FlushMap>,
     /// Every page the replay read (and so checked, and brought to the map).
     checked: BTreeSet<u32>,
+    /// Pages read with one flipped bit (page, bit), corrected in memory.
+    corrected: Vec<(u32, usize)>,
 }
 
 impl PageMap {
@@ -942,6 +951,7 @@ impl PageMap {
             visited: VisitedPages::default(),
             flush_map,
             checked: BTreeSet::new(),
+            corrected: Vec::new(),
         })
     }
 
@@ -992,7 +1002,12 @@ impl PageMap {
                     }
                 };
                 let mut bytes = bytes;
-                verify_page(&self.path, self.flush_map.as_ref(), page, &mut bytes)?;
+                if let Some(bit) =
+                    verify_page(&self.path, self.flush_map.as_ref(), page, &mut bytes)?
+                    && !self.corrected.iter().any(|&(p, _)| p == page)
+                {
+                    self.corrected.push((page, bit));
+                }
                 self.checked.insert(page);
                 self.visited.record(page, &bytes);
                 entry.insert(bytes)

@@ -1,7 +1,10 @@
 //! The backup test: each database read start to end in large sequential reads (256 KiB by
 //! default, as Exchange's streaming backup and the seeds' "Database Read" backup figures show),
 //! all databases at once, timed per database and in total. Every page read is checksum-verified,
-//! as ESE's streaming backup does, so a backup never silently copies damage. With a destination
+//! as ESE's streaming backup does, and checked against the database's flush map as
+//! `jetproof checksum` checks it (a page older than its last acknowledged write is a lost write),
+//! so a backup never silently copies damage. A flush map that cannot vouch for the pages, header
+//! copy 0 behind copy 1, and bytes appended past the last page are reported too (each a fail). With a destination
 //! directory the pages are also written there, making a verified copy.
 //!
 //! Reads only; the databases must be closed cleanly (a dirty database needs `jetproof recover`
@@ -17,13 +20,6 @@
 //! it; the file itself is only ever repaired by a write of the engine's). A bad or misdirected
 //! page is copied as it is too and fails the verdict.
 //!
-//! **Lost writes are found too.** Each sound page's write count is checked against the
-//! database's flush map (`docs/design.md`, "Lost-write detection"), as `jetproof checksum`
-//! does: a page older than its last acknowledged write is a lost write, and since the database
-//! was shut down cleanly (the map then holds every write) a page newer than the map is damage
-//! too; both fail the verdict with their page numbers, and a damaged or unusable map is
-//! reported. The copy holds no flush map: its first open makes one anew, every page unknown.
-//!
 //! **The copy never lands on a source.** `--to` is refused (exit 2, before any I/O) when it is,
 //! after following symlinks, the directory of a database or log of the job; when a file the
 //! backup would write is a database of the job (same device and inode, so hard links and
@@ -37,14 +33,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use jetproof_engine::checksum::{self, PageCheck};
-use jetproof_engine::flushmap::{FlushMap, ReadCheck};
-use jetproof_engine::{DbHeader, DbState};
+use jetproof_engine::db::FlushMapStatus;
+use jetproof_engine::{DbHeader, DbState, ReadCheck};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
 use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult, io_results};
 
-use crate::checksum::{ChecksumError, FlushMapFinding, open_flush_map};
 use crate::target::{BadInput, bad};
 
 #[derive(Debug, thiserror::Error)]
@@ -58,15 +53,6 @@ pub enum BackupError {
     Header(#[from] jetproof_engine::HeaderError),
     #[error("{0}")]
     Results(String),
-    /// The flush map could not be read (an I/O error; a damaged map is a finding instead).
-    #[error("{0}")]
-    FlushMap(String),
-}
-
-impl From<ChecksumError> for BackupError {
-    fn from(error: ChecksumError) -> Self {
-        BackupError::FlushMap(error.to_string())
-    }
 }
 
 /// What the backup of one database found.
@@ -82,12 +68,12 @@ pub struct DatabaseBackup {
     /// a backup never repairs).
     pub correctable_pages: Vec<u64>,
     pub wrong_number_pages: Vec<u64>,
-    /// Sound pages older than their last acknowledged write, as the flush map records it.
+    /// Pages whose checksum is good but which are older than their last acknowledged write
+    /// (the flush map's count): lost writes, copied as they are and reported.
     pub lost_write_pages: Vec<u64>,
-    /// Sound pages newer than the flush map of this cleanly shut database.
+    /// Pages newer than the flush map says they were written (the database was shut down
+    /// cleanly, so the map holds every write): written behind jetproof's back.
     pub newer_than_flush_map_pages: Vec<u64>,
-    /// The database's flush map, as found (`ok`, `missing`, `damaged`, `unusable`).
-    pub flush_map_state: Option<FlushMapFinding>,
     pub copy_path: Option<PathBuf>,
 }
 
@@ -289,20 +275,66 @@ pub fn backup(
             .into());
         }
         total_bytes += header.file_size_bytes();
-        let (flush_map, flush_map_state) = open_flush_map(
+        let mut problems = Vec::new();
+        let map_path = jetproof_engine::flush_map_path(&instance.database_path);
+        let flush_map = match jetproof_engine::db::inspect_flush_map(
             options.backend.as_ref(),
             &instance.database_path,
             &header,
             direct,
-            &stats,
-        )?;
+            Some(&stats),
+        ) {
+            Ok(FlushMapStatus::Usable { map, load }) => {
+                if !load.damaged_map_pages.is_empty() {
+                    problems.push(format!(
+                        "flush map {} damaged (map pages {:?}): the pages they describe are not \
+                         checked for lost writes",
+                        map_path.display(),
+                        load.damaged_map_pages
+                    ));
+                }
+                Some(*map)
+            }
+            // A database made by an earlier build, or the map removed: as checksum, not a
+            // failure (said in the test log).
+            Ok(FlushMapStatus::Missing) => {
+                log.line(format!(
+                    "{}: no flush map ({}): lost writes cannot be checked",
+                    instance.name,
+                    map_path.display()
+                ));
+                None
+            }
+            Ok(FlushMapStatus::Unusable(why)) => {
+                problems.push(format!(
+                    "flush map {} unusable: {why}; lost writes cannot be checked",
+                    map_path.display()
+                ));
+                None
+            }
+            Err(e) => {
+                problems.push(format!(
+                    "flush map {} cannot be read: {e}; lost writes cannot be checked",
+                    map_path.display()
+                ));
+                None
+            }
+        };
+        problems.extend(
+            crate::database::header_copies(options.backend.as_ref(), &instance.database_path)
+                .behind,
+        );
+        problems.extend(
+            crate::database::appended_bytes(options.backend.as_ref(), &instance.database_path)
+                .map(|a| format!("{a} (not copied)")),
+        );
         sources.push(Source {
             instance: instance.clone(),
             file,
             header,
             stats,
             flush_map,
-            flush_map_state,
+            problems,
         });
     }
     if let Some(dir) = &options.to {
@@ -365,51 +397,25 @@ pub fn backup(
             outcome.correctable_pages.len(),
             outcome.wrong_number_pages.len()
         ));
-        if !outcome.lost_write_pages.is_empty() || !outcome.newer_than_flush_map_pages.is_empty() {
-            log.line(format!(
-                "{}: lost writes {:?}, newer than the flush map {:?}",
-                instance.name,
-                first_few(&outcome.lost_write_pages),
-                first_few(&outcome.newer_than_flush_map_pages)
-            ));
-        }
-        if !outcome.lost_write_pages.is_empty() {
-            reasons.push(format!(
-                "{}: {} lost write(s) found while reading for backup (pages {:?}: older than their last acknowledged write, as the flush map records it)",
-                instance.name,
-                outcome.lost_write_pages.len(),
-                first_few(&outcome.lost_write_pages)
-            ));
-        }
-        if !outcome.newer_than_flush_map_pages.is_empty() {
-            reasons.push(format!(
-                "{}: {} page(s) newer than the flush map of a cleanly shut database (pages {:?})",
-                instance.name,
-                outcome.newer_than_flush_map_pages.len(),
-                first_few(&outcome.newer_than_flush_map_pages)
-            ));
-        }
-        if let Some(finding) = Some(&source.flush_map_state).filter(|f| f.is_damage()) {
-            reasons.push(format!(
-                "{}: flush map {} {}: {}",
-                instance.name,
-                finding.path.display(),
-                finding.status,
-                finding.reason.as_deref().unwrap_or("")
-            ));
-        }
         let damaged = outcome.bad_pages.len()
             + outcome.correctable_pages.len()
-            + outcome.wrong_number_pages.len();
+            + outcome.wrong_number_pages.len()
+            + outcome.lost_write_pages.len()
+            + outcome.newer_than_flush_map_pages.len();
         if damaged > 0 {
             reasons.push(format!(
-                "{}: {} damaged page(s) found while reading for backup (bad {:?}, correctable {:?}, wrong page-number {:?})",
+                "{}: {} damaged page(s) found while reading for backup (bad {:?}, correctable {:?}, wrong page-number {:?}, lost write {:?}, newer than the flush map {:?})",
                 instance.name,
                 damaged,
                 first_few(&outcome.bad_pages),
                 first_few(&outcome.correctable_pages),
-                first_few(&outcome.wrong_number_pages)
+                first_few(&outcome.wrong_number_pages),
+                first_few(&outcome.lost_write_pages),
+                first_few(&outcome.newer_than_flush_map_pages)
             ));
+        }
+        for problem in &source.problems {
+            reasons.push(format!("{}: {problem}", instance.name));
         }
         let mut extra = BTreeMap::new();
         extra.insert(
@@ -463,9 +469,12 @@ struct Source {
     file: Arc<dyn IoFile>,
     header: DbHeader,
     stats: Arc<InstanceStats>,
-    /// The flush map, when there is a usable one; what was found of it.
-    flush_map: Option<FlushMap>,
-    flush_map_state: FlushMapFinding,
+    /// The flush map, when it can vouch for the pages: each page is checked against it as
+    /// `jetproof checksum` checks it, so a lost write is never copied as a good page.
+    flush_map: Option<jetproof_engine::FlushMap>,
+    /// What is wrong beside the pages: a flush map that cannot vouch for them, header copy 0
+    /// behind copy 1, bytes appended past the last page. Each fails the verdict.
+    problems: Vec<String>,
 }
 
 fn first_few(pages: &[u64]) -> Vec<u64> {
@@ -495,10 +504,7 @@ fn back_up_one(
         None => None,
     };
     let mut buffer = AlignedBuf::zeroed(read_size);
-    let mut report = DatabaseBackup {
-        flush_map_state: Some(source.flush_map_state.clone()),
-        ..DatabaseBackup::default()
-    };
+    let mut report = DatabaseBackup::default();
     let started = Instant::now();
     let mut offset = 0u64;
     while offset < size {
@@ -514,7 +520,6 @@ fn back_up_one(
             report.pages_seen += 1;
             let expected = u32::try_from(number).unwrap_or(u32::MAX);
             match checksum::verify(page, expected) {
-                // The database is clean: the map holds every write, so ahead is damage too.
                 PageCheck::Good => match source
                     .flush_map
                     .as_ref()

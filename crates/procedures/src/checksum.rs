@@ -234,6 +234,10 @@ pub struct FileChecksum {
     /// file by something else. A fail verdict.
     #[serde(default)]
     pub appended_bytes: u64,
+    /// Header copy 0 found older than copy 1 (a lost write of the header: copy 0 is always
+    /// written first); damaged copies are in `damaged_pages` like any page. A fail verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_copy_behind: Option<String>,
     /// Clean or dirty shutdown, and what recovery would need.
     #[serde(default)]
     pub database_state: DatabaseState,
@@ -453,7 +457,10 @@ impl ChecksumRun {
     /// verdict.
     pub fn is_clean(&self) -> bool {
         self.files.iter().all(|file| {
-            file.is_clean() && !file.database_state.is_dirty() && file.appended_bytes == 0
+            file.is_clean()
+                && !file.database_state.is_dirty()
+                && file.appended_bytes == 0
+                && file.header_copy_behind.is_none()
         }) && self.logs.iter().all(LogChecksum::is_clean)
     }
 }
@@ -516,6 +523,7 @@ struct Target {
     header: DbHeader,
     trailing_bytes: u64,
     appended_bytes: u64,
+    header_copy_behind: Option<String>,
     /// The flush map to check pages against, if it can vouch for them.
     flush_map: Option<FlushMap>,
     flush_map_finding: FlushMapFinding,
@@ -583,13 +591,46 @@ fn open_targets(
             options.direct_io,
             &stats,
         )?;
+        let map_path = flush_map_path(&instance.database_path);
+        let finding = |status: &str, reason: Option<String>, damaged: Vec<u32>| FlushMapFinding {
+            path: map_path.clone(),
+            status: status.to_string(),
+            reason,
+            damaged_map_pages: damaged,
+        };
+        // Bytes appended past the map's last slot: no reader looks there.
+        let appended_to_map = backend
+            .open(&map_path, &OpenOptions::read_only().buffered().no_follow())
+            .ok()
+            .and_then(|f| jetproof_engine::flushmap::appended_bytes(f.as_ref()).ok())
+            .unwrap_or(0);
+        let (flush_map, flush_map_finding) =
+            if appended_to_map > 0 && flush_map_finding.status == "ok" {
+                (
+                    flush_map,
+                    finding(
+                        "damaged",
+                        Some(format!(
+                            "{appended_to_map} bytes appended past the map's last slot (neither a \
+                         sealed slot nor zeros)"
+                        )),
+                        Vec::new(),
+                    ),
+                )
+            } else {
+                (flush_map, flush_map_finding)
+            };
+        let appended_bytes = trailing_bytes
+            - growth_leftover_bytes(file.as_ref(), &header, trailing_bytes.min(growth_bytes))?;
         targets.push(Target {
             instance: instance.clone(),
             file,
             stats,
             header,
             trailing_bytes,
-            appended_bytes: trailing_bytes.saturating_sub(growth_bytes),
+            appended_bytes,
+            header_copy_behind: crate::database::header_copies(backend, &instance.database_path)
+                .behind,
             flush_map,
             flush_map_finding,
         });
@@ -642,6 +683,34 @@ pub(crate) fn open_flush_map(
         FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
     };
     Ok((flush_map, flush_map_finding))
+}
+
+/// How many of the first `bytes` past the header's last page are what an unfinished growth
+/// leaves: whole pages, each formatted (a sealed page at its own position) or still zeros (a
+/// format write the crash cut). The rest of the trailing bytes were appended by something else.
+pub(crate) fn growth_leftover_bytes(
+    file: &dyn IoFile,
+    header: &DbHeader,
+    bytes: u64,
+) -> Result<u64, ChecksumError> {
+    let page_size = u64::from(header.page_size);
+    let whole = bytes / page_size * page_size;
+    if whole == 0 {
+        return Ok(0);
+    }
+    let mut buf = AlignedBuf::zeroed(usize::try_from(whole).unwrap_or(usize::MAX));
+    file.read_at(&mut buf, header.file_size_bytes(), IoClass::ChecksumRead)?;
+    let first = header.page_count;
+    let leftover = buf
+        .chunks_exact(page_size as usize)
+        .enumerate()
+        .take_while(|(i, page)| {
+            let number = u32::try_from(first + *i as u64).unwrap_or(u32::MAX);
+            page.iter().all(|&b| b == 0)
+                || matches!(checksum::verify(page, number), PageCheck::Good)
+        })
+        .count() as u64;
+    Ok(leftover * page_size)
 }
 
 /// Runs the checksum pass over every database of `job`. Never writes.
@@ -808,7 +877,73 @@ fn verify_logs(
         instance: instance.name.clone(),
         source,
     })?;
-    Ok(LogChecksum::from_report(instance, &report))
+    let mut figures = LogChecksum::from_report(instance, &report);
+    appended_to_log_files(backend, &report, &mut figures);
+    Ok(figures)
+}
+
+/// Bytes appended to the log's files: a generation file longer than the size its header says
+/// (generations are preformatted to full size and never grow), a checkpoint file longer than its
+/// two 4 KiB slots. The readers never look past those sizes, so nothing else finds them; each is
+/// a bad file (a fail), as appended bytes are for a database.
+fn appended_to_log_files(
+    backend: &dyn IoBackend,
+    report: &VerifyReport,
+    figures: &mut LogChecksum,
+) {
+    const GENERATION_MAGIC: &[u8] = b"JPLOGGEN";
+    const CHECKPOINT_FILE_BYTES: u64 = 2 * 4096;
+    let open = OpenOptions::read_only().buffered().no_follow();
+    for file in &report.files {
+        let Ok(handle) = backend.open(&file.path, &open) else {
+            continue;
+        };
+        let mut head = AlignedBuf::zeroed(4096);
+        if handle.read_at(&mut head, 0, IoClass::ChecksumRead).is_err()
+            || head.get(..8) != Some(GENERATION_MAGIC)
+        {
+            continue;
+        }
+        let Some(size) = head
+            .get(40..48)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+        else {
+            continue;
+        };
+        let actual = handle.size().unwrap_or(0);
+        if actual > size {
+            if matches!(file.status, FileStatus::Good) {
+                figures.files_good = figures.files_good.saturating_sub(1);
+            }
+            if !matches!(file.status, FileStatus::Bad { .. }) {
+                figures.files_bad += 1;
+            }
+            figures.problems.push(LogProblem {
+                path: file.path.clone(),
+                generation: file.generation,
+                status: "bad".to_string(),
+                offset: Some(size),
+                reason: format!(
+                    "{} bytes appended past the generation's preformatted size ({size} bytes): \
+                     a generation file never grows",
+                    actual - size
+                ),
+            });
+        }
+    }
+    let checkpoint = jetproof_log::format::checkpoint_path(&figures.log_path);
+    if let Ok(handle) = backend.open(&checkpoint, &open)
+        && let Ok(actual) = handle.size()
+        && actual > CHECKPOINT_FILE_BYTES
+        && figures.checkpoint_error.is_none()
+    {
+        figures.checkpoint_error = Some(format!(
+            "{}: {} bytes appended past its two 4 KiB slots",
+            checkpoint.display(),
+            actual - CHECKPOINT_FILE_BYTES
+        ));
+    }
 }
 
 /// Counts of one file, filled as its pages are verified (chunks arrive in any order).
@@ -1049,6 +1184,7 @@ fn scan_target(
         checked_bytes,
         trailing_bytes: target.trailing_bytes,
         appended_bytes: target.appended_bytes,
+        header_copy_behind: target.header_copy_behind.clone(),
         // Filled in once the log is verified (`database_state`).
         database_state: DatabaseState::default(),
         pages_seen: tally.pages_seen,
@@ -1271,10 +1407,14 @@ pub fn state_problems(run: &ChecksumRun) -> Vec<String> {
                 file.path.display()
             ));
         }
+        if let Some(behind) = &file.header_copy_behind {
+            lines.push(behind.clone());
+        }
         if file.appended_bytes > 0 {
             lines.push(format!(
-                "{}: {} bytes past the last page the header counts, {} more than an unfinished \
-                 growth can leave: bytes were appended to the file",
+                "{}: {} bytes past the last page the header counts, {} of them neither the \
+                 formatted or zeroed pages an unfinished growth leaves (at most one extent): \
+                 bytes were appended to the file",
                 file.path.display(),
                 file.trailing_bytes,
                 file.appended_bytes

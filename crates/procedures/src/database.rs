@@ -11,3 +11,106 @@ const SIGNATURE_OFFSET: usize = 80;
 pub fn looks_like_database(head: &[u8]) -> bool {
     head.get(SIGNATURE_OFFSET..SIGNATURE_OFFSET + SIGNATURE.len()) == Some(&SIGNATURE[..])
 }
+
+/// What a database's two header copies (pages 0 and 1) show beyond the header they give: a copy
+/// that is damaged (one flipped bit, beyond correction, another page's bytes), or copy 0 older
+/// than copy 1. The header is always written copy 0, sync, copy 1, sync, so a crash leaves copy
+/// 1 behind copy 0 or a torn copy, never copy 0 whole and behind: only a lost write does that.
+/// `DbHeader::read` takes the good copy with the higher sequence and says nothing of the other;
+/// a run rewrites both copies when it marks the database dirty, so without this the damage would
+/// be repaired in silence. Empty when both copies are whole and copy 0 is not behind, or when
+/// the header cannot be read at all (the callers report that themselves).
+pub fn header_copy_findings(
+    backend: &dyn jetproof_io::IoBackend,
+    path: &std::path::Path,
+) -> Vec<String> {
+    let copies = header_copies(backend, path);
+    copies.damaged.into_iter().chain(copies.behind).collect()
+}
+
+/// [`header_copy_findings`], kept apart: the damaged copies (which a page-by-page check finds
+/// on its own) and copy 0 behind copy 1 (which only this comparison finds).
+#[derive(Debug, Default)]
+pub struct HeaderCopies {
+    pub damaged: Vec<String>,
+    pub behind: Option<String>,
+}
+
+/// See [`header_copy_findings`].
+pub fn header_copies(backend: &dyn jetproof_io::IoBackend, path: &std::path::Path) -> HeaderCopies {
+    use jetproof_engine::checksum::{self, PageCheck};
+    let Ok(file) = backend.open(path, &jetproof_io::OpenOptions::read_only().buffered()) else {
+        return HeaderCopies::default();
+    };
+    let Ok(header) = jetproof_engine::DbHeader::read(file.as_ref()) else {
+        return HeaderCopies::default();
+    };
+    let page_size = header.page_size as usize;
+    let mut pages = jetproof_io::AlignedBuf::zeroed(2 * page_size);
+    if file
+        .read_at(&mut pages, 0, jetproof_io::IoClass::DbRead)
+        .is_err()
+    {
+        return HeaderCopies::default();
+    }
+    let mut copies = HeaderCopies::default();
+    let mut sequences = [None, None];
+    for (number, page) in pages.chunks_exact(page_size).enumerate() {
+        let what = match checksum::verify(page, number as u32) {
+            PageCheck::Good => {
+                sequences[number] = page
+                    .get(160..168)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes);
+                continue;
+            }
+            PageCheck::Correctable { bit } => format!("has one flipped bit (bit {bit})"),
+            PageCheck::WrongPageNumber { found } => {
+                format!("holds page {found} (a wrong page-number page: misdirected write)")
+            }
+            PageCheck::Bad => "is damaged beyond correction".to_string(),
+        };
+        copies.damaged.push(format!(
+            "{}: database header copy {number} (page {number}) {what}; the other copy was used",
+            path.display()
+        ));
+    }
+    if let [Some(first), Some(second)] = sequences
+        && first < second
+    {
+        copies.behind = Some(format!(
+            "{}: database header copy 0 (page 0) is older than copy 1 (sequence {first} < \
+             {second}): copy 0 is always written first, so the storage lost a write of it (a \
+             lost write); copy 1 was used",
+            path.display()
+        ));
+    }
+    copies
+}
+
+/// Bytes past the last page a database's header counts that an unfinished growth cannot leave
+/// (formatted or zeroed pages, at most one extent): appended to the file by something else. A
+/// message naming the file and the count, or `None` (nothing appended, or the header cannot be
+/// read: the callers report that themselves).
+pub fn appended_bytes(
+    backend: &dyn jetproof_io::IoBackend,
+    path: &std::path::Path,
+) -> Option<String> {
+    let file = backend
+        .open(path, &jetproof_io::OpenOptions::read_only().buffered())
+        .ok()?;
+    let header = jetproof_engine::DbHeader::read(file.as_ref()).ok()?;
+    let trailing = file.size().ok()?.saturating_sub(header.file_size_bytes());
+    let growth = u64::from(header.extent_pages).max(1) * u64::from(header.page_size);
+    let leftover =
+        crate::checksum::growth_leftover_bytes(file.as_ref(), &header, trailing.min(growth))
+            .ok()?;
+    let appended = trailing - leftover;
+    (appended > 0).then(|| {
+        format!(
+            "{}: {appended} bytes past the last page the header counts that an unfinished \
+             growth cannot leave: bytes were appended to the file",
+            path.display()
+        )
+    })
+}

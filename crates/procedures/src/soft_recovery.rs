@@ -500,6 +500,31 @@ impl Replay {
                 extra.insert("undo_entries".into(), report.undo_entries.into());
                 extra.insert("records_purged".into(), report.records_purged.into());
                 extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
+                extra.insert(
+                    "pages_corrected".into(),
+                    serde_json::json!(
+                        report
+                            .pages_corrected
+                            .iter()
+                            .map(|(page, bit)| serde_json::json!({ "page": page, "bit": bit }))
+                            .collect::<Vec<_>>()
+                    ),
+                );
+                if !report.pages_corrected.is_empty() {
+                    let listed: Vec<String> = report
+                        .pages_corrected
+                        .iter()
+                        .take(16)
+                        .map(|(page, bit)| format!("page {page} (bit {bit})"))
+                        .collect();
+                    reason = Some(format!(
+                        "{}: the replay read {} page(s) with one flipped bit, corrected in memory \
+                         and written back with their redo ({}): the storage returned them damaged",
+                        self.name,
+                        report.pages_corrected.len(),
+                        listed.join(", ")
+                    ));
+                }
                 extra.insert("cpu_seconds".into(), report.cpu_seconds.into());
                 extra.insert("cpu_share".into(), cpu_share(report).into());
                 if let Some(us) = cpu_us_per_record(report) {
