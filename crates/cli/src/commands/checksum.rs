@@ -18,7 +18,9 @@ use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, RunRec
 use jetproof_procedures::lock;
 use jetproof_results::{OutDir, TestKind, TestLog};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
+use crate::common::{
+    CliError, JobArgs, ManyArgs, Outcome, log_engine, log_owner_lock, select_backend,
+};
 
 /// Damaged pages printed per file on the terminal; result.json lists them all.
 const DAMAGE_LINES_PER_FILE: usize = 20;
@@ -27,12 +29,15 @@ const DAMAGE_LINES_PER_FILE: usize = 20;
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
+    #[command(flatten)]
+    pub many: ManyArgs,
     /// Results directory (default ./jetproof-results/checksum-<time>/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    args.many.apply()?;
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
@@ -59,6 +64,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     );
     let options = ChecksumOptions {
         stop: Some(stop),
+        start_at: args.many.start_at,
         ..ChecksumOptions::from_job(&job)
     };
     log.line(format!(
