@@ -39,6 +39,9 @@ enum Command {
     Recover(commands::recover::Args),
     /// Raw random or sequential I/O through jetproof's I/O layer, to know the device.
     Probe(commands::probe::Args),
+    /// One solution's results from many hosts: per-server and across-server tables, exactly
+    /// merged histograms.
+    Aggregate(commands::aggregate::Args),
 }
 
 fn main() {
@@ -50,6 +53,7 @@ fn main() {
         Command::Checksum(args) => commands::checksum::run(args),
         Command::Recover(args) => commands::recover::run(args),
         Command::Probe(args) => commands::probe::run(args),
+        Command::Aggregate(args) => commands::aggregate::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

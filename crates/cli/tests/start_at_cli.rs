@@ -109,7 +109,10 @@ fn three_runs_launched_two_seconds_apart_measure_one_window() {
         assert_eq!(result.ready_at_start, Some(true), "{name}");
         let end = parse(result.measured_end.as_deref().expect("measured_end"));
         let window = result.totals["measured_seconds"].as_f64().expect("seconds");
-        assert!((gap_ms(measured, end) / 1e3 - window).abs() < 0.01, "{name}");
+        assert!(
+            (gap_ms(measured, end) / 1e3 - window).abs() < 0.01,
+            "{name}"
+        );
         // samples.csv has the wall clock, so the hosts' samples line up.
         let samples =
             std::fs::read_to_string(dir.join("samples.csv")).expect("samples.csv of the run");
@@ -137,6 +140,90 @@ fn three_runs_launched_two_seconds_apart_measure_one_window() {
         for b in &starts {
             assert!(gap_ms(*a, *b) < 100.0, "windows start {:?} apart", starts);
         }
+    }
+    aggregate_the_three(root.path(), &names);
+}
+
+/// `jetproof aggregate` over the three runs: achieved IOPS and every class's count are the sums
+/// of the hosts', and each class's p99 is the p99 of one histogram of all the hosts' I/Os, built
+/// here by adding the buckets of every instance's histogram.
+fn aggregate_the_three(root: &Path, names: &[&str]) {
+    let mut args = vec!["aggregate".to_string()];
+    args.extend(names.iter().map(|n| format!("r-{n}")));
+    args.extend(["--out".to_string(), "agg".to_string()]);
+    let output = jetproof(root).args(&args).output().expect("aggregate");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let aggregate = common::result(&root.join("agg/result.json"));
+    assert_eq!(aggregate["aggregate"], true);
+    assert_eq!(aggregate["test"], "performance");
+    assert_eq!(aggregate["verdict"], "pass");
+    let hosts: Vec<jetproof_results::TestResult> = names
+        .iter()
+        .map(|n| valid_result(&root.join(format!("r-{n}/result.json")), "performance"))
+        .collect();
+    let iops: f64 = hosts.iter().filter_map(|h| h.achieved_iops).sum();
+    let got = aggregate["achieved_iops"].as_f64().expect("achieved_iops");
+    assert!((got - iops).abs() < 1e-6 * iops, "{got} against {iops}");
+    let listed: Vec<&str> = aggregate["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| h["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(listed, names);
+    let totals = aggregate["totals"].as_object().expect("totals");
+    assert!(totals.contains_key("db_read") && totals.contains_key("log_write"));
+    for (class, total) in totals {
+        let mut buckets: std::collections::BTreeMap<u64, u64> = Default::default();
+        let (mut count, mut sum_ns, mut min_ns, mut max_ns) = (0u64, 0u128, u64::MAX, 0u64);
+        for host in &hosts {
+            for instance in &host.instances {
+                let Some(c) = instance.io.get(class) else {
+                    continue;
+                };
+                count += c.count;
+                let h = &c.histogram.as_ref().expect("histogram").latency;
+                for [key, n] in &h.buckets {
+                    *buckets.entry(*key).or_default() += n;
+                }
+                sum_ns += h.sum_ns;
+                min_ns = min_ns.min(h.min_ns);
+                max_ns = max_ns.max(h.max_ns);
+            }
+        }
+        let all = jetproof_io::LatencyHistogram {
+            count: buckets.values().sum(),
+            sum_ns,
+            min_ns,
+            max_ns,
+            buckets: buckets.into_iter().map(|(k, n)| [k, n]).collect(),
+        };
+        assert_eq!(total["count"].as_u64(), Some(count), "{class}");
+        assert_eq!(
+            total["p99_ms"].as_f64(),
+            Some(all.value_at_quantile_ns(0.99) as f64 / 1e6),
+            "{class}"
+        );
+        assert_eq!(
+            total["histogram"]["latency"]["count"].as_u64(),
+            Some(all.count),
+            "{class}"
+        );
+    }
+    let report = std::fs::read_to_string(root.join("agg/report.md")).expect("report.md");
+    for words in [
+        "## Individual Server Metrics",
+        "## Aggregate Performance Across All Servers",
+        "average of server averages",
+        "| **Solution** | **Pass** |",
+    ] {
+        assert!(report.contains(words), "missing {words:?} in\n{report}");
     }
 }
 

@@ -1279,9 +1279,8 @@ fn measure(
             jetproof_results::clock::rfc3339_millis(at)
         ));
         // Stopped while waiting: the loop below sees the flag and ends an empty window.
-        let _ = crate::start::wait_until(at, options.stop, || {
-            control(attached, per_instance_target)
-        });
+        let _ =
+            crate::start::wait_until(at, options.stop, || control(attached, per_instance_target));
     }
     log.line(format!(
         "Performance logging started (interval: {} ms).",

@@ -181,7 +181,10 @@ mod tests {
             parse_time("1795736400.5"),
             Ok(unix(1_795_736_400, 500_000_000))
         );
-        assert_eq!(parse_time("2024-02-29T00:00:00Z"), Ok(unix(1_709_164_800, 0)));
+        assert_eq!(
+            parse_time("2024-02-29T00:00:00Z"),
+            Ok(unix(1_709_164_800, 0))
+        );
     }
 
     #[test]
