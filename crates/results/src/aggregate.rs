@@ -120,32 +120,49 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<HostInput>, AggregateError> {
 
 fn load_one(path: &Path) -> Result<HostInput, AggregateError> {
     let text = std::fs::read(path).map_err(|e| refuse(path, format!("cannot read: {e}")))?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| refuse(path, format!("not JSON: {e}")))?;
-    if value.get("aggregate").and_then(|a| a.as_bool()) == Some(true) {
-        return Err(refuse(
-            path,
-            "is an aggregate already; give the hosts' own results directories",
-        ));
-    }
-    if let Some(version) = value.get("schema_version").and_then(|v| v.as_u64())
-        && version != u64::from(SCHEMA_VERSION)
-    {
-        return Err(refuse(
+    let other_version = |version: u32| {
+        refuse(
             path,
             format!(
                 "schema version {version}, but this jetproof aggregates version {SCHEMA_VERSION}: \
                  results of different schema versions do not combine; rerun the test with one \
                  jetproof version on every host"
             ),
-        ));
+        )
+    };
+    // One pass in the common case; a document that does not fit is looked at again only to say
+    // why (an aggregate, another version, or not a result at all).
+    match serde_json::from_slice::<TestResult>(&text) {
+        Ok(result) if result.schema_version != SCHEMA_VERSION => {
+            Err(other_version(result.schema_version))
+        }
+        Ok(result) => Ok(HostInput {
+            path: path.to_path_buf(),
+            result,
+        }),
+        Err(error) => {
+            #[derive(Deserialize)]
+            struct Peek {
+                schema_version: Option<u32>,
+                aggregate: Option<bool>,
+            }
+            match serde_json::from_slice::<Peek>(&text) {
+                Ok(peek) if peek.aggregate == Some(true) => Err(refuse(
+                    path,
+                    "is an aggregate already; give the hosts' own results directories",
+                )),
+                Ok(Peek {
+                    schema_version: Some(version),
+                    ..
+                }) if version != SCHEMA_VERSION => Err(other_version(version)),
+                Ok(_) => Err(refuse(
+                    path,
+                    format!("does not fit result.json's schema: {error}"),
+                )),
+                Err(error) => Err(refuse(path, format!("not JSON: {error}"))),
+            }
+        }
     }
-    let result: TestResult = serde_json::from_value(value)
-        .map_err(|e| refuse(path, format!("does not fit result.json's schema: {e}")))?;
-    Ok(HostInput {
-        path: path.to_path_buf(),
-        result,
-    })
 }
 
 /// ESRP's per-server table ("Individual Server Metrics") and its aggregate ("Aggregate
@@ -1128,6 +1145,51 @@ mod tests {
             "{report}"
         );
         assert!(report.contains("average of server averages"), "{report}");
+    }
+
+    /// Soft recovery: logs replayed summed, seconds per log averaged per server and over every
+    /// database of every server (ESRP's "Average time to play one log file"); checksum: the
+    /// "(Sum)" of every server's pages.
+    #[test]
+    fn recovery_and_checksum_tables() {
+        let reads = || vec![("log_read", class(&[1_000_000, 3_000_000], 10.0))];
+        let mut inputs = Vec::new();
+        for (name, per_log) in [("r1", [1.5, 1.7]), ("r2", [1.8, 2.0])] {
+            let mut input = host(name, "2026-11-26T23:40:00.000Z", "2026-11-26T23:41:00.000Z", reads());
+            input.result.test = TestKind::Recovery;
+            let mut second = input.result.instances[0].clone();
+            second.name = "db2".into();
+            input.result.instances.push(second);
+            for (instance, seconds) in input.result.instances.iter_mut().zip(per_log) {
+                instance.extra.insert("seconds_per_log".into(), seconds.into());
+                instance.extra.insert("logs_replayed".into(), 10.into());
+            }
+            input.result.totals.insert("logs_replayed".into(), 20.into());
+            input.result.totals.insert("recovery_seconds".into(), 40.0.into());
+            inputs.push(input);
+        }
+        let report = markdown(&aggregate(&inputs).expect("aggregates"));
+        assert!(report.contains("| r1 | 20 | 40.000 | 1.600 |"), "{report}");
+        assert!(report.contains("| r2 | 20 | 40.000 | 1.900 |"), "{report}");
+        assert!(report.contains("| **All servers** | 40 | | 1.750 |"), "{report}");
+
+        let mut inputs = Vec::new();
+        for (name, seen, bad) in [("c1", 1000, 0), ("c2", 3000, 2)] {
+            let mut input = host(name, "2026-11-26T23:40:00.000Z", "2026-11-26T23:41:00.000Z", reads());
+            input.result.test = TestKind::Checksum;
+            input.result.totals.insert("pages_seen".into(), seen.into());
+            input.result.totals.insert("pages_bad".into(), bad.into());
+            input.result.totals.insert("checked_bytes".into(), (seen * 8192).into());
+            if bad > 0 {
+                input.result.set_reasons(vec!["db1: 2 bad pages".into()]);
+            }
+            inputs.push(input);
+        }
+        let whole = aggregate(&inputs).expect("aggregates");
+        assert_eq!(whole.failing_hosts, ["c2"]);
+        let report = markdown(&whole);
+        assert!(report.contains("| **(Sum)** | 4000 | 2 | 0 | 0 | 31 | |"), "{report}");
+        assert!(report.contains("| **Solution** | **Fail** | failing: c2 |"), "{report}");
     }
 
     #[test]

@@ -218,9 +218,10 @@ pub struct Stat {
 ///
 /// In JSON the I/O classes and the test-specific figures sit side by side in the instance object
 /// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, SPEC §5); reading it back sorts each
-/// key into `io` when it names an I/O class and into `extra` otherwise.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawInstance")]
+/// key into `io` when it names an I/O class and into `extra` otherwise. The classes are read
+/// straight into [`ClassResult`] (not through a `serde_json::Value` first): their histograms are
+/// most of a result's bytes, and `jetproof aggregate` reads a thousand hosts' results.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InstanceResult {
     pub name: String,
     pub database_path: PathBuf,
@@ -234,38 +235,56 @@ pub struct InstanceResult {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// The instance object as read, before its keys are sorted into classes and the rest.
-#[derive(Deserialize)]
-struct RawInstance {
-    name: String,
-    database_path: PathBuf,
-    log_path: PathBuf,
-    #[serde(flatten)]
-    rest: BTreeMap<String, serde_json::Value>,
-}
+impl<'de> Deserialize<'de> for InstanceResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InstanceVisitor;
 
-impl TryFrom<RawInstance> for InstanceResult {
-    type Error = String;
+        impl<'de> serde::de::Visitor<'de> for InstanceVisitor {
+            type Value = InstanceResult;
 
-    fn try_from(raw: RawInstance) -> Result<Self, String> {
-        let mut io = BTreeMap::new();
-        let mut extra = BTreeMap::new();
-        for (key, value) in raw.rest {
-            if IoClass::ALL.iter().any(|c| c.key() == key) {
-                let class: ClassResult = serde_json::from_value(value)
-                    .map_err(|e| format!("instance {}: `{key}`: {e}", raw.name))?;
-                io.insert(key, class);
-            } else {
-                extra.insert(key, value);
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an instance object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<InstanceResult, A::Error> {
+                use serde::de::Error as _;
+                let (mut name, mut database_path, mut log_path) = (None, None, None);
+                let mut io = BTreeMap::new();
+                let mut extra = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(map.next_value::<String>()?),
+                        "database_path" => database_path = Some(map.next_value::<PathBuf>()?),
+                        "log_path" => log_path = Some(map.next_value::<PathBuf>()?),
+                        class if IoClass::ALL.iter().any(|c| c.key() == class) => {
+                            let figures: ClassResult = map.next_value().map_err(|e| {
+                                A::Error::custom(format!(
+                                    "instance {}: `{class}`: {e}",
+                                    name.as_deref().unwrap_or("?")
+                                ))
+                            })?;
+                            io.insert(key, figures);
+                        }
+                        _ => {
+                            extra.insert(key, map.next_value::<serde_json::Value>()?);
+                        }
+                    }
+                }
+                Ok(InstanceResult {
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    database_path: database_path
+                        .ok_or_else(|| A::Error::missing_field("database_path"))?,
+                    log_path: log_path.ok_or_else(|| A::Error::missing_field("log_path"))?,
+                    io,
+                    extra,
+                })
             }
         }
-        Ok(InstanceResult {
-            name: raw.name,
-            database_path: raw.database_path,
-            log_path: raw.log_path,
-            io,
-            extra,
-        })
+
+        deserializer.deserialize_map(InstanceVisitor)
     }
 }
 
