@@ -1155,31 +1155,55 @@ mod tests {
         let reads = || vec![("log_read", class(&[1_000_000, 3_000_000], 10.0))];
         let mut inputs = Vec::new();
         for (name, per_log) in [("r1", [1.5, 1.7]), ("r2", [1.8, 2.0])] {
-            let mut input = host(name, "2026-11-26T23:40:00.000Z", "2026-11-26T23:41:00.000Z", reads());
+            let mut input = host(
+                name,
+                "2026-11-26T23:40:00.000Z",
+                "2026-11-26T23:41:00.000Z",
+                reads(),
+            );
             input.result.test = TestKind::Recovery;
             let mut second = input.result.instances[0].clone();
             second.name = "db2".into();
             input.result.instances.push(second);
             for (instance, seconds) in input.result.instances.iter_mut().zip(per_log) {
-                instance.extra.insert("seconds_per_log".into(), seconds.into());
+                instance
+                    .extra
+                    .insert("seconds_per_log".into(), seconds.into());
                 instance.extra.insert("logs_replayed".into(), 10.into());
             }
-            input.result.totals.insert("logs_replayed".into(), 20.into());
-            input.result.totals.insert("recovery_seconds".into(), 40.0.into());
+            input
+                .result
+                .totals
+                .insert("logs_replayed".into(), 20.into());
+            input
+                .result
+                .totals
+                .insert("recovery_seconds".into(), 40.0.into());
             inputs.push(input);
         }
         let report = markdown(&aggregate(&inputs).expect("aggregates"));
         assert!(report.contains("| r1 | 20 | 40.000 | 1.600 |"), "{report}");
         assert!(report.contains("| r2 | 20 | 40.000 | 1.900 |"), "{report}");
-        assert!(report.contains("| **All servers** | 40 | | 1.750 |"), "{report}");
+        assert!(
+            report.contains("| **All servers** | 40 | | 1.750 |"),
+            "{report}"
+        );
 
         let mut inputs = Vec::new();
         for (name, seen, bad) in [("c1", 1000, 0), ("c2", 3000, 2)] {
-            let mut input = host(name, "2026-11-26T23:40:00.000Z", "2026-11-26T23:41:00.000Z", reads());
+            let mut input = host(
+                name,
+                "2026-11-26T23:40:00.000Z",
+                "2026-11-26T23:41:00.000Z",
+                reads(),
+            );
             input.result.test = TestKind::Checksum;
             input.result.totals.insert("pages_seen".into(), seen.into());
             input.result.totals.insert("pages_bad".into(), bad.into());
-            input.result.totals.insert("checked_bytes".into(), (seen * 8192).into());
+            input
+                .result
+                .totals
+                .insert("checked_bytes".into(), (seen * 8192).into());
             if bad > 0 {
                 input.result.set_reasons(vec!["db1: 2 bad pages".into()]);
             }
@@ -1188,8 +1212,14 @@ mod tests {
         let whole = aggregate(&inputs).expect("aggregates");
         assert_eq!(whole.failing_hosts, ["c2"]);
         let report = markdown(&whole);
-        assert!(report.contains("| **(Sum)** | 4000 | 2 | 0 | 0 | 31 | |"), "{report}");
-        assert!(report.contains("| **Solution** | **Fail** | failing: c2 |"), "{report}");
+        assert!(
+            report.contains("| **(Sum)** | 4000 | 2 | 0 | 0 | 31 | |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| **Solution** | **Fail** | failing: c2 |"),
+            "{report}"
+        );
     }
 
     #[test]
