@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(value_name = "DIR", required = true, num_args = 1..)]
     pub dirs: Vec<PathBuf>,
     /// Where the aggregate's result.json and report.md go (default
-    /// ./jetproof-results/aggregate-<test>-<time>/).
+    /// ./jetproof-results/aggregate-TEST-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
