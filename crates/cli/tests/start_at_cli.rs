@@ -297,6 +297,8 @@ fn backup_checksum_and_soft_recovery_start_their_timed_part_at_the_time() {
         assert!(measured >= start, "{test}");
         assert_eq!(result.ready_at_start, Some(true), "{test}");
         assert!(result.measured_end.is_some(), "{test}");
+        let log = std::fs::read_to_string(root.path().join(out).join("test.log")).expect("log");
+        assert!(log.contains("Waiting for the start time"), "{test}: {log}");
     }
 }
 

@@ -92,6 +92,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         }
     ));
 
+    if let Some(at) = options.start_at {
+        log.line(format!(
+            "Waiting for the start time {} (--start-at): the files are opened first, the reads start then",
+            jetproof_results::clock::rfc3339_millis(at)
+        ));
+    }
     let started = jetproof_results::now_rfc3339();
     let bar = Bar::new();
     let run = match checksum::run(&job, backend.as_ref(), &options, &bar) {
