@@ -206,3 +206,69 @@ fn backup_results_give_mb_per_sec_per_database_server_and_total() {
             > 0
     );
 }
+
+/// Soft recovery and checksum results aggregate into their tables: logs replayed and seconds
+/// per log per server and overall; seen and bad pages per server and their sum.
+#[test]
+fn soft_recovery_and_checksum_results_give_their_tables() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let root = root.path();
+    let job = small_job(root, "1s", "");
+    let job = job.to_str().expect("utf-8");
+    jetproof(root).args(["init", job]).assert().success();
+    jetproof(root)
+        .args(["run", job, "--test", "soft-recovery", "--log-files", "2"])
+        .args(["--host-name", "s1", "--out", "s1"])
+        .assert()
+        .success();
+    jetproof(root)
+        .args(["checksum", job, "--host-name", "c1", "--out", "c1"])
+        .assert()
+        .success();
+    copy_edited(root, "s1", "s2", |v| rename_host(v, "s2"));
+    copy_edited(root, "c1", "c2", |v| rename_host(v, "c2"));
+
+    let (code, stdout, stderr) = aggregate(root, &["s1", "s2", "--out", "as"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let one = result(&root.join("s1/result.json"));
+    let logs = one["totals"]["logs_replayed"]
+        .as_u64()
+        .expect("logs replayed");
+    assert!(
+        logs >= 4,
+        "two instances replay at least 2 logs each: {logs}"
+    );
+    let per_log: Vec<f64> = one["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .map(|i| i["seconds_per_log"].as_f64().expect("seconds per log"))
+        .collect();
+    let average = per_log.iter().sum::<f64>() / per_log.len() as f64;
+    let report = std::fs::read_to_string(root.join("as/report.md")).expect("report");
+    assert!(
+        report.contains("## Transaction Log Recovery/Replay Performance"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "| **All servers** | {} | | {average:.3} |",
+            2 * logs
+        )),
+        "{report}"
+    );
+
+    let (code, stdout, stderr) = aggregate(root, &["c1", "c2", "--out", "ac"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let one = result(&root.join("c1/result.json"));
+    let seen = one["totals"]["pages_seen"].as_u64().expect("pages seen");
+    let report = std::fs::read_to_string(root.join("ac/report.md")).expect("report");
+    assert!(
+        report.contains("## Database Checksum Statistics"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("| **(Sum)** | {} | 0 | 0 | 0 |", 2 * seen)),
+        "{report}"
+    );
+}
