@@ -167,3 +167,46 @@ pub fn warn_memory(job: &Job) {
         eprintln!("jetproof: {warning}");
     }
 }
+
+/// `--start-at` and `--host-name`, shared by `run` and `checksum` (`docs/many-servers.md`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ManyArgs {
+    /// Start the measured part (performance/stress window, backup's reads, soft recovery's
+    /// replay, checksum's reads) at TIME on this host's clock, after attaching and warming up:
+    /// RFC 3339 (2026-11-26T23:40:00Z, 2026-11-26 23:40:00+01:00) or Unix seconds. Give every
+    /// host the same TIME to measure one window.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// The name this host has in result.json (default: its hostname), so that `jetproof
+    /// aggregate` can tell apart runs on one machine or in namespaces sharing a hostname.
+    #[arg(long, value_name = "NAME", value_parser = parse_host_name)]
+    pub host_name: Option<String>,
+}
+
+fn parse_start_at(text: &str) -> Result<std::time::SystemTime, String> {
+    jetproof_results::clock::parse_time(text)
+}
+
+fn parse_host_name(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    if name.is_empty() || name.len() > 253 || name.chars().any(|c| c.is_control() || c == '/') {
+        return Err(format!(
+            "`{text}` is not a host name; give 1 to 253 printable characters without `/`"
+        ));
+    }
+    Ok(name.to_string())
+}
+
+impl ManyArgs {
+    /// Applies `--host-name` and refuses a start time already past (bad input, exit 2): both
+    /// before any I/O.
+    pub fn apply(&self) -> Result<(), CliError> {
+        if let Some(name) = &self.host_name {
+            jetproof_results::host::set_name(name);
+        }
+        if let Some(at) = self.start_at {
+            jetproof_procedures::start::check_not_past(at).map_err(CliError::bad_input)?;
+        }
+        Ok(())
+    }
+}

@@ -53,6 +53,9 @@ enum Command {
         #[arg(value_name = "COMMAND")]
         command: Option<String>,
     },
+    /// One solution's results from many hosts: per-server and across-server tables, exactly
+    /// merged histograms.
+    Aggregate(commands::aggregate::Args),
 }
 
 fn main() {
@@ -66,6 +69,7 @@ fn main() {
         Command::Probe(args) => commands::probe::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man(command.as_deref()),
+        Command::Aggregate(args) => commands::aggregate::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

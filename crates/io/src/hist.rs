@@ -34,6 +34,31 @@ pub(crate) fn new_hdr() -> Histogram<u64> {
     }
 }
 
+/// The bucket layout every [`LatencyHistogram`] of this build uses. `result.json` states it once
+/// (`histogram_layout`) so that a reader can tell whether two results' buckets mean the same
+/// ranges of values, which exact merging needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistogramLayout {
+    /// `hdr-log-linear`: HdrHistogram's buckets, keyed by the lowest value each holds.
+    pub kind: String,
+    pub significant_digits: u8,
+    /// The smallest and largest value a bucket can hold, in nanoseconds (values are clamped).
+    pub lowest_ns: u64,
+    pub highest_ns: u64,
+}
+
+impl HistogramLayout {
+    /// The layout of this build's histograms.
+    pub fn current() -> HistogramLayout {
+        HistogramLayout {
+            kind: "hdr-log-linear".into(),
+            significant_digits: SIGNIFICANT_DIGITS,
+            lowest_ns: 1,
+            highest_ns: MAX_TRACKABLE_NS,
+        }
+    }
+}
+
 /// A latency distribution in nanoseconds, in the exact-merge form described in the module header.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LatencyHistogram {

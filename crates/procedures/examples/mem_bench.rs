@@ -61,6 +61,7 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
         backend,
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
+        start_at: None,
     };
     let result = performance(&job, false, &out, &log, &options)?;
     println!(

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use jetproof_engine::checksum::{self, PageCheck};
 use jetproof_engine::db::FlushMapStatus;
@@ -84,6 +84,9 @@ pub struct BackupOptions<'a> {
     pub stop: &'a AtomicBool,
     /// Called with the total bytes read so far by all databases, and the total to read.
     pub progress: &'a (dyn Fn(u64, u64) + Sync),
+    /// `--start-at`: the reads start at this moment of the host's clock, after every database
+    /// was opened and checked (`crate::start`).
+    pub start_at: Option<SystemTime>,
 }
 
 /// Checks the databases and the destination without writing (the destination's probe aside:
@@ -352,7 +355,18 @@ pub fn backup(
         read_size / 1024,
         options.backend.name()
     ));
+    let mut ready_at_start = true;
+    if let Some(at) = options.start_at {
+        ready_at_start = !crate::start::reached(at);
+        log.line(format!(
+            "Waiting for the start time {} (--start-at) ...",
+            jetproof_results::clock::rfc3339_millis(at)
+        ));
+        // Stopped while waiting: every reader sees the flag at once and reads nothing.
+        let _ = crate::start::wait_until(at, options.stop, || {});
+    }
     let started_at = jetproof_results::now_rfc3339();
+    let wall_start = SystemTime::now();
     let started = Instant::now();
     let done = AtomicU64::new(0);
     let outcomes: Vec<Result<DatabaseBackup, BackupError>> = std::thread::scope(|scope| {
@@ -457,6 +471,12 @@ pub fn backup(
             serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
         )
     };
+    result.set_window(&jetproof_results::MeasuredWindow {
+        requested: options.start_at,
+        start: wall_start,
+        end: wall_start + elapsed,
+        ready_at_start,
+    });
     result.set_reasons(reasons);
     out.write_result_and_report(&result)
         .map_err(|e| BackupError::Results(e.to_string()))?;

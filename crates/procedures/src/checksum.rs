@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use jetproof_engine::checksum::{self, PageCheck};
 use jetproof_engine::db::{FlushMapStatus, inspect_flush_map};
@@ -83,6 +83,9 @@ pub struct ChecksumOptions {
     pub reads_in_flight: usize,
     /// Set (by Ctrl-C) to stop early: the files' figures then cover the pages checked so far.
     pub stop: Option<Arc<AtomicBool>>,
+    /// `--start-at`: the reads start at this moment of the host's clock, after every file was
+    /// opened and its header checked (`crate::start`).
+    pub start_at: Option<SystemTime>,
 }
 
 impl ChecksumOptions {
@@ -92,6 +95,7 @@ impl ChecksumOptions {
             read_size_bytes: DEFAULT_READ_SIZE,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             stop: None,
+            start_at: None,
         }
     }
 
@@ -399,6 +403,11 @@ pub struct ChecksumRun {
     pub stats: Vec<Arc<InstanceStats>>,
     pub instances: Vec<Instance>,
     pub elapsed: Duration,
+    /// When the reads started on the host's clock, and `--start-at`'s time if given.
+    pub reads_started: SystemTime,
+    pub requested_start: Option<SystemTime>,
+    /// With `--start-at`: every file was opened before the start time.
+    pub ready_at_start: bool,
     /// Stopped early (Ctrl-C): some pages were not checked.
     pub interrupted: bool,
 }
@@ -732,7 +741,15 @@ pub fn check_instances(
 ) -> Result<ChecksumRun, ChecksumError> {
     let targets = open_targets(instances, backend, options)?;
     let total_bytes = targets.iter().map(|t| t.header.file_size_bytes()).sum();
+    let mut ready_at_start = true;
+    if let Some(at) = options.start_at {
+        ready_at_start = !crate::start::reached(at);
+        let never = AtomicBool::new(false);
+        // Stopped while waiting: every reader sees the flag at once and reads nothing.
+        let _ = crate::start::wait_until(at, options.stop.as_deref().unwrap_or(&never), || {});
+    }
     progress.start(total_bytes);
+    let reads_started = SystemTime::now();
     let started = Instant::now();
     let outcomes: Vec<Result<(FileChecksum, LogChecksum), ChecksumError>> =
         std::thread::scope(|scope| {
@@ -780,6 +797,9 @@ pub fn check_instances(
         stats: targets.iter().map(|t| t.stats.clone()).collect(),
         instances: targets.into_iter().map(|t| t.instance).collect(),
         elapsed,
+        reads_started,
+        requested_start: options.start_at,
+        ready_at_start,
     })
 }
 
@@ -1550,6 +1570,12 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
             parameters,
         )
     };
+    result.set_window(&jetproof_results::MeasuredWindow {
+        requested: run.requested_start,
+        start: run.reads_started,
+        end: run.reads_started + run.elapsed,
+        ready_at_start: run.ready_at_start,
+    });
     result.set_reasons(reasons);
     result
 }
@@ -1632,6 +1658,7 @@ mod tests {
             read_size_bytes,
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             stop: None,
+            start_at: None,
         }
     }
 

@@ -14,4 +14,5 @@ pub mod options;
 pub mod performance;
 pub mod replication;
 pub mod soft_recovery;
+pub mod start;
 pub mod target;

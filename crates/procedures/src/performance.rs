@@ -32,7 +32,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use jetproof_engine::{CacheStats, DbHeader, DbState, EngineError};
 use jetproof_instance::{Instance as LoggedInstance, InstanceError};
@@ -94,6 +94,9 @@ pub struct RunOptions<'a> {
     pub stop: &'a AtomicBool,
     /// Seed of the sessions' random choices.
     pub seed: u64,
+    /// `--start-at`: the measured part starts at this moment of the host's clock, after
+    /// everything before it (`crate::start`). None: as soon as the preparation is done.
+    pub start_at: Option<SystemTime>,
 }
 
 /// The engine as the workload sees it: a database instance (database + log). Each session is a
@@ -584,6 +587,7 @@ pub fn performance(
         mut measured,
         sessions,
         tuning,
+        ready_at_start,
     } = outcome?;
     measured.reasons.extend(shutdown_errors);
     for ((name, bdm), instance) in maintenance_found.iter().zip(measured.instances.iter_mut()) {
@@ -683,7 +687,9 @@ pub fn performance(
                 target.unwrap_or(0.0)
             )),
             Conclusion::Stopped { .. } => {
-                if !measured.interrupted {
+                if options.start_at.is_some() && !ready_at_start {
+                    log.line("Auto-tune was cut short by the start time (--start-at).");
+                } else if !measured.interrupted {
                     measured.reasons.push(
                         "auto-tune was cut short by a storage error before it chose a session count"
                             .into(),
@@ -710,6 +716,12 @@ pub fn performance(
             parameters(job, sessions, &limits, tuning.as_ref()),
         )
     };
+    result.set_window(&jetproof_results::MeasuredWindow {
+        requested: options.start_at,
+        start: measured.window_start,
+        end: measured.window_end,
+        ready_at_start,
+    });
     let mut reasons = judge(&result, &limits);
     reasons.extend(measured.reasons);
     if result.interrupted {
@@ -740,6 +752,9 @@ struct Measured {
     totals: BTreeMap<String, serde_json::Value>,
     reasons: Vec<String>,
     interrupted: bool,
+    /// The window on the host's clock.
+    window_start: SystemTime,
+    window_end: SystemTime,
 }
 
 /// Opens one instance's database and finds its mailboxes. A database opened and then found
@@ -861,6 +876,8 @@ struct Phases {
     /// Sessions per instance of the measured window.
     sessions: u32,
     tuning: Option<Tuning>,
+    /// With `--start-at`: warm-up (and auto-tune) were done before the start time.
+    ready_at_start: bool,
 }
 
 /// The auto-tune's evidence.
@@ -897,14 +914,23 @@ fn phases(
         Threads::Auto => None,
     };
     // Auto-tune warms the cache with one session per instance: its trials start from one.
-    with_sessions(
+    let warm = with_sessions(
         attached,
         fixed.unwrap_or(1),
         options.seed.wrapping_add(PHASE_WARM_UP),
         || attain_prerequisites(job, attached, per_instance_target, log, options),
     );
+    let start_passed = || options.start_at.is_some_and(crate::start::reached);
     let (sessions, tuning) = match (fixed, per_instance_target) {
         (Some(n), _) => (n, None),
+        // The start time came during the warm-up: no time is left to tune; one session per
+        // instance, as the warm-up ran (the result says it was not ready).
+        (None, Some(_)) if start_passed() => {
+            log.line(
+                "The start time arrived before auto-tune could run: measuring with 1 session per instance.",
+            );
+            (1, None)
+        }
         (None, Some(share)) => {
             let tuning = tune(job, attached, share, limits, log, options);
             let sessions = match tuning.conclusion {
@@ -916,6 +942,9 @@ fn phases(
         // preflight refuses "auto" without a target; one session is the safe reading.
         (None, None) => (1, None),
     };
+    // Ready when warm-up (and auto-tune) ended before the start time: a trial cut short by the
+    // start time is not ready either.
+    let ready_at_start = warm && !start_passed();
     let measured = with_sessions(
         attached,
         sessions,
@@ -937,6 +966,7 @@ fn phases(
         measured,
         sessions,
         tuning,
+        ready_at_start,
     })
 }
 
@@ -1051,17 +1081,19 @@ fn replication_sender(job: &Job, a: &Attached, options: &RunOptions<'_>, run_sto
 }
 
 /// Attaining prerequisites: the workload (already running, unpaced until the caches are full)
-/// warms every cache up to its maximum.
+/// warms every cache up to its maximum. With `--start-at`, the start time ends it even when the
+/// caches are not full yet; returns whether the prerequisites were attained.
 fn attain_prerequisites(
     job: &Job,
     attached: &[Attached],
     per_instance_target: Option<f64>,
     log: &TestLog,
     options: &RunOptions<'_>,
-) {
+) -> bool {
     log.line("Attaining prerequisites:");
     let warm_started = Instant::now();
     let mut caches_warm = false;
+    let mut attained = false;
     loop {
         // An instance stopped by a storage error will not warm up: do not wait for it.
         let stopped = |a: &Attached| a.failed.load(Ordering::Relaxed);
@@ -1087,7 +1119,17 @@ fn attain_prerequisites(
                     || (a.ios_per_transaction().is_some()
                         && a.pace_estimator().span() >= CONTROL_SETTLE)
             });
-        if (caches_warm && estimated) || options.stop.load(Ordering::Relaxed) {
+        if caches_warm && estimated {
+            attained = true;
+            break;
+        }
+        if options.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if options.start_at.is_some_and(crate::start::reached) {
+            log.line(
+                "The start time arrived before the prerequisites were attained; the measured window starts at the start time as asked (ready_at_start: false).",
+            );
             break;
         }
         if warm_started.elapsed() > PREREQUISITE_LIMIT {
@@ -1103,7 +1145,12 @@ fn attain_prerequisites(
                 a.load.pacer.set_rate(None);
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // Never past the start time: the window must begin on it.
+        let until_start = options
+            .start_at
+            .and_then(|at| at.duration_since(SystemTime::now()).ok())
+            .unwrap_or(Duration::MAX);
+        std::thread::sleep(Duration::from_millis(100).min(until_start));
     }
     for a in attached {
         let c = a.database.database().cache_stats();
@@ -1114,6 +1161,7 @@ fn attain_prerequisites(
             (c.max_pages as u64 * job.storage.page_size.bytes()) as f64 / 1_048_576.0
         ));
     }
+    attained
 }
 
 /// Auto-tune (`autotune.rs`): trials of `settle` (one sample interval, not measured) then
@@ -1217,6 +1265,7 @@ fn trial(
         let until = Instant::now() + span;
         loop {
             if options.stop.load(Ordering::Relaxed)
+                || options.start_at.is_some_and(crate::start::reached)
                 || attached.iter().any(|a| a.failed.load(Ordering::Relaxed))
             {
                 return false;
@@ -1302,6 +1351,15 @@ fn measure(
     for a in attached {
         a.pace_at(per_instance_target);
     }
+    if let Some(at) = options.start_at {
+        log.line(format!(
+            "Waiting for the start time {} (--start-at); the sessions keep running, paced.",
+            jetproof_results::clock::rfc3339_millis(at)
+        ));
+        // Stopped while waiting: the loop below sees the flag and ends an empty window.
+        let _ =
+            crate::start::wait_until(at, options.stop, || control(attached, per_instance_target));
+    }
     log.line(format!(
         "Performance logging started (interval: {} ms).",
         job.run.sample_interval.as_duration().as_millis()
@@ -1315,7 +1373,7 @@ fn measure(
     })?;
     let _ = writeln!(
         samples,
-        "elapsed_s,{},cpu_percent,available_memory_mb",
+        "elapsed_s,wall_clock,{},cpu_percent,available_memory_mb",
         jetproof_io::sample::Sample::CSV_HEADER
     );
     let mut paths: Vec<PathBuf> = job
@@ -1338,6 +1396,7 @@ fn measure(
     let mut stalls_seen: u64 = base_cache.iter().map(|c| c.page_fault_stalls).sum();
     let mut stalls_per_sec = Vec::new();
     let window_started = Instant::now();
+    let window_start = SystemTime::now();
     // The process's CPU time over the window alone (warm-up and shut-down excluded): every
     // thread's, sessions, flushers, log writers, maintenance and this one.
     let cpu_started = jetproof_io::sample::process_cpu_time();
@@ -1381,8 +1440,9 @@ fn measure(
             for row in &sample.rows {
                 let _ = writeln!(
                     samples,
-                    "{:.1},{},{},{}",
+                    "{:.1},{},{},{},{}",
                     elapsed.as_secs_f64(),
+                    jetproof_results::clock::rfc3339_millis(window_start + elapsed),
                     row.csv_line(),
                     cpu_now.map(|c| format!("{c:.1}")).unwrap_or_default(),
                     memory_now.map(|m| format!("{m:.0}")).unwrap_or_default()
@@ -1432,7 +1492,9 @@ fn measure(
         let until_next = next_sample.saturating_duration_since(Instant::now());
         std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
     }
-    let window = window_started.elapsed().as_secs_f64();
+    let window_span = window_started.elapsed();
+    let window = window_span.as_secs_f64();
+    let window_end = window_start + window_span;
     let cpu_seconds = jetproof_io::sample::process_cpu_time()
         .saturating_sub(cpu_started)
         .as_secs_f64();
@@ -1555,6 +1617,8 @@ fn measure(
         totals,
         reasons,
         interrupted,
+        window_start,
+        window_end,
     })
 }
 
@@ -1859,6 +1923,7 @@ mod tests {
             backend: backend.clone(),
             stop: &stop,
             seed: 7,
+            start_at: None,
         };
         let started = Instant::now();
         let result = performance(&job, false, &out, &log, &options).expect("a result");
@@ -1908,6 +1973,7 @@ mod tests {
             backend: backend.clone(),
             stop: &stop,
             seed: 11,
+            start_at: None,
         };
         let result = performance(&job, false, &out, &log, &options).expect("a result");
         let instance = &result.instances[0];
@@ -1952,6 +2018,7 @@ mod tests {
             backend: backend.clone(),
             stop: &stop,
             seed: 11,
+            start_at: None,
         };
         let result = performance(&job, false, &out, &log, &options).expect("a result");
         assert_eq!(
@@ -2018,6 +2085,7 @@ mod tests {
             backend: backend.clone(),
             stop: &stop,
             seed: 3,
+            start_at: None,
         };
         let error = match performance(&job, false, &out, &log, &options) {
             Ok(result) => panic!("attached a damaged database: {:?}", result.reasons),

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use jetproof_engine::{DbHeader, DbState};
 use jetproof_instance::{Instance as LoggedInstance, RecoveryReport, recover};
@@ -237,6 +237,13 @@ pub fn soft_recovery(
     generate(&generating, sessions, log_files, options);
     let generation_seconds = generation_started.elapsed().as_secs_f64();
     let interrupted = options.stop.load(Ordering::Relaxed);
+    // With --start-at, the generation ends at the start time at the latest, so the replay (the
+    // timed part) starts then; fewer log files than asked are then replayed, and said so.
+    let cut_by_start = !interrupted
+        && options.start_at.is_some_and(crate::start::reached)
+        && generating
+            .iter()
+            .any(|g| g.generated() < u64::from(log_files) && !g.failed.load(Ordering::Relaxed));
     let progress: Vec<String> = generating
         .iter()
         .map(|g| {
@@ -252,6 +259,8 @@ pub fn soft_recovery(
         "Log files generated in {generation_seconds:.1} seconds{}.",
         if interrupted {
             " (interrupted: replaying what was generated)"
+        } else if cut_by_start {
+            " (the start time arrived first: replaying what was generated; ready_at_start: false)"
         } else {
             ""
         }
@@ -276,11 +285,21 @@ pub fn soft_recovery(
         stopped.push((name, log_path, generated, error));
     }
 
+    if let Some(at) = options.start_at {
+        log.line(format!(
+            "Waiting for the start time {} (--start-at) ...",
+            jetproof_results::clock::rfc3339_millis(at)
+        ));
+        // Stopped while waiting: the replay still runs, so the databases are left clean.
+        let _ = crate::start::wait_until(at, options.stop, || {});
+    }
     log.line("Recovering databases ...");
+    let recovery_wall_start = SystemTime::now();
     let recovery_started = Instant::now();
     let all: Vec<&jetproof_job::Instance> = instances.iter().collect();
     let replays = replay(job, &options.backend, &all);
-    let recovery_seconds = recovery_started.elapsed().as_secs_f64();
+    let recovery_span = recovery_started.elapsed();
+    let recovery_seconds = recovery_span.as_secs_f64();
 
     let mut reasons = Vec::new();
     if interrupted {
@@ -336,6 +355,12 @@ pub fn soft_recovery(
         parameters,
     );
     result.interrupted = interrupted;
+    result.set_window(&jetproof_results::MeasuredWindow {
+        requested: options.start_at,
+        start: recovery_wall_start,
+        end: recovery_wall_start + recovery_span,
+        ready_at_start: !cut_by_start,
+    });
     result.instances = results;
     result.log_file = Some(log.path().to_path_buf());
     result.io_engine = Some(options.backend.name().to_string());
@@ -760,7 +785,10 @@ fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &
                     all_stopped = false;
                 }
             }
-            if all_stopped || options.stop.load(Ordering::Relaxed) {
+            if all_stopped
+                || options.stop.load(Ordering::Relaxed)
+                || options.start_at.is_some_and(crate::start::reached)
+            {
                 for g in generating {
                     g.done.store(true, Ordering::Relaxed);
                 }

@@ -1,7 +1,19 @@
 //! The host a test ran on, as `result.json` records it: enough to tell two runs' machines apart
 //! when their results are compared or aggregated.
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
+
+/// The name given with `--host-name`, set once by the command before any result is made.
+static NAME_OVERRIDE: OnceLock<String> = OnceLock::new();
+
+/// Names this host `name` in every result this process writes, instead of its hostname: for
+/// several runs on one machine (or in network namespaces, which share the hostname) that
+/// `jetproof aggregate` must tell apart. The first call wins.
+pub fn set_name(name: &str) {
+    let _ = NAME_OVERRIDE.set(name.to_string());
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Host {
@@ -17,10 +29,13 @@ pub struct Host {
 impl Host {
     /// Describes this machine. Missing information reads "unknown"; it never fails.
     pub fn this() -> Host {
-        let name = hostname::get()
-            .ok()
-            .and_then(|n| n.into_string().ok())
-            .unwrap_or_else(|| "unknown".into());
+        let name = match NAME_OVERRIDE.get() {
+            Some(name) => name.clone(),
+            None => hostname::get()
+                .ok()
+                .and_then(|n| n.into_string().ok())
+                .unwrap_or_else(|| "unknown".into()),
+        };
         let os = std::fs::read_to_string("/etc/os-release")
             .ok()
             .and_then(|text| {

@@ -6,6 +6,8 @@
 //! before any work, never overwriting what jetproof did not write), the timestamped test log, and
 //! the host description.
 
+pub mod aggregate;
+pub mod clock;
 pub mod host;
 pub mod outdir;
 pub mod report;
@@ -14,9 +16,10 @@ pub mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use jetproof_io::IoClass;
+pub use jetproof_io::hist::HistogramLayout;
 use jetproof_io::meter::{ClassSnapshot, ClassStats, InstanceSnapshot};
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +31,9 @@ pub use testlog::TestLog;
 /// on any incompatible change; `docs/results.md` keeps the history (2: `io_engine`; 3: the
 /// databases' sizes and the page fault stall rate of workload tests; 4: the checksum test's
 /// database state and log checkpoint findings, recovery's `lost_log`; lost-write detection: the
-/// `flush_map` I/O class and the checksum test's lost-write figures).
+/// `flush_map` I/O class and the checksum test's lost-write figures; 5: the measured part's
+/// wall-clock start and end, `--start-at`'s requested start and skew, the histogram layout,
+/// `mb_per_sec` in MB/s everywhere, the damage matrix's findings).
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// The test that produced a result.
@@ -80,6 +85,28 @@ pub struct TestResult {
     pub started: String,
     pub ended: String,
     pub duration_s: f64,
+    /// When the measured part began and ended on the host's clock (RFC 3339 UTC with
+    /// milliseconds): the window of a performance or stress test, backup's reads, soft
+    /// recovery's replay, checksum's reads. What `jetproof aggregate` lines hosts up by. Absent
+    /// before schema version 5 and from `init` and `recover`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_end: Option<String>,
+    /// `--start-at`: the start asked for (RFC 3339 UTC, milliseconds), `measured_start` minus
+    /// it in milliseconds, and whether everything meant to happen before (attach, warm-up,
+    /// auto-tune, log generation) was done by then. Absent without `--start-at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at_start: Option<bool>,
+    /// The bucket layout of every `histogram` in this document: results merge exactly only
+    /// when their layouts are equal. Absent before schema version 5 (the layout was the same,
+    /// unstated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram_layout: Option<HistogramLayout>,
     /// The I/O engine that read and wrote the files ("std", "io_uring"; "mem" or "fault" in
     /// tests): what ran, where `parameters.storage.io_engine` is what the job asked for ("auto"
     /// may become either). Absent from schema version 1.
@@ -118,6 +145,12 @@ impl TestResult {
             started,
             ended: now_rfc3339(),
             duration_s,
+            measured_start: None,
+            measured_end: None,
+            requested_start: None,
+            start_skew_ms: None,
+            ready_at_start: None,
+            histogram_layout: Some(HistogramLayout::current()),
             io_engine: None,
             parameters,
             target_iops: None,
@@ -130,6 +163,17 @@ impl TestResult {
         }
     }
 
+    /// Records the measured part's wall-clock window (and, with `--start-at`, what was asked).
+    pub fn set_window(&mut self, window: &MeasuredWindow) {
+        self.measured_start = Some(clock::rfc3339_millis(window.start));
+        self.measured_end = Some(clock::rfc3339_millis(window.end));
+        if let Some(requested) = window.requested {
+            self.requested_start = Some(clock::rfc3339_millis(requested));
+            self.start_skew_ms = Some(clock::millis_between(requested, window.start));
+            self.ready_at_start = Some(window.ready_at_start);
+        }
+    }
+
     /// Sets the reasons and the verdict they imply: fail when there is any.
     pub fn set_reasons(&mut self, reasons: Vec<String>) {
         self.verdict = if reasons.is_empty() {
@@ -139,6 +183,17 @@ impl TestResult {
         };
         self.reasons = reasons;
     }
+}
+
+/// The measured part of a test on the host's clock.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MeasuredWindow {
+    /// `--start-at`, when given.
+    pub requested: Option<SystemTime>,
+    pub start: SystemTime,
+    pub end: SystemTime,
+    /// With `--start-at`: everything meant to happen before it was done in time.
+    pub ready_at_start: bool,
 }
 
 /// Host counters over the measured window.
@@ -163,10 +218,11 @@ pub struct Stat {
 /// One database instance.
 ///
 /// In JSON the I/O classes and the test-specific figures sit side by side in the instance object
-/// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, `docs/results.md`); reading it back
-/// sorts each key into `io` when it names an I/O class and into `extra` otherwise.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawInstance")]
+/// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, `docs/results.md`); reading it back sorts each
+/// key into `io` when it names an I/O class and into `extra` otherwise. The classes are read
+/// straight into [`ClassResult`] (not through a `serde_json::Value` first): their histograms are
+/// most of a result's bytes, and `jetproof aggregate` reads a thousand hosts' results.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InstanceResult {
     pub name: String,
     pub database_path: PathBuf,
@@ -180,38 +236,56 @@ pub struct InstanceResult {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// The instance object as read, before its keys are sorted into classes and the rest.
-#[derive(Deserialize)]
-struct RawInstance {
-    name: String,
-    database_path: PathBuf,
-    log_path: PathBuf,
-    #[serde(flatten)]
-    rest: BTreeMap<String, serde_json::Value>,
-}
+impl<'de> Deserialize<'de> for InstanceResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InstanceVisitor;
 
-impl TryFrom<RawInstance> for InstanceResult {
-    type Error = String;
+        impl<'de> serde::de::Visitor<'de> for InstanceVisitor {
+            type Value = InstanceResult;
 
-    fn try_from(raw: RawInstance) -> Result<Self, String> {
-        let mut io = BTreeMap::new();
-        let mut extra = BTreeMap::new();
-        for (key, value) in raw.rest {
-            if IoClass::ALL.iter().any(|c| c.key() == key) {
-                let class: ClassResult = serde_json::from_value(value)
-                    .map_err(|e| format!("instance {}: `{key}`: {e}", raw.name))?;
-                io.insert(key, class);
-            } else {
-                extra.insert(key, value);
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an instance object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<InstanceResult, A::Error> {
+                use serde::de::Error as _;
+                let (mut name, mut database_path, mut log_path) = (None, None, None);
+                let mut io = BTreeMap::new();
+                let mut extra = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(map.next_value::<String>()?),
+                        "database_path" => database_path = Some(map.next_value::<PathBuf>()?),
+                        "log_path" => log_path = Some(map.next_value::<PathBuf>()?),
+                        class if IoClass::ALL.iter().any(|c| c.key() == class) => {
+                            let figures: ClassResult = map.next_value().map_err(|e| {
+                                A::Error::custom(format!(
+                                    "instance {}: `{class}`: {e}",
+                                    name.as_deref().unwrap_or("?")
+                                ))
+                            })?;
+                            io.insert(key, figures);
+                        }
+                        _ => {
+                            extra.insert(key, map.next_value::<serde_json::Value>()?);
+                        }
+                    }
+                }
+                Ok(InstanceResult {
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    database_path: database_path
+                        .ok_or_else(|| A::Error::missing_field("database_path"))?,
+                    log_path: log_path.ok_or_else(|| A::Error::missing_field("log_path"))?,
+                    io,
+                    extra,
+                })
             }
         }
-        Ok(InstanceResult {
-            name: raw.name,
-            database_path: raw.database_path,
-            log_path: raw.log_path,
-            io,
-            extra,
-        })
+
+        deserializer.deserialize_map(InstanceVisitor)
     }
 }
 

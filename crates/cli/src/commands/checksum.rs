@@ -18,7 +18,9 @@ use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, RunRec
 use jetproof_procedures::lock;
 use jetproof_results::{OutDir, TestKind, TestLog};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
+use crate::common::{
+    CliError, JobArgs, ManyArgs, Outcome, log_engine, log_owner_lock, select_backend,
+};
 
 /// Damaged pages printed per file on the terminal; result.json lists them all.
 const DAMAGE_LINES_PER_FILE: usize = 20;
@@ -27,6 +29,8 @@ const DAMAGE_LINES_PER_FILE: usize = 20;
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
+    #[command(flatten)]
+    pub many: ManyArgs,
     /// Results directory (default ./jetproof-results/checksum-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -35,6 +39,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Outcome, CliError> {
     args.job
         .refuse_unused("checksum", &["--threads", "--duration", "--db-size"])?;
+    args.many.apply()?;
     let job = args.job.load()?;
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
@@ -61,6 +66,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     );
     let options = ChecksumOptions {
         stop: Some(stop),
+        start_at: args.many.start_at,
         ..ChecksumOptions::from_job(&job)
     };
     log.line(format!(
@@ -88,6 +94,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         }
     ));
 
+    if let Some(at) = options.start_at {
+        log.line(format!(
+            "Waiting for the start time {} (--start-at): the files are opened first, the reads start then",
+            jetproof_results::clock::rfc3339_millis(at)
+        ));
+    }
     let started = jetproof_results::now_rfc3339();
     let bar = Bar::new();
     let run = match checksum::run(&job, backend.as_ref(), &options, &bar) {

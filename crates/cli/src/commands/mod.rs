@@ -1,5 +1,6 @@
 //! One file per command: its flags (`Args`) and `run`, which calls into the libraries.
 
+pub mod aggregate;
 pub mod checksum;
 pub mod init;
 pub mod plan;

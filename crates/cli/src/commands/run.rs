@@ -13,7 +13,9 @@ use jetproof_procedures::lock::{self, OwnerLock};
 use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
 
-use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
+use crate::common::{
+    CliError, JobArgs, ManyArgs, Outcome, log_engine, log_owner_lock, select_backend,
+};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestType {
@@ -27,6 +29,8 @@ pub enum TestType {
 pub struct Args {
     #[command(flatten)]
     pub job: JobArgs,
+    #[command(flatten)]
+    pub many: ManyArgs,
     /// The test to run.
     #[arg(long, value_enum)]
     pub test: TestType,
@@ -56,6 +60,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     if args.log_files.is_some() && args.test != TestType::SoftRecovery {
         crate::common::refuse_flags(&command, &["--log-files"])?;
     }
+    args.many.apply()?;
     let job = args.job.load()?;
     if args.to.is_some() && args.test != TestType::Backup {
         return Err(CliError::bad_input(anyhow::anyhow!(
@@ -221,6 +226,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0002,
+        start_at: args.many.start_at,
     };
     let result =
         jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options)
@@ -287,6 +293,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
+        start_at: args.many.start_at,
     };
     let result = if stress {
         jetproof_procedures::performance::stress(job, &out, &log, &options)
@@ -361,6 +368,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
     let options = BackupOptions {
         backend: selected.backend.clone(),
         to: args.to.clone(),
+        start_at: args.many.start_at,
         stop: &stop,
         progress: &progress,
     };

@@ -1,0 +1,122 @@
+//! `jetproof aggregate DIR... [--out DIR]`: one solution's results from many hosts
+//! (`jetproof_results::aggregate`, `docs/many-servers.md`).
+//!
+//! Exit codes: 0 every host passes; 1 some host fails (named); 2 the results cannot be combined
+//! (different tests, schema versions or histogram layouts, a host given twice, windows that do
+//! not overlap: the message names the file) or a bad `--out`; 3 the aggregate cannot be written.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use jetproof_results::aggregate::{self, AggregateResult};
+use jetproof_results::{OutDir, Verdict};
+
+use crate::common::{CliError, Outcome};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Each host's results directory (holding its result.json), or a directory whose
+    /// subdirectories are.
+    #[arg(value_name = "DIR", required = true, num_args = 1..)]
+    pub dirs: Vec<PathBuf>,
+    /// Where the aggregate's result.json and report.md go (default
+    /// ./jetproof-results/aggregate-TEST-TIME/).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> Result<Outcome, CliError> {
+    let files = aggregate::find_results(&args.dirs).map_err(CliError::bad_input)?;
+    let inputs = aggregate::load(&files).map_err(CliError::bad_input)?;
+    let result = aggregate::aggregate(&inputs).map_err(CliError::bad_input)?;
+    let out_path = match &args.out {
+        Some(out) => out.clone(),
+        None => {
+            let default = OutDir::default_path(result.test);
+            let name = default
+                .file_name()
+                .map(|n| format!("aggregate-{}", n.to_string_lossy()))
+                .unwrap_or_else(|| "aggregate".into());
+            default.with_file_name(name)
+        }
+    };
+    refuse_input_as_out(&out_path, &files)?;
+    let out = OutDir::prepare(Some(&out_path), result.test).map_err(CliError::bad_input)?;
+    let written = write(&out, &result).map_err(CliError::runtime)?;
+    print_summary(&result);
+    println!("Result: {}", written.display());
+    Ok(match result.verdict {
+        Verdict::Pass => Outcome::Pass,
+        Verdict::Fail => Outcome::Fail,
+    })
+}
+
+/// `--out` naming a host's own results directory would overwrite its result.json.
+fn refuse_input_as_out(out: &Path, files: &[PathBuf]) -> Result<(), CliError> {
+    let Ok(out) = out.canonicalize() else {
+        return Ok(());
+    };
+    for file in files {
+        if file
+            .parent()
+            .and_then(|p| p.canonicalize().ok())
+            .is_some_and(|dir| dir == out)
+        {
+            return Err(CliError::bad_input(anyhow::anyhow!(
+                "--out {}: holds {}, a host's result being aggregated; choose a new directory",
+                out.display(),
+                file.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// result.json (atomically: a temporary file renamed into place) and report.md.
+fn write(out: &OutDir, result: &AggregateResult) -> anyhow::Result<PathBuf> {
+    let path = out.file("result.json");
+    let temporary = out.file(".result.json.tmp");
+    let text = serde_json::to_string_pretty(result).context("serialise the aggregate")?;
+    std::fs::write(&temporary, text + "\n")
+        .and_then(|_| std::fs::rename(&temporary, &path))
+        .with_context(|| format!("write {}", path.display()))?;
+    let report = out.file("report.md");
+    std::fs::write(&report, aggregate::markdown(result))
+        .with_context(|| format!("write {}", report.display()))?;
+    Ok(path)
+}
+
+fn print_summary(a: &AggregateResult) {
+    println!(
+        "Aggregate {} test: {} servers, shared window {} to {} ({:.1} s)",
+        a.test.name(),
+        a.hosts.len(),
+        a.window.start,
+        a.window.end,
+        a.window.seconds
+    );
+    if let Some(achieved) = a.achieved_iops {
+        println!(
+            "Achieved Transactional I/O per Second: {achieved:.1}{}",
+            a.target_iops
+                .map(|t| format!(" (target {t:.1})"))
+                .unwrap_or_default()
+        );
+    }
+    for (key, c) in &a.totals {
+        println!(
+            "  {key:<16} {:>12} I/Os {:>10.1}/s  avg {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            c.count, c.ops_per_sec, c.avg_latency_ms, c.p99_ms, c.max_ms
+        );
+    }
+    for reason in &a.reasons {
+        println!("  FAIL: {reason}");
+    }
+    println!(
+        "Overall Test Result: {}",
+        match a.verdict {
+            Verdict::Pass => "Pass",
+            Verdict::Fail => "Fail",
+        }
+    );
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# A real multi-host run of deploy/ansible/jetproof.yml on one machine (issue 16): three hosts
+# as Linux network namespaces made here, each reached over SSH by the real playbook through
+# `ProxyCommand ip netns exec NS sshd -i` (sshd in inetd mode inside the namespace, as
+# OpenSSH's own regression tests reach their sshd), with keys made here and each host's own
+# data and results paths. It runs a short performance test and then a backup on all three with
+# one start time each, aggregates on the "controller" (this shell), and checks:
+#   - every host's measured part started within 100 ms of the start time;
+#   - the aggregate's achieved IOPS equal the sum of the hosts';
+#   - every class's merged count equals the sum of the hosts' counts;
+#   - every class's aggregate p99 equals the p99 of one histogram of all hosts' I/Os, built
+#     here (Python) by adding every instance's buckets.
+#
+# Needs root (ip netns), ansible-core and openssh-server (Debian packages; .ci/run installs
+# them). JETPROOF: the binary to deploy (default: target/release/jetproof, else target/debug).
+# Usage: deploy/ansible/test-namespaces.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+for tool in ip ansible-playbook ssh ssh-keygen python3; do
+  command -v "$tool" >/dev/null || { echo "test-namespaces: $tool is missing" >&2; exit 2; }
+done
+sshd=$(command -v sshd || echo /usr/sbin/sshd)
+[[ -x $sshd ]] || { echo "test-namespaces: sshd is missing (apt-get install openssh-server)" >&2; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "test-namespaces: needs root for ip netns" >&2; exit 2; }
+target=${CARGO_TARGET_DIR:-$repo/target}
+jetproof=${JETPROOF:-}
+if [[ -z $jetproof ]]; then
+  if [[ -x $target/release/jetproof ]]; then jetproof=$target/release/jetproof; else jetproof=$target/debug/jetproof; fi
+fi
+[[ -x $jetproof ]] || { echo "test-namespaces: no jetproof binary ($jetproof); cargo build first" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/jetproof-netns.XXXXXX)
+tag="jpt$$"
+hosts=(h1 h2 h3)
+cleanup() {
+  for h in "${hosts[@]}"; do ip netns del "$tag-$h" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# sshd refuses to start without its privilege separation directory.
+mkdir -p /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$work/user_key"
+cp "$work/user_key.pub" "$work/authorized_keys"
+cat > "$work/sshd_config" <<CFG
+HostKey $work/host_key
+AuthorizedKeysFile $work/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+CFG
+: > "$work/known_hosts"
+{
+  echo "[jetproof]"
+  for h in "${hosts[@]}"; do
+    ns="$tag-$h"
+    ip netns add "$ns"
+    ip netns exec "$ns" ip link set lo up
+    echo "$h $(cut -d' ' -f1,2 "$work/host_key.pub")" >> "$work/known_hosts"
+    echo "$h ansible_host=$h jetproof_data_dir=$work/$h/data jetproof_results_dir=$work/$h/results jetproof_path=$work/$h/bin/jetproof" \
+      "ansible_ssh_common_args='-o ProxyCommand=\"ip netns exec $ns $sshd -i -f $work/sshd_config\" -o UserKnownHostsFile=$work/known_hosts -o StrictHostKeyChecking=yes'"
+  done
+  echo
+  echo "[jetproof:vars]"
+  echo "ansible_user=root"
+  echo "ansible_ssh_private_key_file=$work/user_key"
+  echo "ansible_python_interpreter=$(command -v python3)"
+} > "$work/inventory.ini"
+
+export ANSIBLE_CONFIG=$here/ansible.cfg
+# One connection per task (no ControlPersist master left behind in a namespace).
+export ANSIBLE_SSH_ARGS="-o ControlMaster=no"
+export ANSIBLE_LOCAL_TEMP=$work/ansible-local ANSIBLE_REMOTE_TEMP=$work/ansible-remote
+export ANSIBLE_ASYNC_DIR=$work/ansible-async
+
+play() { # test, extra -e ...
+  local test=$1; shift
+  ansible-playbook -i "$work/inventory.ini" "$here/jetproof.yml" \
+    -e jetproof_binary="$jetproof" \
+    -e jetproof_test="$test" -e jetproof_fetch_dir="$work/fetched/$test" \
+    -e jetproof_databases=2 -e jetproof_db_size=8MiB -e jetproof_direct_io=false \
+    -e jetproof_cache_min=512KiB -e jetproof_cache_max=1MiB -e jetproof_duration=3s \
+    -e jetproof_sample_interval=500ms -e jetproof_start_delay=15 -e jetproof_poll_delay=1 \
+    -e '{"jetproof_job_extra": "[thresholds]\ndb_read_avg_ms = 1000\ndb_read_max_ms = 10000\nlog_write_avg_ms = 1000\nlog_write_max_ms = 10000\npage_fault_stalls_per_sec = 1000\n"}' \
+    -e jetproof_controller_binary="$jetproof" "$@"
+}
+for test in performance backup; do
+  echo "== $test on ${hosts[*]} (namespaces $tag-*) =="
+  play "$test"
+  python3 - "$work/fetched/$test" "${hosts[@]}" <<'PY'
+import json, math, os, sys
+from datetime import datetime
+
+fetched, hosts = sys.argv[1], sys.argv[2:]
+
+def when(text):
+    return datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+def top(key):
+    return key if key < 256 else key + (1 << (key.bit_length() - 8)) - 1
+
+agg = json.load(open(os.path.join(fetched, "aggregate", "result.json")))
+results = {h: json.load(open(os.path.join(fetched, h, "result.json"))) for h in hosts}
+failures = []
+for h, r in results.items():
+    skew = (when(r["measured_start"]) - when(r["requested_start"])) * 1000
+    if not (0 <= skew < 100) or abs(skew - r["start_skew_ms"]) > 1:
+        failures.append(f"{h}: started {skew:.1f} ms after the start time")
+    if r["host"]["name"] != h:
+        failures.append(f"{h}: host name {r['host']['name']}")
+starts = {r["requested_start"] for r in results.values()}
+if len(starts) != 1:
+    failures.append(f"not one start time: {starts}")
+if agg["aggregate"] is not True or [x["name"] for x in agg["hosts"]] != sorted(hosts):
+    failures.append("aggregate hosts")
+if agg["test"] != results[hosts[0]]["test"]:
+    failures.append("aggregate test")
+iops = [r["achieved_iops"] for r in results.values() if r.get("achieved_iops") is not None]
+if iops and abs(agg["achieved_iops"] - sum(iops)) > 1e-9 * sum(iops):
+    failures.append(f"achieved IOPS {agg['achieved_iops']} != {sum(iops)}")
+for cls, total in agg["totals"].items():
+    count, buckets, lo, hi = 0, {}, None, 0
+    for r in results.values():
+        for inst in r["instances"]:
+            c = inst.get(cls)
+            if not isinstance(c, dict):
+                continue
+            count += c["count"]
+            h = c["histogram"]["latency"]
+            for k, n in h["buckets"]:
+                buckets[k] = buckets.get(k, 0) + n
+            lo = h["min_ns"] if lo is None else min(lo, h["min_ns"])
+            hi = max(hi, h["max_ns"])
+    if total["count"] != count:
+        failures.append(f"{cls}: merged count {total['count']} != {count}")
+    n = sum(buckets.values())
+    rank = min(max(math.ceil(0.99 * n), 1), n)
+    seen, p99 = 0, hi
+    for k in sorted(buckets):
+        seen += buckets[k]
+        if seen >= rank:
+            p99 = min(max(top(k), lo), max(hi, lo))
+            break
+    if total["p99_ms"] != p99 / 1e6:
+        failures.append(f"{cls}: aggregate p99 {total['p99_ms']} != {p99 / 1e6}")
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print(f"ok: {len(hosts)} hosts started within 100 ms of {starts.pop()}; IOPS, counts and p99 of "
+      f"{len(agg['totals'])} classes agree with the hosts' ({agg['test']})")
+PY
+done
+echo "test-namespaces: pass"
