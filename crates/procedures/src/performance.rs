@@ -1562,6 +1562,22 @@ fn measure(
             a.initial_size.used_bytes.into(),
         );
         extra.insert("db_used_final_bytes".into(), final_size.used_bytes.into());
+        // How much the file grew per transactional I/O of the window (issue 23): the reference
+        // reports give 241-446 bytes under Jetstress's mix (`docs/faithfulness.md`).
+        let transactional_ios: u64 = ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| io.get(*k))
+            .map(|c| c.count)
+            .sum();
+        if transactional_ios > 0 {
+            let grown = final_size
+                .file_bytes
+                .saturating_sub(a.initial_size.file_bytes);
+            extra.insert(
+                "db_growth_bytes_per_transactional_io".into(),
+                (grown as f64 / transactional_ios as f64).into(),
+            );
+        }
         if let Some(rate) = a.load.pacer.rate() {
             extra.insert("paced_transactions_per_sec".into(), rate.into());
         }
@@ -1987,6 +2003,25 @@ mod tests {
             .sum();
         let achieved = result.achieved_iops.expect("achieved");
         assert!((achieved - transactional).abs() <= 1e-9 * achieved.max(1.0));
+        // Growth per transactional I/O is the sizes' difference over the window's I/Os.
+        let ios: u64 = ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| instance.io.get(*k))
+            .map(|c| c.count)
+            .sum();
+        let grown = instance.extra["db_size_final_bytes"]
+            .as_u64()
+            .expect("final")
+            - instance.extra["db_size_initial_bytes"]
+                .as_u64()
+                .expect("initial");
+        let growth = instance.extra["db_growth_bytes_per_transactional_io"]
+            .as_f64()
+            .expect("growth per I/O");
+        assert!(
+            (growth - grown as f64 / ios as f64).abs() < 1e-9,
+            "{growth}"
+        );
         let found = &instance.extra["background_maintenance"]["damaged_pages"];
         let last_page = size / 8192 - 1;
         assert_eq!(found[0]["page"].as_u64(), Some(last_page), "{found}");
