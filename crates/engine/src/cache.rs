@@ -1423,12 +1423,21 @@ impl CacheInner {
         let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
         let ps = self.config.page_size;
         for seed in order {
+            if done[seed] {
+                continue;
+            }
+            // A free place in the queue (completions processed meanwhile mark pages clean),
+            // waited for before any latch of the next run is taken.
+            while state
+                .queue
+                .as_ref()
+                .is_some_and(|q| q.in_flight() >= q.depth())
+            {
+                self.reap(state, true)?;
+            }
             // Pages in flight will be clean once written: do not write more than the goal needs.
             if self.clean_pages() + state.in_flight_pages >= clean_goal {
                 break;
-            }
-            if done[seed] {
-                continue;
             }
             state.hand = (dirty[seed].1 + 1) as u32;
             // The run: the seed and its adjacent dirty pages, forwards first, then backwards.
@@ -1491,14 +1500,6 @@ impl CacheInner {
             {
                 self.poison(&e);
                 return Err(e);
-            }
-            // A free place in the queue (completions processed meanwhile mark pages clean).
-            while state
-                .queue
-                .as_ref()
-                .is_some_and(|q| q.in_flight() >= q.depth())
-            {
-                self.reap(state, true)?;
             }
             // Every byte of the write is a page copied in below: a reused buffer is not zeroed.
             let len = ps * run.len();
