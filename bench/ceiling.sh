@@ -76,7 +76,10 @@ r = json.load(open(sys.argv[1]))
 seconds = float(sys.argv[2])
 reads = sum(i["db_read"]["count"] for i in r["instances"] if "db_read" in i)
 writes = sum(i["db_write"]["count"] for i in r["instances"] if "db_write" in i)
-stalls = sum(i.get("database_page_fault_stalls_per_sec") or 0 for i in r["instances"])
+# What the verdict judges: all instances together, averaged over the sample intervals.
+stalls = ((r.get("host_counters") or {}).get("database_page_fault_stalls_per_sec") or {}).get("average")
+if stalls is None:
+    stalls = sum(i.get("database_page_fault_stalls_per_sec") or 0 for i in r["instances"])
 print("%.0f %.0f %.2f %.3f %.3f" % (r["achieved_iops"], writes / seconds, stalls,
       r["totals"]["cpu_us_per_transactional_io"], reads / max(reads + writes, 1)))' "$1" "$seconds"
 }
@@ -138,13 +141,17 @@ for round in $(seq 1 "$rounds"); do
     shares=()
     for engine in "${order[@]}"; do
       echo "round $round: $n sessions, $engine ..." >&2
-      read -r iops writes stalls cpu share < <(run_jetproof "$per" "$engine")
+      # Command substitution, not `< <(...)`: it waits for the function's clean-up to end
+      # before the next run starts in the same directory.
+      figures_line=$(run_jetproof "$per" "$engine")
+      read -r iops writes stalls cpu share <<<"$figures_line"
       rows+=("$round $n $engine $iops $writes $stalls $cpu $share")
       shares+=("$share")
     done
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
     echo "round $round: $n sessions, fio at $read_percent% reads ..." >&2
-    read -r fio_iops fio_writes < <(run_fio "$((per * databases))" "$read_percent")
+    fio_line=$(run_fio "$((per * databases))" "$read_percent")
+    read -r fio_iops fio_writes <<<"$fio_line"
     rows+=("$round $n fio $fio_iops $fio_writes $read_percent")
   done
 done
