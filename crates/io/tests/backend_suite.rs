@@ -191,9 +191,19 @@ fn write_queues_complete_every_write_once_and_land_them_at_every_depth() {
             }
             let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
             tags.sort_unstable();
-            assert_eq!(tags, (0..96).collect::<Vec<_>>(), "{} depth {depth}", case.name);
+            assert_eq!(
+                tags,
+                (0..96).collect::<Vec<_>>(),
+                "{} depth {depth}",
+                case.name
+            );
             for completion in &done {
-                assert!(completion.result.is_ok(), "{}: {:?}", case.name, completion.result);
+                assert!(
+                    completion.result.is_ok(),
+                    "{}: {:?}",
+                    case.name,
+                    completion.result
+                );
             }
             for i in 0..96u64 {
                 let blocks = (i % 3 + 1) as usize;
