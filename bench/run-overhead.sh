@@ -32,7 +32,8 @@
 # DURATION (20s), ROUNDS (3), FIO_SIZE (1G), FIO_RUNTIME (15), ENGINES ("std io_uring"; std is
 # the default engine and is run without the flag, so it works with builds that predate it),
 # BASE_ENGINES (engines of the BASE_ build: "std"), BASE_JETPROOF, BASE_MEM_BENCH,
-# BASE_LABEL (before), NOW_JETPROOF and NOW_MEM_BENCH (binaries to measure instead of building
+# BASE_LABEL (before), WRITE_BACK_DEPTH (cache.write_back_depth of every job; unset: the default),
+# NOW_JETPROOF and NOW_MEM_BENCH (binaries to measure instead of building
 # the working tree), NOW_LABEL (now), OUT (default bench/results/<date>-run-overhead.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +50,7 @@ fio_size=${FIO_SIZE:-1G}
 fio_runtime=${FIO_RUNTIME:-15}
 base_label=${BASE_LABEL:-before}
 engines=${ENGINES:-std io_uring}
+write_back_depth=${WRITE_BACK_DEPTH:-}
 base_engines=${BASE_ENGINES:-std}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -80,6 +82,7 @@ threads = $threads
 [cache]
 min_size = "8MiB"
 max_size = "$cache_max"
+${write_back_depth:+write_back_depth = $write_back_depth}
 [run]
 duration = "$duration"
 sample_interval = "5s"
@@ -287,7 +290,7 @@ print("| bound: %d x %s cache + 10%% + 64 MiB | %.1f |" % (databases, cache_max,
   echo "## Commands"
   echo
   echo '```'
-  echo "bench/run-overhead.sh   # DB_SIZE=$db_size DATABASES=$databases THREADS=$threads CACHE_MAX=$cache_max DURATION=$duration ROUNDS=$rounds ENGINES=\"$engines\""
+  echo "bench/run-overhead.sh   # DB_SIZE=$db_size DATABASES=$databases THREADS=$threads CACHE_MAX=$cache_max DURATION=$duration ROUNDS=$rounds ENGINES=\"$engines\" WRITE_BACK_DEPTH=${write_back_depth:-default}"
   echo "# each round, for each build:"
   echo "# mem:  JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out target/release/examples/mem_bench   # cargo build --release -p jetproof-procedures --example mem_bench"
   echo "# disk, for each engine of ENGINES (alternating which goes first): jetproof init job.toml && /usr/bin/time jetproof run job.toml --test performance [--io-engine io_uring]   (direct I/O)"

@@ -291,3 +291,38 @@ fn recover_with_an_impossible_cache_or_another_page_size_is_refused_and_the_logs
         .assert()
         .success();
 }
+
+#[test]
+fn a_bad_write_back_depth_is_refused_naming_the_key_before_anything_is_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = small_job(dir.path(), "2s", "");
+    let text = std::fs::read_to_string(&small).expect("job");
+    for bad in ["0", "4096"] {
+        let replaced = text.replace("[cache]\n", &format!("[cache]\nwrite_back_depth = {bad}\n"));
+        assert!(replaced.contains("write_back_depth"), "{replaced}");
+        let path = dir.path().join("depth.toml");
+        std::fs::write(&path, replaced).expect("write job");
+        for command in [
+            vec!["init", path.to_str().expect("utf-8")],
+            vec![
+                "run",
+                path.to_str().expect("utf-8"),
+                "--test",
+                "performance",
+            ],
+        ] {
+            let output = jetproof(dir.path())
+                .args(&command)
+                .timeout(std::time::Duration::from_secs(30))
+                .output()
+                .expect("runs");
+            assert_eq!(output.status.code(), Some(2), "{bad} {command:?}");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                stderr.contains("cache.write_back_depth") && stderr.contains("1 to 1024"),
+                "{bad} {command:?}: {stderr}"
+            );
+        }
+        assert!(!dir.path().join("jetproof-data").exists(), "{bad}");
+    }
+}

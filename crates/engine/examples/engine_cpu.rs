@@ -54,6 +54,7 @@ fn main() {
         stats: None,
         flush_thread: true,
         accept_dirty: false,
+        ..DatabaseOptions::default()
     };
     let db = Database::create(backend.as_ref(), Path::new("/bench/db.jpdb"), options).unwrap();
     let mut rng = StdRng::seed_from_u64(42);

@@ -14,7 +14,13 @@
 //! * With a flush map (`crate::flushmap`), the copy carries the page's next write count, the map
 //!   records it once the write completed, and every page read must carry the map's count: an
 //!   older one is a lost write (`EngineError::LostWrite`). A page is never in two writes at once
-//!   (one flusher, one run at a time), so counts complete in order.
+//!   (a flush pass writes each page at most once, waits for all its writes before it ends, and
+//!   a frame being written is skipped), so a page's counts complete in order whatever order
+//!   the storage completes different pages' writes in.
+//! * Write-back keeps up to `CacheConfig::write_back_depth` writes in flight per database
+//!   (`jetproof_io::WriteQueue`: io_uring's own ring, or writer threads), as ESE keeps many
+//!   flush writes outstanding. A page's write count is recorded in the flush map and the page
+//!   marked clean only when its write has completed.
 //! * Before writing, the flusher asks the [`WriteAheadGate`] to make the log durable up to the
 //!   highest log position of the pages in the write (the write-ahead rule; a no-op until the log
 //!   exists).
@@ -34,7 +40,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use jetproof_io::{AlignedBuf, AlignedSlab, IoClass, IoFile, SlabSlot};
+use jetproof_io::{
+    AlignedBuf, AlignedSlab, IoClass, IoFile, SlabSlot, WriteCompletion, WriteQueue, WriteRequest,
+    open_write_queue,
+};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checksum::{self, PageCheck};
@@ -97,7 +106,13 @@ pub struct CacheConfig {
     /// The database's flush map (lost-write detection): every page read is checked against it,
     /// every page write stamps the page's next write count and records it once complete.
     pub flush_map: Option<Arc<FlushMap>>,
+    /// Page writes in flight at once (job key `cache.write_back_depth`; 1 = one write at a
+    /// time, waited for). See `docs/design.md`, "Write-back".
+    pub write_back_depth: usize,
 }
+
+/// Write-back's default depth: writes in flight per database (`docs/design.md`, "Write-back").
+pub const DEFAULT_WRITE_BACK_DEPTH: usize = 32;
 
 impl CacheConfig {
     /// Flushing starts when clean buffers fall below this many (ESE: pages / 100).
@@ -174,6 +189,8 @@ struct Frame {
     /// Log position of the change that made the page dirty (clean → dirty): the checkpoint
     /// cannot pass it until the page is written (ESE's lgposOldestBegin0).
     first_dirty_log_position: AtomicU64,
+    /// A write of this page is in flight: no other write of it starts until it completes.
+    writing: AtomicBool,
 }
 
 /// The page table's hash: page numbers are chosen by the cache's own allocator, not by an
@@ -202,12 +219,29 @@ impl Hasher for PageHasher {
 type PageTable = HashMap<u32, usize, BuildHasherDefault<PageHasher>>;
 
 /// What the flush lock guards: the flush hand (a frame index: where the next pass starts its
-/// clock order) and the buffer writes are sealed into, kept from pass to pass so a write does
-/// not allocate and zero up to 512 KiB (and, for direct I/O, fault its pages in) each time.
+/// clock order), the write queue and the writes in flight, and the buffers writes are sealed
+/// into, kept from write to write so a write does not allocate and zero up to 512 KiB (and,
+/// for direct I/O, fault its pages in) each time.
 #[derive(Debug)]
 struct FlushState {
     hand: u32,
-    buf: AlignedBuf,
+    /// Opened at the first write (`write_back_depth` writes in flight).
+    queue: Option<Box<dyn WriteQueue>>,
+    /// Buffers of completed writes, for the next ones.
+    free_bufs: Vec<AlignedBuf>,
+    in_flight: HashMap<u64, InFlightWrite>,
+    /// Pages in the writes in flight.
+    in_flight_pages: usize,
+    next_tag: u64,
+}
+
+/// A write in flight: its pages (page, frame), each page's version when copied and the write
+/// count stamped on the copy.
+#[derive(Debug)]
+struct InFlightWrite {
+    frames: Vec<(u32, usize)>,
+    versions: Vec<u64>,
+    counts: Vec<u16>,
 }
 
 #[derive(Debug)]
@@ -418,6 +452,7 @@ impl PageCache {
                 valid: AtomicBool::new(false),
                 version: AtomicU64::new(0),
                 first_dirty_log_position: AtomicU64::new(0),
+                writing: AtomicBool::new(false),
             });
         }
         let mut free = Vec::new();
@@ -445,7 +480,11 @@ impl PageCache {
             gate: RwLock::new(Arc::new(NoLog)),
             flush_lock: Mutex::new(FlushState {
                 hand: 0,
-                buf: AlignedBuf::zeroed(0),
+                queue: None,
+                free_bufs: Vec::new(),
+                in_flight: HashMap::new(),
+                in_flight_pages: 0,
+                next_tag: 0,
             }),
             signal: Mutex::new(FlushSignal {
                 wanted: false,
@@ -1251,7 +1290,9 @@ impl CacheInner {
         self.flush_pass_filtered(state, clean_goal, None)
     }
 
-    /// A flush pass whose seeds are only pages dirty since before `older_than`, if given.
+    /// A flush pass whose seeds are only pages dirty since before `older_than`, if given. Its
+    /// writes go out with up to `write_back_depth` in flight; the pass returns once every one
+    /// of them completed (or failed), so after it no write of this pass is in flight.
     fn flush_pass_filtered(
         &self,
         state: &mut FlushState,
@@ -1259,10 +1300,106 @@ impl CacheInner {
         older_than: Option<u64>,
     ) -> Result<()> {
         self.check_poisoned()?;
-        let FlushState {
-            hand,
-            buf: write_buf,
-        } = state;
+        let issued = self.issue_pass(state, clean_goal, older_than);
+        let drained = self.drain(state);
+        issued.and(drained)
+    }
+
+    /// Waits for every write in flight and processes its completion. The first error is
+    /// returned (the cache is poisoned by then); the other writes are still waited for.
+    fn drain(&self, state: &mut FlushState) -> Result<()> {
+        let mut first_error = None;
+        while state.queue.as_ref().is_some_and(|q| q.in_flight() > 0) {
+            if let Err(e) = self.reap(state, true) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Processes the writes completed so far (with `wait`, at least one if any is in flight):
+    /// each completed write's pages take their write counts in the flush map, then are marked
+    /// clean if unchanged since their copy. A failed write poisons the cache.
+    fn reap(&self, state: &mut FlushState, wait: bool) -> Result<()> {
+        let Some(queue) = state.queue.as_mut() else {
+            return Ok(());
+        };
+        let mut done: Vec<WriteCompletion> = Vec::new();
+        queue.reap(wait, &mut done);
+        let mut first_error = None;
+        for completion in done {
+            let Some(write) = state.in_flight.remove(&completion.tag) else {
+                continue;
+            };
+            state.in_flight_pages -= write.frames.len();
+            if state.free_bufs.len() < self.config.write_back_depth.max(1) {
+                state.free_bufs.push(completion.buf);
+            }
+            if let Err(e) = completion.result {
+                for &(_, f) in &write.frames {
+                    self.frames[f].writing.store(false, Ordering::Release);
+                }
+                // STYLE: after a failed write the instance stops rather than limping on.
+                let e = EngineError::from(e);
+                self.poison(&e);
+                first_error.get_or_insert(e);
+                continue;
+            }
+            self.counters.write_ios.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .pages_written
+                .fetch_add(write.frames.len() as u64, Ordering::Relaxed);
+            // The write completed: only now may the map hold its counts (a persist's snapshot
+            // must never hold a count newer than what the storage acknowledged).
+            if let Some(map) = &self.config.flush_map {
+                for (&(page, _), &count) in write.frames.iter().zip(&write.counts) {
+                    map.written(page, count);
+                }
+            }
+            for (&(page, f), &version) in write.frames.iter().zip(&write.versions) {
+                let frame = &self.frames[f];
+                frame.writing.store(false, Ordering::Release);
+                // Never wait for a latch here: its holder may be a session waiting for this very
+                // flush (a stall). A page we cannot latch stays dirty and is written again later.
+                let Some(_guard) = frame.latch.try_read() else {
+                    continue;
+                };
+                if frame.page.load(Ordering::Acquire) == page
+                    && frame.version.load(Ordering::Acquire) == version
+                    && frame.dirty.swap(false, Ordering::AcqRel)
+                {
+                    self.dirty_count.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// A buffer of at least `bytes` for a write: a completed write's, or a new one (whole
+    /// powers of two of pages, so that buffers are reused across run lengths).
+    fn take_buffer(&self, state: &mut FlushState, bytes: usize) -> AlignedBuf {
+        if let Some(i) = state.free_bufs.iter().position(|b| b.len() >= bytes) {
+            return state.free_bufs.swap_remove(i);
+        }
+        let ps = self.config.page_size;
+        let pages = bytes.div_ceil(ps).next_power_of_two();
+        AlignedBuf::zeroed((pages * ps).min(MAX_IO_BYTES.max(ps)).max(bytes))
+    }
+
+    /// Issues a flush pass's writes (see [`CacheInner::flush_pass_filtered`]); the caller
+    /// drains them.
+    fn issue_pass(
+        &self,
+        state: &mut FlushState,
+        clean_goal: usize,
+        older_than: Option<u64>,
+    ) -> Result<()> {
+        if state.queue.is_none() {
+            let queue =
+                open_write_queue(&self.file, self.config.write_back_depth, IoClass::DbWrite)
+                    .map_err(EngineError::from)?;
+            state.queue = Some(queue);
+        }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         let (mut dirty, allocated) = {
             let map = self.map.lock();
@@ -1276,7 +1413,7 @@ impl CacheInner {
             (dirty, map.allocated.max(1))
         };
         dirty.sort_unstable();
-        let start = *hand as usize % allocated;
+        let start = state.hand as usize % allocated;
         let mut order: Vec<usize> = (0..dirty.len())
             .filter(|&i| {
                 older_than.is_none_or(|limit| {
@@ -1303,13 +1440,23 @@ impl CacheInner {
         let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
         let ps = self.config.page_size;
         for seed in order {
-            if self.clean_pages() >= clean_goal {
-                break;
-            }
             if done[seed] {
                 continue;
             }
-            *hand = (dirty[seed].1 + 1) as u32;
+            // A free place in the queue (completions processed meanwhile mark pages clean),
+            // waited for before any latch of the next run is taken.
+            while state
+                .queue
+                .as_ref()
+                .is_some_and(|q| q.in_flight() >= q.depth())
+            {
+                self.reap(state, true)?;
+            }
+            // Pages in flight will be clean once written: do not write more than the goal needs.
+            if self.clean_pages() + state.in_flight_pages >= clean_goal {
+                break;
+            }
+            state.hand = (dirty[seed].1 + 1) as u32;
             // The run: the seed and its adjacent dirty pages, forwards first, then backwards.
             let (mut low, mut high) = (seed, seed);
             while high + 1 < dirty.len()
@@ -1333,7 +1480,8 @@ impl CacheInner {
                     let frame = &self.frames[f];
                     let guard = frame.latch.try_read()?;
                     (frame.page.load(Ordering::Acquire) == page
-                        && frame.dirty.load(Ordering::Acquire))
+                        && frame.dirty.load(Ordering::Acquire)
+                        && !frame.writing.load(Ordering::Acquire))
                     .then_some(guard)
                 })
                 .collect();
@@ -1361,11 +1509,6 @@ impl CacheInner {
             let Some(first_page) = run.first().map(|(page, _, _)| *page) else {
                 continue;
             };
-            // Every byte of the write is a page copied in below: the buffer is never zeroed, only
-            // grown (to at most MAX_IO_BYTES) when a run is longer than any before.
-            if write_buf.len() < ps * run.len() {
-                *write_buf = AlignedBuf::zeroed(ps * max_run);
-            }
             // The flush map's bound on how far a page may run ahead of its persisted count
             // (`flushmap::MAX_WRITES_BETWEEN_PERSISTS`): persist before writing on.
             if let Some(map) = &self.config.flush_map
@@ -1375,7 +1518,10 @@ impl CacheInner {
                 self.poison(&e);
                 return Err(e);
             }
-            let buf = &mut write_buf[..ps * run.len()];
+            // Every byte of the write is a page copied in below: a reused buffer is not zeroed.
+            let len = ps * run.len();
+            let mut write_buf = self.take_buffer(state, len);
+            let buf = &mut write_buf[..len];
             let mut versions = Vec::with_capacity(run.len());
             let mut counts = Vec::with_capacity(run.len());
             let mut max_log_position = 0u64;
@@ -1407,35 +1553,30 @@ impl CacheInner {
                 return Err(e);
             }
             let offset = u64::from(first_page) * ps as u64;
-            if let Err(e) = self.file.write_at(buf, offset, IoClass::DbWrite) {
-                // STYLE: after a failed write the instance stops rather than limping on.
-                let e = EngineError::from(e);
-                self.poison(&e);
-                return Err(e);
+            for &(_, f) in &frames {
+                self.frames[f].writing.store(true, Ordering::Release);
             }
-            self.counters.write_ios.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .pages_written
-                .fetch_add(frames.len() as u64, Ordering::Relaxed);
-            if let Some(map) = &self.config.flush_map {
-                for (&(page, _), &count) in frames.iter().zip(&counts) {
-                    map.written(page, count);
-                }
+            let tag = state.next_tag;
+            state.next_tag = state.next_tag.wrapping_add(1);
+            state.in_flight_pages += frames.len();
+            state.in_flight.insert(
+                tag,
+                InFlightWrite {
+                    frames,
+                    versions,
+                    counts,
+                },
+            );
+            if let Some(queue) = state.queue.as_mut() {
+                queue.submit(WriteRequest {
+                    tag,
+                    offset,
+                    buf: write_buf,
+                    len,
+                });
             }
-            for (&(page, f), version) in frames.iter().zip(versions) {
-                let frame = &self.frames[f];
-                // Never wait for a latch here: its holder may be a session waiting for this very
-                // flush (a stall). A page we cannot latch stays dirty and is written again later.
-                let Some(_guard) = frame.latch.try_read() else {
-                    continue;
-                };
-                if frame.page.load(Ordering::Acquire) == page
-                    && frame.version.load(Ordering::Acquire) == version
-                    && frame.dirty.swap(false, Ordering::AcqRel)
-                {
-                    self.dirty_count.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
+            // Whatever completed meanwhile, processed at once: its pages are clean sooner.
+            self.reap(state, false)?;
         }
         Ok(())
     }

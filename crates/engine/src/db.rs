@@ -56,6 +56,8 @@ pub struct DatabaseOptions {
     pub flush_thread: bool,
     /// Open a database whose header says dirty (for log replay).
     pub accept_dirty: bool,
+    /// Page writes in flight at once (write-back depth; `docs/design.md`, "Write-back").
+    pub write_back_depth: usize,
 }
 
 impl Default for DatabaseOptions {
@@ -70,6 +72,7 @@ impl Default for DatabaseOptions {
             stats: None,
             flush_thread: true,
             accept_dirty: false,
+            write_back_depth: crate::cache::DEFAULT_WRITE_BACK_DEPTH,
         }
     }
 }
@@ -189,6 +192,16 @@ fn validate(options: &DatabaseOptions) -> Result<()> {
         return Err(EngineError::InvalidOption {
             field: "cache_min_bytes",
             reason: "larger than cache_max_bytes".into(),
+        });
+    }
+    if options.write_back_depth == 0 || options.write_back_depth > jetproof_io::writeq::MAX_DEPTH {
+        return Err(EngineError::InvalidOption {
+            field: "write_back_depth",
+            reason: format!(
+                "{} writes in flight; choose 1 to {}",
+                options.write_back_depth,
+                jetproof_io::writeq::MAX_DEPTH
+            ),
         });
     }
     Ok(())
@@ -328,6 +341,7 @@ impl Database {
             max_pages: (options.cache_max_bytes / ps as u64) as usize,
             flush_thread: options.flush_thread,
             flush_map: Some(flush_map.clone()),
+            write_back_depth: options.write_back_depth,
         };
         let stamp = Arc::new(AtomicU64::new(header.next_update_stamp.max(1)));
         let (cache, space) = Self::load_state(file, &store, &header, config, &stamp)?;

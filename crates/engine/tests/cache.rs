@@ -34,6 +34,7 @@ fn fixture(page_size: usize, pages: u64, max_pages: usize) -> Fixture {
             max_pages,
             flush_thread: false,
             flush_map: None,
+            write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
         },
     )
     .unwrap();
@@ -242,4 +243,160 @@ fn page_fault_stalls_are_counted_and_exhaustion_is_an_error() {
     drop(last);
     drop(held);
     drop(f.cache.read(61).unwrap());
+}
+
+/// A file whose writes each take `delay` and that records how many were in progress at once.
+#[derive(Debug)]
+struct SlowWrites {
+    inner: Arc<dyn IoFile>,
+    delay: std::time::Duration,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl IoFile for SlowWrites {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn read_at(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        class: IoClass,
+    ) -> Result<(), jetproof_io::IoError> {
+        self.inner.read_at(buf, offset, class)
+    }
+    fn write_at(
+        &self,
+        data: &[u8],
+        offset: u64,
+        class: IoClass,
+    ) -> Result<(), jetproof_io::IoError> {
+        use std::sync::atomic::Ordering;
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        let result = self.inner.write_at(data, offset, class);
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+    fn sync_data(&self, class: IoClass) -> Result<(), jetproof_io::IoError> {
+        self.inner.sync_data(class)
+    }
+    fn size(&self) -> Result<u64, jetproof_io::IoError> {
+        self.inner.size()
+    }
+    fn set_size(&self, size: u64) -> Result<(), jetproof_io::IoError> {
+        self.inner.set_size(size)
+    }
+    fn logical_block_size(&self) -> usize {
+        self.inner.logical_block_size()
+    }
+}
+
+/// Flushes 32 dirty pages that are not adjacent (32 writes of 20 ms each) at `depth`; returns
+/// the most writes in progress at once and the time the flush took.
+fn flush_slowly(depth: usize) -> (usize, std::time::Duration) {
+    let page_size = 4096;
+    let backend = MemBackend::new();
+    let raw = backend
+        .open(Path::new("/c/db.jpdb"), &OpenOptions::create().buffered())
+        .unwrap();
+    format_range(raw.as_ref(), page_size, 0, 128).unwrap();
+    let slow = Arc::new(SlowWrites {
+        inner: raw.clone(),
+        delay: std::time::Duration::from_millis(20),
+        now: Default::default(),
+        most: Default::default(),
+    });
+    let cache = PageCache::new(
+        slow.clone(),
+        CacheConfig {
+            page_size,
+            min_pages: 16,
+            max_pages: 128,
+            flush_thread: false,
+            flush_map: None,
+            write_back_depth: depth,
+        },
+    )
+    .unwrap();
+    for page in (0..64).step_by(2) {
+        dirty(&cache, page);
+    }
+    let start = std::time::Instant::now();
+    cache.flush_all().unwrap();
+    let took = start.elapsed();
+    assert_eq!(cache.stats().dirty_pages, 0);
+    assert_eq!(cache.stats().write_ios, 32);
+    // Every page reached the file, sealed.
+    let mut buf = vec![0u8; page_size];
+    for page in (0..64u32).step_by(2) {
+        raw.read_at(
+            &mut buf,
+            u64::from(page) * page_size as u64,
+            IoClass::DbRead,
+        )
+        .unwrap();
+        assert_eq!(
+            jetproof_engine::page::update_stamp(&buf),
+            Some(u64::from(page) + 1000),
+            "page {page}"
+        );
+    }
+    (slow.most.load(std::sync::atomic::Ordering::SeqCst), took)
+}
+
+#[test]
+fn write_back_keeps_up_to_its_depth_of_writes_in_flight() {
+    let (most, one_at_a_time) = flush_slowly(1);
+    assert_eq!(most, 1, "depth 1 writes one at a time");
+    let (most, overlapped) = flush_slowly(8);
+    assert!((2..=8).contains(&most), "depth 8: {most} writes at once");
+    // 32 writes of 20 ms: 640 ms one at a time, ~80 ms eight at a time.
+    assert!(
+        overlapped * 3 < one_at_a_time,
+        "depth 8 took {overlapped:?}, depth 1 {one_at_a_time:?}"
+    );
+}
+
+#[test]
+fn misses_of_different_pages_are_read_in_parallel() {
+    use jetproof_io::fault::{FaultBackend, FaultConfig};
+    let page_size = 4096;
+    let backend = FaultBackend::new(FaultConfig::default());
+    let raw = backend
+        .open(Path::new("/c/db.jpdb"), &OpenOptions::create().buffered())
+        .unwrap();
+    format_range(raw.as_ref(), page_size, 0, 64).unwrap();
+    let cache = PageCache::new(
+        raw,
+        CacheConfig {
+            page_size,
+            min_pages: 16,
+            max_pages: 64,
+            flush_thread: false,
+            flush_map: None,
+            write_back_depth: 8,
+        },
+    )
+    .unwrap();
+    backend.configure(|c| c.added_latency = std::time::Duration::from_millis(50));
+    let start = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        for session in 0..8u32 {
+            let cache = &cache;
+            scope.spawn(move || {
+                let page = cache.read(10 + session).unwrap();
+                assert_eq!(page.page_number(), 10 + session);
+            });
+        }
+    });
+    let took = start.elapsed();
+    assert_eq!(cache.stats().read_ios, 8);
+    // Serialised, eight 50 ms reads take 400 ms.
+    assert!(
+        took < std::time::Duration::from_millis(250),
+        "8 misses took {took:?}"
+    );
 }

@@ -27,6 +27,7 @@ fn cache(file: &Arc<dyn IoFile>) -> PageCache {
             max_pages: 64,
             flush_thread: false,
             flush_map: None,
+            write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
         },
     )
     .unwrap()

@@ -40,6 +40,7 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::writeq::{WriteCompletion, WriteQueue, WriteRequest};
 use crate::{IoBackend, IoClass, IoError, IoFile, OpenOptions};
 
 /// What to inject. The default injects nothing: a plain in-memory backend with crash semantics.
@@ -131,6 +132,25 @@ pub enum FaultEvent {
         kept: usize,
         len: usize,
     },
+    /// A write submitted to a write queue while another write of an overlapping range of the
+    /// same file was still in flight: the order they reach the disk in is undefined, so the
+    /// caller must never do this (the crash harness fails on it).
+    OverlappingInFlight {
+        path: PathBuf,
+        offset: u64,
+        len: usize,
+        other_offset: u64,
+        other_len: usize,
+    },
+    /// A write still in flight at a crash: `kept` of its `len` bytes reached the disk (0: lost;
+    /// `len`: whole; between: torn), applied as the `order`-th of the in-flight writes.
+    InFlightAtCrash {
+        path: PathBuf,
+        offset: u64,
+        kept: usize,
+        len: usize,
+        order: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -145,11 +165,21 @@ enum Pending {
     SetSize(u64),
 }
 
+/// A write of a write queue, submitted and not completed: not in the current content yet.
+#[derive(Clone, Debug)]
+struct InFlight {
+    id: u64,
+    offset: u64,
+    data: Vec<u8>,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Inode {
     current: Vec<u8>,
     durable: Vec<u8>,
     pending: Vec<Pending>,
+    /// Writes of a write queue in flight (see [`FaultFile::native_write_queue`]).
+    in_flight: Vec<InFlight>,
 }
 
 type InodeId = usize;
@@ -164,6 +194,8 @@ struct State {
     durable_names: HashMap<PathBuf, InodeId>,
     events: Vec<FaultEvent>,
     crashes: u64,
+    /// Identifies queued writes in flight.
+    next_write_id: u64,
 }
 
 #[derive(Debug)]
@@ -227,6 +259,7 @@ impl FaultBackend {
                     names,
                     events: Vec::new(),
                     crashes,
+                    next_write_id: 0,
                 }),
                 crashed: AtomicBool::new(false),
             }),
@@ -349,11 +382,47 @@ impl FaultBackend {
                     }
                 }
             }
+            // Writes still in flight reach the disk after every completed one, in any order,
+            // whole, torn or not at all (only a crash that keeps unsynced data keeps any).
+            if mode != CrashMode::SyncedOnly && !inode.in_flight.is_empty() {
+                let mut order: Vec<usize> = (0..inode.in_flight.len()).collect();
+                for i in (1..order.len()).rev() {
+                    order.swap(i, rng.random_range(0..=i));
+                }
+                for (n, &i) in order.iter().enumerate() {
+                    let write = &inode.in_flight[i];
+                    let len = write.data.len();
+                    let kept = match rng.random_range(0..3u32) {
+                        0 => 0,
+                        1 => len,
+                        _ if mode == CrashMode::TornLast => {
+                            let sectors = len.div_ceil(sector);
+                            (rng.random_range(0..sectors.max(1)) * sector).min(len)
+                        }
+                        _ => {
+                            if rng.random_bool(0.5) {
+                                len
+                            } else {
+                                0
+                            }
+                        }
+                    };
+                    apply_write(&mut data, write.offset, &write.data[..kept]);
+                    events.push(FaultEvent::InFlightAtCrash {
+                        path: path.clone(),
+                        offset: write.offset,
+                        kept,
+                        len,
+                        order: n,
+                    });
+                }
+            }
             names.insert(path.clone(), inodes.len());
             inodes.push(Inode {
                 current: data.clone(),
                 durable: data,
                 pending: Vec::new(),
+                in_flight: Vec::new(),
             });
         }
         state.events.extend(events.iter().cloned());
@@ -701,6 +770,150 @@ impl IoFile for FaultFile {
     fn logical_block_size(&self) -> usize {
         self.block_size
     }
+
+    /// A queue whose writes stay in flight (not in the file's current content) until a reap
+    /// completes them, a seeded random number at a time in a seeded random order; a crash then
+    /// keeps, drops, tears or reorders the ones still in flight. A completion that hits the
+    /// injected EIO (the machine dying) leaves its write in flight for the crash to decide.
+    /// Writes overlapping one in flight are recorded ([`FaultEvent::OverlappingInFlight`]).
+    fn native_write_queue(
+        &self,
+        depth: usize,
+        class: IoClass,
+    ) -> Option<Result<Box<dyn WriteQueue>, IoError>> {
+        Some(Ok(Box::new(FaultQueue {
+            file: FaultFile {
+                shared: self.shared.clone(),
+                path: self.path.clone(),
+                inode: self.inode,
+                block_size: self.block_size,
+                writable: self.writable,
+                dsync: self.dsync,
+            },
+            depth: depth.max(1),
+            class,
+            waiting: Vec::new(),
+            refused: Vec::new(),
+        })))
+    }
+}
+
+/// The fault backend's write queue; see [`FaultFile::native_write_queue`].
+#[derive(Debug)]
+struct FaultQueue {
+    file: FaultFile,
+    depth: usize,
+    class: IoClass,
+    /// Submitted, not reaped: the in-flight id and the request.
+    waiting: Vec<(u64, WriteRequest)>,
+    refused: Vec<WriteCompletion>,
+}
+
+impl FaultQueue {
+    fn refuse(&mut self, request: WriteRequest, error: IoError) {
+        self.refused.push(WriteCompletion {
+            tag: request.tag,
+            buf: request.buf,
+            len: request.len,
+            result: Err(error),
+        });
+    }
+}
+
+impl WriteQueue for FaultQueue {
+    fn depth(&self) -> usize {
+        self.depth
+    }
+    fn in_flight(&self) -> usize {
+        self.waiting.len() + self.refused.len()
+    }
+    fn submit(&mut self, request: WriteRequest) {
+        let len = request.len.min(request.buf.len());
+        let data = &request.buf[..len];
+        if let Err(error) = self.file.check_aligned(request.offset, len, data.as_ptr()) {
+            self.refuse(request, error);
+            return;
+        }
+        if self.file.shared.crashed.load(Ordering::SeqCst) {
+            let error = IoError::Crashed {
+                path: self.file.path.clone(),
+            };
+            self.refuse(request, error);
+            return;
+        }
+        let id = {
+            let mut state = self.file.shared.state.lock();
+            let id = state.next_write_id;
+            state.next_write_id += 1;
+            let end = request.offset + len as u64;
+            let overlapping = state.inodes[self.file.inode]
+                .in_flight
+                .iter()
+                .find(|w| w.offset < end && request.offset < w.offset + w.data.len() as u64)
+                .map(|w| (w.offset, w.data.len()));
+            if let Some((other_offset, other_len)) = overlapping {
+                state.events.push(FaultEvent::OverlappingInFlight {
+                    path: self.file.path.clone(),
+                    offset: request.offset,
+                    len,
+                    other_offset,
+                    other_len,
+                });
+            }
+            state.inodes[self.file.inode].in_flight.push(InFlight {
+                id,
+                offset: request.offset,
+                data: data.to_vec(),
+            });
+            id
+        };
+        self.waiting.push((id, request));
+    }
+    fn reap(&mut self, wait: bool, out: &mut Vec<WriteCompletion>) {
+        let first = out.len();
+        out.append(&mut self.refused);
+        if self.waiting.is_empty() {
+            return;
+        }
+        // Which complete now, and in what order: drawn under the lock, in operation order.
+        let chosen: Vec<(u64, WriteRequest)> = {
+            let mut state = self.file.shared.state.lock();
+            let n = self.waiting.len();
+            let least = usize::from(wait && out.len() == first);
+            let count = state.rng.random_range(least..=n);
+            let mut picked = Vec::with_capacity(count);
+            for _ in 0..count {
+                let i = state.rng.random_range(0..self.waiting.len());
+                picked.push(self.waiting.swap_remove(i));
+            }
+            let inode = &mut state.inodes[self.file.inode];
+            inode
+                .in_flight
+                .retain(|w| !picked.iter().any(|(id, _)| *id == w.id));
+            picked
+        };
+        for (id, request) in chosen {
+            let len = request.len.min(request.buf.len());
+            let result = self
+                .file
+                .write_at(&request.buf[..len], request.offset, self.class);
+            if matches!(result, Err(IoError::Injected { .. })) {
+                // The machine is dying: the write may yet reach the disk, whole or in part.
+                let mut state = self.file.shared.state.lock();
+                state.inodes[self.file.inode].in_flight.push(InFlight {
+                    id,
+                    offset: request.offset,
+                    data: request.buf[..len].to_vec(),
+                });
+            }
+            out.push(WriteCompletion {
+                tag: request.tag,
+                buf: request.buf,
+                len: request.len,
+                result,
+            });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -794,6 +1007,166 @@ mod tests {
         );
         let kept = first.iter().filter(|&&b| b != 0).count();
         assert!(kept > 5 && kept < 59, "seed {seed}: kept {kept} of 64");
+    }
+
+    fn queued(file: &Arc<dyn IoFile>, depth: usize) -> Box<dyn WriteQueue> {
+        crate::open_write_queue(file, depth, IoClass::DbWrite).expect("queue")
+    }
+
+    fn request(tag: u64, offset: u64, byte: u8, len: usize) -> WriteRequest {
+        let mut buf = crate::AlignedBuf::zeroed(len);
+        buf.fill(byte);
+        WriteRequest {
+            tag,
+            offset,
+            buf,
+            len,
+        }
+    }
+
+    #[test]
+    fn queued_writes_are_invisible_until_reaped_and_complete_out_of_order() {
+        let seed = seed();
+        let backend = FaultBackend::new(FaultConfig {
+            seed,
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/q");
+        file.write_at(&[0u8; 16 * 512], 0, IoClass::DbWrite)
+            .expect("w");
+        let mut queue = queued(&file, 16);
+        for i in 0..16u64 {
+            queue.submit(request(i, i * 512, i as u8 + 1, 512));
+        }
+        assert_eq!(queue.in_flight(), 16);
+        assert!(
+            backend
+                .current_contents(Path::new("/q"))
+                .expect("file")
+                .iter()
+                .all(|&b| b == 0),
+            "seed {seed}: a write in flight is not in the file yet"
+        );
+        let mut done = Vec::new();
+        while queue.in_flight() > 0 {
+            let before = done.len();
+            queue.reap(true, &mut done);
+            assert!(
+                done.len() > before,
+                "seed {seed}: a waiting reap completes one"
+            );
+        }
+        let order: Vec<u64> = done.iter().map(|c| c.tag).collect();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..16).collect::<Vec<_>>(), "seed {seed}");
+        assert_ne!(
+            order, sorted,
+            "seed {seed}: 16 writes completed in submission order"
+        );
+        let data = backend.current_contents(Path::new("/q")).expect("file");
+        for i in 0..16usize {
+            assert!(
+                data[i * 512..(i + 1) * 512]
+                    .iter()
+                    .all(|&b| b == i as u8 + 1)
+            );
+        }
+        assert!(backend.events().is_empty(), "seed {seed}");
+    }
+
+    #[test]
+    fn a_crash_keeps_drops_tears_and_reorders_writes_in_flight() {
+        let seed = seed();
+        let (mut whole, mut lost, mut torn) = (0, 0, 0);
+        for case in 0..20u64 {
+            let backend = FaultBackend::new(FaultConfig {
+                seed: seed.wrapping_add(case),
+                sync_dir_required: false,
+                sector_size: 512,
+                ..FaultConfig::default()
+            });
+            let file = open(&backend, "/q");
+            file.write_at(&[0u8; 8 * 4096], 0, IoClass::DbWrite)
+                .expect("w");
+            file.sync_data(IoClass::DbWrite).expect("s");
+            let mut queue = queued(&file, 8);
+            for i in 0..8u64 {
+                queue.submit(request(i, i * 4096, i as u8 + 1, 4096));
+            }
+            let mode = if case % 2 == 0 {
+                CrashMode::TornLast
+            } else {
+                CrashMode::RandomSubset
+            };
+            let after = backend.crash(mode);
+            let data = after.current_contents(Path::new("/q")).expect("file");
+            for i in 0..8usize {
+                let block = &data[i * 4096..(i + 1) * 4096];
+                let kept = block.iter().take_while(|&&b| b == i as u8 + 1).count();
+                assert!(
+                    block[kept..].iter().all(|&b| b == 0),
+                    "seed {}: block {i} is a prefix of its write",
+                    seed.wrapping_add(case)
+                );
+                match kept {
+                    0 => lost += 1,
+                    4096 => whole += 1,
+                    _ => torn += 1,
+                }
+            }
+            let events = after.events();
+            assert_eq!(
+                events
+                    .iter()
+                    .filter(|e| matches!(e, FaultEvent::InFlightAtCrash { .. }))
+                    .count(),
+                8
+            );
+            drop(queue);
+            // A synced-only crash keeps none of them.
+            let backend = FaultBackend::new(FaultConfig {
+                sync_dir_required: false,
+                ..FaultConfig::default()
+            });
+            let file = open(&backend, "/q");
+            let mut queue = queued(&file, 4);
+            queue.submit(request(0, 0, 9, 512));
+            let after = backend.crash(CrashMode::SyncedOnly);
+            assert!(
+                after
+                    .current_contents(Path::new("/q"))
+                    .expect("f")
+                    .is_empty()
+            );
+        }
+        assert!(
+            whole > 0 && lost > 0 && torn > 0,
+            "seed {seed}: {whole} {lost} {torn}"
+        );
+    }
+
+    #[test]
+    fn an_overlapping_write_in_flight_is_recorded() {
+        let backend = FaultBackend::new(FaultConfig::default());
+        let file = open(&backend, "/q");
+        let mut queue = queued(&file, 4);
+        queue.submit(request(0, 0, 1, 4096));
+        queue.submit(request(1, 8192, 2, 4096));
+        assert!(backend.events().is_empty());
+        queue.submit(request(2, 2048, 3, 4096));
+        assert!(matches!(
+            backend.events().as_slice(),
+            [FaultEvent::OverlappingInFlight {
+                offset: 2048,
+                other_offset: 0,
+                ..
+            }]
+        ));
+        let mut done = Vec::new();
+        while queue.in_flight() > 0 {
+            queue.reap(true, &mut done);
+        }
     }
 
     #[test]

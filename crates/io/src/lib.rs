@@ -9,9 +9,9 @@
 //!   fast tests ([`mem`]), io_uring, and a fault-injecting one for crash tests;
 //! * buffers handed to direct I/O are aligned ([`AlignedBuf`]).
 //!
-//! The trait is synchronous: the engine's sessions are threads, like ESE's, and a flush that has
-//! several writes to issue hands them over at once with [`IoFile::write_batch`], which a backend
-//! that can queue (io_uring) overlaps.
+//! The trait is synchronous: the engine's sessions are threads, like ESE's. The cache's
+//! write-back keeps several writes in flight through a [`WriteQueue`] ([`writeq`]): the
+//! backend's own (io_uring, fault) or a pool of writer threads.
 
 pub mod buf;
 pub mod class;
@@ -24,6 +24,7 @@ pub mod probe;
 pub mod sample;
 pub mod std_backend;
 pub mod uring;
+pub mod writeq;
 
 use std::fmt::Debug;
 use std::path::Path;
@@ -34,6 +35,7 @@ pub use class::IoClass;
 pub use error::IoError;
 pub use hist::{ClassSummary, LatencyHistogram};
 pub use meter::{ClassSnapshot, InstanceSnapshot, InstanceStats, MeteredFile};
+pub use writeq::{WriteCompletion, WriteQueue, WriteRequest, open_write_queue};
 
 /// How a file is opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,6 +189,16 @@ pub trait IoFile: Send + Sync + Debug {
             self.write_at(op.data, op.offset, class)?;
         }
         Ok(())
+    }
+
+    /// The backend's own asynchronous write queue of `depth` writes in flight, if it has one
+    /// (io_uring, the fault backend); `None` lets [`open_write_queue`] use writer threads.
+    fn native_write_queue(
+        &self,
+        _depth: usize,
+        _class: IoClass,
+    ) -> Option<Result<Box<dyn WriteQueue>, IoError>> {
+        None
     }
 }
 

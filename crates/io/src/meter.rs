@@ -32,6 +32,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::hist::{ClassSummary, LatencyHistogram, MAX_TRACKABLE_NS, new_hdr};
+use crate::writeq::{WriteCompletion, WriteQueue, WriteRequest};
 use crate::{IoClass, IoError, IoFile, ReadOp, WriteOp};
 
 /// Number of independent recorders per (instance, class).
@@ -446,6 +447,60 @@ impl IoFile for MeteredFile {
             self.record(class, op.data.len(), start, end);
         }
         Ok(())
+    }
+
+    /// The inner file's queue, each write timed from its submission to the reap that found it
+    /// complete. Without one, the writer threads of [`crate::open_write_queue`] call
+    /// [`MeteredFile::write_at`], which times each write itself.
+    fn native_write_queue(
+        &self,
+        depth: usize,
+        class: IoClass,
+    ) -> Option<Result<Box<dyn WriteQueue>, IoError>> {
+        let inner = self.inner.native_write_queue(depth, class)?;
+        Some(inner.map(|inner| {
+            Box::new(MeteredQueue {
+                inner,
+                stats: self.stats.clone(),
+                class,
+                started: std::collections::HashMap::new(),
+            }) as Box<dyn WriteQueue>
+        }))
+    }
+}
+
+/// A backend's write queue, metered (see [`MeteredFile::native_write_queue`]).
+#[derive(Debug)]
+struct MeteredQueue {
+    inner: Box<dyn WriteQueue>,
+    stats: Arc<InstanceStats>,
+    class: IoClass,
+    started: std::collections::HashMap<u64, Instant>,
+}
+
+impl WriteQueue for MeteredQueue {
+    fn depth(&self) -> usize {
+        self.inner.depth()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn submit(&mut self, request: WriteRequest) {
+        self.started.insert(request.tag, Instant::now());
+        self.inner.submit(request);
+    }
+    fn reap(&mut self, wait: bool, out: &mut Vec<WriteCompletion>) {
+        let first = out.len();
+        self.inner.reap(wait, out);
+        let end = Instant::now();
+        for done in out.iter().skip(first) {
+            let start = self.started.remove(&done.tag).unwrap_or(end);
+            if done.result.is_ok() {
+                self.stats
+                    .class(self.class)
+                    .record(done.len as u64, nanos_between(start, end));
+            }
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 use parking_lot::Mutex;
 
 use crate::std_backend::{StdFile, open_file, path_error};
+use crate::writeq::{WriteCompletion, WriteQueue, WriteRequest};
 use crate::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions, ReadOp, WriteOp};
 
 /// Entries per ring of a file's pool: the largest batch put in flight at once (bigger batches
@@ -64,7 +65,7 @@ impl UringBackend {
         path: &Path,
         options: &OpenOptions,
     ) -> Result<Arc<UringFile>, IoError> {
-        let inner = open_file(path, options)?;
+        let inner = Arc::new(open_file(path, options)?);
         Ok(Arc::new(UringFile {
             inner,
             rings: Mutex::new(Vec::new()),
@@ -190,7 +191,7 @@ enum Op {
 /// An open file of the io_uring backend.
 #[derive(Debug)]
 pub struct UringFile {
-    inner: StdFile,
+    inner: Arc<StdFile>,
     rings: Mutex<Vec<Ring>>,
 }
 
@@ -437,6 +438,216 @@ impl IoFile for UringFile {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    fn native_write_queue(
+        &self,
+        depth: usize,
+        _class: IoClass,
+    ) -> Option<Result<Box<dyn WriteQueue>, IoError>> {
+        Some(UringWriteQueue::new(self.inner.clone(), depth).map(|q| Box::new(q) as _))
+    }
+}
+
+/// The write-back queue of an io_uring file: one ring of its own, every write submitted to it
+/// at once (one `io_uring_enter` per write, or per reap that also submits), completions reaped
+/// by the caller in the order the device finishes them. A short write is finished with
+/// pwrite before it is reported; a failed one poisons the file, as `write_at` does.
+#[derive(Debug)]
+pub struct UringWriteQueue {
+    file: Arc<StdFile>,
+    ring: Ring,
+    depth: usize,
+    /// The writes in the kernel's hands, by ring user data (a slot index).
+    slots: Vec<Option<WriteRequest>>,
+    in_flight: usize,
+    /// Writes refused before they reached the kernel, reported by the next reap.
+    refused: Vec<WriteCompletion>,
+}
+
+impl UringWriteQueue {
+    fn new(file: Arc<StdFile>, depth: usize) -> Result<UringWriteQueue, IoError> {
+        let depth = depth.max(1);
+        let entries = (depth.next_power_of_two() as u32).max(2);
+        let ring = Ring::new(file.raw_fd(), entries)?;
+        Ok(UringWriteQueue {
+            file,
+            ring,
+            depth,
+            slots: (0..depth).map(|_| None).collect(),
+            in_flight: 0,
+            refused: Vec::new(),
+        })
+    }
+
+    fn refuse(&mut self, request: WriteRequest, error: IoError) {
+        self.refused.push(WriteCompletion {
+            tag: request.tag,
+            buf: request.buf,
+            len: request.len,
+            result: Err(error),
+        });
+    }
+
+    fn finish(&self, request: &WriteRequest, result: i32) -> Result<(), IoError> {
+        let data = request.buf.get(..request.len).unwrap_or(&[]);
+        if result < 0 {
+            self.file.poison();
+            return Err(self.file.os_error(
+                "write",
+                request.offset,
+                data.len(),
+                std::io::Error::from_raw_os_error(-result),
+            ));
+        }
+        let done = result as usize;
+        if done < data.len() {
+            use std::os::unix::fs::FileExt;
+            let rest = data.get(done..).unwrap_or(&[]);
+            self.file
+                .file
+                .write_all_at(rest, request.offset + done as u64)
+                .map_err(|e| {
+                    self.file.poison();
+                    self.file.os_error("write", request.offset, data.len(), e)
+                })?;
+        }
+        Ok(())
+    }
+
+    fn collect(&mut self, out: &mut Vec<WriteCompletion>) {
+        let ready: Vec<(u64, i32)> = self
+            .ring
+            .ring
+            .completion()
+            .map(|cqe| (cqe.user_data(), cqe.result()))
+            .collect();
+        for (slot, result) in ready {
+            let Some(request) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+                continue;
+            };
+            self.in_flight -= 1;
+            let result = self.finish(&request, result);
+            out.push(WriteCompletion {
+                tag: request.tag,
+                buf: request.buf,
+                len: request.len,
+                result,
+            });
+        }
+    }
+}
+
+impl WriteQueue for UringWriteQueue {
+    fn depth(&self) -> usize {
+        self.depth
+    }
+    fn in_flight(&self) -> usize {
+        self.in_flight + self.refused.len()
+    }
+    fn submit(&mut self, request: WriteRequest) {
+        if let Err(error) = self.file.check_poisoned().and_then(|()| {
+            let data = request.buf.get(..request.len).unwrap_or(&[]);
+            self.file
+                .check_aligned(request.offset, data.len(), data.as_ptr())
+        }) {
+            self.refuse(request, error);
+            return;
+        }
+        let Some(slot) = self.slots.iter().position(Option::is_none) else {
+            let error = path_error(
+                "queue",
+                &self.file.path,
+                std::io::Error::other("more writes than the queue's depth"),
+            );
+            self.refuse(request, error);
+            return;
+        };
+        let ptr = request.buf.as_ptr();
+        let len = request.len.min(request.buf.len()) as u32;
+        let entry = if self.ring.fixed_file {
+            opcode::Write::new(types::Fixed(0), ptr, len)
+        } else {
+            opcode::Write::new(types::Fd(self.file.raw_fd()), ptr, len)
+        }
+        .offset(request.offset)
+        .build()
+        .user_data(slot as u64);
+        // SAFETY: the buffer is owned by `slots[slot]` until the completion of this entry is
+        // reaped (`collect`), and `Drop` reaps every entry before the buffers are freed.
+        let mut pushed = unsafe { self.ring.ring.submission().push(&entry) }.is_ok();
+        if !pushed && self.ring.ring.submit().is_ok() {
+            // SAFETY: as above.
+            pushed = unsafe { self.ring.ring.submission().push(&entry) }.is_ok();
+        }
+        if !pushed {
+            let error = path_error(
+                "queue",
+                &self.file.path,
+                std::io::Error::other("io_uring submission queue full"),
+            );
+            self.refuse(request, error);
+            return;
+        }
+        if let Some(entry) = self.slots.get_mut(slot) {
+            *entry = Some(request);
+        }
+        self.in_flight += 1;
+        // Into the kernel now: the write must not wait for the next reap to start. An entry
+        // not taken stays queued and goes with the next enter (the reap's wait); a ring that
+        // cannot enter at all shows there.
+        let _ = self.ring.submit_and_wait(0);
+    }
+    fn reap(&mut self, wait: bool, out: &mut Vec<WriteCompletion>) {
+        let first = out.len();
+        out.append(&mut self.refused);
+        self.collect(out);
+        if !wait || out.len() > first || self.in_flight == 0 {
+            return;
+        }
+        if let Err(error) = self.ring.submit_and_wait(1) {
+            // The ring is broken: every write still in it is reported failed. Their buffers
+            // may still be in the kernel's hands, so they are leaked, never freed under it.
+            self.file.poison();
+            for slot in self.slots.iter_mut() {
+                if let Some(request) = slot.take() {
+                    out.push(WriteCompletion {
+                        tag: request.tag,
+                        buf: AlignedBuf::zeroed(0),
+                        len: request.len,
+                        result: Err(self.file.os_error(
+                            "io_uring wait",
+                            request.offset,
+                            request.len,
+                            std::io::Error::new(error.kind(), error.to_string()),
+                        )),
+                    });
+                    std::mem::forget(request.buf);
+                }
+            }
+            self.in_flight = 0;
+            return;
+        }
+        self.collect(out);
+    }
+}
+
+impl Drop for UringWriteQueue {
+    fn drop(&mut self) {
+        // Module invariant: no buffer is freed while the kernel may still read it.
+        let mut sink = Vec::new();
+        while self.in_flight > 0 {
+            if self.ring.submit_and_wait(1).is_err() {
+                for slot in self.slots.iter_mut() {
+                    if let Some(request) = slot.take() {
+                        std::mem::forget(request.buf);
+                    }
+                }
+                return;
+            }
+            sink.clear();
+            self.collect(&mut sink);
+        }
     }
 }
 

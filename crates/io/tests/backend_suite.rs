@@ -162,6 +162,66 @@ fn batches_overlap_and_land_where_asked() {
 }
 
 #[test]
+fn write_queues_complete_every_write_once_and_land_them_at_every_depth() {
+    for_each_case(|case, path| {
+        let file = case
+            .backend
+            .open(path, &options(case, OpenOptions::create()))
+            .expect("create");
+        for depth in [1usize, 4, 32] {
+            let mut queue =
+                jetproof_io::open_write_queue(&file, depth, IoClass::DbWrite).expect("queue");
+            assert_eq!(queue.depth(), depth, "{}", case.name);
+            let mut done = Vec::new();
+            for i in 0..96u64 {
+                while queue.in_flight() >= queue.depth() {
+                    queue.reap(true, &mut done);
+                }
+                // Runs of 1 to 3 blocks, as the cache's coalesced writes.
+                let blocks = (i % 3 + 1) as usize;
+                queue.submit(jetproof_io::WriteRequest {
+                    tag: i,
+                    offset: i * 3 * 4096,
+                    buf: pattern(blocks * 4096, i as u8 ^ depth as u8),
+                    len: blocks * 4096,
+                });
+            }
+            while queue.in_flight() > 0 {
+                queue.reap(true, &mut done);
+            }
+            let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+            tags.sort_unstable();
+            assert_eq!(
+                tags,
+                (0..96).collect::<Vec<_>>(),
+                "{} depth {depth}",
+                case.name
+            );
+            for completion in &done {
+                assert!(
+                    completion.result.is_ok(),
+                    "{}: {:?}",
+                    case.name,
+                    completion.result
+                );
+            }
+            for i in 0..96u64 {
+                let blocks = (i % 3 + 1) as usize;
+                let mut back = AlignedBuf::zeroed(blocks * 4096);
+                file.read_at(&mut back, i * 3 * 4096, IoClass::DbRead)
+                    .expect("read");
+                assert_eq!(
+                    &back[..],
+                    &pattern(blocks * 4096, i as u8 ^ depth as u8)[..],
+                    "{} depth {depth}: write {i}",
+                    case.name
+                );
+            }
+        }
+    });
+}
+
+#[test]
 fn read_past_end_is_short_read() {
     for_each_case(|case, path| {
         let file = case

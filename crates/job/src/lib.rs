@@ -217,7 +217,18 @@ pub struct Cache {
     /// Log distance after which the oldest dirty pages are flushed. Unset: 20 MiB for a single
     /// copy, 100 MiB when the database has copies.
     pub checkpoint_depth: Option<ByteSize>,
+    /// Database page writes in flight at once per database (write-back depth), 1 to 1024.
+    /// Default 32: ESE keeps up to 96 flush writes outstanding per process
+    /// (`JET_paramCheckpointIOMax`, 8–1024), shared by its databases (`docs/design.md`,
+    /// "Write-back").
+    pub write_back_depth: i64,
 }
+
+/// The default of `cache.write_back_depth`.
+pub const DEFAULT_WRITE_BACK_DEPTH: i64 = 32;
+
+/// The most writes in flight `cache.write_back_depth` allows.
+pub const MAX_WRITE_BACK_DEPTH: i64 = 1024;
 
 /// The transaction log of each instance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -323,6 +334,7 @@ impl Default for Cache {
             min_size: ByteSize::mib(8),
             max_size: ByteSize::mib(32),
             checkpoint_depth: None,
+            write_back_depth: DEFAULT_WRITE_BACK_DEPTH,
         }
     }
 }
@@ -731,6 +743,15 @@ impl Job {
                 "make the maximum at least the minimum",
             ));
         }
+        if !(1..=MAX_WRITE_BACK_DEPTH).contains(&c.write_back_depth) {
+            return Err(invalid(
+                "cache.write_back_depth",
+                format!("is {}", c.write_back_depth),
+                format!(
+                    "give 1 to {MAX_WRITE_BACK_DEPTH} writes in flight per database (default {DEFAULT_WRITE_BACK_DEPTH})"
+                ),
+            ));
+        }
         if let Some(depth) = c.checkpoint_depth
             && depth.bytes() < self.log.file_size.bytes()
         {
@@ -1132,6 +1153,24 @@ mod tests {
             text.contains("thresholds.page_fault_stalls_per_sec") && text.contains("0 or more"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn write_back_depth_defaults_to_32_and_a_bad_one_is_refused_naming_the_key() {
+        assert_eq!(Job::default().cache.write_back_depth, 32);
+        let set = Job::parse("[cache]\nwrite_back_depth = 1\n", "j").expect("1");
+        assert_eq!(set.cache.write_back_depth, 1);
+        for bad in ["0", "-3", "1025"] {
+            let err = Job::parse(&format!("[cache]\nwrite_back_depth = {bad}\n"), "j")
+                .expect_err("refused");
+            let text = err.to_string();
+            assert!(
+                text.contains("cache.write_back_depth") && text.contains("1 to 1024"),
+                "{bad}: {text}"
+            );
+        }
+        let err = Job::parse("[cache]\nwrite_back_depth = \"many\"\n", "j").expect_err("text");
+        assert!(err.to_string().contains("write_back_depth"), "{err}");
     }
 
     #[test]

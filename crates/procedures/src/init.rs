@@ -540,6 +540,7 @@ fn fill_database(
         cache_max_bytes: job.cache.max_size.bytes(),
         direct_io: job.storage.direct_io,
         stats: Some(stats.clone()),
+        write_back_depth: job.cache.write_back_depth.clamp(1, 1024) as usize,
         ..DatabaseOptions::default()
     };
     let mut database = Database::create(options.backend.as_ref(), &partial, db_options)

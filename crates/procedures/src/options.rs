@@ -95,6 +95,8 @@ pub fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions
             cache_max_bytes: job.cache.max_size.bytes(),
             direct_io: job.storage.direct_io,
             stats: Some(stats),
+            // Validated (1..=1024) when the job was read.
+            write_back_depth: job.cache.write_back_depth.clamp(1, 1024) as usize,
             ..DatabaseOptions::default()
         },
         log_file_size_bytes: file_size_bytes,

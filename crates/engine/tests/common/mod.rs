@@ -35,6 +35,7 @@ pub fn small_options(page_size: usize, cache_pages: u64) -> DatabaseOptions {
         stats: None,
         flush_thread: false,
         accept_dirty: false,
+        write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
     }
 }
 

@@ -68,6 +68,7 @@ pub fn small_options(
             stats: None,
             flush_thread: false,
             accept_dirty: false,
+            write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
         },
         log_file_size_bytes: 64 << 10,
         log_buffer_size_bytes: 32 << 10,

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# How far jetproof drives the storage (issue 22): unpaced performance tests at rising session
+# counts against fio's random mix on the same file system in the same run, for each I/O engine.
+#
+# For each total session count N of SESSIONS (N / DATABASES sessions per database), and each
+# engine of ENGINES, one `jetproof run --test performance --io-engine E` (unpaced: the built-in
+# job has no IOPS target); then fio with N jobs of psync 32 KiB random I/O at the read share
+# that jetproof's runs at N measured (database reads ÷ database reads and writes), on DATABASES
+# files of DB_SIZE each (separate from the databases, same directory), direct I/O, for the
+# same duration. Rounds alternate which engine goes first. The databases are made once by
+# `jetproof init` and reused by every run (as Jetstress reuses its databases).
+#
+# Reported per point: transactional IOPS (database reads + writes per second), of which writes,
+# page fault stalls per second (the verdict fails above 1), CPU µs per transactional I/O, fio's
+# IOPS and the ratio. The ceiling of an engine is its highest transactional IOPS among the points
+# with stalls ≤ STALLS_MAX, and its ratio to fio at the same N.
+#
+# Usage: bench/ceiling.sh [DIR]   (default ./bench-ceiling; removed after)
+# Environment: DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
+# CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1),
+# WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
+# the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+ensure_fio
+dir=${1:-$PWD/bench-ceiling}
+db_size=${DB_SIZE:-1GiB}
+databases=${DATABASES:-2}
+sessions_list=${SESSIONS:-4 8 16 32 64}
+duration=${DURATION:-30s}
+cache_max=${CACHE_MAX:-64MiB}
+engines=${ENGINES:-std io_uring}
+rounds=${ROUNDS:-1}
+stalls_max=${STALLS_MAX:-1}
+depth=${WRITE_BACK_DEPTH:-}
+label=${LABEL:-now}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)")
+if [[ -n ${JETPROOF:-} ]]; then
+  jetproof=$JETPROOF
+else
+  (cd "$here/.." && cargo build --release -q -p jetproof)
+  jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
+fi
+seconds=$(python3 -c "
+import sys; t = sys.argv[1]
+print(int(float(t[:-1]) * {'s': 1, 'm': 60}[t[-1]]))" "$duration")
+
+job() { # $1: sessions per database
+  cat <<JOB
+[storage]
+data_dir = "$dir/data"
+databases = $databases
+db_size = "$db_size"
+direct_io = true
+[workload]
+threads = $1
+[cache]
+min_size = "8MiB"
+max_size = "$cache_max"
+JOB
+  if [[ -n $depth ]]; then echo "write_back_depth = $depth"; fi
+  cat <<JOB
+[run]
+duration = "$duration"
+sample_interval = "5s"
+JOB
+}
+
+figures() { # result.json -> "iops writes_per_s stalls_per_s cpu_us read_share"
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+seconds = float(sys.argv[2])
+reads = sum(i["db_read"]["count"] for i in r["instances"] if "db_read" in i)
+writes = sum(i["db_write"]["count"] for i in r["instances"] if "db_write" in i)
+# What the verdict judges: all instances together, averaged over the sample intervals.
+stalls = ((r.get("host_counters") or {}).get("database_page_fault_stalls_per_sec") or {}).get("average")
+if stalls is None:
+    stalls = sum(i.get("database_page_fault_stalls_per_sec") or 0 for i in r["instances"])
+print("%.0f %.0f %.2f %.3f %.3f" % (r["achieved_iops"], writes / seconds, stalls,
+      r["totals"]["cpu_us_per_transactional_io"], reads / max(reads + writes, 1)))' "$1" "$seconds"
+}
+
+run_jetproof() { # $1: sessions per database, $2: engine -> figures
+  job "$1" >"$dir/job.toml"
+  rm -rf "$dir/results"
+  # Exit 1 is a failed verdict (stalls, latency): still a measured run.
+  "$jetproof" run "$dir/job.toml" --test performance --io-engine "$2" --out "$dir/results" \
+    >/dev/null || [[ $? == 1 ]]
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engine" % sys.argv[2])' \
+    "$dir/results/result.json" "$2"
+  figures "$dir/results/result.json"
+  rm -rf "$dir/results"
+}
+
+fio_files=$(for n in $(seq 1 "$databases"); do printf '%s/fio%d.dat:' "$dir" "$n"; done)
+fio_files=${fio_files%:}
+fio_bytes=$(python3 -c "
+import sys; t = sys.argv[1]
+u = {'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
+print(int(float(t[:-3]) * u[t[-3:]]))" "$db_size")
+run_fio() { # $1: jobs, $2: read percent -> "iops writes_per_s"
+  fio --output-format=json --name=mix --filename="$fio_files" --size=$((fio_bytes * databases)) \
+    --rw=randrw --rwmixread="$2" --bs=32k --direct=1 --ioengine=psync --numjobs="$1" \
+    --group_reporting --runtime="$seconds" --time_based --randrepeat=0 >"$dir/fio.json" 2>/dev/null
+  python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+print("%.0f %.0f" % (j["read"]["iops"] + j["write"]["iops"], j["write"]["iops"]))' "$dir/fio.json"
+  rm -f "$dir/fio.json"
+}
+
+echo "init: $databases databases of $db_size ..." >&2
+rm -rf "$dir/data"
+job 1 >"$dir/job.toml"
+"$jetproof" init "$dir/job.toml" --out "$dir/init" >/dev/null
+rm -rf "$dir/init"
+echo "laying out fio's files ..." >&2
+for n in $(seq 1 "$databases"); do
+  fio --name=layout --filename="$dir/fio$n.dat" --rw=write --bs=1M --size="$fio_bytes" \
+    --direct=1 >/dev/null 2>&1
+done
+
+rows=()
+for round in $(seq 1 "$rounds"); do
+  for n in $sessions_list; do
+    per=$((n / databases))
+    ((per >= 1)) || per=1
+    read -r -a order <<<"$engines"
+    if ((round % 2 == 0)); then
+      for ((i = 0, j = ${#order[@]} - 1; i < j; i++, j--)); do
+        t=${order[i]}
+        order[i]=${order[j]}
+        order[j]=$t
+      done
+    fi
+    shares=()
+    for engine in "${order[@]}"; do
+      echo "round $round: $n sessions, $engine ..." >&2
+      # Command substitution, not `< <(...)`: it waits for the function's clean-up to end
+      # before the next run starts in the same directory.
+      figures_line=$(run_jetproof "$per" "$engine")
+      read -r iops writes stalls cpu share <<<"$figures_line"
+      rows+=("$round $n $engine $iops $writes $stalls $cpu $share")
+      shares+=("$share")
+    done
+    read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
+    echo "round $round: $n sessions, fio at $read_percent% reads ..." >&2
+    fio_line=$(run_fio "$((per * databases))" "$read_percent")
+    read -r fio_iops fio_writes <<<"$fio_line"
+    rows+=("$round $n fio $fio_iops $fio_writes $read_percent")
+  done
+done
+rm -rf "$dir/data" "$dir"/fio*.dat "$dir/job.toml"
+rmdir "$dir" 2>/dev/null || true
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-ceiling.md}
+body=$(printf '%s\n' "${rows[@]}" | python3 -c '
+import statistics, sys
+stalls_max = float(sys.argv[1])
+rows = [l.split() for l in sys.stdin if l.strip()]
+fio = {}
+runs = {}
+for r in rows:
+    key = (int(r[0]), int(r[1]))
+    if r[2] == "fio":
+        fio[key] = (float(r[3]), float(r[4]), int(r[5]))
+    else:
+        runs.setdefault((r[2], int(r[1])), []).append((int(r[0]),) + tuple(map(float, r[3:])))
+engines = list(dict.fromkeys(e for e, _ in runs))
+print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | fio IOPS (same N, same share) | fio writes/s | ratio to fio |")
+print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for (engine, n), points in sorted(runs.items(), key=lambda kv: (kv[0][1], engines.index(kv[0][0]))):
+    for (rnd, iops, writes, stalls, cpu, share) in points:
+        f = fio[(rnd, n)]
+        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.0f | %.0f | %.2f |" % (
+            rnd, n, engine, iops, writes, stalls, cpu, share * 100, f[0], f[1], iops / f[0]))
+print()
+print("| engine | ceiling: highest transactional IOPS with stalls ≤ %g/s (median over rounds) | at sessions | fio at that N | ratio | highest IOPS at any stall rate (sessions, stalls/s, ratio) |" % stalls_max)
+print("| --- | ---: | ---: | ---: | ---: | --- |")
+for engine in engines:
+    best = None
+    top = None
+    for (e, n), points in runs.items():
+        if e != engine:
+            continue
+        iops = statistics.median(p[1] for p in points)
+        stalls = statistics.median(p[3] for p in points)
+        f = statistics.median(fio[(p[0], n)][0] for p in points)
+        if top is None or iops > top[0]:
+            top = (iops, n, stalls, iops / f)
+        if stalls <= stalls_max and (best is None or iops > best[0]):
+            best = (iops, n, f, iops / f)
+    top_text = "%.0f (%d, %.2f, %.2f)" % top if top else "–"
+    if best:
+        print("| %s | %.0f | %d | %.0f | **%.2f** | %s |" % ((engine,) + best + (top_text,)))
+    else:
+        print("| %s | none: every point stalled above %g/s | – | – | – | %s |" % (engine, stalls_max, top_text))
+' "$stalls_max")
+{
+  echo "# ceiling: unpaced performance tests against fio's random mix"
+  echo
+  echo "$notes"
+  echo "- load average at the end: $load_end"
+  echo
+  echo "## Commands"
+  echo
+  echo '```'
+  echo "bench/ceiling.sh   # DB_SIZE=$db_size DATABASES=$databases SESSIONS=\"$sessions_list\" DURATION=$duration CACHE_MAX=$cache_max ENGINES=\"$engines\" ROUNDS=$rounds WRITE_BACK_DEPTH=${depth:-default} LABEL=$label"
+  echo "# once: jetproof init job.toml   ($databases databases of $db_size, direct I/O, cache 8MiB/$cache_max)"
+  echo "# each point: jetproof run job.toml --test performance --io-engine ENGINE   (N / $databases sessions per database, unpaced, $duration window)"
+  echo "# then: fio --name=mix --filename=fio1.dat:...:fio$databases.dat --size=$databases x $db_size --rw=randrw --rwmixread=SHARE --bs=32k --direct=1 --ioengine=psync --numjobs=N --group_reporting --runtime=$seconds --time_based"
+  echo "# SHARE: the database read share jetproof measured at N (mean over the engines)"
+  echo '```'
+  echo
+  echo "## Figures ($label)"
+  echo
+  echo "$body"
+} >"$out"
+cat "$out"
