@@ -29,6 +29,8 @@ if [[ -z $jetproof ]]; then
   if [[ -x $target/release/jetproof ]]; then jetproof=$target/release/jetproof; else jetproof=$target/debug/jetproof; fi
 fi
 [[ -x $jetproof ]] || { echo "test-namespaces: no jetproof binary ($jetproof); cargo build first" >&2; exit 2; }
+# The playbook resolves a relative path against its own directory, not ours.
+jetproof=$(realpath "$jetproof")
 
 work=$(mktemp -d /tmp/jetproof-netns.XXXXXX)
 tag="jpt$$"
