@@ -56,6 +56,8 @@ enum Command {
     /// One solution's results from many hosts: per-server and across-server tables, exactly
     /// merged histograms.
     Aggregate(commands::aggregate::Args),
+    /// (Re)build report.html from existing results directories (a host's or an aggregate's).
+    Report(commands::report::Args),
 }
 
 fn main() {
@@ -70,6 +72,7 @@ fn main() {
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man(command.as_deref()),
         Command::Aggregate(args) => commands::aggregate::run(args),
+        Command::Report(args) => commands::report::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

@@ -9,8 +9,10 @@
 pub mod aggregate;
 pub mod clock;
 pub mod host;
+pub mod html;
 pub mod outdir;
 pub mod report;
+pub mod svg;
 pub mod testlog;
 pub mod verdict;
 

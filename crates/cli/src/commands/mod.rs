@@ -6,4 +6,5 @@ pub mod init;
 pub mod plan;
 pub mod probe;
 pub mod recover;
+pub mod report;
 pub mod run;
