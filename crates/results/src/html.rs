@@ -65,6 +65,15 @@ pub fn markdown_to_html(markdown: &str) -> String {
     out
 }
 
+/// The Markdown without its `# ` title, which the page already shows.
+fn without_title(markdown: &str) -> String {
+    markdown
+        .lines()
+        .filter(|l| !l.starts_with("# "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn cells(row: &str) -> Vec<String> {
     let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
     inner.split('|').map(|c| c.trim().to_string()).collect()
@@ -603,7 +612,9 @@ pub fn report(result: &TestResult, samples: Option<&str>) -> String {
     instance_bars(result, &mut body);
     damaged_pages(result, &mut body);
     body.push_str("<hr>\n");
-    body.push_str(&markdown_to_html(&crate::report::markdown(result)));
+    body.push_str(&markdown_to_html(&without_title(&crate::report::markdown(
+        result,
+    ))));
     page(
         &format!("jetproof {} test report", result.test.name()),
         &body,
@@ -653,7 +664,9 @@ pub fn aggregate_report(result: &AggregateResult) -> String {
         .collect();
     distribution_charts(&merged, &mut body);
     body.push_str("<hr>\n");
-    body.push_str(&markdown_to_html(&crate::aggregate::markdown(result)));
+    body.push_str(&markdown_to_html(&without_title(
+        &crate::aggregate::markdown(result),
+    )));
     page(
         &format!("jetproof aggregate {} test report", result.test.name()),
         &body,

@@ -116,12 +116,17 @@ impl OutDir {
     pub fn write_html(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
         let samples = std::fs::read_to_string(self.file("samples.csv")).ok();
         let path = self.file("report.html");
-        std::fs::write(&path, crate::html::report(result, samples.as_deref())).map_err(
-            |source| OutDirError::Write {
-                path: path.clone(),
-                source,
-            },
-        )?;
+        // Made from the result as `result.json` reads back (serde_json's float parsing can
+        // differ from the value written in the last digit), so `jetproof report` rebuilds
+        // exactly this page.
+        let reread = serde_json::to_string(result)
+            .ok()
+            .and_then(|text| serde_json::from_str::<TestResult>(&text).ok());
+        let page = crate::html::report(reread.as_ref().unwrap_or(result), samples.as_deref());
+        std::fs::write(&path, page).map_err(|source| OutDirError::Write {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     }
 

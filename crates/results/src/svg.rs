@@ -175,7 +175,7 @@ impl LineChart {
                 (sx(*b) - sx(*a)).max(0.0),
                 H - TOP - BOTTOM,
                 sx(*a) + 3.0,
-                TOP + 12.0,
+                H - BOTTOM - 4.0,
                 escape(label)
             );
         }
