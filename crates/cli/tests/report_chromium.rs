@@ -1,6 +1,6 @@
 //! `report.html` rendered by a real browser (issue 17): Debian's `chromium`, headless, takes a
-//! screenshot and dumps the DOM of the page of a performance run, a backup, a checksum and a
-//! failed run. Checked: the screenshot is not blank, every chart drew (each series' polyline
+//! screenshot and dumps the DOM of the page of a performance run, a backup, a checksum, a stress
+//! run (with its checksum pass), a soft recovery and a failed run. Checked: the screenshot is not blank, every chart drew (each series' polyline
 //! holds as many points as it says, more than none), the page can ask for nothing (its
 //! Content-Security-Policy, no URL in any attribute), and the numbers shown equal `result.json`'s.
 //! `jetproof report` rebuilds the same page from the directory.
@@ -279,6 +279,26 @@ fn check_page(browser: &Path, dir: &Path, scratch: &Path, what: &str) {
                 "{what} {name}"
             );
         }
+        if result["test"] == "recovery" {
+            let cells = row(&dom, "Soft Recovery Statistics", name);
+            assert_eq!(
+                cells[1],
+                instance["logs_replayed"].to_string(),
+                "{what} {name}"
+            );
+            assert_eq!(
+                cells[4],
+                instance["records_applied"].to_string(),
+                "{what} {name}"
+            );
+        }
+        if let Some(seen) = instance.get("pages_seen")
+            && result["test"] != "backup"
+        {
+            let path = instance["database_path"].as_str().expect("path");
+            let cells = row(&dom, "Database Checksum Statistics", path);
+            assert_eq!(cells[1], seen.to_string(), "{what} {name}");
+        }
         if let Some(read) = instance.get("backup_read") {
             let cells = row(&dom, "Database Backup I/O Performance", name);
             assert_eq!(
@@ -358,9 +378,45 @@ fn report_html_renders_in_headless_chromium() {
         .arg(&strict_job)
         .assert()
         .code(1);
-    for what in ["perf", "backup", "checksum", "failed"] {
+    jetproof(dir.path())
+        .args([
+            "run",
+            "--test",
+            "stress",
+            "--duration",
+            "2s",
+            "--out",
+            "stress",
+        ])
+        .arg(&job)
+        .assert()
+        .success();
+    jetproof(dir.path())
+        .args([
+            "run",
+            "--test",
+            "soft-recovery",
+            "--log-files",
+            "2",
+            "--out",
+            "recovery",
+        ])
+        .arg(&job)
+        .assert()
+        .success();
+    for what in ["perf", "backup", "checksum", "stress", "recovery", "failed"] {
         check_page(&browser, &dir.path().join(what), dir.path(), what);
     }
+    let recovery = std::fs::read_to_string(dir.path().join("recovery/report.html")).expect("page");
+    assert!(
+        recovery.contains("data-chart=\"instance-replay-rate\""),
+        "the replay rate"
+    );
+    let stress = std::fs::read_to_string(dir.path().join("stress/report.html")).expect("page");
+    assert!(
+        stress.contains("data-chart=\"instance-pages\""),
+        "stress's checksum pass"
+    );
     let failed = std::fs::read_to_string(dir.path().join("failed/report.html")).expect("page");
     assert!(
         failed.contains("<h2>Broken Rules</h2>"),
