@@ -6,6 +6,7 @@
 
 mod commands;
 mod common;
+mod live;
 mod progress;
 mod signals;
 

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(value_name = "DIR", required = true, num_args = 1..)]
     pub dirs: Vec<PathBuf>,
     /// Where report.html goes (default: beside each result.json). With several DIRs, each
-    /// report goes to OUT/<name of its DIR>/report.html.
+    /// report goes to OUT/NAME/report.html, NAME being the name of its DIR.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
