@@ -59,6 +59,9 @@ enum Command {
     Aggregate(commands::aggregate::Args),
     /// (Re)build report.html from existing results directories (a host's or an aggregate's).
     Report(commands::report::Args),
+    /// Two results of the same test side by side: each figure, the change in percent, and
+    /// whether it is inside the base run's own noise.
+    Compare(commands::compare::Args),
 }
 
 fn main() {
@@ -74,6 +77,7 @@ fn main() {
         Command::Man { command } => man(command.as_deref()),
         Command::Aggregate(args) => commands::aggregate::run(args),
         Command::Report(args) => commands::report::run(args),
+        Command::Compare(args) => commands::compare::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

@@ -23,7 +23,8 @@ th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 svg.chart{display:block;margin:.5em 0 1.5em;background:#fff;border:1px solid #eee}\
 svg .title{font:bold 13px sans-serif;text-anchor:middle}svg .small{font:11px sans-serif}";
 
-fn page(title: &str, body: &str) -> String {
+/// A whole page: the Content-Security-Policy, the inline style, `body`.
+pub fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\

@@ -8,6 +8,7 @@
 
 pub mod aggregate;
 pub mod clock;
+pub mod compare;
 pub mod host;
 pub mod html;
 pub mod outdir;

@@ -2,6 +2,7 @@
 
 pub mod aggregate;
 pub mod checksum;
+pub mod compare;
 pub mod init;
 pub mod plan;
 pub mod probe;
