@@ -6,6 +6,7 @@
 
 mod commands;
 mod common;
+mod live;
 mod progress;
 mod signals;
 
@@ -56,6 +57,11 @@ enum Command {
     /// One solution's results from many hosts: per-server and across-server tables, exactly
     /// merged histograms.
     Aggregate(commands::aggregate::Args),
+    /// (Re)build report.html from existing results directories (a host's or an aggregate's).
+    Report(commands::report::Args),
+    /// Two results of the same test side by side: each figure, the change in percent, and
+    /// whether it is inside the base run's own noise.
+    Compare(commands::compare::Args),
 }
 
 fn main() {
@@ -70,6 +76,8 @@ fn main() {
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man(command.as_deref()),
         Command::Aggregate(args) => commands::aggregate::run(args),
+        Command::Report(args) => commands::report::run(args),
+        Command::Compare(args) => commands::compare::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

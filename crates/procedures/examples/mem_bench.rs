@@ -62,6 +62,7 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
         start_at: None,
+        live: None,
     };
     let result = performance(&job, false, &out, &log, &options)?;
     println!(

@@ -8,6 +8,7 @@ pub mod checksum;
 pub mod database;
 pub mod host;
 pub mod init;
+pub mod live;
 pub mod lock;
 pub mod maintenance;
 pub mod options;

@@ -41,6 +41,8 @@ use jetproof_io::sample::Sampler;
 use jetproof_io::{IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{Job, Threads};
 use jetproof_results::verdict::{Limits, reasons as judge};
+
+use crate::live::LiveSample;
 use jetproof_results::{
     HostCounters, InstanceResult, OutDir, Stat, TestKind, TestLog, TestResult, Verdict,
     snapshot_results,
@@ -97,6 +99,8 @@ pub struct RunOptions<'a> {
     /// `--start-at`: the measured part starts at this moment of the host's clock, after
     /// everything before it (`crate::start`). None: as soon as the preparation is done.
     pub start_at: Option<SystemTime>,
+    /// Told each sample of the measured window (`crate::live`); None: nobody watches.
+    pub live: Option<&'a dyn crate::live::LiveView>,
 }
 
 /// The engine as the workload sees it: a database instance (database + log). Each session is a
@@ -959,6 +963,7 @@ fn phases(
                 log,
                 out,
                 options,
+                limits,
             )
         },
     )?;
@@ -1347,6 +1352,7 @@ fn measure(
     log: &TestLog,
     out: &OutDir,
     options: &RunOptions<'_>,
+    limits: &Limits,
 ) -> Result<Measured, RunError> {
     for a in attached {
         a.pace_at(per_instance_target);
@@ -1403,6 +1409,8 @@ fn measure(
     let interval = job.run.sample_interval.as_duration();
     let mut next_sample = window_started + interval;
     let mut interval_max: BTreeMap<(usize, IoClass), f64> = BTreeMap::new();
+    // The live view's running averages: (sum of latency × count, count) per instance and class.
+    let mut live_sums: BTreeMap<(usize, IoClass), (f64, u64)> = BTreeMap::new();
     let (mut cpu, mut memory) = (Vec::new(), Vec::new());
     let mut interrupted = false;
     loop {
@@ -1483,6 +1491,67 @@ fn measure(
                 elapsed.as_secs_f64(),
                 line.join("; ")
             ));
+            if let Some(live) = options.live {
+                let mut figures = LiveSample {
+                    phase: "measuring",
+                    elapsed_s: elapsed.as_secs_f64(),
+                    duration_s: duration.as_secs_f64(),
+                    transactional_iops: 0.0,
+                    target_iops: per_instance_target.map(|t| t * attached.len() as f64),
+                    read_avg_ms: 0.0,
+                    read_p99_ms: 0.0,
+                    log_avg_ms: 0.0,
+                    log_p99_ms: 0.0,
+                    read_limit_ms: limits.db_read_avg_ms,
+                    log_limit_ms: limits.log_write_avg_ms,
+                    stalls_per_sec: stalls_per_sec.last().copied().unwrap_or(0.0),
+                    passing: true,
+                };
+                for (index, delta) in sample.instances.iter().enumerate() {
+                    for (class, snap) in &delta.classes {
+                        if snap.count == 0 {
+                            continue;
+                        }
+                        let summary = snap.summary(sample.interval_s);
+                        let sums = live_sums.entry((index, *class)).or_insert((0.0, 0));
+                        sums.0 += summary.avg_latency_ms * summary.count as f64;
+                        sums.1 += summary.count;
+                        match class {
+                            IoClass::DbRead => {
+                                figures.transactional_iops += summary.ops_per_sec;
+                                figures.read_avg_ms =
+                                    figures.read_avg_ms.max(summary.avg_latency_ms);
+                                figures.read_p99_ms = figures.read_p99_ms.max(summary.p99_ms);
+                            }
+                            IoClass::DbWrite => figures.transactional_iops += summary.ops_per_sec,
+                            IoClass::LogWrite => {
+                                figures.log_avg_ms = figures.log_avg_ms.max(summary.avg_latency_ms);
+                                figures.log_p99_ms = figures.log_p99_ms.max(summary.p99_ms);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                let over = |class: IoClass, avg_limit: f64, max_limit: f64| {
+                    live_sums.iter().any(|((_, c), (sum, count))| {
+                        *c == class && *count > 0 && sum / *count as f64 > avg_limit
+                    }) || interval_max
+                        .iter()
+                        .any(|((_, c), max)| *c == class && *max > max_limit)
+                };
+                let stalls_average =
+                    stalls_per_sec.iter().sum::<f64>() / stalls_per_sec.len().max(1) as f64;
+                figures.passing = !over(
+                    IoClass::DbRead,
+                    limits.db_read_avg_ms,
+                    limits.db_read_max_ms,
+                ) && !over(
+                    IoClass::LogWrite,
+                    limits.log_write_avg_ms,
+                    limits.log_write_max_ms,
+                ) && stalls_average <= limits.page_fault_stalls_per_sec;
+                live.sample(&figures);
+            }
             next_sample += interval;
         }
         if elapsed >= duration {
@@ -1940,6 +2009,7 @@ mod tests {
             stop: &stop,
             seed: 7,
             start_at: None,
+            live: None,
         };
         let started = Instant::now();
         let result = performance(&job, false, &out, &log, &options).expect("a result");
@@ -1990,6 +2060,7 @@ mod tests {
             stop: &stop,
             seed: 11,
             start_at: None,
+            live: None,
         };
         let result = performance(&job, false, &out, &log, &options).expect("a result");
         let instance = &result.instances[0];
@@ -2054,6 +2125,7 @@ mod tests {
             stop: &stop,
             seed: 11,
             start_at: None,
+            live: None,
         };
         let result = performance(&job, false, &out, &log, &options).expect("a result");
         assert_eq!(
@@ -2121,6 +2193,7 @@ mod tests {
             stop: &stop,
             seed: 3,
             start_at: None,
+            live: None,
         };
         let error = match performance(&job, false, &out, &log, &options) {
             Ok(result) => panic!("attached a damaged database: {:?}", result.reasons),

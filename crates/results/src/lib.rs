@@ -8,9 +8,12 @@
 
 pub mod aggregate;
 pub mod clock;
+pub mod compare;
 pub mod host;
+pub mod html;
 pub mod outdir;
 pub mod report;
+pub mod svg;
 pub mod testlog;
 pub mod verdict;
 

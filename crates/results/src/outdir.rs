@@ -9,11 +9,12 @@ use crate::{TestKind, TestResult};
 
 /// The files jetproof writes into a results directory (`init` holds the results of the
 /// initialisation a `run` did first).
-pub const RESULT_FILES: [&str; 5] = [
+pub const RESULT_FILES: [&str; 6] = [
     "result.json",
     "samples.csv",
     "test.log",
     "report.md",
+    "report.html",
     "init",
 ];
 
@@ -110,7 +111,26 @@ impl OutDir {
         Ok(path)
     }
 
-    /// Writes `result.json` and the Markdown report made from it (`report.md`).
+    /// Writes `report.html` (`crate::html`) from `result` and the directory's `samples.csv`,
+    /// when there is one.
+    pub fn write_html(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
+        let samples = std::fs::read_to_string(self.file("samples.csv")).ok();
+        let path = self.file("report.html");
+        // Made from the result as `result.json` reads back (serde_json's float parsing can
+        // differ from the value written in the last digit), so `jetproof report` rebuilds
+        // exactly this page.
+        let reread = serde_json::to_string(result)
+            .ok()
+            .and_then(|text| serde_json::from_str::<TestResult>(&text).ok());
+        let page = crate::html::report(reread.as_ref().unwrap_or(result), samples.as_deref());
+        std::fs::write(&path, page).map_err(|source| OutDirError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    /// Writes `result.json` and the reports made from it (`report.md`, `report.html`).
     pub fn write_result_and_report(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
         let path = self.write_result(result)?;
         let report = self.file("report.md");
@@ -120,6 +140,7 @@ impl OutDir {
                 source,
             }
         })?;
+        self.write_html(result)?;
         Ok(path)
     }
 }

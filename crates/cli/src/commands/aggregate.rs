@@ -72,7 +72,7 @@ fn refuse_input_as_out(out: &Path, files: &[PathBuf]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// result.json (atomically: a temporary file renamed into place) and report.md.
+/// result.json (atomically: a temporary file renamed into place), report.md and report.html.
 fn write(out: &OutDir, result: &AggregateResult) -> anyhow::Result<PathBuf> {
     let path = out.file("result.json");
     let temporary = out.file(".result.json.tmp");
@@ -83,6 +83,9 @@ fn write(out: &OutDir, result: &AggregateResult) -> anyhow::Result<PathBuf> {
     let report = out.file("report.md");
     std::fs::write(&report, aggregate::markdown(result))
         .with_context(|| format!("write {}", report.display()))?;
+    let html = out.file("report.html");
+    std::fs::write(&html, jetproof_results::html::aggregate_report(result))
+        .with_context(|| format!("write {}", html.display()))?;
     Ok(path)
 }
 

@@ -2,8 +2,10 @@
 
 pub mod aggregate;
 pub mod checksum;
+pub mod compare;
 pub mod init;
 pub mod plan;
 pub mod probe;
 pub mod recover;
+pub mod report;
 pub mod run;

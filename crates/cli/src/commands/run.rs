@@ -43,6 +43,10 @@ pub struct Args {
     /// Soft recovery: log generations to generate per instance (overrides run.recovery_log_files).
     #[arg(long, value_name = "N")]
     pub log_files: Option<u32>,
+    /// No live view on stderr (performance, stress): neither the redrawn status on a terminal
+    /// nor the line per sample interval on a pipe.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -227,6 +231,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         stop: &stop,
         seed: 0x6a70_7275_6e00_0002,
         start_at: args.many.start_at,
+        live: None,
     };
     let result =
         jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options)
@@ -289,18 +294,21 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         duration,
         log.path().display()
     );
+    let live = crate::live::Live::new(args.quiet, test.name());
     let options = RunOptions {
         backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
         start_at: args.many.start_at,
+        live: Some(&live),
     };
     let result = if stress {
         jetproof_procedures::performance::stress(job, &out, &log, &options)
     } else {
         jetproof_procedures::performance::performance(job, false, &out, &log, &options)
-    }
-    .map_err(run_error)?;
+    };
+    live.finish();
+    let result = result.map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
     let tune = &result.parameters["autotune"];
     if let (Some(sessions), Some(trials)) = (

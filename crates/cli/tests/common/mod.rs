@@ -80,6 +80,13 @@ pub fn valid_result(path: &Path, test: &str) -> jetproof_results::TestResult {
         "report.md beside {}",
         path.display()
     );
+    let html = std::fs::read_to_string(dir.join("report.html"))
+        .unwrap_or_else(|e| panic!("report.html beside {}: {e}", path.display()));
+    assert!(
+        html.contains("id=\"verdict\"") && html.contains("default-src 'none'"),
+        "report.html beside {} has its verdict and its Content-Security-Policy",
+        path.display()
+    );
     let log = result.log_file.as_ref().expect("log_file");
     let log = if log.is_absolute() {
         log.clone()

@@ -1,0 +1,93 @@
+//! `jetproof compare BASE NEW [--out DIR]`: two results of the same test side by side
+//! (`jetproof_results::compare`, `docs/report.md`).
+//!
+//! Exit codes: 0 written; 2 a DIR holds no readable result, the results are of different tests,
+//! or `--out` is not a usable directory (nothing written); 3 the comparison cannot be written.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use jetproof_results::TestResult;
+
+use crate::common::{CliError, Outcome};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The results directory to compare against.
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The results directory of the new run.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Where compare.md and compare.html go (default ./jetproof-results/compare-TIME/).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+fn load(dir: &Path) -> Result<(TestResult, Option<String>), CliError> {
+    let path = dir.join("result.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        CliError::bad_input(anyhow::anyhow!(
+            "{}: not a results directory ({e})",
+            dir.display()
+        ))
+    })?;
+    let result: TestResult = serde_json::from_str(&text).map_err(|e| {
+        CliError::bad_input(anyhow::anyhow!(
+            "{}: not a test result (an aggregate cannot be compared yet): {e}",
+            path.display()
+        ))
+    })?;
+    Ok((
+        result,
+        std::fs::read_to_string(dir.join("samples.csv")).ok(),
+    ))
+}
+
+pub fn run(args: Args) -> Result<Outcome, CliError> {
+    let (base, base_samples) = load(&args.base)?;
+    let (new, _) = load(&args.new)?;
+    let names = (
+        args.base.display().to_string(),
+        args.new.display().to_string(),
+    );
+    let markdown = jetproof_results::compare::markdown(
+        &base,
+        &new,
+        base_samples.as_deref(),
+        (&names.0, &names.1),
+    )
+    .map_err(CliError::bad_input)?;
+    let out = args.out.unwrap_or_else(|| {
+        let default = jetproof_results::OutDir::default_path(base.test);
+        let name = default
+            .file_name()
+            .map(|n| format!("compare-{}", n.to_string_lossy()))
+            .unwrap_or_else(|| "compare".into());
+        default.with_file_name(name)
+    });
+    if out.exists() && !out.is_dir() {
+        return Err(CliError::bad_input(anyhow::anyhow!(
+            "--out {}: exists and is not a directory; choose a directory path",
+            out.display()
+        )));
+    }
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("create {}", out.display()))
+        .map_err(CliError::runtime)?;
+    let md = out.join("compare.md");
+    std::fs::write(&md, &markdown)
+        .with_context(|| format!("write {}", md.display()))
+        .map_err(CliError::runtime)?;
+    let html = out.join("compare.html");
+    let page = jetproof_results::html::page(
+        &format!("jetproof {} test: comparison", base.test.name()),
+        &jetproof_results::html::markdown_to_html(&markdown),
+    );
+    std::fs::write(&html, page)
+        .with_context(|| format!("write {}", html.display()))
+        .map_err(CliError::runtime)?;
+    print!("{markdown}");
+    println!("Comparison: {}", md.display());
+    Ok(Outcome::Pass)
+}
