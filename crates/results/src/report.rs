@@ -78,6 +78,75 @@ impl Table {
     }
 }
 
+impl Table {
+    /// The terminal's rendering within `max` columns: as [`Table::text`] when it fits; else
+    /// transposed (one row per column of the table, one column per row: the instances side by
+    /// side under the figure's name), in as many blocks of instances as it takes to fit. The
+    /// full table stays in `report.md`.
+    fn text_within(&self, out: &mut String, max: usize) {
+        let mut plain = String::new();
+        self.text(&mut plain);
+        let fits = plain.lines().all(|line| line.chars().count() <= max);
+        if fits || self.rows.is_empty() || self.header.iter().all(|h| h.is_empty()) {
+            out.push_str(&plain);
+            return;
+        }
+        // The leading columns that name a row (instance, I/O class) become the new header;
+        // the figures' columns become rows.
+        let keys = (0..self.header.len())
+            .take_while(|&i| i == 0 || !self.numeric(i))
+            .count();
+        let width = |cell: &str| cell.chars().count();
+        let name = |row: &Vec<String>| {
+            row.iter()
+                .take(keys)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let label = self
+            .header
+            .iter()
+            .skip(keys)
+            .map(|h| width(h))
+            .max()
+            .unwrap_or(0);
+        let cell = self
+            .rows
+            .iter()
+            .flat_map(|row| {
+                row.iter()
+                    .skip(keys)
+                    .map(|c| width(c))
+                    .chain([width(&name(row))])
+            })
+            .max()
+            .unwrap_or(0);
+        // "  " + label, then "  " + cell per row of the table.
+        let per_block = (max.saturating_sub(2 + label) / (2 + cell)).max(1);
+        let corner = self.header[..keys].join(" / ");
+        for block in self.rows.chunks(per_block) {
+            let names: Vec<String> = block.iter().map(name).collect();
+            let mut header: Vec<&str> = vec![corner.as_str()];
+            header.extend(names.iter().map(String::as_str));
+            let mut transposed = Table::new(&header);
+            for (j, figure) in self.header.iter().enumerate().skip(keys) {
+                let mut cells = vec![figure.clone()];
+                cells.extend(
+                    block
+                        .iter()
+                        .map(|row| row.get(j).cloned().unwrap_or_default()),
+                );
+                transposed.row(cells);
+            }
+            transposed.text(out);
+        }
+    }
+}
+
+/// The terminal's width budget: the final summary fits a 100-column terminal.
+const TERMINAL_COLUMNS: usize = 100;
+
 fn ms(value: f64) -> String {
     format!("{value:.3}")
 }
@@ -623,7 +692,7 @@ pub fn text(result: &TestResult) -> String {
     out.push('\n');
     for (title, table) in sections(result, Detail::Terminal) {
         let _ = writeln!(out, "{title}");
-        table.text(&mut out);
+        table.text_within(&mut out, TERMINAL_COLUMNS);
     }
     out
 }
@@ -747,6 +816,52 @@ mod tests {
         result
     }
 
+    /// The final summary fits 100 columns: tables wider than that are transposed, the
+    /// instances side by side, in blocks when there are many; the values are all there.
+    #[test]
+    fn the_terminal_summary_fits_100_columns_with_every_figure() {
+        for instances in [2usize, 12] {
+            let mut result = workload_sample();
+            let first = result.instances[0].clone();
+            result.instances = (0..instances)
+                .map(|n| InstanceResult {
+                    name: format!("db{}", n + 1),
+                    ..first.clone()
+                })
+                .collect();
+            let md = markdown(&result);
+            assert!(
+                md.lines().any(|l| l.chars().count() > 100),
+                "the report's own tables are wider than a terminal"
+            );
+            let text = text(&result);
+            for line in text.lines().filter(|l| !l.contains(": ")) {
+                assert!(
+                    line.chars().count() <= 100,
+                    "{} columns: {line}",
+                    line.len()
+                );
+            }
+            for n in 1..=instances {
+                assert!(text.contains(&format!("db{n}")), "db{n} missing:\n{text}");
+            }
+            assert!(
+                text.lines()
+                    .any(|l| l.trim_start().starts_with("I/O Database Reads/sec")),
+                "the figures are rows once transposed:\n{text}"
+            );
+            // One block per 7 or so instances: every instance's column is there once.
+            let blocks = text
+                .lines()
+                .filter(|l| l.trim_start().starts_with("Instance"))
+                .count();
+            assert!(
+                blocks >= 1 && (instances <= 2 || blocks >= 2),
+                "{blocks} blocks:\n{text}"
+            );
+        }
+    }
+
     #[test]
     fn a_workload_report_has_jetstress_sizing_parameters_and_configuration() {
         let md = markdown(&workload_sample());
@@ -865,9 +980,14 @@ mod tests {
             .skip(1)
             .take_while(|l| !l.is_empty())
             .collect();
-        assert_eq!(table.len(), 4, "{text}");
+        // Transposed to fit 100 columns (an I/O class per column, a figure per row).
+        assert_eq!(table.len(), 9, "{text}");
+        assert!(table[0].contains("db1 db_read"), "{text}");
         // Right-aligned columns: every data row ends at the same column as the header.
         let width = table[0].len();
-        assert!(table.iter().all(|l| l.len() == width), "{text}");
+        assert!(
+            table.iter().all(|l| l.len() == width && l.len() <= 100),
+            "{text}"
+        );
     }
 }
