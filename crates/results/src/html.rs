@@ -17,7 +17,7 @@ pub const MAX_POINTS: usize = 1200;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px}\
-th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+pre{white-space:pre-wrap;font-size:.85em;background:#f6f6f6;padding:.5em}th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 .verdict{font-size:1.6em;padding:.4em .8em;display:inline-block;border-radius:4px}\
 .pass{background:#d7f5d7}.fail{background:#f8d0d0}\
 svg.chart{display:block;margin:.5em 0 1.5em;background:#fff;border:1px solid #eee}\
@@ -41,7 +41,17 @@ pub fn markdown_to_html(markdown: &str) -> String {
     let mut lines = markdown.lines().peekable();
     while let Some(line) = lines.next() {
         let t = line.trim();
-        if let Some(h) = t.strip_prefix("### ") {
+        if t == "```" || t == "~~~~" {
+            // A fenced block (the test log): kept as lines, escaped, never read as Markdown.
+            let mut block = Vec::new();
+            for next in lines.by_ref() {
+                if next.trim() == t {
+                    break;
+                }
+                block.push(escape(next));
+            }
+            let _ = writeln!(out, "<pre>{}</pre>", block.join("\n"));
+        } else if let Some(h) = t.strip_prefix("### ") {
             let _ = writeln!(out, "<h3>{}</h3>", escape(h));
         } else if let Some(h) = t.strip_prefix("## ") {
             let _ = writeln!(out, "<h2>{}</h2>", escape(h));
@@ -690,6 +700,19 @@ pub fn report_from_json(json: &str, samples: Option<&str>) -> Result<String, ser
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fenced_test_log_is_preformatted_never_read_as_markdown() {
+        let html = markdown_to_html(
+            "## Test Log\n\n```\n| not a table |\n- not a list <b>\n```\n\n- after\n",
+        );
+        assert!(
+            html.contains("<pre>| not a table |\n- not a list &lt;b&gt;</pre>"),
+            "{html}"
+        );
+        assert!(!html.contains("<table>"), "{html}");
+        assert!(html.contains("<li>after</li>"), "{html}");
+    }
 
     #[test]
     fn markdown_tables_become_escaped_html() {

@@ -230,6 +230,67 @@ fn distribution_table(result: &TestResult) -> Table {
     table
 }
 
+/// Jetstress's "Total I/O Performance": every database and log I/O of each instance, not only
+/// the transactional ones: database reads with background maintenance's (and a backup's),
+/// database writes with the file's growth, log reads (replication) and log writes. Rates add;
+/// latencies and sizes are weighted by the I/Os.
+fn total_table(result: &TestResult) -> Table {
+    let mut table = Table::new(&[
+        "Instance",
+        "I/O Database Reads Average Latency (msec)",
+        "I/O Database Writes Average Latency (msec)",
+        "I/O Database Reads/sec",
+        "I/O Database Writes/sec",
+        "I/O Database Reads Average Bytes",
+        "I/O Database Writes Average Bytes",
+        "I/O Log Reads Average Latency (msec)",
+        "I/O Log Writes Average Latency (msec)",
+        "I/O Log Reads/sec",
+        "I/O Log Writes/sec",
+        "I/O Log Reads Average Bytes",
+        "I/O Log Writes Average Bytes",
+    ]);
+    // (rate, average latency, average bytes) of the classes together.
+    let merged = |instance: &InstanceResult, keys: &[&str]| {
+        let classes: Vec<&ClassResult> = keys.iter().filter_map(|k| class(instance, k)).collect();
+        let count: u64 = classes.iter().map(|c| c.count).sum();
+        // A fold from 0.0: an empty float sum is -0.0, which would print "-0.000".
+        let rate = classes.iter().fold(0.0, |sum, c| sum + c.ops_per_sec);
+        if count == 0 {
+            return (rate, 0.0, 0.0);
+        }
+        let latency = classes
+            .iter()
+            .map(|c| c.avg_latency_ms * c.count as f64)
+            .sum::<f64>()
+            / count as f64;
+        let bytes = classes.iter().map(|c| c.bytes).sum::<u64>() as f64 / count as f64;
+        (rate, latency, bytes)
+    };
+    for instance in &result.instances {
+        let reads = merged(instance, &["db_read", "bdm_read", "backup_read"]);
+        let writes = merged(instance, &["db_write", "db_extend"]);
+        let log_reads = merged(instance, &["replication_read"]);
+        let log_writes = merged(instance, &["log_write"]);
+        table.row(vec![
+            instance.name.clone(),
+            ms(reads.1),
+            ms(writes.1),
+            rate(reads.0),
+            rate(writes.0),
+            rate(reads.2),
+            rate(writes.2),
+            ms(log_reads.1),
+            ms(log_writes.1),
+            rate(log_reads.0),
+            rate(log_writes.0),
+            rate(log_reads.2),
+            rate(log_writes.2),
+        ]);
+    }
+    table
+}
+
 fn class_table(result: &TestResult, key: &str, header: &[&str]) -> Option<Table> {
     let mut table = Table::new(header);
     for instance in &result.instances {
@@ -542,6 +603,9 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     ) {
         sections.push(("Database Extension I/O (file growth)", t));
     }
+    if result.test != TestKind::Recovery && (has("db_read") || has("db_write")) {
+        sections.push(("Total I/O Performance", total_table(result)));
+    }
     if !result.instances.iter().all(|i| i.io.is_empty()) {
         sections.push(("Latency Distribution", distribution_table(result)));
     }
@@ -620,6 +684,15 @@ fn headline(result: &TestResult) -> Vec<(String, String)> {
         ),
         ("Test Start Time".into(), result.started.clone()),
         ("Test End Time".into(), result.ended.clone()),
+        // Jetstress's Collection Start/End: the measured window (warm-up excluded).
+        (
+            "Collection Start Time".into(),
+            result.measured_start.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "Collection End Time".into(),
+            result.measured_end.clone().unwrap_or_else(|| "-".into()),
+        ),
         (
             "Test Duration".into(),
             format!("{:.1} s", result.duration_s),
@@ -676,6 +749,18 @@ pub fn markdown(result: &TestResult) -> String {
     for (title, table) in sections(result, Detail::Report) {
         let _ = writeln!(out, "## {title}\n");
         table.markdown(&mut out);
+    }
+    // Jetstress ends its report with the test log; so does this one, as it stood when the
+    // report was written (the file itself is `test.log`).
+    if let Some(log) = result
+        .log_file
+        .as_ref()
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .filter(|log| !log.trim().is_empty())
+    {
+        let _ = writeln!(out, "## Test Log\n");
+        let fence = if log.contains("```") { "~~~~" } else { "```" };
+        let _ = writeln!(out, "{fence}\n{}\n{fence}\n", log.trim_end());
     }
     out
 }
@@ -814,6 +899,31 @@ mod tests {
             }),
         });
         result
+    }
+
+    /// Jetstress's Total I/O Performance (maintenance reads with the transactional ones,
+    /// weighted by I/Os), Collection Start/End beside Test Start/End, and the test log at the end.
+    #[test]
+    fn the_report_has_total_io_collection_times_and_the_test_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("test.log");
+        std::fs::write(&log, "2026-01-01T00:00:00Z Attach db1\n").expect("log");
+        let mut result = sample();
+        result.log_file = Some(log);
+        result.measured_start = Some("2026-01-01T00:00:30.000Z".into());
+        result.measured_end = Some("2026-01-01T00:02:00.000Z".into());
+        let md = markdown(&result);
+        for words in [
+            "## Total I/O Performance",
+            // db_read (15 ms, 32 KiB) and bdm_read (9 ms, 256 KiB), one each in one second.
+            "| db1 | 12.000 | 0.000 | 2.000 | 0.000 | 147456.000 | 0.000 |",
+            "| Collection Start Time | 2026-01-01T00:00:30.000Z |",
+            "| Collection End Time | 2026-01-01T00:02:00.000Z |",
+            "## Test Log",
+            "2026-01-01T00:00:00Z Attach db1",
+        ] {
+            assert!(md.contains(words), "missing {words:?} in\n{md}");
+        }
     }
 
     /// The final summary fits 100 columns: tables wider than that are transposed, the
