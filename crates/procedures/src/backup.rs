@@ -33,7 +33,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use jetproof_engine::checksum::{self, PageCheck};
-use jetproof_engine::db::FlushMapStatus;
 use jetproof_engine::{DbHeader, DbState, ReadCheck};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
@@ -279,47 +278,44 @@ pub fn backup(
         }
         total_bytes += header.file_size_bytes();
         let mut problems = Vec::new();
-        let map_path = jetproof_engine::flush_map_path(&instance.database_path);
-        let flush_map = match jetproof_engine::db::inspect_flush_map(
+        // Opened as `checksum` opens it; a map that cannot vouch for the pages fails the verdict.
+        let flush_map = match crate::checksum::open_flush_map(
             options.backend.as_ref(),
             &instance.database_path,
             &header,
             direct,
-            Some(&stats),
+            &stats,
         ) {
-            Ok(FlushMapStatus::Usable { map, load }) => {
-                if !load.damaged_map_pages.is_empty() {
-                    problems.push(format!(
-                        "flush map {} damaged (map pages {:?}): the pages they describe are not \
-                         checked for lost writes",
-                        map_path.display(),
-                        load.damaged_map_pages
-                    ));
+            Ok((map, finding)) => {
+                let path = finding.path.display();
+                match finding.status.as_str() {
+                    "damaged" => problems.push(format!(
+                        "flush map {path} damaged (map pages {:?}): the pages they describe are \
+                         not checked for lost writes",
+                        finding.damaged_map_pages
+                    )),
+                    "unusable" => problems.push(format!(
+                        "flush map {path} unusable: {}; lost writes cannot be checked",
+                        finding.reason.as_deref().unwrap_or("")
+                    )),
+                    // A database made by an earlier build, or the map removed: as checksum,
+                    // not a failure (said in the test log).
+                    "missing" => log.line(format!(
+                        "{}: no flush map ({path}): lost writes cannot be checked",
+                        instance.name
+                    )),
+                    _ => {}
                 }
-                Some(*map)
-            }
-            // A database made by an earlier build, or the map removed: as checksum, not a
-            // failure (said in the test log).
-            Ok(FlushMapStatus::Missing) => {
-                log.line(format!(
-                    "{}: no flush map ({}): lost writes cannot be checked",
-                    instance.name,
-                    map_path.display()
-                ));
-                None
-            }
-            Ok(FlushMapStatus::Unusable(why)) => {
-                problems.push(format!(
-                    "flush map {} unusable: {why}; lost writes cannot be checked",
-                    map_path.display()
-                ));
-                None
+                map
             }
             Err(e) => {
-                problems.push(format!(
-                    "flush map {} cannot be read: {e}; lost writes cannot be checked",
-                    map_path.display()
-                ));
+                let why = match e {
+                    crate::checksum::ChecksumError::FlushMap { path, reason } => {
+                        format!("flush map {} cannot be read: {reason}", path.display())
+                    }
+                    other => other.to_string(),
+                };
+                problems.push(format!("{why}; lost writes cannot be checked"));
                 None
             }
         };

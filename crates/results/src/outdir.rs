@@ -8,14 +8,16 @@ use std::path::{Path, PathBuf};
 use crate::{TestKind, TestResult};
 
 /// The files jetproof writes into a results directory (`init` holds the results of the
-/// initialisation a `run` did first).
-pub const RESULT_FILES: [&str; 6] = [
+/// initialisation a `run` did first; `compare.*` are `jetproof compare`'s).
+pub const RESULT_FILES: [&str; 8] = [
     "result.json",
     "samples.csv",
     "test.log",
     "report.md",
     "report.html",
     "init",
+    "compare.md",
+    "compare.html",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +27,10 @@ pub enum OutDirError {
         "--out {path}: the directory holds {entry:?}, which jetproof did not write; choose an empty or new directory"
     )]
     Foreign { path: PathBuf, entry: String },
+    #[error(
+        "--out {path}: {entry:?} there is a symbolic link, which jetproof never writes through; choose an empty or new directory"
+    )]
+    Link { path: PathBuf, entry: String },
     #[error("--out {path}: exists and is not a directory; choose a directory path")]
     NotADirectory { path: PathBuf },
     #[error("--out {path}: cannot create the results directory: {source}")]
@@ -75,6 +81,10 @@ impl OutDir {
                 let name = entry.file_name().to_string_lossy().to_string();
                 if !RESULT_FILES.contains(&name.as_str()) {
                     return Err(OutDirError::Foreign { path, entry: name });
+                }
+                // A writer here follows links: one at a result file's name is refused.
+                if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                    return Err(OutDirError::Link { path, entry: name });
                 }
             }
         }

@@ -159,44 +159,6 @@ fn class<'a>(instance: &'a InstanceResult, key: &str) -> Option<&'a ClassResult>
     instance.io.get(key)
 }
 
-fn or_zero(class: Option<&ClassResult>, f: impl Fn(&ClassResult) -> f64) -> f64 {
-    class.map(f).unwrap_or(0.0)
-}
-
-/// The "Transactional I/O Performance" table in Jetstress's column names.
-fn transactional_table(result: &TestResult) -> Table {
-    let mut table = Table::new(&[
-        "Instance",
-        "I/O Database Reads Average Latency (msec)",
-        "I/O Database Writes Average Latency (msec)",
-        "I/O Database Reads/sec",
-        "I/O Database Writes/sec",
-        "I/O Database Reads Average Bytes",
-        "I/O Database Writes Average Bytes",
-        "I/O Log Writes Average Latency (msec)",
-        "I/O Log Writes/sec",
-        "I/O Log Writes Average Bytes",
-    ]);
-    for instance in &result.instances {
-        let read = class(instance, "db_read");
-        let write = class(instance, "db_write");
-        let log = class(instance, "log_write");
-        table.row(vec![
-            instance.name.clone(),
-            ms(or_zero(read, |c| c.avg_latency_ms)),
-            ms(or_zero(write, |c| c.avg_latency_ms)),
-            rate(or_zero(read, |c| c.ops_per_sec)),
-            rate(or_zero(write, |c| c.ops_per_sec)),
-            rate(or_zero(read, |c| c.avg_bytes)),
-            rate(or_zero(write, |c| c.avg_bytes)),
-            ms(or_zero(log, |c| c.avg_latency_ms)),
-            rate(or_zero(log, |c| c.ops_per_sec)),
-            rate(or_zero(log, |c| c.avg_bytes)),
-        ]);
-    }
-    table
-}
-
 /// Latency distributions of every class that occurred: the figures Jetstress does not have.
 fn distribution_table(result: &TestResult) -> Table {
     let mut table = Table::new(&[
@@ -230,12 +192,34 @@ fn distribution_table(result: &TestResult) -> Table {
     table
 }
 
+/// The "Transactional I/O Performance" table in Jetstress's column names: the sessions'
+/// database reads and writes and the log's writes.
+fn transactional_table(result: &TestResult) -> Table {
+    io_table(result, &["db_read"], &["db_write"], None)
+}
+
 /// Jetstress's "Total I/O Performance": every database and log I/O of each instance, not only
 /// the transactional ones: database reads with background maintenance's (and a backup's),
-/// database writes with the file's growth, log reads (replication) and log writes. Rates add;
-/// latencies and sizes are weighted by the I/Os.
+/// database writes with the file's growth, log reads (replication) and log writes.
 fn total_table(result: &TestResult) -> Table {
-    let mut table = Table::new(&[
+    io_table(
+        result,
+        &["db_read", "bdm_read", "backup_read"],
+        &["db_write", "db_extend"],
+        Some(&["replication_read"]),
+    )
+}
+
+/// Jetstress's I/O table of the classes named: database reads, database writes, log reads
+/// (with their columns only when `log_reads` is given) and log writes. Several classes count as
+/// one: rates add, latencies and sizes are weighted by the I/Os.
+fn io_table(
+    result: &TestResult,
+    reads: &[&str],
+    writes: &[&str],
+    log_reads: Option<&[&str]>,
+) -> Table {
+    let mut header = vec![
         "Instance",
         "I/O Database Reads Average Latency (msec)",
         "I/O Database Writes Average Latency (msec)",
@@ -243,13 +227,28 @@ fn total_table(result: &TestResult) -> Table {
         "I/O Database Writes/sec",
         "I/O Database Reads Average Bytes",
         "I/O Database Writes Average Bytes",
-        "I/O Log Reads Average Latency (msec)",
-        "I/O Log Writes Average Latency (msec)",
-        "I/O Log Reads/sec",
-        "I/O Log Writes/sec",
-        "I/O Log Reads Average Bytes",
-        "I/O Log Writes Average Bytes",
-    ]);
+    ];
+    let log_columns: &[&[&str]] = if log_reads.is_some() {
+        &[
+            &[
+                "I/O Log Reads Average Latency (msec)",
+                "I/O Log Writes Average Latency (msec)",
+            ],
+            &["I/O Log Reads/sec", "I/O Log Writes/sec"],
+            &[
+                "I/O Log Reads Average Bytes",
+                "I/O Log Writes Average Bytes",
+            ],
+        ]
+    } else {
+        &[
+            &["I/O Log Writes Average Latency (msec)"],
+            &["I/O Log Writes/sec"],
+            &["I/O Log Writes Average Bytes"],
+        ]
+    };
+    header.extend(log_columns.iter().flat_map(|names| names.iter().copied()));
+    let mut table = Table::new(&header);
     // (rate, average latency, average bytes) of the classes together.
     let merged = |instance: &InstanceResult, keys: &[&str]| {
         let classes: Vec<&ClassResult> = keys.iter().filter_map(|k| class(instance, k)).collect();
@@ -268,25 +267,28 @@ fn total_table(result: &TestResult) -> Table {
         (rate, latency, bytes)
     };
     for instance in &result.instances {
-        let reads = merged(instance, &["db_read", "bdm_read", "backup_read"]);
-        let writes = merged(instance, &["db_write", "db_extend"]);
-        let log_reads = merged(instance, &["replication_read"]);
-        let log_writes = merged(instance, &["log_write"]);
-        table.row(vec![
+        let (r, w) = (merged(instance, reads), merged(instance, writes));
+        let lw = merged(instance, &["log_write"]);
+        let lr = log_reads.map(|keys| merged(instance, keys));
+        let mut row = vec![
             instance.name.clone(),
-            ms(reads.1),
-            ms(writes.1),
-            rate(reads.0),
-            rate(writes.0),
-            rate(reads.2),
-            rate(writes.2),
-            ms(log_reads.1),
-            ms(log_writes.1),
-            rate(log_reads.0),
-            rate(log_writes.0),
-            rate(log_reads.2),
-            rate(log_writes.2),
-        ]);
+            ms(r.1),
+            ms(w.1),
+            rate(r.0),
+            rate(w.0),
+            rate(r.2),
+            rate(w.2),
+        ];
+        let log = |pick: fn((f64, f64, f64)) -> f64, format: fn(f64) -> String| {
+            lr.into_iter()
+                .chain([lw])
+                .map(|c| format(pick(c)))
+                .collect::<Vec<_>>()
+        };
+        row.extend(log(|c| c.1, ms));
+        row.extend(log(|c| c.0, rate));
+        row.extend(log(|c| c.2, rate));
+        table.row(row);
     }
     table
 }

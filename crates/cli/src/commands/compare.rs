@@ -66,15 +66,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             .unwrap_or_else(|| "compare".into());
         default.with_file_name(name)
     });
-    if out.exists() && !out.is_dir() {
-        return Err(CliError::bad_input(anyhow::anyhow!(
-            "--out {}: exists and is not a directory; choose a directory path",
-            out.display()
-        )));
-    }
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("create {}", out.display()))
-        .map_err(CliError::runtime)?;
+    // Only into a new directory, or one holding jetproof's results alone (never through a
+    // link): the same rule as every results directory.
+    let out = jetproof_results::OutDir::prepare(Some(&out), base.test)
+        .map_err(CliError::bad_input)?
+        .path()
+        .to_path_buf();
     let md = out.join("compare.md");
     std::fs::write(&md, &markdown)
         .with_context(|| format!("write {}", md.display()))

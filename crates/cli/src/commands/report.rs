@@ -41,36 +41,55 @@ fn render(dir: &Path) -> Result<String, CliError> {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
-    if let Some(out) = &args.out
-        && out.exists()
-        && !out.is_dir()
-    {
-        return Err(CliError::bad_input(anyhow::anyhow!(
-            "--out {}: exists and is not a directory; choose a directory path",
-            out.display()
-        )));
-    }
     let mut pages = Vec::new();
     for dir in &args.dirs {
         pages.push((dir, render(dir)?));
     }
     let several = args.dirs.len() > 1;
+    // Where each page goes, checked before any is written: into a results directory itself
+    // (never through a link at report.html), or under --out by the rule of every results
+    // directory (new, or holding jetproof's results alone).
+    let mut targets = Vec::new();
     for (dir, page) in pages {
         let target_dir = match &args.out {
-            None => dir.clone(),
-            Some(out) if several => {
-                let name = dir
-                    .canonicalize()
-                    .ok()
-                    .and_then(|d| d.file_name().map(|n| n.to_owned()))
-                    .unwrap_or_else(|| "result".into());
-                out.join(name)
+            None => {
+                let path = dir.join("report.html");
+                if path
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.file_type().is_symlink())
+                {
+                    return Err(CliError::bad_input(anyhow::anyhow!(
+                        "{}: a symbolic link, which jetproof never writes through; remove it or \
+                         give --out",
+                        path.display()
+                    )));
+                }
+                dir.clone()
             }
-            Some(out) => out.clone(),
+            Some(out) => {
+                let target = if several {
+                    let name = dir
+                        .canonicalize()
+                        .ok()
+                        .and_then(|d| d.file_name().map(|n| n.to_owned()))
+                        .unwrap_or_else(|| "result".into());
+                    out.join(name)
+                } else {
+                    out.clone()
+                };
+                // The test kind only names a default directory; --out is given.
+                jetproof_results::OutDir::prepare(
+                    Some(&target),
+                    jetproof_results::TestKind::Performance,
+                )
+                .map_err(CliError::bad_input)?
+                .path()
+                .to_path_buf()
+            }
         };
-        std::fs::create_dir_all(&target_dir)
-            .with_context(|| format!("create {}", target_dir.display()))
-            .map_err(CliError::runtime)?;
+        targets.push((target_dir, page));
+    }
+    for (target_dir, page) in targets {
         let path = target_dir.join("report.html");
         std::fs::write(&path, page)
             .with_context(|| format!("write {}", path.display()))
