@@ -34,7 +34,7 @@ fn killed_with_many_generations(dir: &Path) -> (PathBuf, PathBuf) {
             "--test",
             "soft-recovery",
             "--log-files",
-            "100000",
+            "1000",
             "--out",
             "killed",
         ],

@@ -192,7 +192,7 @@ fn a_corrupted_log_in_the_needed_range_fails_recovery_with_file_and_offset() {
             "--test",
             "soft-recovery",
             "--log-files",
-            "100000",
+            "1000",
             "--out",
             "killed",
         ],
