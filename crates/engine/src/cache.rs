@@ -1308,13 +1308,12 @@ impl CacheInner {
     /// Waits for every write in flight and processes its completion. The first error is
     /// returned (the cache is poisoned by then); the other writes are still waited for.
     fn drain(&self, state: &mut FlushState) -> Result<()> {
-        let mut first_error = None;
-        while state.queue.as_ref().is_some_and(|q| q.in_flight() > 0) {
-            if let Err(e) = self.reap(state, true) {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        let Some(queue) = state.queue.as_mut() else {
+            return Ok(());
+        };
+        let mut done: Vec<WriteCompletion> = Vec::new();
+        queue.reap_all(&mut done);
+        self.complete(state, done)
     }
 
     /// Processes the writes completed so far (with `wait`, at least one if any is in flight):
@@ -1326,6 +1325,11 @@ impl CacheInner {
         };
         let mut done: Vec<WriteCompletion> = Vec::new();
         queue.reap(wait, &mut done);
+        self.complete(state, done)
+    }
+
+    /// Processes completed writes: see [`Self::reap`].
+    fn complete(&self, state: &mut FlushState, done: Vec<WriteCompletion>) -> Result<()> {
         let mut first_error = None;
         for completion in done {
             let Some(write) = state.in_flight.remove(&completion.tag) else {

@@ -62,6 +62,14 @@ pub trait WriteQueue: Send + Debug {
     /// Moves the completed writes into `out`; with `wait`, waits until at least one is there
     /// (unless nothing is in flight).
     fn reap(&mut self, wait: bool, out: &mut Vec<WriteCompletion>);
+    /// Waits for every write in flight and moves all completions into `out`. The default
+    /// reaps one wait at a time; a queue whose completions wake the caller (the thread pool)
+    /// wakes it once, when the last write is done, instead of once per write.
+    fn reap_all(&mut self, out: &mut Vec<WriteCompletion>) {
+        while self.in_flight() > 0 {
+            self.reap(true, out);
+        }
+    }
 }
 
 /// A queue over `file` with up to `depth` writes in flight (at least 1, at most
@@ -122,6 +130,10 @@ struct PoolState {
     done: Vec<WriteCompletion>,
     /// Threads waiting for a job.
     idle: usize,
+    /// While the reaper waits: the number of completions it waits for (0: nobody waits).
+    /// A writer wakes it only when that many are there, so a reaper waiting for a whole
+    /// batch is woken once, not once per write.
+    wake_at: usize,
     stop: bool,
 }
 
@@ -184,7 +196,9 @@ impl ThreadQueue {
                 len: request.len,
                 result,
             });
-            pool.completed.notify_one();
+            if state.wake_at != 0 && state.done.len() >= state.wake_at {
+                pool.completed.notify_one();
+            }
         }
     }
 
@@ -236,10 +250,24 @@ impl WriteQueue for ThreadQueue {
         self.pool.work.notify_one();
     }
     fn reap(&mut self, wait: bool, out: &mut Vec<WriteCompletion>) {
+        self.reap_at_least(usize::from(wait), out);
+    }
+    fn reap_all(&mut self, out: &mut Vec<WriteCompletion>) {
+        self.reap_at_least(self.in_flight, out);
+    }
+}
+
+impl ThreadQueue {
+    /// Moves the completions into `out` once at least `want` (at most what is in flight) are
+    /// there, sleeping until the writer that completes the `want`th wakes it.
+    fn reap_at_least(&mut self, want: usize, out: &mut Vec<WriteCompletion>) {
+        let want = want.min(self.in_flight);
         let mut state = self.pool.state.lock();
-        while wait && state.done.is_empty() && self.in_flight > 0 {
+        while state.done.len() < want {
+            state.wake_at = want;
             self.pool.completed.wait(&mut state);
         }
+        state.wake_at = 0;
         self.in_flight -= state.done.len().min(self.in_flight);
         out.append(&mut state.done);
     }
@@ -304,6 +332,34 @@ mod tests {
     fn every_write_completes_once_and_lands_at_any_depth() {
         for depth in [1, 2, 8, 32] {
             run(depth);
+        }
+    }
+
+    #[test]
+    fn reap_all_returns_every_write_in_flight_at_once() {
+        let backend = MemBackend::new();
+        let file = backend
+            .open(Path::new("/q"), &OpenOptions::create().buffered())
+            .expect("open");
+        for depth in [1, 4, 32] {
+            let mut queue = open_write_queue(&file, depth, IoClass::DbWrite).expect("queue");
+            for i in 0..depth as u64 {
+                queue.submit(WriteRequest {
+                    tag: i,
+                    offset: i * 512,
+                    buf: AlignedBuf::zeroed(512),
+                    len: 512,
+                });
+            }
+            let mut done = Vec::new();
+            queue.reap_all(&mut done);
+            assert_eq!(queue.in_flight(), 0, "depth {depth}");
+            let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+            tags.sort_unstable();
+            assert_eq!(tags, (0..depth as u64).collect::<Vec<_>>(), "depth {depth}");
+            // Nothing in flight: returns at once with nothing.
+            queue.reap_all(&mut done);
+            assert_eq!(done.len(), depth);
         }
     }
 
