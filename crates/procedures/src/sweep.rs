@@ -366,7 +366,12 @@ pub fn point_from_result(
         };
         storage_error |= object.contains_key("error");
         for (class, figures) in object {
-            let Some(histogram) = figures.get("histogram") else {
+            // `histogram.latency` (the class's latency record beside its count and bytes), or
+            // the latency record itself.
+            let Some(histogram) = figures
+                .get("histogram")
+                .map(|h| h.get("latency").unwrap_or(h))
+            else {
                 continue;
             };
             let Ok(histogram) = serde_json::from_value::<LatencyHistogram>(histogram.clone())
