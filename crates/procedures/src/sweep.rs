@@ -1247,4 +1247,138 @@ mod tests {
             assert_eq!(doc.decisions.len(), runs.len() + 1, "{:?}", doc.decisions);
         }
     }
+
+    /// `--find-max` on the deterministic storage model: every read takes 2 ms per read in flight
+    /// (`FaultConfig::read_latency_per_queued_read`), and the database read average may be at
+    /// most 11 ms. N sessions, each blocked in one read at a time, see about N x 2 ms: 5 threads
+    /// (about 10 ms) pass and 6 (about 12 ms) fail. The search over 1..12 must land within one
+    /// step of 5.
+    #[test]
+    fn find_max_finds_the_known_answer_on_a_latency_model() {
+        use std::sync::atomic::AtomicBool;
+        use std::time::Duration;
+
+        use jetproof_engine::{Database, DatabaseOptions};
+        use jetproof_io::IoBackend;
+        use jetproof_io::fault::{FaultBackend, FaultConfig};
+        use jetproof_results::{OutDir, TestKind, TestLog};
+        use jetproof_workload::keys::MailKey;
+
+        use crate::performance::{RunOptions, performance};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = format!(
+            "[storage]\ndata_dir = \"{}\"\ndatabases = 1\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
+             [simulation]\nmailboxes = 10\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = 1\nbackground_maintenance = false\n\
+             [cache]\nmin_size = \"256KiB\"\nmax_size = \"512KiB\"\n\
+             [run]\nduration = \"2s\"\nsample_interval = \"250ms\"\n\
+             [thresholds]\ndb_read_avg_ms = 11\ndb_read_max_ms = 10000\nlog_write_avg_ms = 10000\n\
+             log_write_max_ms = 10000\npage_fault_stalls_per_sec = 1000000\n",
+            dir.path().join("data").display()
+        );
+        let job = Job::parse(&text, "test job").expect("job");
+        let backend = FaultBackend::new(FaultConfig {
+            sync_dir_required: false,
+            ..FaultConfig::default()
+        });
+        for instance in job.instances() {
+            if let Some(parent) = instance.database_path.parent() {
+                backend.create_dir_all(parent).expect("mkdir");
+            }
+            let database = Database::create(
+                backend.as_ref(),
+                &instance.database_path,
+                DatabaseOptions {
+                    page_size: 8192,
+                    initial_size_bytes: 8 << 20,
+                    cache_min_bytes: 256 << 10,
+                    cache_max_bytes: 1 << 20,
+                    ..DatabaseOptions::default()
+                },
+            )
+            .expect("create");
+            for mailbox in 0..10 {
+                for item in 0..400 {
+                    database
+                        .insert(&MailKey::new(mailbox, item).encode(), &[7u8; 1000])
+                        .expect("insert");
+                }
+            }
+            database.close().expect("close");
+        }
+        backend.configure(|c| c.read_latency_per_queued_read = Duration::from_millis(2));
+        let threads = parse_threads("1..12").expect("range");
+        let series = plan_series(&job, &[]).expect("series");
+        let mut doc = SweepDoc::new(&job, &threads, &[], true);
+        let stop = AtomicBool::new(false);
+        let mut run = |s: &SeriesPlan, t: u32, name: &str| -> Result<PointRun, String> {
+            let out = OutDir::prepare(
+                Some(&dir.path().join("sw").join(name)),
+                TestKind::Performance,
+            )
+            .map_err(|e| e.to_string())?;
+            let log = TestLog::create(&out.file("test.log"), false).map_err(|e| e.to_string())?;
+            let options = RunOptions {
+                backend: backend.clone(),
+                stop: &stop,
+                seed: 19,
+                start_at: None,
+                live: None,
+            };
+            performance(&with_threads(&s.job, t), false, &out, &log, &options)
+                .map_err(|e| e.to_string())?;
+            let json: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(out.file("result.json")).map_err(|e| e.to_string())?,
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(PointRun::Ran(point_from_result(&json, s, t, name)))
+        };
+        let mut said = Vec::new();
+        let ending = execute(
+            &series,
+            &mut doc,
+            &BTreeMap::new(),
+            &mut run,
+            &mut |line| said.push(line.to_string()),
+            &mut |_| Ok(()),
+        )
+        .expect("sweep");
+        let log = said.join("\n");
+        assert_eq!(ending, Ending::Complete, "{log}");
+        let found = doc.max[0].threads.expect("a passing count");
+        assert!(
+            found.abs_diff(5) <= 1,
+            "found {found}, expected 5 within one step:\n{log}"
+        );
+        // Grow (1, 2, 4, 8) then bisect (6, then 5 or 7): no more points than that.
+        assert!(doc.points.len() <= 7, "{log}");
+        // Every decision names its reason: the observed average against the threshold.
+        assert!(
+            doc.decisions
+                .iter()
+                .filter(|d| d.threads.is_some())
+                .all(|d| d.reason.contains("db read avg")
+                    || d.reason.contains("Database read")
+                    || d.reason.contains("database read")
+                    || d.reason.contains("failed")),
+            "{:?}",
+            doc.decisions
+        );
+        // The model behaves as designed: the read latency grows with the thread count.
+        let read = |t: u32| {
+            doc.points
+                .iter()
+                .find(|p| p.threads == t)
+                .and_then(|p| p.classes.get("db_read"))
+                .map(|c| c.avg_ms)
+        };
+        if let (Some(one), Some(four)) = (read(1), read(4)) {
+            assert!(
+                four > 2.5 * one,
+                "1 thread {one} ms, 4 threads {four} ms\n{log}"
+            );
+        }
+        eprintln!("{log}");
+    }
 }
