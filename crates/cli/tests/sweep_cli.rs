@@ -91,10 +91,11 @@ fn a_four_point_sweep_runs_end_to_end_and_renders() {
             "1,2,3,4",
             "--duration",
             "2s",
-            "--out",
-            "sw",
             "--quiet",
+            "--out",
         ])
+        // Absolute: result.json names its test log by the path the run was given.
+        .arg(dir.path().join("sw"))
         .output()
         .expect("run");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -249,13 +250,15 @@ fn an_interrupted_sweep_keeps_its_points_and_resumes() {
     let job = small_job(dir.path(), "2s", "");
     init(dir.path(), &job);
     let job_arg = job.to_str().expect("utf-8");
+    let out = dir.path().join("sw");
+    let out_arg = out.to_str().expect("utf-8");
     let args = [
         "sweep",
         job_arg,
         "--threads",
         "1,2,3",
         "--out",
-        "sw",
+        out_arg,
         "--quiet",
     ];
     let child = spawn_jetproof(dir.path(), &args, true);
