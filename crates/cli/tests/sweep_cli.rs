@@ -161,10 +161,16 @@ fn a_four_point_sweep_runs_end_to_end_and_renders() {
     assert_eq!(cmp.matches("| +0.0% |").count(), 12, "{cmp}");
     let cmp_html =
         std::fs::read_to_string(dir.path().join("cmp/sweep-compare.html")).expect("html");
+    // Per chart a curve of each sweep, and in the two latency charts their p99 curves too.
     assert_eq!(
         cmp_html.matches("data-series=\"sw\"").count(),
         6,
-        "two curves per chart"
+        "{cmp_html}"
+    );
+    assert_eq!(
+        cmp_html.matches("data-series=\"sw p99\"").count(),
+        4,
+        "{cmp_html}"
     );
 }
 
@@ -225,6 +231,7 @@ fn renders_in_chromium(page: &Path, scratch: &Path) {
             continue;
         }
         charts += 1;
+        let mut markers = 0;
         for tag in chart.split("<polyline").skip(1) {
             let tag = tag.split('>').next().unwrap_or("");
             let attr = |name: &str| {
@@ -238,9 +245,21 @@ fn renders_in_chromium(page: &Path, scratch: &Path) {
             let drawn = attr("points").expect("points").split_whitespace().count();
             assert_eq!(said, drawn, "{tag}");
             assert_eq!(said, 4, "every point of the sweep drawn: {tag}");
+            markers += said;
         }
+        assert_eq!(
+            chart.matches("class=\"marker\"").count(),
+            markers,
+            "a dot per point"
+        );
     }
     assert_eq!(charts, 3, "three charts in the rendered page");
+    // Every point has its dot: 4 in the IOPS chart, 4 per curve (average, p99) in the others.
+    assert_eq!(
+        dom.matches("class=\"marker\"").count(),
+        4 + 8 + 8,
+        "markers"
+    );
     assert!(!dom.contains("src=\"http"), "no request");
 }
 

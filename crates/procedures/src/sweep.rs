@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use jetproof_io::hist::LatencyHistogram;
 use jetproof_job::{Job, Threads};
-use jetproof_results::svg::{LineChart, Series, escape};
+use jetproof_results::svg::{LineChart, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::target::{BadInput, bad};
@@ -825,6 +825,12 @@ fn db_read_avg(p: &Point) -> Option<f64> {
 fn log_write_avg(p: &Point) -> Option<f64> {
     p.class("log_write").map(|c| c.avg_ms)
 }
+fn db_read_p99(p: &Point) -> Option<f64> {
+    p.class("db_read").map(|c| c.p99_ms)
+}
+fn log_write_p99(p: &Point) -> Option<f64> {
+    p.class("log_write").map(|c| c.p99_ms)
+}
 
 /// One curve per (sweep, series): `label` names the sweep when several are overlaid.
 pub struct Curve<'a> {
@@ -871,6 +877,16 @@ pub fn charts(curves: &[Curve<'_>], db_read_avg_ms: f64, log_write_avg_ms: f64) 
             })
             .collect()
     };
+    // The average (what the threshold judges, the study's figure) and, as a curve of its own
+    // named "... p99", the 99th percentile.
+    let with_p99 = |avg: fn(&Point) -> Option<f64>, p99: fn(&Point) -> Option<f64>| {
+        let mut series = make(iops, avg);
+        series.extend(curves.iter().map(|c| Series {
+            name: format!("{} p99", c.name),
+            points: series_points(&c.points, iops, p99),
+        }));
+        series
+    };
     let mut out = String::new();
     let charts = [
         LineChart {
@@ -885,27 +901,27 @@ pub fn charts(curves: &[Curve<'_>], db_read_avg_ms: f64, log_write_avg_ms: f64) 
         },
         LineChart {
             id: "sweep-db-read".into(),
-            title: "Database read latency (average) against IOPS".into(),
+            title: "Database read latency (average, and p99) against IOPS".into(),
             x_label: "transactional IOPS".into(),
             y_label: "ms".into(),
-            series: make(iops, db_read_avg),
+            series: with_p99(db_read_avg, db_read_p99),
             lines: vec![(db_read_avg_ms, format!("threshold {db_read_avg_ms} ms"))],
             band: None,
             percentile_x: false,
         },
         LineChart {
             id: "sweep-log-write".into(),
-            title: "Log write latency (average) against IOPS".into(),
+            title: "Log write latency (average, and p99) against IOPS".into(),
             x_label: "transactional IOPS".into(),
             y_label: "ms".into(),
-            series: make(iops, log_write_avg),
+            series: with_p99(log_write_avg, log_write_p99),
             lines: vec![(log_write_avg_ms, format!("threshold {log_write_avg_ms} ms"))],
             band: None,
             percentile_x: false,
         },
     ];
     for chart in &charts {
-        out.push_str(&chart.svg(jetproof_results::html::MAX_POINTS));
+        out.push_str(&chart.svg_with_markers(jetproof_results::html::MAX_POINTS));
         out.push('\n');
     }
     out
@@ -1018,13 +1034,13 @@ pub fn markdown(doc: &SweepDoc) -> String {
 /// `sweep.html`: the charts, then `sweep.md`'s tables (one self-contained page, the reports'
 /// Content-Security-Policy).
 pub fn html(doc: &SweepDoc) -> String {
-    let body = format!(
-        "<h1>jetproof sweep</h1>\n<p>{} point(s), state {}</p>\n{}{}",
-        doc.points.len(),
-        escape(&doc.state),
-        charts(&curves(doc, None), doc.db_read_avg_ms, doc.log_write_avg_ms),
-        jetproof_results::html::markdown_to_html(&markdown(doc))
-    );
+    let tables = jetproof_results::html::markdown_to_html(&markdown(doc));
+    let charts = charts(&curves(doc, None), doc.db_read_avg_ms, doc.log_write_avg_ms);
+    // The charts between the sweep's settings and its tables.
+    let body = match tables.find("<h2>") {
+        Some(at) => format!("{}{charts}{}", &tables[..at], &tables[at..]),
+        None => format!("{tables}{charts}"),
+    };
     jetproof_results::html::page("jetproof sweep", &body)
 }
 
@@ -1113,11 +1129,12 @@ pub fn compare_html(sweeps: &[(String, SweepDoc)]) -> String {
         .first()
         .map(|(_, d)| (d.db_read_avg_ms, d.log_write_avg_ms))
         .unwrap_or((f64::NAN, f64::NAN));
-    let body = format!(
-        "<h1>jetproof sweep comparison</h1>\n{}{}",
-        charts(&all, read, log),
-        jetproof_results::html::markdown_to_html(&compare_markdown(sweeps))
-    );
+    let tables = jetproof_results::html::markdown_to_html(&compare_markdown(sweeps));
+    let charts = charts(&all, read, log);
+    let body = match tables.find("<h2>") {
+        Some(at) => format!("{}{charts}{}", &tables[..at], &tables[at..]),
+        None => format!("{tables}{charts}"),
+    };
     jetproof_results::html::page("jetproof sweep comparison", &body)
 }
 
