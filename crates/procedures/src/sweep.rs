@@ -877,10 +877,16 @@ pub fn charts(curves: &[Curve<'_>], db_read_avg_ms: f64, log_write_avg_ms: f64) 
             })
             .collect()
     };
-    // The average (what the threshold judges, the study's figure) and, as a curve of its own
-    // named "... p99", the 99th percentile.
+    // The average (what the threshold judges, the study's figure), named "... avg", and the
+    // 99th percentile, "... p99".
     let with_p99 = |avg: fn(&Point) -> Option<f64>, p99: fn(&Point) -> Option<f64>| {
-        let mut series = make(iops, avg);
+        let mut series: Vec<Series> = curves
+            .iter()
+            .map(|c| Series {
+                name: format!("{} avg", c.name),
+                points: series_points(&c.points, iops, avg),
+            })
+            .collect();
         series.extend(curves.iter().map(|c| Series {
             name: format!("{} p99", c.name),
             points: series_points(&c.points, iops, p99),
