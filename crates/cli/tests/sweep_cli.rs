@@ -374,7 +374,7 @@ fn settings_sweep_one_series_per_value() {
         );
     }
     let html = std::fs::read_to_string(dir.path().join("sw/sweep.html")).expect("html");
-    assert!(html.contains("data-series=\"workload.lazy_commit_percent=100\""));
+    assert!(html.contains("data-series=\"lazy_commit_percent=100\""));
 }
 
 #[test]

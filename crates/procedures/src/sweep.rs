@@ -855,6 +855,16 @@ pub fn curves<'a>(doc: &'a SweepDoc, sweep_name: Option<&str>) -> Vec<Curve<'a>>
                 .filter(|p| p.series == series && !p.interrupted)
                 .collect();
             points.sort_by_key(|p| p.threads);
+            // In a legend, a setting by its last key part: `io_engine=std`, not
+            // `storage.io_engine=std` (the tables keep the whole key).
+            let short = points.first().filter(|p| !p.settings.is_empty()).map(|p| {
+                p.settings
+                    .iter()
+                    .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
+            let series = short.as_deref().unwrap_or(series);
             let name = match sweep_name {
                 Some(sweep) if series == "threads" => sweep.to_string(),
                 Some(sweep) => format!("{sweep}: {series}"),
