@@ -1322,10 +1322,16 @@ mod tests {
         });
         let file = open(&backend, "/q");
         file.write_at(&[0u8; 64], 0, IoClass::DbWrite).expect("w");
-        // Alone: one read in flight, 20 ms.
-        let start = std::time::Instant::now();
-        file.read_at(&mut [0u8; 64], 0, IoClass::DbRead).expect("r");
-        let alone = start.elapsed();
+        // Alone: one read in flight, 20 ms (the quickest of three, so that a loaded machine's
+        // late wake-up is not taken for a second read in flight).
+        let alone = (0..3)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                file.read_at(&mut [0u8; 64], 0, IoClass::DbRead).expect("r");
+                start.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
         assert!(alone >= Duration::from_millis(20), "{alone:?}");
         assert!(alone < Duration::from_millis(38), "{alone:?}");
         // Four at once: the last to start sees four in flight (80 ms); all end after the
