@@ -62,6 +62,9 @@ enum Command {
     /// Two results of the same test side by side: each figure, the change in percent, and
     /// whether it is inside the base run's own noise.
     Compare(commands::compare::Args),
+    /// The same databases tested at thread count after thread count (and other settings):
+    /// IOPS and latency curves, the largest passing count (--find-max), comparisons of sweeps.
+    Sweep(commands::sweep::Args),
 }
 
 fn main() {
@@ -78,6 +81,7 @@ fn main() {
         Command::Aggregate(args) => commands::aggregate::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
+        Command::Sweep(args) => commands::sweep::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

@@ -22,6 +22,11 @@
 //!   offset (misdirected: the intended place keeps its old data), or be lost (reported as done,
 //!   never stored). After [`FaultConfig::eio_after_ops`] operations every I/O fails with an
 //!   injected EIO. Every operation can be slowed by [`FaultConfig::added_latency`].
+//! * A device whose latency grows with its queue depth, for tests of load sweeps
+//!   (`jetproof sweep`): with [`FaultConfig::read_latency_per_queued_read`] each read also takes
+//!   that long once for every read in flight when it starts, itself included. N sessions each
+//!   blocked in one read at a time then see about N × that latency: the thread count at which a
+//!   latency threshold is crossed is known in advance.
 //! * Targeted faults for named regression tests: [`FaultBackend::flip_bit`].
 //!
 //! Determinism: all random choices come from one RNG seeded by [`FaultConfig::seed`], drawn
@@ -33,7 +38,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -64,6 +69,9 @@ pub struct FaultConfig {
     pub eio_after_ops: Option<u64>,
     /// Added to every read, write and sync.
     pub added_latency: Duration,
+    /// Added to a read once for every read in flight when it starts (itself included): latency
+    /// that grows with the queue depth (see the module header). Zero: none.
+    pub read_latency_per_queued_read: Duration,
     /// Namespace changes survive a crash only after `sync_dir` of their directory.
     pub sync_dir_required: bool,
 }
@@ -80,6 +88,7 @@ impl Default for FaultConfig {
             lost_write_probability: 0.0,
             eio_after_ops: None,
             added_latency: Duration::ZERO,
+            read_latency_per_queued_read: Duration::ZERO,
             sync_dir_required: true,
         }
     }
@@ -202,6 +211,8 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     crashed: AtomicBool,
+    /// Reads between their admission and their return (the queue depth of the latency model).
+    reads_in_flight: AtomicU64,
 }
 
 /// The fault-injecting backend; see the module header.
@@ -262,6 +273,7 @@ impl FaultBackend {
                     next_write_id: 0,
                 }),
                 crashed: AtomicBool::new(false),
+                reads_in_flight: AtomicU64::new(0),
             }),
         })
     }
@@ -435,6 +447,8 @@ impl FaultBackend {
 /// Outcome of the per-operation fault checks.
 struct Admitted {
     latency: Duration,
+    /// Counted in `Shared::reads_in_flight` until it returns.
+    queued_read: bool,
 }
 
 impl Shared {
@@ -468,6 +482,7 @@ impl Shared {
         }
         Ok(Admitted {
             latency: state.config.added_latency,
+            queued_read: false,
         })
     }
 }
@@ -635,9 +650,21 @@ impl IoFile for FaultFile {
                     bit,
                 });
             }
+            let per_read = state.config.read_latency_per_queued_read;
+            let mut admitted = admitted;
+            if !per_read.is_zero() {
+                let depth = self.shared.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                admitted.latency +=
+                    per_read.saturating_mul(u32::try_from(depth).unwrap_or(u32::MAX));
+                admitted.queued_read = true;
+            }
             admitted
         };
+        let queued = admitted.queued_read;
         Self::pause(admitted);
+        if queued {
+            self.shared.reads_in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
         Ok(())
     }
 
@@ -1285,6 +1312,51 @@ mod tests {
                 .iter()
                 .all(|&b| b == 0)
         );
+    }
+
+    #[test]
+    fn read_latency_grows_with_the_reads_in_flight() {
+        let backend = FaultBackend::new(FaultConfig {
+            read_latency_per_queued_read: Duration::from_millis(20),
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/q");
+        file.write_at(&[0u8; 64], 0, IoClass::DbWrite).expect("w");
+        // Alone: one read in flight, 20 ms (the quickest of three, so that a loaded machine's
+        // late wake-up is not taken for a second read in flight).
+        let alone = (0..3)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                file.read_at(&mut [0u8; 64], 0, IoClass::DbRead).expect("r");
+                start.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
+        assert!(alone >= Duration::from_millis(20), "{alone:?}");
+        assert!(alone < Duration::from_millis(38), "{alone:?}");
+        // Four at once: the last to start sees four in flight (80 ms); all end after the
+        // first's 20 ms at least, and the slowest takes at least 4 x 20 ms.
+        let start = std::time::Instant::now();
+        let times: Vec<Duration> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    let file = file.clone();
+                    scope.spawn(move || {
+                        let begun = std::time::Instant::now();
+                        file.read_at(&mut [0u8; 64], 0, IoClass::DbRead).expect("r");
+                        begun.elapsed()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("join"))
+                .collect()
+        });
+        let slowest = times.iter().max().copied().unwrap_or_default();
+        assert!(slowest >= Duration::from_millis(80), "{times:?}");
+        assert!(start.elapsed() < Duration::from_millis(400), "{times:?}");
+        assert_eq!(backend.shared.reads_in_flight.load(Ordering::SeqCst), 0);
     }
 
     #[test]

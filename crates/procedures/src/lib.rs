@@ -16,4 +16,5 @@ pub mod performance;
 pub mod replication;
 pub mod soft_recovery;
 pub mod start;
+pub mod sweep;
 pub mod target;

@@ -111,6 +111,16 @@ pub fn tick(value: f64) -> String {
 impl LineChart {
     /// The chart as an `<svg>` element, at most `max_points` points per series.
     pub fn svg(&self, max_points: usize) -> String {
+        self.render(max_points, false)
+    }
+
+    /// As [`LineChart::svg`], with a dot on every point (`<circle class="marker">`): for
+    /// charts of a few measured points, like a sweep's, where each point is a test.
+    pub fn svg_with_markers(&self, max_points: usize) -> String {
+        self.render(max_points, true)
+    }
+
+    fn render(&self, max_points: usize, markers: bool) -> String {
         let drawn: Vec<Vec<(f64, f64)>> = self
             .series
             .iter()
@@ -268,6 +278,16 @@ impl LineChart {
                 escape(&series.name),
                 points.len()
             );
+            if markers {
+                for p in points {
+                    let _ = write!(
+                        out,
+                        r#"<circle class="marker" cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
+                        sx(p.0),
+                        sy(p.1)
+                    );
+                }
+            }
             let _ = write!(
                 out,
                 r#"<rect x="{:.1}" y="{}" width="10" height="10" fill="{color}"/><text x="{:.1}" y="{}" class="small">{}</text>"#,

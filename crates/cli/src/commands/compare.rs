@@ -45,6 +45,10 @@ fn load(dir: &Path) -> Result<(TestResult, Option<String>), CliError> {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    // Two sweeps' folders: their curves overlaid (`jetproof sweep --compare`, docs/sweep.md).
+    if args.base.join("sweep.json").is_file() && args.new.join("sweep.json").is_file() {
+        return crate::commands::sweep::compare(&[args.base, args.new], args.out.as_deref());
+    }
     let (base, base_samples) = load(&args.base)?;
     let (new, _) = load(&args.new)?;
     let names = (

@@ -9,3 +9,4 @@ pub mod probe;
 pub mod recover;
 pub mod report;
 pub mod run;
+pub mod sweep;
