@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Sizing: turn a mailbox profile into IOPS, sizes and disks, and write a job file.
     Plan(commands::plan::Args),
+    /// Print the built-in job (--default) or a job file with its defaults filled in, as TOML.
+    Job(commands::job::Args),
     /// Create the databases of the job and fill them to size.
     Init(commands::init::Args),
     /// Run a test: performance, stress, backup or soft-recovery.
@@ -68,6 +70,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => commands::plan::run(args),
+        Command::Job(args) => commands::job::run(args),
         Command::Init(args) => commands::init::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Checksum(args) => commands::checksum::run(args),

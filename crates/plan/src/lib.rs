@@ -29,6 +29,24 @@ pub const JOB_FILE_MARKER: &str = "# Written by `jetproof plan`.";
 pub const JETSTRESS_CACHE_MIN: ByteSize = ByteSize(32 * ByteSize::MIB);
 pub const JETSTRESS_CACHE_MAX: ByteSize = ByteSize(256 * ByteSize::MIB);
 
+/// ESRP's test set, as the ESRP-Storage reports run it: a 2-hour performance test, a 24-hour
+/// stress test, each followed by a checksum of every page and log file, a backup test, and a
+/// soft recovery of 500 log files per instance (Hitachi and Infortrend reports, "Test Result
+/// Summary" and appendices).
+pub const ESRP_PERFORMANCE_SECONDS: u64 = 2 * 3600;
+pub const ESRP_STRESS_SECONDS: u64 = 24 * 3600;
+pub const ESRP_RECOVERY_LOG_FILES: u32 = 500;
+
+/// Sets a job's durations and passes to ESRP's test set ([`ESRP_PERFORMANCE_SECONDS`] ...):
+/// what `plan --esrp --write-job` writes. The backup test needs no setting.
+pub fn apply_esrp(job: &mut Job) {
+    job.run.duration = jetproof_job::Span::secs(ESRP_PERFORMANCE_SECONDS);
+    job.run.stress_duration = jetproof_job::Span::secs(ESRP_STRESS_SECONDS);
+    job.run.recovery_log_files = ESRP_RECOVERY_LOG_FILES;
+    job.run.checksum_after_performance = true;
+    job.run.checksum_after_stress = true;
+}
+
 /// Which of the overheads Exchange adds to the quota are counted. All on by default.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Overheads {
@@ -1720,6 +1738,18 @@ mod tests {
         assert_eq!(back.target_iops(), Some(459.0));
         assert_eq!(back.cache.max_size, ByteSize::mib(256));
         assert_eq!(back.storage.db_size.map(|s| s.bytes() % 32768), Some(0));
+    }
+
+    #[test]
+    fn the_esrp_job_has_esrp_durations_and_checksums() {
+        let mut job = plan(&hitachi()).expect("plans").job();
+        apply_esrp(&mut job);
+        job.validate().expect("valid");
+        let back = Job::parse(&job.to_toml(), "esrp").expect("parses");
+        assert_eq!(back.run.duration.as_duration().as_secs(), 7200);
+        assert_eq!(back.run.stress_duration.as_duration().as_secs(), 86_400);
+        assert_eq!(back.run.recovery_log_files, 500);
+        assert!(back.run.checksum_after_performance && back.run.checksum_after_stress);
     }
 
     #[test]

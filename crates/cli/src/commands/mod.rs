@@ -4,6 +4,7 @@ pub mod aggregate;
 pub mod checksum;
 pub mod compare;
 pub mod init;
+pub mod job;
 pub mod plan;
 pub mod probe;
 pub mod recover;

@@ -131,6 +131,10 @@ pub struct Args {
     /// Write the job for one server of the plan to FILE (refuses files jetproof did not write).
     #[arg(long, value_name = "FILE")]
     pub write_job: Option<PathBuf>,
+    /// With --write-job: ESRP's test set in the job (2 h performance and 24 h stress, each with
+    /// a checksum pass after it, 500 log files per instance for soft recovery).
+    #[arg(long, requires = "write_job")]
+    pub esrp: bool,
 }
 
 fn parse_count(text: &str) -> Result<u64, String> {
@@ -250,7 +254,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     // Everything about the job file is checked before anything is written.
     let job_text = match &args.write_job {
         Some(path) => {
-            let text = job_file_text(&plan, args.data_dir.as_deref())?;
+            let text = job_file_text(&plan, args.data_dir.as_deref(), args.esrp)?;
             check_target(path)?;
             Some((path, text))
         }
@@ -276,8 +280,11 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
 
 /// The job file: jetproof's marker, how it was made, then the job as TOML. Parsed back before it
 /// is returned, so a file that `init` would refuse is never written.
-fn job_file_text(plan: &Plan, data_dir: Option<&Path>) -> Result<String, CliError> {
+fn job_file_text(plan: &Plan, data_dir: Option<&Path>, esrp: bool) -> Result<String, CliError> {
     let mut job = plan.job();
+    if esrp {
+        jetproof_plan::apply_esrp(&mut job);
+    }
     if let Some(dir) = data_dir {
         job.storage.data_dir = dir.to_path_buf();
     }
@@ -319,6 +326,20 @@ fn job_file_text(plan: &Plan, data_dir: Option<&Path>) -> Result<String, CliErro
         format_bytes(plan.mailbox_quota_bytes),
         plan.inputs.capacity_percent
     );
+    if esrp {
+        let _ = writeln!(
+            text,
+            "# ESRP test set (--esrp): run.duration 2h and run.stress_duration 24h, a checksum pass after each\n\
+             # (run.checksum_after_performance, run.checksum_after_stress), 500 log files per instance for\n\
+             # soft recovery (run.recovery_log_files). On every host, with one --start-at TIME per test:\n\
+             #   jetproof init JOB\n\
+             #   jetproof run JOB --test performance --start-at TIME --out results/HOST/performance\n\
+             #   jetproof run JOB --test stress --start-at TIME --out results/HOST/stress\n\
+             #   jetproof run JOB --test backup --start-at TIME --out results/HOST/backup\n\
+             #   jetproof run JOB --test soft-recovery --start-at TIME --out results/HOST/soft-recovery\n\
+             # then `jetproof esrp SOLUTION results/` writes the solution document (docs/esrp.md)."
+        );
+    }
     text.push('\n');
     text.push_str(&job.to_toml());
     Job::parse(&text, "the job plan would write").map_err(|e| {
