@@ -59,6 +59,9 @@ enum Command {
     /// One solution's results from many hosts: per-server and across-server tables, exactly
     /// merged histograms.
     Aggregate(commands::aggregate::Args),
+    /// The solution document: an ESRP-Storage style report (esrp.md, esrp.html) from a
+    /// solution file and every host's results, marked when the runs are not a complete ESRP set.
+    Esrp(commands::esrp::Args),
     /// (Re)build report.html from existing results directories (a host's or an aggregate's).
     Report(commands::report::Args),
     /// Two results of the same test side by side: each figure, the change in percent, and
@@ -79,6 +82,7 @@ fn main() {
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man(command.as_deref()),
         Command::Aggregate(args) => commands::aggregate::run(args),
+        Command::Esrp(args) => commands::esrp::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
     };

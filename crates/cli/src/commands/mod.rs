@@ -3,6 +3,7 @@
 pub mod aggregate;
 pub mod checksum;
 pub mod compare;
+pub mod esrp;
 pub mod init;
 pub mod job;
 pub mod plan;

@@ -204,7 +204,7 @@ fn parse_count_u32(text: &str) -> Result<u32, String> {
 }
 
 impl Args {
-    fn inputs(&self) -> Result<PlanInputs, CliError> {
+    pub(crate) fn inputs(&self) -> Result<PlanInputs, CliError> {
         let write_percent = match (self.read_percent.write, self.write_percent) {
             (Some(_), Some(_)) => {
                 return Err(CliError::bad_input(anyhow!(
