@@ -377,13 +377,41 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     // The browser renders the page, marked on its first screen.
     render_in_chromium(root, &root.join("doc/esrp.html"), &sums);
 
+    // The playbook's layout, one folder per test with a folder per host beneath, gives the
+    // same document: hosts and tests are told apart by what their results record.
+    let body = |md: &str| {
+        md.split("\n## Appendix")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for host in HOSTS {
+        for test in ["performance", "stress", "backup", "soft-recovery"] {
+            let to = root.join(format!("bytest/{test}"));
+            std::fs::create_dir_all(&to).expect("mkdir");
+            std::fs::rename(root.join(format!("results/{host}/{test}")), to.join(host))
+                .expect("move");
+        }
+    }
+    let output = jetproof(root)
+        .args(["esrp", "solution.toml", "bytest", "--out", "doc-bytest"])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(1));
+    let again = std::fs::read_to_string(root.join("doc-bytest/esrp.md")).expect("esrp.md");
+    assert_eq!(
+        body(&again),
+        body(&md),
+        "same document from the playbook's layout"
+    );
+
     // A missing test on one host is named; the document is rewritten in place.
-    std::fs::remove_dir_all(root.join("results/h2/backup")).expect("remove");
+    std::fs::remove_dir_all(root.join("bytest/backup/h2")).expect("remove");
     let output = jetproof(root)
         .args([
             "esrp",
             solution.to_str().expect("utf-8"),
-            "results",
+            "bytest",
             "--out",
             "doc",
         ])
@@ -397,7 +425,7 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     // A foreign file in --out is refused before anything is written.
     std::fs::write(root.join("doc/notes.txt"), "mine").expect("write");
     jetproof(root)
-        .args(["esrp", "solution.toml", "results", "--out", "doc"])
+        .args(["esrp", "solution.toml", "bytest", "--out", "doc"])
         .assert()
         .code(2);
 }

@@ -72,14 +72,6 @@ pub struct Solution {
     pub plan: Vec<String>,
 }
 
-/// One host's results folder, as read: its name (the folder's) and the `result.json` files
-/// under it.
-#[derive(Clone, Debug)]
-pub struct HostFolder {
-    pub name: String,
-    pub results: Vec<PathBuf>,
-}
-
 /// Why the results cannot be read at all (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum EsrpError {
@@ -87,41 +79,33 @@ pub enum EsrpError {
     Results { path: PathBuf, message: String },
 }
 
-/// The host folders of RESULTS_DIR: every subdirectory, each with the `result.json` files of its
-/// subdirectories (or its own). Sorted by name.
-pub fn host_folders(results_dir: &Path) -> Result<Vec<HostFolder>, EsrpError> {
-    let refuse = |path: &Path, message: String| EsrpError::Results {
-        path: path.to_path_buf(),
+/// Every `result.json` two levels under RESULTS_DIR: `RESULTS_DIR/<host>/<test>/result.json`
+/// (one folder per host) and the many-servers playbook's `RESULTS_DIR/<test>/<host>/` alike,
+/// since results are told apart by the host and test they record, not by folder names.
+/// Aggregates among them are skipped, as `jetproof aggregate` skips them. Sorted.
+pub fn find(results_dir: &Path) -> Result<Vec<PathBuf>, EsrpError> {
+    let refuse = |message: String| EsrpError::Results {
+        path: results_dir.to_path_buf(),
         message,
     };
-    let entries = std::fs::read_dir(results_dir).map_err(|e| {
-        refuse(
-            results_dir,
-            format!("cannot read the results directory: {e}"),
-        )
-    })?;
+    let entries = std::fs::read_dir(results_dir)
+        .map_err(|e| refuse(format!("cannot read the results directory: {e}")))?;
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    let mut hosts = Vec::new();
+    let mut found = Vec::new();
     for dir in dirs {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let results = aggregate::find_results(std::slice::from_ref(&dir)).unwrap_or_default();
-        hosts.push(HostFolder { name, results });
+        found.extend(aggregate::find_results(std::slice::from_ref(&dir)).unwrap_or_default());
     }
-    if hosts.iter().all(|h| h.results.is_empty()) {
+    if found.is_empty() {
         return Err(refuse(
-            results_dir,
-            "holds no host folder with results; give a directory with one folder per host, each holding its tests' results directories".into(),
+            "holds no results: give a directory with one folder per host, each holding its tests' results directories".into(),
         ));
     }
-    Ok(hosts)
+    Ok(found)
 }
 
 /// One test of the set across the hosts: the aggregate, or why there is none.
@@ -137,44 +121,42 @@ pub struct TestSet {
     pub files: BTreeMap<String, PathBuf>,
 }
 
-/// Reads every host's results and combines them test by test. A host folder with two results of
-/// one test keeps the later (by `measured_start`), and a note says so.
-pub fn collect(hosts: &[HostFolder]) -> Result<(Vec<TestSet>, Vec<String>), EsrpError> {
+/// Reads every result and combines them test by test, each host by the name its results record
+/// (`--host-name` or its hostname). A host with two results of one test keeps the later (by
+/// `measured_start`), and a note says so. Returns the tests, the notes and every host's name.
+pub fn collect(paths: &[PathBuf]) -> Result<(Vec<TestSet>, Vec<String>, Vec<String>), EsrpError> {
     let mut notes = Vec::new();
     let mut by_test: BTreeMap<&'static str, BTreeMap<String, aggregate::HostInput>> =
         BTreeMap::new();
-    for host in hosts {
-        let inputs = aggregate::load(&host.results).map_err(|e| EsrpError::Results {
-            path: PathBuf::from(&host.name),
-            message: e.to_string(),
-        })?;
-        for input in inputs {
-            let slot = by_test.entry(input.result.test.name()).or_default();
-            match slot.get(&host.name) {
-                Some(kept) if kept.result.measured_start >= input.result.measured_start => {
-                    notes.push(format!(
-                        "{}: two {} results; {} is used, {} is not",
-                        host.name,
-                        input.result.test.name(),
-                        kept.path.display(),
-                        input.path.display()
-                    ));
-                }
-                Some(kept) => {
-                    notes.push(format!(
-                        "{}: two {} results; {} is used, {} is not",
-                        host.name,
-                        input.result.test.name(),
-                        input.path.display(),
-                        kept.path.display()
-                    ));
-                    slot.insert(host.name.clone(), input);
-                }
-                None => {
-                    slot.insert(host.name.clone(), input);
-                }
+    let inputs = aggregate::load(paths).map_err(|e| EsrpError::Results {
+        path: PathBuf::from("RESULTS_DIR"),
+        message: e.to_string(),
+    })?;
+    let mut names = BTreeSet::new();
+    for input in inputs {
+        let host = input.result.host.name.clone();
+        names.insert(host.clone());
+        let slot = by_test.entry(input.result.test.name()).or_default();
+        let (used, unused) = match slot.get(&host) {
+            Some(kept) if kept.result.measured_start >= input.result.measured_start => {
+                (kept.path.clone(), input.path.clone())
             }
-        }
+            Some(kept) => {
+                let pair = (input.path.clone(), kept.path.clone());
+                slot.insert(host.clone(), input);
+                pair
+            }
+            None => {
+                slot.insert(host.clone(), input);
+                continue;
+            }
+        };
+        notes.push(format!(
+            "{host}: two {} results; {} is used, {} is not",
+            slot.get(&host).map_or("", |i| i.result.test.name()),
+            used.display(),
+            unused.display()
+        ));
     }
     let mut sets = Vec::new();
     for test in TESTS {
@@ -201,7 +183,7 @@ pub fn collect(hosts: &[HostFolder]) -> Result<(Vec<TestSet>, Vec<String>), Esrp
             files,
         });
     }
-    Ok((sets, notes))
+    Ok((sets, notes, names.into_iter().collect()))
 }
 
 /// One ESRP requirement, as checked against the results.
@@ -451,7 +433,8 @@ pub struct Inputs<'a> {
     pub solution: &'a Solution,
     /// `jetproof plan --json`'s object (or the plan of the solution's flags).
     pub plan: Option<&'a serde_json::Value>,
-    pub hosts: &'a [HostFolder],
+    /// Every host with results, by the name they record.
+    pub hosts: &'a [String],
     pub sets: &'a [TestSet],
     pub notes: &'a [String],
 }
@@ -521,12 +504,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     let plan = inputs.plan;
     let p = |key: &str| plan.and_then(|v| v.get(key));
     let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
-    let all_hosts: Vec<String> = inputs
-        .hosts
-        .iter()
-        .filter(|h| !h.results.is_empty())
-        .map(|h| h.name.clone())
-        .collect();
+    let all_hosts: Vec<String> = inputs.hosts.to_vec();
     let expected = pi("servers").and_then(|v| v.as_u64());
     let summaries: Vec<Summary> = inputs.sets.iter().map(Summary::of).collect();
     let reqs = requirements(&summaries, &all_hosts, expected, &s.servers);
@@ -919,13 +897,13 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     );
     for host in inputs.hosts {
         for x in inputs.sets {
-            let Some(path) = x.files.get(&host.name) else {
+            let Some(path) = x.files.get(host) else {
                 continue;
             };
             let _ = writeln!(
                 m,
                 "\n## Appendix: {} — {} ({})",
-                cell(&host.name),
+                cell(host),
                 x.test.name(),
                 path.display()
             );

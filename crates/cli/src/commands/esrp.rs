@@ -166,8 +166,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let plan = plan_value(&solution, &base)?;
-    let hosts = esrp::host_folders(&args.results_dir).map_err(CliError::bad_input)?;
-    let (sets, notes) = esrp::collect(&hosts).map_err(CliError::bad_input)?;
+    let paths = esrp::find(&args.results_dir).map_err(CliError::bad_input)?;
+    let (sets, notes, hosts) = esrp::collect(&paths).map_err(CliError::bad_input)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("esrp"));
     check_out(&out, &args.results_dir)?;
 
