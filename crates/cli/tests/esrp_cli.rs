@@ -497,3 +497,30 @@ fn render_in_chromium(root: &Path, page: &Path, sums: &[f64; 3]) {
         bytes.len()
     );
 }
+
+/// The example solution file parses as `esrp` reads it, and its plan flags make the Hitachi
+/// plan: 459 IOPS per server, 432 + 45 disks.
+#[test]
+fn example_solution_file_parses_and_plans_hitachi() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/esrp/hitachi-ams2500-solution.toml");
+    let text = std::fs::read_to_string(&path).expect("example");
+    let solution: jetproof_results::esrp::Solution = toml::from_str(&text).expect("parses");
+    assert_eq!(solution.servers.len(), 16);
+    let plan: Vec<&str> = solution.plan.iter().map(String::as_str).collect();
+    let root = tempfile::tempdir().expect("tempdir");
+    let out = jetproof(root.path())
+        .arg("plan")
+        .args(&plan)
+        .arg("--json")
+        .output()
+        .expect("plan");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(plan["target_iops_per_server"], 459);
+    assert_eq!(plan["disks_needed_with_logs"], 477);
+}

@@ -121,10 +121,18 @@ pub struct TestSet {
     pub files: BTreeMap<String, PathBuf>,
 }
 
+/// Every test of the set as combined, the notes made on the way, and every host's name.
+#[derive(Clone, Debug)]
+pub struct Collected {
+    pub sets: Vec<TestSet>,
+    pub notes: Vec<String>,
+    pub hosts: Vec<String>,
+}
+
 /// Reads every result and combines them test by test, each host by the name its results record
 /// (`--host-name` or its hostname). A host with two results of one test keeps the later (by
-/// `measured_start`), and a note says so. Returns the tests, the notes and every host's name.
-pub fn collect(paths: &[PathBuf]) -> Result<(Vec<TestSet>, Vec<String>, Vec<String>), EsrpError> {
+/// `measured_start`), and a note says so.
+pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
     let mut notes = Vec::new();
     let mut by_test: BTreeMap<&'static str, BTreeMap<String, aggregate::HostInput>> =
         BTreeMap::new();
@@ -183,7 +191,11 @@ pub fn collect(paths: &[PathBuf]) -> Result<(Vec<TestSet>, Vec<String>, Vec<Stri
             files,
         });
     }
-    Ok((sets, notes, names.into_iter().collect()))
+    Ok(Collected {
+        sets,
+        notes,
+        hosts: names.into_iter().collect(),
+    })
 }
 
 /// One ESRP requirement, as checked against the results.

@@ -167,7 +167,8 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .unwrap_or_default();
     let plan = plan_value(&solution, &base)?;
     let paths = esrp::find(&args.results_dir).map_err(CliError::bad_input)?;
-    let (sets, notes, hosts) = esrp::collect(&paths).map_err(CliError::bad_input)?;
+    let esrp::Collected { sets, notes, hosts } =
+        esrp::collect(&paths).map_err(CliError::bad_input)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("esrp"));
     check_out(&out, &args.results_dir)?;
 
