@@ -238,6 +238,8 @@ pub struct HostSummary {
     pub checksum: Option<bool>,
     /// The fewest log files any instance replayed (soft recovery).
     pub fewest_logs: Option<f64>,
+    /// Transactional IOPS achieved (performance, stress).
+    pub achieved_iops: Option<f64>,
 }
 
 /// What the requirements look at in one test's results.
@@ -272,6 +274,7 @@ impl Summary {
                         .values()
                         .filter_map(|f| f.get("logs_replayed").and_then(|v| v.as_f64()))
                         .reduce(f64::min),
+                    achieved_iops: h.achieved_iops,
                 })
                 .collect(),
         }
@@ -286,6 +289,7 @@ pub fn requirements(
     all_hosts: &[String],
     expected_servers: Option<u64>,
     named_servers: &[String],
+    target_per_server: Option<f64>,
 ) -> Vec<Requirement> {
     let mut out = Vec::new();
     let set = |test: TestKind| sets.iter().find(|s| s.test == test);
@@ -400,6 +404,36 @@ pub fn requirements(
         });
     }
 
+    if let Some(target) = target_per_server {
+        let (found, met) = match set(TestKind::Performance).filter(|s| !s.per_host.is_empty()) {
+            Some(s) => {
+                let short: Vec<String> = s
+                    .per_host
+                    .iter()
+                    .filter(|h| h.achieved_iops.is_none_or(|a| a < target))
+                    .map(|h| format!("{} {:.1}", h.name, h.achieved_iops.unwrap_or(0.0)))
+                    .collect();
+                if short.is_empty() {
+                    let least = s
+                        .per_host
+                        .iter()
+                        .filter_map(|h| h.achieved_iops)
+                        .fold(f64::INFINITY, f64::min);
+                    (format!("{least:.1} IOPS at the least"), true)
+                } else {
+                    (format!("below the target: {}", short.join(", ")), false)
+                }
+            }
+            None => ("not run".into(), false),
+        };
+        out.push(Requirement {
+            name: "The plan's target IOPS on every server".into(),
+            required: format!("at least {target} transactional IOPS per server (performance test)"),
+            found,
+            met,
+        });
+    }
+
     let (found, met) = match set(TestKind::Recovery).filter(|s| !s.per_host.is_empty()) {
         Some(s) => {
             let fewest = s
@@ -473,8 +507,16 @@ fn cell(text: &str) -> String {
     text.replace('|', "/").replace('\n', " ")
 }
 
+/// Text as paragraphs: lines joined, blank lines between paragraphs kept (a line of the
+/// document is a paragraph of the page).
 fn text_block(m: &mut String, text: Option<&str>, otherwise: &str) {
-    let _ = writeln!(m, "\n{}", text.unwrap_or(otherwise).trim());
+    let text = text.unwrap_or(otherwise);
+    for paragraph in text.split("\n\n") {
+        let joined = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !joined.is_empty() {
+            let _ = writeln!(m, "\n{joined}");
+        }
+    }
 }
 
 fn bytes_gib(value: Option<&serde_json::Value>) -> String {
@@ -519,7 +561,8 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     let all_hosts: Vec<String> = inputs.hosts.to_vec();
     let expected = pi("servers").and_then(|v| v.as_u64());
     let summaries: Vec<Summary> = inputs.sets.iter().map(Summary::of).collect();
-    let reqs = requirements(&summaries, &all_hosts, expected, &s.servers);
+    let target = p("target_iops_per_server").and_then(|v| v.as_f64());
+    let reqs = requirements(&summaries, &all_hosts, expected, &s.servers, target);
     let complete = reqs.iter().all(|r| r.met);
     let version = s
         .exchange_version
@@ -787,7 +830,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                     m,
                     "\n### Individual Server Metrics: {} (target {} IOPS, achieved {:.3}, {})\n",
                     cell(&h.name),
-                    h.target_iops.map_or("none".into(), |t| format!("{t}")),
+                    h.target_iops.map_or("no".into(), |t| format!("{t}")),
                     h.achieved_iops.unwrap_or(0.0),
                     match h.verdict {
                         Verdict::Pass => "pass",
@@ -986,6 +1029,7 @@ mod tests {
                     checksum: matches!(test, TestKind::Performance | TestKind::Stress)
                         .then_some(true),
                     fewest_logs: (test == TestKind::Recovery).then_some(500.0),
+                    achieved_iops: Some(500.0),
                 })
                 .collect(),
         }
@@ -1002,7 +1046,7 @@ mod tests {
 
     fn unmet(sets: &[Summary], hosts: &[&str], expected: Option<u64>) -> Vec<String> {
         let all: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
-        requirements(sets, &all, expected, &[])
+        requirements(sets, &all, expected, &[], Some(459.0))
             .into_iter()
             .filter(|r| !r.met)
             .map(|r| format!("{}: {}", r.name, r.found))
@@ -1026,7 +1070,11 @@ mod tests {
     fn each_missing_requirement_is_named_alone() {
         let hosts = ["a", "b"];
         type Breaker = fn(&mut Vec<Summary>);
-        let cases: [(&str, Breaker); 8] = [
+        let cases: [(&str, Breaker); 9] = [
+            (
+                "target IOPS on every server: below the target: a 400.0",
+                |s| s[0].per_host[0].achieved_iops = Some(400.0),
+            ),
             ("Stress test duration: 10.0 s", |s| {
                 s[1].window_seconds = Some(10.0)
             }),
