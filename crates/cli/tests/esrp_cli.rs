@@ -15,17 +15,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{LENIENT_THRESHOLDS, jetproof, result, spawn_jetproof};
 
-const HOSTS: [&str; 3] = ["h1", "h2", "h3"];
+/// The hosts: three by default; `JETPROOF_ESRP_HOSTS=16` runs the Hitachi solution's sixteen
+/// (the plan's `--servers` and `--mailboxes` follow).
+fn hosts() -> Vec<String> {
+    let count = std::env::var("JETPROOF_ESRP_HOSTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(3)
+        .max(2);
+    (1..=count).map(|n| format!("h{n}")).collect()
+}
+
+fn plan_flags() -> Vec<String> {
+    let servers = hosts().len();
+    let mut flags: Vec<String> = [
+        "--mailboxes",
+        &(100 * servers).to_string(),
+        "--iops-per-mailbox",
+        "0.5",
+        "--headroom",
+        "0",
+        "--servers",
+        &servers.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(PLAN.iter().map(|s| s.to_string()));
+    flags
+}
 
 const PLAN: &[&str] = &[
-    "--mailboxes",
-    "300",
-    "--iops-per-mailbox",
-    "0.5",
-    "--headroom",
-    "0",
-    "--servers",
-    "3",
     "--databases-per-server",
     "5",
     "--copies",
@@ -58,13 +78,14 @@ fn job(dir: &Path) -> PathBuf {
 
 /// Runs `test` on every host at once, starting together a few seconds from now.
 fn run_all(root: &Path, job: &Path, test: &str) {
-    let at = SystemTime::now() + Duration::from_secs(4);
+    let hosts = hosts();
+    let at = SystemTime::now() + Duration::from_millis(4000 + 500 * hosts.len() as u64);
     let at = at
         .duration_since(UNIX_EPOCH)
         .expect("after 1970")
         .as_secs_f64();
     let at = format!("{at:.3}");
-    let children: Vec<_> = HOSTS
+    let children: Vec<_> = hosts
         .iter()
         .map(|host| {
             let data = format!("{host}-data");
@@ -102,19 +123,21 @@ fn run_all(root: &Path, job: &Path, test: &str) {
 }
 
 fn solution(root: &Path) -> PathBuf {
-    let plan: Vec<String> = PLAN.iter().map(|a| format!("{a:?}")).collect();
+    let plan: Vec<String> = plan_flags().iter().map(|a| format!("{a:?}")).collect();
+    let servers: Vec<String> = hosts().iter().map(|h| format!("{h:?}")).collect();
     let path = root.join("solution.toml");
     std::fs::write(
         &path,
         format!(
             "vendor = \"Example Storage\"\nproduct = \"Array 9000\"\nexchange_version = \"2010\"\n\
-             servers = [\"h1\", \"h2\", \"h3\"]\n\
+             servers = [{}]\n\
              features = [\"Thin provisioning\"]\n\
              best_practices = \"Keep logs and databases on separate RAID groups.\"\n\
              storage_hardware = [[\"Storage connectivity\", \"Fibre Channel\"], [\"Storage cache\", \"32GB\"]]\n\
              database_disks = [[\"RAID level\", \"RAID-5 (8D+1P)\"]]\n\
              plan = [{}]\n\
              [lun_layout]\ncolumns = [\"Host\", \"Databases\"]\nrows = [[\"h1\", \"1-5\"]]\n",
+            servers.join(", "),
             plan.join(", ")
         ),
     )
@@ -168,7 +191,8 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     let root = tempfile::tempdir().expect("tempdir");
     let root = root.path();
     let job = job(root);
-    for host in HOSTS {
+    let hosts = hosts();
+    for host in &hosts {
         jetproof(root)
             .args([
                 "init",
@@ -205,7 +229,7 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
         .unwrap_or_else(|| panic!("no mark on the first page: {head:#?}"));
     // The fewest log files any instance replayed, from the results (4 asked for; the replay
     // also counts the generations the attach left open).
-    let fewest = HOSTS
+    let fewest = hosts
         .iter()
         .flat_map(|host| {
             let r = result(&root.join(format!("results/{host}/soft-recovery/result.json")));
@@ -237,14 +261,17 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     let plan: serde_json::Value = {
         let out = jetproof(root)
             .arg("plan")
-            .args(PLAN)
+            .args(plan_flags())
             .arg("--json")
             .output()
             .expect("plan");
         serde_json::from_slice(&out.stdout).expect("json")
     };
     let sim = section(&md, "Simulated Exchange Configuration");
-    assert_eq!(row(&sim, "Number of Exchange mailboxes simulated"), "300");
+    assert_eq!(
+        row(&sim, "Number of Exchange mailboxes simulated"),
+        (100 * hosts.len()).to_string()
+    );
     assert_eq!(
         row(&sim, "Number of active mailboxes per server"),
         plan["mailboxes_per_server"].to_string()
@@ -263,7 +290,7 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     // Per-server and aggregate tables: each host's result.json, summed and averaged as ESRP does.
     let mut sums = [0.0f64; 3];
     let mut latencies = Vec::new();
-    for host in HOSTS {
+    for host in &hosts {
         let r = result(&root.join(format!("results/{host}/performance/result.json")));
         let reads: f64 = instance_figure(&r, "db_read", "ops_per_sec").iter().sum();
         let writes: f64 = instance_figure(&r, "db_write", "ops_per_sec").iter().sum();
@@ -326,7 +353,7 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     // Backup: MB/s per database (average) and per server; replay: seconds per log.
     let backup_recovery = section(&md, "Database Backup and Recovery Performance");
     let mut total = 0.0;
-    for host in HOSTS {
+    for host in &hosts {
         let r = result(&root.join(format!("results/{host}/backup/result.json")));
         let per: Vec<f64> = r["instances"]
             .as_array()
@@ -357,15 +384,14 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
         );
     }
     assert!(
-        backup_recovery
-            .iter()
-            .any(|l| l.starts_with("| **All servers** | 15 |")
-                && l.ends_with(&format!("| {total:.2} |"))),
+        backup_recovery.iter().any(|l| l
+            .starts_with(&format!("| **All servers** | {} |", 5 * hosts.len()))
+            && l.ends_with(&format!("| {total:.2} |"))),
         "{backup_recovery:#?}"
     );
 
     // The appendix holds every host's report of every test.
-    for host in HOSTS {
+    for host in &hosts {
         for test in ["performance", "stress", "backup", "recovery"] {
             assert!(
                 md.contains(&format!("## Appendix: {host} — {test}")),
@@ -385,7 +411,7 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
             .unwrap_or_default()
             .to_string()
     };
-    for host in HOSTS {
+    for host in &hosts {
         for test in ["performance", "stress", "backup", "soft-recovery"] {
             let to = root.join(format!("bytest/{test}"));
             std::fs::create_dir_all(&to).expect("mkdir");
