@@ -550,3 +550,44 @@ fn example_solution_file_parses_and_plans_hitachi() {
     assert_eq!(plan["target_iops_per_server"], 459);
     assert_eq!(plan["disks_needed_with_logs"], 477);
 }
+
+/// Bad input exits 2 before anything is written: an unknown key in the solution file, both
+/// `plan` and `plan_json`, plan flags `plan` refuses, `--out` inside RESULTS_DIR, a RESULTS_DIR
+/// without results.
+#[test]
+fn bad_solutions_and_places_exit_2_writing_nothing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let root = root.path();
+    std::fs::create_dir(root.join("results")).expect("mkdir");
+    let cases: [(&str, &[&str], &str); 5] = [
+        ("vendr = \"x\"\n", &[], "vendr"),
+        (
+            "plan = [\"--mailboxes\", \"10\", \"--iops-per-mailbox\", \"1\"]\nplan_json = \"p.json\"\n",
+            &[],
+            "both",
+        ),
+        (
+            "plan = [\"--mailboxes\", \"0\", \"--iops-per-mailbox\", \"1\"]\n",
+            &[],
+            "--mailboxes",
+        ),
+        (
+            "vendor = \"x\"\n",
+            &["--out", "results/doc"],
+            "inside RESULTS_DIR",
+        ),
+        ("vendor = \"x\"\n", &[], "holds no results"),
+    ];
+    for (text, extra, needle) in cases {
+        std::fs::write(root.join("s.toml"), text).expect("write");
+        let output = jetproof(root)
+            .args(["esrp", "s.toml", "results"])
+            .args(extra)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+        assert!(!root.join("esrp").exists() && !root.join("results/doc").exists());
+    }
+}

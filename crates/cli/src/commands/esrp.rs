@@ -166,11 +166,11 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let plan = plan_value(&solution, &base)?;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("esrp"));
+    check_out(&out, &args.results_dir)?;
     let paths = esrp::find(&args.results_dir).map_err(CliError::bad_input)?;
     let esrp::Collected { sets, notes, hosts } =
         esrp::collect(&paths).map_err(CliError::bad_input)?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("esrp"));
-    check_out(&out, &args.results_dir)?;
 
     let document = esrp::document(&esrp::Inputs {
         solution: &solution,
