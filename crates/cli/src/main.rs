@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Sizing: turn a mailbox profile into IOPS, sizes and disks, and write a job file.
     Plan(commands::plan::Args),
+    /// Print the built-in job (--default) or a job file with its defaults filled in, as TOML.
+    Job(commands::job::Args),
     /// Create the databases of the job and fill them to size.
     Init(commands::init::Args),
     /// Run a test: performance, stress, backup or soft-recovery.
@@ -57,6 +59,9 @@ enum Command {
     /// One solution's results from many hosts: per-server and across-server tables, exactly
     /// merged histograms.
     Aggregate(commands::aggregate::Args),
+    /// The solution document: an ESRP-Storage style report (esrp.md, esrp.html) from a
+    /// solution file and every host's results, marked when the runs are not a complete ESRP set.
+    Esrp(commands::esrp::Args),
     /// (Re)build report.html from existing results directories (a host's or an aggregate's).
     Report(commands::report::Args),
     /// Two results of the same test side by side: each figure, the change in percent, and
@@ -71,6 +76,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => commands::plan::run(args),
+        Command::Job(args) => commands::job::run(args),
         Command::Init(args) => commands::init::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Checksum(args) => commands::checksum::run(args),
@@ -79,6 +85,7 @@ fn main() {
         Command::Completions { shell } => completions(shell),
         Command::Man { command } => man(command.as_deref()),
         Command::Aggregate(args) => commands::aggregate::run(args),
+        Command::Esrp(args) => commands::esrp::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::Sweep(args) => commands::sweep::run(args),

@@ -127,6 +127,75 @@ fn hp_appendix_a_6600_backend_iops_37_and_44_disks() {
     assert_eq!(b["disks_needed"], 44);
 }
 
+/// Issue 18: HP's "72 GB-15K" disks hold the 5,000 × 100 MB databases on 20 disks, so the 37
+/// disks of Appendix A stay IOPS-bound; both counts are in the JSON.
+#[test]
+fn hp_appendix_a_with_its_disk_size_stays_37_iops_bound() {
+    let mut args = hp("180");
+    args.extend(["--disk-size", "72GiB", "--exchange-version", "2003"]);
+    let a = plan_json(&args);
+    assert_eq!(a["disks_needed_for_iops"], 37);
+    assert_eq!(a["disks_needed_for_capacity"], 20);
+    assert_eq!(a["disks_needed"], 37);
+    assert!(a["warnings"].as_array().is_some_and(|w| w.is_empty()));
+}
+
+/// Issue 18: Hitachi's Table 9 and 10 layout, 48 + 5 RAID-5 (8D+1P) groups of 450 GB disks
+/// formatting to 399 GB (153,216 GB over 48 × 8 data disks), 477 disks in all.
+#[test]
+fn hitachi_raid_layout_432_database_45_log_disks() {
+    let mut args = HITACHI.to_vec();
+    args.extend([
+        "--disk-size",
+        "399GiB",
+        "--raid-group-disks",
+        "8D+1P",
+        "--no-white-space",
+        "--no-deleted-item-retention",
+        "--no-content-index",
+    ]);
+    let plan = plan_json(&args);
+    assert_eq!(plan["raid_group_disks"], 9);
+    assert_eq!(plan["disks_needed_for_iops"], 90);
+    assert_eq!(plan["disks_needed_for_capacity"], 432);
+    assert_eq!(plan["disks_needed"], 432);
+    assert_eq!(plan["log_disks_needed"], 45);
+    assert_eq!(plan["disks_needed_with_logs"], 477);
+    let text = jetproof().arg("plan").args(&args).output().expect("runs");
+    let text = String::from_utf8_lossy(&text.stdout);
+    for needle in [
+        "Disks needed for IOPS",
+        "Disks needed for capacity",
+        "capacity-bound",
+        "Database LUN (volume) per database",
+        "Log LUN (volume) per database",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+}
+
+/// Issue 18: one copy of Hitachi's 1.5 TiB databases is over Microsoft's 200 GB; the warning
+/// names the figure and its source, and the plan is still made (exit 0).
+#[test]
+fn a_database_over_the_recommended_size_warns() {
+    let mut args: Vec<&str> = HITACHI.to_vec();
+    let copies = args
+        .iter()
+        .position(|a| *a == "--copies")
+        .expect("has --copies");
+    args[copies + 1] = "1";
+    let plan = plan_json(&args);
+    let warning = plan["warnings"][0].as_str().expect("a warning").to_string();
+    assert!(
+        warning.contains("200 GB without database copies"),
+        "{warning}"
+    );
+    assert!(warning.contains("Microsoft"), "{warning}");
+    let output = jetproof().arg("plan").args(&args).output().expect("runs");
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Warnings"));
+}
+
 #[test]
 fn hp_split_can_be_written_as_read_slash_write() {
     let plan = plan_json(&[
@@ -247,6 +316,41 @@ fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
         (
             &["--mailboxes", "-5", "--iops-per-mailbox", "0.1"],
             "--mailboxes",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--disk-size",
+                "0",
+            ],
+            "--disk-size",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--raid",
+                "10",
+                "--raid-group-disks",
+                "3",
+            ],
+            "--raid-group-disks",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--raid-group-disks",
+                "eight",
+            ],
+            "--raid-group-disks",
         ),
         (
             &["--mailboxes", "0", "--iops-per-mailbox", "0.1"],

@@ -261,6 +261,11 @@ pub struct Run {
     pub sample_interval: Span,
     /// Log generations per instance for the soft-recovery test (ESRP: 500).
     pub recovery_log_files: u32,
+    /// Verify every page and log file after a performance test, in the same run and result
+    /// (ESRP's test set does: "checksum after performance and stress").
+    pub checksum_after_performance: bool,
+    /// Verify every page and log file after a stress test (Jetstress always does).
+    pub checksum_after_stress: bool,
 }
 
 /// Pass/fail thresholds. Maxima are judged on the per-interval averages, as Jetstress does.
@@ -358,6 +363,8 @@ impl Default for Run {
             stress_duration: Span::secs(300),
             sample_interval: Span::secs(5),
             recovery_log_files: 32,
+            checksum_after_performance: false,
+            checksum_after_stress: true,
         }
     }
 }
@@ -1115,6 +1122,77 @@ mod tests {
             err.to_string()
                 .contains("storage.instance[1].database_path"),
             "{err}"
+        );
+    }
+
+    /// Every key of the schema, dotted (`run.duration`; `storage.instance[].name` for the
+    /// fields of an array of tables): the default job with every optional key set and one
+    /// explicit instance, walked as TOML.
+    fn schema_keys() -> Vec<String> {
+        let mut job = Job::default();
+        job.cache.checkpoint_depth = Some(ByteSize::mib(20));
+        job.thresholds.db_read_max_ms = Some(100.0);
+        job.thresholds.log_write_max_ms = Some(100.0);
+        job.storage.instance.push(InstanceSpec {
+            name: "a".into(),
+            database_path: "/a.jpdb".into(),
+            log_path: "/a".into(),
+        });
+        let value = toml::Value::try_from(&job).expect("a job is TOML");
+        fn walk(prefix: &str, value: &toml::Value, keys: &mut Vec<String>) {
+            match value {
+                toml::Value::Table(table) => {
+                    for (key, inner) in table {
+                        let path = if prefix.is_empty() {
+                            key.clone()
+                        } else {
+                            format!("{prefix}.{key}")
+                        };
+                        if !prefix.is_empty() {
+                            keys.push(path.clone());
+                        }
+                        walk(&path, inner, keys);
+                    }
+                }
+                toml::Value::Array(items) => {
+                    for item in items.iter().filter(|i| i.is_table()) {
+                        walk(&format!("{prefix}[]"), item, keys);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut keys = Vec::new();
+        walk("", &value, &mut keys);
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    #[test]
+    fn every_schema_key_is_in_docs_job_md() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/job.md");
+        let docs = std::fs::read_to_string(&path).expect("docs/job.md");
+        let keys = schema_keys();
+        // The walk itself must see the keys it is meant to check.
+        for known in [
+            "run.checksum_after_performance",
+            "cache.checkpoint_depth",
+            "storage.instance[].log_path",
+            "thresholds.db_read_max_ms",
+        ] {
+            assert!(
+                keys.iter().any(|k| k == known),
+                "{known} not walked: {keys:?}"
+            );
+        }
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|key| !docs.contains(&format!("| `{key}` |")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "keys of the job schema without a row in docs/job.md: {missing:?}"
         );
     }
 

@@ -29,6 +29,24 @@ pub const JOB_FILE_MARKER: &str = "# Written by `jetproof plan`.";
 pub const JETSTRESS_CACHE_MIN: ByteSize = ByteSize(32 * ByteSize::MIB);
 pub const JETSTRESS_CACHE_MAX: ByteSize = ByteSize(256 * ByteSize::MIB);
 
+/// ESRP's test set, as the ESRP-Storage reports run it: a 2-hour performance test, a 24-hour
+/// stress test, each followed by a checksum of every page and log file, a backup test, and a
+/// soft recovery of 500 log files per instance (Hitachi and Infortrend reports, "Test Result
+/// Summary" and appendices).
+pub const ESRP_PERFORMANCE_SECONDS: u64 = 2 * 3600;
+pub const ESRP_STRESS_SECONDS: u64 = 24 * 3600;
+pub const ESRP_RECOVERY_LOG_FILES: u32 = 500;
+
+/// Sets a job's durations and passes to ESRP's test set ([`ESRP_PERFORMANCE_SECONDS`] ...):
+/// what `plan --esrp --write-job` writes. The backup test needs no setting.
+pub fn apply_esrp(job: &mut Job) {
+    job.run.duration = jetproof_job::Span::secs(ESRP_PERFORMANCE_SECONDS);
+    job.run.stress_duration = jetproof_job::Span::secs(ESRP_STRESS_SECONDS);
+    job.run.recovery_log_files = ESRP_RECOVERY_LOG_FILES;
+    job.run.checksum_after_performance = true;
+    job.run.checksum_after_stress = true;
+}
+
 /// Which of the overheads Exchange adds to the quota are counted. All on by default.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Overheads {
@@ -85,6 +103,12 @@ pub struct PlanInputs {
     pub disk_iops: Option<f64>,
     /// Unset with `disk_iops` unset: 7.2k rpm, the most conservative kind.
     pub disk_kind: Option<DiskKind>,
+    /// Capacity of one disk as the array formats it (before RAID). Unset: no capacity-bound
+    /// disk count.
+    pub disk_size: Option<ByteSize>,
+    /// Disks per RAID group, parity or mirror included (Hitachi's 8D+1P: 9). Unset: the
+    /// level's common width ([`RaidLevel::default_group_disks`]).
+    pub raid_group_disks: Option<u32>,
     pub overheads: Overheads,
     /// Average message size for white space and retention (Microsoft's tables: 75 KB).
     pub message_size: ByteSize,
@@ -120,6 +144,8 @@ impl Default for PlanInputs {
             raid: RaidLevel::Raid10,
             disk_iops: None,
             disk_kind: None,
+            disk_size: None,
+            raid_group_disks: None,
             overheads: Overheads::default(),
             message_size: ByteSize::kib(75),
             deleted_item_retention_days: 14,
@@ -207,9 +233,33 @@ pub struct Plan {
     #[serde(serialize_with = "whole_as_integer")]
     pub disk_iops: f64,
     pub disk_iops_source: String,
+    /// Database disks the back-end IOPS need (HP's Appendix A arithmetic), whole solution.
+    pub disks_needed_for_iops: u64,
+    /// Database disks the database volumes of one copy of every database need, in whole RAID
+    /// groups; None without `disk_size`.
+    pub disks_needed_for_capacity: Option<u64>,
+    /// The larger of the two: the database disks of the solution (one copy of each database).
     pub disks_needed: u64,
     pub disks_needed_per_server: u64,
     pub disks_needed_all_copies: u64,
+    /// Disks per RAID group in force, parity or mirror included.
+    pub raid_group_disks: u32,
+    /// Of them, the disks that hold data (the rest hold parity or mirrors).
+    pub raid_group_data_disks: u32,
+    /// Capacity of one disk as given with `disk_size`.
+    pub disk_size_bytes: Option<u64>,
+    /// Capacity one RAID group offers after RAID: data disks × disk size.
+    pub raid_group_usable_bytes: Option<u64>,
+    /// Disks (whole RAID groups) that hold the log volumes of one copy of every database, kept
+    /// apart from the database disks as both reference solutions do; None without `disk_size`.
+    pub log_disks_needed: Option<u64>,
+    /// `disks_needed` + `log_disks_needed`.
+    pub disks_needed_with_logs: Option<u64>,
+    /// The database size Microsoft recommends at most for this version and copy count; None
+    /// where no figure is published (2003).
+    pub database_size_recommended_max_bytes: Option<u64>,
+    /// Where that figure comes from.
+    pub database_size_recommended_max_source: Option<String>,
     pub mailbox_quota_bytes: u64,
     /// Per mailbox.
     pub white_space_bytes: u64,
@@ -236,6 +286,9 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// Things the engineer should know that are not errors.
     pub notes: Vec<String>,
+    /// Things that go against published guidance (a database larger than Microsoft
+    /// recommends); the plan is still made.
+    pub warnings: Vec<String>,
 }
 
 /// Writes a float that is a whole number as an integer (459, not 459.0), so readers that compare
@@ -476,6 +529,33 @@ pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
             "--disk-iops",
             format!("is {disk}"),
             "give the random IOPS one disk sustains, above 0 (measure it with `jetproof probe`, or give --disk-kind)",
+        ));
+    }
+    if let Some(size) = inputs.disk_size
+        && size.bytes() < ByteSize::MIB
+    {
+        return Err(invalid(
+            "--disk-size",
+            format!("is {size}"),
+            "give the capacity of one disk as the array formats it, like 450GB or 1.8TiB",
+        ));
+    }
+    if let Some(group) = inputs.raid_group_disks
+        && (group > 64 || inputs.raid.data_disks(group).is_none())
+    {
+        return Err(invalid(
+            "--raid-group-disks",
+            format!("is {group} for {}", inputs.raid),
+            format!(
+                "give the disks of one RAID group, parity or mirror included, up to 64: at least {} for {}{} (8D+1P is 9, or write 8+1)",
+                inputs.raid.minimum_disks(),
+                inputs.raid,
+                if inputs.raid == RaidLevel::Raid10 {
+                    ", an even count"
+                } else {
+                    ""
+                }
+            ),
         ));
     }
     if inputs.message_size.bytes() == 0 {
@@ -753,7 +833,7 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
     };
     let disks_total = disks_for(backend_total);
     steps.push(
-        "Disks needed in total",
+        "Disks needed for IOPS in total",
         format!(
             "{} back-end IOPS / {} IOPS per disk, rounded up (at least {} for {})",
             format_number(backend_total),
@@ -765,7 +845,7 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
     );
     let disks_server = disks_for(backend_server);
     steps.push(
-        "Disks needed per server",
+        "Disks needed for IOPS per server",
         format!(
             "{} / {}, rounded up",
             format_number(backend_server),
@@ -960,6 +1040,131 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         format_bytes(to_bytes(storage_total)),
     );
 
+    // Disks for capacity: one copy of every database on the storage under test, the database
+    // volumes and the log volumes each on disks of their own (both reference solutions keep
+    // them apart), counted in whole RAID groups.
+    let group_disks = inputs
+        .raid_group_disks
+        .unwrap_or(inputs.raid.default_group_disks());
+    let data_disks = inputs.raid.data_disks(group_disks).unwrap_or(1).max(1);
+    let group_usable = inputs
+        .disk_size
+        .map(|size| size.bytes().saturating_mul(u64::from(data_disks)));
+    let groups_for = |bytes: f64, usable: u64| -> u64 {
+        let groups = round_to(bytes / usable as f64, 6).ceil();
+        let groups = if groups >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            groups as u64
+        };
+        groups.saturating_mul(u64::from(group_disks))
+    };
+    let database_pool = database_volume * databases_all;
+    let log_pool = log_volume * databases_all;
+    let per_server_pool = database_volume * inputs.databases_per_server as f64;
+    let (capacity_total, capacity_server, log_disks) = match (inputs.disk_size, group_usable) {
+        (Some(size), Some(usable)) => {
+            let group_text = format!(
+                "{group_disks} disks per group ({data_disks} of data{})",
+                if inputs.raid_group_disks.is_some() {
+                    ""
+                } else {
+                    ", the level's common width: give --raid-group-disks"
+                }
+            );
+            steps.push(
+                "Usable capacity of one RAID group",
+                format!(
+                    "{data_disks} data disks × {} for {} with {group_text}",
+                    format_bytes(size.bytes()),
+                    inputs.raid
+                ),
+                format_bytes(usable),
+            );
+            let database_disks = groups_for(database_pool, usable);
+            steps.push(
+                "Disks needed for capacity (database volumes, one copy)",
+                format!(
+                    "{} database volume × {} databases / {} per group, rounded up to whole groups × {group_disks}",
+                    format_bytes(to_bytes(database_volume)),
+                    format_number(databases_all),
+                    format_bytes(usable)
+                ),
+                format_number(database_disks as f64),
+            );
+            let log_disks = groups_for(log_pool, usable);
+            steps.push(
+                "Log disks needed for capacity (log volumes, one copy)",
+                format!(
+                    "{} log volume × {} databases / {} per group, rounded up to whole groups × {group_disks}",
+                    format_bytes(to_bytes(log_volume)),
+                    format_number(databases_all),
+                    format_bytes(usable)
+                ),
+                format_number(log_disks as f64),
+            );
+            (
+                Some(database_disks),
+                Some(groups_for(per_server_pool, usable)),
+                Some(log_disks),
+            )
+        }
+        _ => {
+            notes.push(
+                "no --disk-size: disks are counted for IOPS only; give the capacity of one disk to count them for capacity too".to_string(),
+            );
+            (None, None, None)
+        }
+    };
+    let disks_iops_total = disks_total;
+    let disks_total = disks_total.max(capacity_total.unwrap_or(0));
+    let disks_server = disks_server.max(capacity_server.unwrap_or(0));
+    let disks_copies = disks_copies.max(
+        capacity_total
+            .map(|d| d.saturating_mul(u64::from(copies)))
+            .unwrap_or(0),
+    );
+    if let Some(capacity) = capacity_total {
+        steps.push(
+            "Disks needed (the larger of IOPS and capacity)",
+            format!(
+                "max({} for IOPS, {} for capacity): {}-bound",
+                format_number(disks_iops_total as f64),
+                format_number(capacity as f64),
+                if capacity > disks_iops_total {
+                    "capacity"
+                } else {
+                    "IOPS"
+                }
+            ),
+            format_number(disks_total as f64),
+        );
+        if !disks_total.is_multiple_of(u64::from(group_disks)) {
+            notes.push(format!(
+                "{disks_total} disks is not a whole number of {group_disks}-disk RAID groups: the IOPS count is HP's, not rounded to groups; round up if your array builds fixed groups"
+            ));
+        }
+    }
+
+    // Microsoft's recommended largest database.
+    let mut warnings = Vec::new();
+    let recommended = tables::recommended_max_database_bytes(version, copies);
+    if let Some((limit, source)) = &recommended
+        && to_bytes(database) > *limit
+    {
+        warnings.push(format!(
+            "each database holds {} ({} mailboxes × {}), more than Microsoft recommends: {source}. Use more databases per server (--databases-per-server){}",
+            format_bytes(to_bytes(database)),
+            format_number(largest_database as f64),
+            format_bytes(to_bytes(on_disk)),
+            if copies < 2 {
+                ", or two or more highly available copies"
+            } else {
+                ""
+            }
+        ));
+    }
+
     // What the test fills, and the caches.
     let page = inputs.page_size.bytes();
     let test_data = largest_database as f64 * quota * f64::from(inputs.capacity_percent) / 100.0;
@@ -1035,9 +1240,19 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         backend_iops_all_copies: backend_copies,
         disk_iops,
         disk_iops_source: disk_source,
+        disks_needed_for_iops: disks_iops_total,
+        disks_needed_for_capacity: capacity_total,
         disks_needed: disks_total,
         disks_needed_per_server: disks_server,
         disks_needed_all_copies: disks_copies,
+        raid_group_disks: group_disks,
+        raid_group_data_disks: data_disks,
+        disk_size_bytes: inputs.disk_size.map(ByteSize::bytes),
+        raid_group_usable_bytes: group_usable,
+        log_disks_needed: log_disks,
+        disks_needed_with_logs: log_disks.map(|logs| disks_total.saturating_add(logs)),
+        database_size_recommended_max_bytes: recommended.as_ref().map(|r| r.0),
+        database_size_recommended_max_source: recommended.map(|r| r.1),
         mailbox_quota_bytes: inputs.mailbox_size.bytes(),
         white_space_bytes: to_bytes(white_space),
         deleted_item_retention_bytes: to_bytes(retention),
@@ -1054,6 +1269,7 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         database_cache_production_bytes: production_cache,
         steps: steps.0,
         notes,
+        warnings,
     })
 }
 
@@ -1179,6 +1395,132 @@ mod tests {
         assert_eq!(b.backend_iops_total, 6600.0);
         assert_eq!(b.disks_needed, 44);
         assert!(a.notes.iter().any(|n| n.contains("99%")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn hp_appendix_a_stays_iops_bound_with_its_72_gb_disks() {
+        // HP's constants: "Disk Type = 72 GB-15K", 5,000 users of 100 MB, VRAID1.
+        let inputs = PlanInputs {
+            disk_size: Some(ByteSize::gib(72)),
+            exchange_version: Some(ExchangeVersion::Exchange2003),
+            ..hp(180.0)
+        };
+        let a = plan(&inputs).expect("plans");
+        assert_eq!(a.disks_needed_for_iops, 37);
+        // 5,000 × (100 MiB + 7% retention), no content index in 2003, / 0.8 free = 653 GiB over
+        // 72 GiB mirrored pairs: 10 pairs.
+        assert_eq!(a.disks_needed_for_capacity, Some(20));
+        assert_eq!(a.disks_needed, 37);
+        assert!(
+            a.steps.iter().any(|s| s.formula.contains("IOPS-bound")),
+            "{:?}",
+            a.steps
+        );
+        assert!(a.warnings.is_empty(), "2003 has no recommended size");
+    }
+
+    fn hitachi_capacity() -> PlanInputs {
+        // Table 9: 450 GB disks in RAID-5 (8D+1P) groups, 153,216 GB formatted over 48 groups
+        // = 3,192 GB per group = 399 GB per data disk. The pool was sized for the tested
+        // databases (122,400 GB, 79.9% used): quota only, with the 20% free-space reserve.
+        PlanInputs {
+            disk_size: Some(ByteSize::gib(399)),
+            raid_group_disks: Some(9),
+            disk_kind: Some(DiskKind::Rpm15k),
+            overheads: Overheads {
+                white_space: false,
+                deleted_item_retention: false,
+                content_index: false,
+                free_space_reserve: true,
+            },
+            ..hitachi()
+        }
+    }
+
+    #[test]
+    fn hitachi_raid_layout_is_capacity_bound_432_database_and_45_log_disks() {
+        let p = plan(&hitachi_capacity()).expect("plans");
+        assert_eq!(p.raid_group_data_disks, 8);
+        assert_eq!(p.raid_group_usable_bytes, Some(3192 * ByteSize::GIB));
+        assert_eq!(p.database_volume_bytes * 80, 153_000 * ByteSize::GIB);
+        assert_eq!(p.disks_needed_for_capacity, Some(432), "48 groups of 8D+1P");
+        assert_eq!(p.log_disks_needed, Some(45), "5 groups for the log pool");
+        assert_eq!(
+            p.disks_needed_with_logs,
+            Some(477),
+            "Table 7: 477 disks tested"
+        );
+        // 7,344 × 60% + 4 × 7,344 × 40% = 16,156.8 back-end IOPS / 180 = 90 disks.
+        assert_eq!(p.disks_needed_for_iops, 90);
+        assert_eq!(p.disks_needed, 432);
+        assert_eq!(p.disks_needed_all_copies, 864);
+        assert!(
+            p.warnings.is_empty(),
+            "1.5 TiB with two copies is under 2 TB"
+        );
+    }
+
+    #[test]
+    fn a_database_over_microsofts_size_warns_naming_the_figure() {
+        let one_copy = plan(&PlanInputs {
+            copies_per_database: 1,
+            ..hitachi()
+        })
+        .expect("plans");
+        assert_eq!(one_copy.warnings.len(), 1, "{:?}", one_copy.warnings);
+        let warning = &one_copy.warnings[0];
+        assert!(
+            warning.contains("200 GB without database copies"),
+            "{warning}"
+        );
+        assert!(warning.contains("Microsoft"), "{warning}");
+        let many_databases = plan(&PlanInputs {
+            databases_per_server: 64,
+            copies_per_database: 1,
+            ..hitachi()
+        })
+        .expect("plans");
+        // 2,550 / 64 → 40 mailboxes × 3 GiB and overheads: about 128 GiB, under 200 GB.
+        assert!(
+            many_databases.warnings.is_empty(),
+            "{:?}",
+            many_databases.warnings
+        );
+    }
+
+    #[test]
+    fn raid_group_disks_must_suit_the_level() {
+        for (raid, group, ok) in [
+            (RaidLevel::Raid5, 9, true),
+            (RaidLevel::Raid5, 2, false),
+            (RaidLevel::Raid10, 3, false),
+            (RaidLevel::Raid10, 8, true),
+            (RaidLevel::Raid6, 65, false),
+        ] {
+            let result = plan(&PlanInputs {
+                raid,
+                raid_group_disks: Some(group),
+                disk_size: Some(ByteSize::gib(100)),
+                ..hitachi()
+            });
+            assert_eq!(result.is_ok(), ok, "{raid} {group}: {result:?}");
+            if let Err(e) = result {
+                assert_eq!(e.flag(), "--raid-group-disks");
+            }
+        }
+        let tiny = plan(&PlanInputs {
+            disk_size: Some(ByteSize(1000)),
+            ..hitachi()
+        });
+        assert_eq!(tiny.map_err(|e| e.flag()), Err("--disk-size"));
+    }
+
+    #[test]
+    fn without_a_disk_size_capacity_is_not_counted_and_a_note_says_so() {
+        let p = plan(&hitachi()).expect("plans");
+        assert_eq!(p.disks_needed_for_capacity, None);
+        assert_eq!(p.disks_needed, p.disks_needed_for_iops);
+        assert!(p.notes.iter().any(|n| n.contains("--disk-size")));
     }
 
     #[test]
@@ -1399,6 +1741,18 @@ mod tests {
     }
 
     #[test]
+    fn the_esrp_job_has_esrp_durations_and_checksums() {
+        let mut job = plan(&hitachi()).expect("plans").job();
+        apply_esrp(&mut job);
+        job.validate().expect("valid");
+        let back = Job::parse(&job.to_toml(), "esrp").expect("parses");
+        assert_eq!(back.run.duration.as_duration().as_secs(), 7200);
+        assert_eq!(back.run.stress_duration.as_duration().as_secs(), 86_400);
+        assert_eq!(back.run.recovery_log_files, 500);
+        assert!(back.run.checksum_after_performance && back.run.checksum_after_stress);
+    }
+
+    #[test]
     fn json_has_the_named_figures_as_integers_when_whole() {
         let plan = plan(&hitachi()).expect("plans");
         let value = serde_json::to_value(&plan).expect("serialises");
@@ -1409,6 +1763,11 @@ mod tests {
             "mailboxes_per_database",
             "backend_iops_total",
             "disks_needed",
+            "disks_needed_for_iops",
+            "disks_needed_for_capacity",
+            "database_volume_bytes",
+            "log_volume_bytes",
+            "warnings",
             "steps",
         ] {
             assert!(value.get(key).is_some(), "{key}");

@@ -308,6 +308,64 @@ impl RaidLevel {
             RaidLevel::Raid6 => 4,
         }
     }
+
+    /// Disks per RAID group when none is given: a mirrored pair for RAID 1/10, 4D+1P for
+    /// RAID 5 and 6D+2P for RAID 6 (common widths, not a standard: give yours), one disk for
+    /// RAID 0.
+    pub fn default_group_disks(self) -> u32 {
+        match self {
+            RaidLevel::Raid0 => 1,
+            RaidLevel::Raid10 => 2,
+            RaidLevel::Raid5 => 5,
+            RaidLevel::Raid6 => 8,
+        }
+    }
+
+    /// Disks of a group of `group_disks` that hold data: all for RAID 0, half for RAID 1/10,
+    /// all but one for RAID 5, all but two for RAID 6. None when the level cannot be built from
+    /// that many disks (RAID 1/10 needs an even count).
+    pub fn data_disks(self, group_disks: u32) -> Option<u32> {
+        if u64::from(group_disks) < self.minimum_disks() {
+            return None;
+        }
+        match self {
+            RaidLevel::Raid0 => Some(group_disks),
+            RaidLevel::Raid10 => group_disks.is_multiple_of(2).then_some(group_disks / 2),
+            RaidLevel::Raid5 => Some(group_disks - 1),
+            RaidLevel::Raid6 => Some(group_disks - 2),
+        }
+    }
+}
+
+/// The largest database Microsoft recommends for a version and copy count, and where the figure
+/// is published. Exchange 2010: 200 GB for a database without copies, 2 TB with two or more
+/// highly available copies (Microsoft, "Mailbox Server Storage Design", Exchange 2010, section
+/// on database size). Exchange 2013, 2016 and 2019: the same two figures (Microsoft, "Exchange
+/// Server storage configuration options", best practice for database size). The page titles
+/// are cited from memory, not re-fetched: `docs/plan.md` says so.
+/// Read as binary units (200 GiB, 2 TiB), the stricter reading would be decimal; the difference
+/// is 7% and said in `docs/plan.md`. Exchange 2003 has no such recommendation (its Standard
+/// edition's hard limits, 16 GB and 75 GB from SP2, are licence limits, not guidance): None.
+pub fn recommended_max_database_bytes(
+    version: ExchangeVersion,
+    copies: u32,
+) -> Option<(u64, String)> {
+    const GIB: u64 = 1 << 30;
+    let (bytes, what) = if copies >= 2 {
+        (2048 * GIB, "2 TB with two or more highly available copies")
+    } else {
+        (200 * GIB, "200 GB without database copies")
+    };
+    let source = match version {
+        ExchangeVersion::Exchange2003 => return None,
+        ExchangeVersion::Exchange2010 => {
+            "Microsoft, Mailbox Server Storage Design, Exchange 2010, database size"
+        }
+        _ => {
+            "Microsoft, Exchange Server storage configuration options (2013 and later), database size"
+        }
+    };
+    Some((bytes, format!("{what} (Exchange {version}; {source})")))
 }
 
 impl fmt::Display for RaidLevel {
@@ -366,6 +424,41 @@ mod tests {
         assert_eq!(iops_per_mailbox(v, 71, 1).map(|f| f.value), Some(0.75));
         assert!(iops_per_mailbox(v, 211, 1).is_none());
         assert_eq!(database_cache_mib_per_mailbox(v, 100), None);
+    }
+
+    #[test]
+    fn raid_groups_hold_data_on_all_but_their_redundancy() {
+        assert_eq!(RaidLevel::Raid5.data_disks(9), Some(8));
+        assert_eq!(RaidLevel::Raid6.data_disks(8), Some(6));
+        assert_eq!(RaidLevel::Raid10.data_disks(2), Some(1));
+        assert_eq!(RaidLevel::Raid10.data_disks(3), None);
+        assert_eq!(RaidLevel::Raid5.data_disks(2), None);
+        assert_eq!(RaidLevel::Raid0.data_disks(1), Some(1));
+        for raid in [
+            RaidLevel::Raid0,
+            RaidLevel::Raid10,
+            RaidLevel::Raid5,
+            RaidLevel::Raid6,
+        ] {
+            assert!(
+                raid.data_disks(raid.default_group_disks()).is_some(),
+                "{raid}"
+            );
+        }
+    }
+
+    #[test]
+    fn recommended_database_size_follows_copies_and_version() {
+        let v = ExchangeVersion::Exchange2013;
+        assert_eq!(
+            recommended_max_database_bytes(v, 1).map(|r| r.0),
+            Some(200 << 30)
+        );
+        assert_eq!(
+            recommended_max_database_bytes(v, 2).map(|r| r.0),
+            Some(2048 << 30)
+        );
+        assert!(recommended_max_database_bytes(ExchangeVersion::Exchange2003, 1).is_none());
     }
 
     #[test]

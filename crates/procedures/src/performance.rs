@@ -316,7 +316,22 @@ pub fn stress(
     log: &TestLog,
     options: &RunOptions<'_>,
 ) -> Result<TestResult, RunError> {
-    let mut result = performance(job, true, out, log, options)?;
+    with_checksum(job, true, out, log, options)
+}
+
+/// A performance test (or stress when `stress`) followed by the checksum pass over every page
+/// and log file, in the same command and the same result: `run.checksum_after_performance`
+/// asks for it after a performance test, as ESRP's test set does ("checksum after the
+/// performance and the stress test"); damage found fails the run.
+pub fn with_checksum(
+    job: &Job,
+    stress: bool,
+    out: &OutDir,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<TestResult, RunError> {
+    let test = if stress { "stress" } else { "performance" };
+    let mut result = performance(job, stress, out, log, options)?;
     if result.interrupted {
         log.line("Interrupted: the checksum pass is skipped.");
         return Ok(result);
@@ -328,7 +343,7 @@ pub fn stress(
         &crate::checksum::ChecksumOptions::from_job(job),
         &crate::checksum::NoProgress,
     )
-    .map_err(|e| RunError::Results(format!("checksum pass after the stress test: {e}")))?;
+    .map_err(|e| RunError::Results(format!("checksum pass after the {test} test: {e}")))?;
     for line in crate::checksum::statistics_table(&checksum) {
         log.line(line);
     }
@@ -354,9 +369,9 @@ pub fn stress(
     }
     let totals = checksum.totals();
     if !checksum.is_clean() && result.reasons.iter().all(|r| !r.starts_with("checksum")) {
-        result
-            .reasons
-            .push("checksum: damaged pages or log files found after the stress test".into());
+        result.reasons.push(format!(
+            "checksum: damaged pages or log files found after the {test} test"
+        ));
     }
     result.totals.insert(
         "checksum".into(),

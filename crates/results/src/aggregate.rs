@@ -847,7 +847,8 @@ pub fn markdown(a: &AggregateResult) -> String {
     let checksum_totals = |h: &AggregateHost| -> Option<serde_json::Value> {
         match a.test {
             TestKind::Checksum => Some(serde_json::to_value(&h.totals).unwrap_or_default()),
-            TestKind::Stress => h.totals.get("checksum").cloned(),
+            // A stress test's pass, or a performance test's with run.checksum_after_performance.
+            TestKind::Stress | TestKind::Performance => h.totals.get("checksum").cloned(),
             _ => None,
         }
     };

@@ -3,7 +3,9 @@
 pub mod aggregate;
 pub mod checksum;
 pub mod compare;
+pub mod esrp;
 pub mod init;
+pub mod job;
 pub mod plan;
 pub mod probe;
 pub mod recover;

@@ -80,6 +80,14 @@ pub struct Args {
     /// 15k (180), ssd (5000) [default: 7.2k].
     #[arg(long, value_name = "KIND")]
     pub disk_kind: Option<DiskKind>,
+    /// Capacity of one disk as the array formats it (before RAID), like 450GB: counts the disks
+    /// the database and log volumes need, beside those the IOPS need.
+    #[arg(long, value_name = "SIZE")]
+    pub disk_size: Option<ByteSize>,
+    /// Disks per RAID group, parity or mirror included: 9, or 8+1 (8D+1P) [default: 2 for
+    /// RAID 1/10, 5 (4+1) for RAID 5, 8 (6+2) for RAID 6].
+    #[arg(long, value_name = "N|D+P", value_parser = parse_raid_group)]
+    pub raid_group_disks: Option<u32>,
     /// Average message size, for white space and deleted item retention.
     #[arg(long, value_name = "SIZE", default_value = "75KiB")]
     pub message_size: ByteSize,
@@ -123,6 +131,10 @@ pub struct Args {
     /// Write the job for one server of the plan to FILE (refuses files jetproof did not write).
     #[arg(long, value_name = "FILE")]
     pub write_job: Option<PathBuf>,
+    /// With --write-job: ESRP's test set in the job (2 h performance and 24 h stress, each with
+    /// a checksum pass after it, 500 log files per instance for soft recovery).
+    #[arg(long, requires = "write_job")]
+    pub esrp: bool,
 }
 
 fn parse_count(text: &str) -> Result<u64, String> {
@@ -168,6 +180,20 @@ fn parse_read_share(text: &str) -> Result<ReadShare, String> {
     }
 }
 
+/// `--raid-group-disks`: a disk count ("9") or data plus parity ("8+1", "8D+1P", "6D+2P").
+fn parse_raid_group(text: &str) -> Result<u32, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    match lower.split_once('+') {
+        Some((data, parity)) => {
+            let data = parse_count_u32(data.trim().trim_end_matches('d'))?;
+            let parity = parse_count_u32(parity.trim().trim_end_matches('p'))?;
+            data.checked_add(parity)
+                .ok_or_else(|| format!("`{text}` is too large"))
+        }
+        None => parse_count_u32(&lower),
+    }
+}
+
 fn parse_percent_u32(text: &str) -> Result<u32, String> {
     parse_count_u32(text.trim().trim_end_matches('%').trim())
 }
@@ -178,7 +204,7 @@ fn parse_count_u32(text: &str) -> Result<u32, String> {
 }
 
 impl Args {
-    fn inputs(&self) -> Result<PlanInputs, CliError> {
+    pub(crate) fn inputs(&self) -> Result<PlanInputs, CliError> {
         let write_percent = match (self.read_percent.write, self.write_percent) {
             (Some(_), Some(_)) => {
                 return Err(CliError::bad_input(anyhow!(
@@ -203,6 +229,8 @@ impl Args {
             raid: self.raid,
             disk_iops: self.disk_iops,
             disk_kind: self.disk_kind,
+            disk_size: self.disk_size,
+            raid_group_disks: self.raid_group_disks,
             overheads: Overheads {
                 white_space: !self.no_white_space,
                 deleted_item_retention: !self.no_deleted_item_retention,
@@ -226,7 +254,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     // Everything about the job file is checked before anything is written.
     let job_text = match &args.write_job {
         Some(path) => {
-            let text = job_file_text(&plan, args.data_dir.as_deref())?;
+            let text = job_file_text(&plan, args.data_dir.as_deref(), args.esrp)?;
             check_target(path)?;
             Some((path, text))
         }
@@ -252,8 +280,11 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
 
 /// The job file: jetproof's marker, how it was made, then the job as TOML. Parsed back before it
 /// is returned, so a file that `init` would refuse is never written.
-fn job_file_text(plan: &Plan, data_dir: Option<&Path>) -> Result<String, CliError> {
+fn job_file_text(plan: &Plan, data_dir: Option<&Path>, esrp: bool) -> Result<String, CliError> {
     let mut job = plan.job();
+    if esrp {
+        jetproof_plan::apply_esrp(&mut job);
+    }
     if let Some(dir) = data_dir {
         job.storage.data_dir = dir.to_path_buf();
     }
@@ -295,6 +326,20 @@ fn job_file_text(plan: &Plan, data_dir: Option<&Path>) -> Result<String, CliErro
         format_bytes(plan.mailbox_quota_bytes),
         plan.inputs.capacity_percent
     );
+    if esrp {
+        let _ = writeln!(
+            text,
+            "# ESRP test set (--esrp): run.duration 2h and run.stress_duration 24h, a checksum pass after each\n\
+             # (run.checksum_after_performance, run.checksum_after_stress), 500 log files per instance for\n\
+             # soft recovery (run.recovery_log_files). On every host, with one --start-at TIME per test:\n\
+             #   jetproof init JOB\n\
+             #   jetproof run JOB --test performance --start-at TIME --out results/HOST/performance\n\
+             #   jetproof run JOB --test stress --start-at TIME --out results/HOST/stress\n\
+             #   jetproof run JOB --test backup --start-at TIME --out results/HOST/backup\n\
+             #   jetproof run JOB --test soft-recovery --start-at TIME --out results/HOST/soft-recovery\n\
+             # then `jetproof esrp SOLUTION results/` writes the solution document (docs/esrp.md)."
+        );
+    }
     text.push('\n');
     text.push_str(&job.to_toml());
     Job::parse(&text, "the job plan would write").map_err(|e| {
@@ -417,6 +462,24 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             ),
         ),
     ];
+    rows.push((
+        "Disk size".into(),
+        plan.disk_size_bytes
+            .map_or("not given".to_string(), format_bytes),
+    ));
+    rows.push((
+        "RAID group".into(),
+        format!(
+            "{} disks, {} of data{}",
+            plan.raid_group_disks,
+            plan.raid_group_data_disks,
+            if inputs.raid_group_disks.is_some() {
+                ""
+            } else {
+                " (the level's common width)"
+            }
+        ),
+    ));
     let switches = [
         ("white space", inputs.overheads.white_space),
         (
@@ -479,7 +542,18 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             format_number(plan.backend_iops_total),
         ),
         (
-            "Disks needed in total".into(),
+            "Disks needed for IOPS".into(),
+            format_number(plan.disks_needed_for_iops as f64),
+        ),
+        (
+            "Disks needed for capacity".into(),
+            plan.disks_needed_for_capacity
+                .map_or("not counted (give --disk-size)".to_string(), |d| {
+                    format_number(d as f64)
+                }),
+        ),
+        (
+            "Disks needed in total (the larger)".into(),
             format_number(plan.disks_needed as f64),
         ),
         (
@@ -487,6 +561,10 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             format_number(plan.disks_needed_per_server as f64),
         ),
     ];
+    if let (Some(logs), Some(all)) = (plan.log_disks_needed, plan.disks_needed_with_logs) {
+        results.push(("Log disks (capacity)".into(), format_number(logs as f64)));
+        results.push(("Database and log disks".into(), format_number(all as f64)));
+    }
     if inputs.copies_per_database > 1 {
         results.push((
             "Disks if all copies share the storage".into(),
@@ -499,10 +577,13 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             format_bytes(plan.database_size_bytes),
         ),
         (
-            "Database volume".into(),
+            "Database LUN (volume) per database".into(),
             format_bytes(plan.database_volume_bytes),
         ),
-        ("Log volume".into(), format_bytes(plan.log_volume_bytes)),
+        (
+            "Log LUN (volume) per database".into(),
+            format_bytes(plan.log_volume_bytes),
+        ),
         (
             "Storage, all copies".into(),
             format_bytes(plan.storage_total_bytes),
@@ -528,6 +609,13 @@ fn render(plan: &Plan, job_path: Option<&Path>) -> String {
     }
     table(&mut out, "Results", &results);
 
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(out, "Warnings");
+        for warning in &plan.warnings {
+            let _ = writeln!(out, "  - {warning}");
+        }
+        out.push('\n');
+    }
     if !plan.notes.is_empty() {
         let _ = writeln!(out, "Notes");
         for note in &plan.notes {

@@ -302,10 +302,15 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         start_at: args.many.start_at,
         live: Some(&live),
     };
-    let result = if stress {
-        jetproof_procedures::performance::stress(job, &out, &log, &options)
+    let checksum_after = if stress {
+        job.run.checksum_after_stress
     } else {
-        jetproof_procedures::performance::performance(job, false, &out, &log, &options)
+        job.run.checksum_after_performance
+    };
+    let result = if checksum_after {
+        jetproof_procedures::performance::with_checksum(job, stress, &out, &log, &options)
+    } else {
+        jetproof_procedures::performance::performance(job, stress, &out, &log, &options)
     };
     live.finish();
     let result = result.map_err(run_error)?;

@@ -1,0 +1,1131 @@
+//! The solution document (`jetproof esrp`, `docs/esrp.md`): an ESRP-Storage style report made
+//! from a solution description, a plan, and every host's results of the test set (performance,
+//! stress, backup, soft recovery). Results are combined with [`crate::aggregate`], test by test,
+//! exactly as `jetproof aggregate` does; every table of the document is filled from those
+//! aggregates and from the plan, never typed in.
+//!
+//! The document says on its first page whether the runs are a complete ESRP test set: each
+//! requirement ([`Requirement`]) is checked against the results and listed as met or not, and
+//! one not met marks the whole document "not a complete ESRP test set".
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::aggregate::{self, AggregateHost, AggregateResult, EsrpMetrics};
+use crate::{TestKind, Verdict};
+
+/// ESRP's durations and counts, the figures the requirements are judged by.
+pub const PERFORMANCE_SECONDS: f64 = 2.0 * 3600.0;
+pub const STRESS_SECONDS: f64 = 24.0 * 3600.0;
+pub const RECOVERY_LOG_FILES: f64 = 500.0;
+/// A window this much shorter than required still counts: hosts started with one `--start-at`
+/// overlap within milliseconds, and the shared window is the overlap.
+pub const WINDOW_TOLERANCE_SECONDS: f64 = 60.0;
+
+/// The tests of ESRP's set, in the order the document reports them.
+pub const TESTS: [TestKind; 4] = [
+    TestKind::Performance,
+    TestKind::Stress,
+    TestKind::Backup,
+    TestKind::Recovery,
+];
+
+/// A table given in the solution file: column names and rows of cells.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// The solution file (`SOLUTION`, TOML): what the vendor describes and the results cannot say.
+/// Two-column tables are lists of `[label, value]` pairs, printed in the order given.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Solution {
+    pub vendor: String,
+    pub product: String,
+    /// The document's title; unset: made from vendor, product and the plan.
+    pub title: Option<String>,
+    /// Exchange version the solution is for, as printed ("2010").
+    pub exchange_version: Option<String>,
+    pub overview: Option<String>,
+    pub features: Vec<String>,
+    pub description: Option<String>,
+    pub customer_profile: Option<String>,
+    pub storage_hardware: Vec<[String; 2]>,
+    pub storage_software: Vec<[String; 2]>,
+    pub database_disks: Vec<[String; 2]>,
+    pub log_disks: Vec<[String; 2]>,
+    pub replication: Vec<[String; 2]>,
+    pub lun_layout: Option<Table>,
+    /// The names of the servers tested (`--host-name` or hostnames): every one must have results.
+    pub servers: Vec<String>,
+    pub best_practices: Option<String>,
+    pub conclusion: Option<String>,
+    /// A `jetproof plan --json` file (relative to the solution file) ...
+    pub plan_json: Option<PathBuf>,
+    /// ... or the flags of `jetproof plan`, as a list (`["--mailboxes", "40800", ...]`).
+    pub plan: Vec<String>,
+}
+
+/// Why the results cannot be read at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum EsrpError {
+    #[error("{path}: {message}")]
+    Results { path: PathBuf, message: String },
+}
+
+/// Every `result.json` two levels under RESULTS_DIR: `RESULTS_DIR/<host>/<test>/result.json`
+/// (one folder per host) and the many-servers playbook's `RESULTS_DIR/<test>/<host>/` alike,
+/// since results are told apart by the host and test they record, not by folder names.
+/// Aggregates among them are skipped, as `jetproof aggregate` skips them. Sorted.
+pub fn find(results_dir: &Path) -> Result<Vec<PathBuf>, EsrpError> {
+    let refuse = |message: String| EsrpError::Results {
+        path: results_dir.to_path_buf(),
+        message,
+    };
+    let entries = std::fs::read_dir(results_dir)
+        .map_err(|e| refuse(format!("cannot read the results directory: {e}")))?;
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let mut found = Vec::new();
+    for dir in dirs {
+        found.extend(aggregate::find_results(std::slice::from_ref(&dir)).unwrap_or_default());
+    }
+    if found.is_empty() {
+        return Err(refuse(
+            "holds no results: give a directory with one folder per host, each holding its tests' results directories".into(),
+        ));
+    }
+    Ok(found)
+}
+
+/// One test of the set across the hosts: the aggregate, or why there is none.
+#[derive(Clone, Debug)]
+pub struct TestSet {
+    pub test: TestKind,
+    /// Host folders that have a result of this test.
+    pub hosts: Vec<String>,
+    pub aggregate: Option<AggregateResult>,
+    /// The aggregate refused the results (windows that do not overlap, a host given twice ...).
+    pub error: Option<String>,
+    /// The result files the document's appendix shows, by host folder.
+    pub files: BTreeMap<String, PathBuf>,
+}
+
+/// Every test of the set as combined, the notes made on the way, and every host's name.
+#[derive(Clone, Debug)]
+pub struct Collected {
+    pub sets: Vec<TestSet>,
+    pub notes: Vec<String>,
+    pub hosts: Vec<String>,
+}
+
+/// Reads every result and combines them test by test, each host by the name its results record
+/// (`--host-name` or its hostname). A host with two results of one test keeps the later (by
+/// `measured_start`), and a note says so.
+pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
+    let mut notes = Vec::new();
+    let mut by_test: BTreeMap<&'static str, BTreeMap<String, aggregate::HostInput>> =
+        BTreeMap::new();
+    let inputs = aggregate::load(paths).map_err(|e| EsrpError::Results {
+        path: PathBuf::from("RESULTS_DIR"),
+        message: e.to_string(),
+    })?;
+    let mut names = BTreeSet::new();
+    for input in inputs {
+        let host = input.result.host.name.clone();
+        names.insert(host.clone());
+        let slot = by_test.entry(input.result.test.name()).or_default();
+        let (used, unused) = match slot.get(&host) {
+            Some(kept) if kept.result.measured_start >= input.result.measured_start => {
+                (kept.path.clone(), input.path.clone())
+            }
+            Some(kept) => {
+                let pair = (input.path.clone(), kept.path.clone());
+                slot.insert(host.clone(), input);
+                pair
+            }
+            None => {
+                slot.insert(host.clone(), input);
+                continue;
+            }
+        };
+        notes.push(format!(
+            "{host}: two {} results; {} is used, {} is not",
+            slot.get(&host).map_or("", |i| i.result.test.name()),
+            used.display(),
+            unused.display()
+        ));
+    }
+    let mut sets = Vec::new();
+    for test in TESTS {
+        let inputs = by_test.remove(test.name()).unwrap_or_default();
+        let files = inputs
+            .iter()
+            .map(|(host, input)| (host.clone(), input.path.clone()))
+            .collect();
+        let hosts: Vec<String> = inputs.keys().cloned().collect();
+        let list: Vec<aggregate::HostInput> = inputs.into_values().collect();
+        let (aggregate, error) = if list.is_empty() {
+            (None, None)
+        } else {
+            match aggregate::aggregate(&list) {
+                Ok(a) => (Some(a), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        };
+        sets.push(TestSet {
+            test,
+            hosts,
+            aggregate,
+            error,
+            files,
+        });
+    }
+    Ok(Collected {
+        sets,
+        notes,
+        hosts: names.into_iter().collect(),
+    })
+}
+
+/// One ESRP requirement, as checked against the results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requirement {
+    pub name: String,
+    pub required: String,
+    pub found: String,
+    pub met: bool,
+}
+
+fn number(value: Option<&serde_json::Value>) -> f64 {
+    value.and_then(|v| v.as_f64()).unwrap_or(0.0)
+}
+
+/// A host's checksum pass (after performance or stress): Some(clean) when there was one.
+fn checksum_clean(host: &AggregateHost) -> Option<bool> {
+    let c = host.totals.get("checksum")?;
+    Some(
+        number(c.get("pages_seen")) > 0.0
+            && number(c.get("pages_bad")) == 0.0
+            && number(c.get("pages_wrong_number")) == 0.0,
+    )
+}
+
+fn hours(seconds: f64) -> String {
+    if seconds >= 3600.0 {
+        format!("{:.2} h", seconds / 3600.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+/// What the requirements look at in one test's results, per host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostSummary {
+    pub name: String,
+    pub pass: bool,
+    /// Some(clean) when a checksum pass followed the test.
+    pub checksum: Option<bool>,
+    /// The fewest log files any instance replayed (soft recovery).
+    pub fewest_logs: Option<f64>,
+    /// Transactional IOPS achieved (performance, stress).
+    pub achieved_iops: Option<f64>,
+}
+
+/// What the requirements look at in one test's results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub test: TestKind,
+    /// Host folders with a result of this test.
+    pub hosts: Vec<String>,
+    /// The window every host measured in together (None when the results did not combine).
+    pub window_seconds: Option<f64>,
+    pub error: Option<String>,
+    pub per_host: Vec<HostSummary>,
+}
+
+impl Summary {
+    pub fn of(set: &TestSet) -> Summary {
+        Summary {
+            test: set.test,
+            hosts: set.hosts.clone(),
+            window_seconds: set.aggregate.as_ref().map(|a| a.window.seconds),
+            error: set.error.clone(),
+            per_host: set
+                .aggregate
+                .iter()
+                .flat_map(|a| &a.hosts)
+                .map(|h| HostSummary {
+                    name: h.name.clone(),
+                    pass: h.verdict == Verdict::Pass,
+                    checksum: checksum_clean(h),
+                    fewest_logs: h
+                        .instance_figures
+                        .values()
+                        .filter_map(|f| f.get("logs_replayed").and_then(|v| v.as_f64()))
+                        .reduce(f64::min),
+                    achieved_iops: h.achieved_iops,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Checks every requirement of ESRP's test set against the tests' summaries. `all_hosts`: every
+/// host folder with results; `expected_servers`: the plan's server count; `named_servers`: the
+/// servers the solution file names.
+pub fn requirements(
+    sets: &[Summary],
+    all_hosts: &[String],
+    expected_servers: Option<u64>,
+    named_servers: &[String],
+    target_per_server: Option<f64>,
+) -> Vec<Requirement> {
+    let mut out = Vec::new();
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
+
+    // Every host ran every test.
+    let mut missing = Vec::new();
+    for test in TESTS {
+        let hosts: BTreeSet<&String> = set(test)
+            .map(|s| s.hosts.iter().collect())
+            .unwrap_or_default();
+        let absent: Vec<&str> = all_hosts
+            .iter()
+            .filter(|h| !hosts.contains(h))
+            .map(String::as_str)
+            .collect();
+        if hosts.is_empty() {
+            missing.push(format!("no {} test", test.name()));
+        } else if !absent.is_empty() {
+            missing.push(format!("{} missing on {}", test.name(), absent.join(", ")));
+        }
+    }
+    for name in named_servers {
+        if !all_hosts.contains(name) {
+            missing.push(format!("server {name} has no results"));
+        }
+    }
+    if let Some(count) = expected_servers
+        && (all_hosts.len() as u64) < count
+    {
+        missing.push(format!(
+            "{} server(s) tested, the plan has {count}",
+            all_hosts.len()
+        ));
+    }
+    out.push(Requirement {
+        name: "Every test of the set on every server".into(),
+        required: "performance, stress, backup and soft recovery on each server".into(),
+        found: if missing.is_empty() {
+            format!("{} server(s), each with all four tests", all_hosts.len())
+        } else {
+            missing.join("; ")
+        },
+        met: missing.is_empty(),
+    });
+
+    for (test, required, label) in [
+        (
+            TestKind::Performance,
+            PERFORMANCE_SECONDS,
+            "Performance test",
+        ),
+        (TestKind::Stress, STRESS_SECONDS, "Stress test"),
+    ] {
+        let summary = set(test).filter(|s| !s.hosts.is_empty());
+        let (found, met) = match summary {
+            Some(Summary {
+                window_seconds: Some(seconds),
+                ..
+            }) => (
+                format!("{} measured together", hours(*seconds)),
+                *seconds >= required - WINDOW_TOLERANCE_SECONDS,
+            ),
+            Some(Summary { error: Some(e), .. }) => (format!("results not combined: {e}"), false),
+            _ => ("not run".into(), false),
+        };
+        out.push(Requirement {
+            name: format!("{label} duration"),
+            required: format!("at least {}", hours(required)),
+            found,
+            met,
+        });
+        let (found, met) = match summary.filter(|s| !s.per_host.is_empty()) {
+            Some(s) => {
+                let absent: Vec<&str> = s
+                    .per_host
+                    .iter()
+                    .filter(|h| h.checksum.is_none())
+                    .map(|h| h.name.as_str())
+                    .collect();
+                let damaged: Vec<&str> = s
+                    .per_host
+                    .iter()
+                    .filter(|h| h.checksum == Some(false))
+                    .map(|h| h.name.as_str())
+                    .collect();
+                let mut found = Vec::new();
+                if !absent.is_empty() {
+                    found.push(format!("no checksum pass on {}", absent.join(", ")));
+                }
+                if !damaged.is_empty() {
+                    found.push(format!("damage found on {}", damaged.join(", ")));
+                }
+                if found.is_empty() {
+                    (
+                        format!(
+                            "every page and log file verified on {} server(s), no damage",
+                            s.per_host.len()
+                        ),
+                        true,
+                    )
+                } else {
+                    (found.join("; "), false)
+                }
+            }
+            None => ("no results".into(), false),
+        };
+        out.push(Requirement {
+            name: format!("Checksum after the {} test", test.name()),
+            required: "every page and log file verified, none damaged".into(),
+            found,
+            met,
+        });
+    }
+
+    if let Some(target) = target_per_server {
+        let (found, met) = match set(TestKind::Performance).filter(|s| !s.per_host.is_empty()) {
+            Some(s) => {
+                let short: Vec<String> = s
+                    .per_host
+                    .iter()
+                    .filter(|h| h.achieved_iops.is_none_or(|a| a < target))
+                    .map(|h| format!("{} {:.1}", h.name, h.achieved_iops.unwrap_or(0.0)))
+                    .collect();
+                if short.is_empty() {
+                    let least = s
+                        .per_host
+                        .iter()
+                        .filter_map(|h| h.achieved_iops)
+                        .fold(f64::INFINITY, f64::min);
+                    (format!("{least:.1} IOPS at the least"), true)
+                } else {
+                    (format!("below the target: {}", short.join(", ")), false)
+                }
+            }
+            None => ("not run".into(), false),
+        };
+        out.push(Requirement {
+            name: "The plan's target IOPS on every server".into(),
+            required: format!("at least {target} transactional IOPS per server (performance test)"),
+            found,
+            met,
+        });
+    }
+
+    let (found, met) = match set(TestKind::Recovery).filter(|s| !s.per_host.is_empty()) {
+        Some(s) => {
+            let fewest = s
+                .per_host
+                .iter()
+                .map(|h| h.fewest_logs.unwrap_or(0.0))
+                .fold(f64::INFINITY, f64::min);
+            (
+                format!("{fewest:.0} log files replayed per instance at the fewest"),
+                fewest >= RECOVERY_LOG_FILES,
+            )
+        }
+        _ => ("not run".into(), false),
+    };
+    out.push(Requirement {
+        name: "Soft recovery".into(),
+        required: format!("{RECOVERY_LOG_FILES:.0} log files per instance"),
+        found,
+        met,
+    });
+
+    let mut failing = Vec::new();
+    for s in sets {
+        for h in s.per_host.iter().filter(|h| !h.pass) {
+            failing.push(format!("{} failed {}", h.name, s.test.name()));
+        }
+    }
+    out.push(Requirement {
+        name: "Every server passes every test".into(),
+        required: "verdict pass on every server".into(),
+        found: if failing.is_empty() {
+            "every result passes".into()
+        } else {
+            failing.join("; ")
+        },
+        met: failing.is_empty(),
+    });
+    out
+}
+
+/// What the document is made from.
+pub struct Inputs<'a> {
+    pub solution: &'a Solution,
+    /// `jetproof plan --json`'s object (or the plan of the solution's flags).
+    pub plan: Option<&'a serde_json::Value>,
+    /// Every host with results, by the name they record.
+    pub hosts: &'a [String],
+    pub sets: &'a [TestSet],
+    pub notes: &'a [String],
+}
+
+/// The document and whether it is a complete test set.
+pub struct Document {
+    pub markdown: String,
+    pub complete: bool,
+    pub requirements: Vec<Requirement>,
+}
+
+fn pairs(m: &mut String, title: &str, rows: &[[String; 2]]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(m, "\n### {title}\n\n| | |\n|---|---|");
+    for [label, value] in rows {
+        let _ = writeln!(m, "| {} | {} |", cell(label), cell(value));
+    }
+}
+
+/// A table cell: pipes and line breaks would break the table.
+fn cell(text: &str) -> String {
+    text.replace('|', "/").replace('\n', " ")
+}
+
+/// Text as paragraphs: lines joined, blank lines between paragraphs kept (a line of the
+/// document is a paragraph of the page).
+fn text_block(m: &mut String, text: Option<&str>, otherwise: &str) {
+    let text = text.unwrap_or(otherwise);
+    for paragraph in text.split("\n\n") {
+        let joined = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !joined.is_empty() {
+            let _ = writeln!(m, "\n{joined}");
+        }
+    }
+}
+
+fn bytes_gib(value: Option<&serde_json::Value>) -> String {
+    let bytes = number(value);
+    if bytes >= (1u64 << 40) as f64 {
+        format!("{:.2} TiB", bytes / (1u64 << 40) as f64)
+    } else {
+        format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
+    }
+}
+
+fn whole(value: Option<&serde_json::Value>) -> String {
+    match value {
+        Some(v) if v.is_u64() || v.is_i64() => v.to_string(),
+        Some(v) => v.as_f64().map_or("-".into(), |f| format!("{f}")),
+        None => "-".into(),
+    }
+}
+
+/// ESRP's per-server metrics table (its "Individual Server Metrics").
+fn metrics_table(m: &mut String, e: &EsrpMetrics) {
+    let _ = writeln!(
+        m,
+        "| Database I/O | |\n|---|---:|\n| Database Disks Transfers/sec | {:.3} |\n| Database Disks Reads/sec | {:.3} |\n| Database Disks Writes/sec | {:.3} |\n| Average Database Disk Read Latency (ms) | {:.3} |\n| Average Database Disk Write Latency (ms) | {:.3} |\n| Transaction Log I/O | |\n| Log Disks Writes/sec | {:.3} |\n| Average Log Disk Write Latency (ms) | {:.3} |",
+        e.database_transfers_per_sec,
+        e.database_reads_per_sec,
+        e.database_writes_per_sec,
+        e.database_read_avg_latency_ms,
+        e.database_write_avg_latency_ms,
+        e.log_writes_per_sec,
+        e.log_write_avg_latency_ms
+    );
+}
+
+/// The document as Markdown (the dialect `report.md` uses, so [`crate::html::markdown_to_html`]
+/// renders it).
+pub fn document(inputs: &Inputs<'_>) -> Document {
+    let s = inputs.solution;
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
+    let all_hosts: Vec<String> = inputs.hosts.to_vec();
+    let expected = pi("servers").and_then(|v| v.as_u64());
+    let summaries: Vec<Summary> = inputs.sets.iter().map(Summary::of).collect();
+    let target = p("target_iops_per_server").and_then(|v| v.as_f64());
+    let reqs = requirements(&summaries, &all_hosts, expected, &s.servers, target);
+    let complete = reqs.iter().all(|r| r.met);
+    let version = s
+        .exchange_version
+        .clone()
+        .or_else(|| {
+            p("exchange_version")
+                .and_then(|v| v.as_str())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "(version not given)".into());
+    let mailboxes = pi("mailboxes").map(|v| whole(Some(v)));
+
+    let mut m = String::new();
+    let title = s.title.clone().unwrap_or_else(|| {
+        format!(
+            "{} {}: Exchange {version} storage solution{}",
+            s.vendor,
+            s.product,
+            mailboxes
+                .as_ref()
+                .map(|n| format!(" for {n} mailboxes"))
+                .unwrap_or_default()
+        )
+    });
+    let _ = writeln!(m, "# {}", cell(&title));
+    if complete {
+        let _ = writeln!(
+            m,
+            "\n**Complete ESRP test set**: every requirement in \"ESRP requirements\" below is met by the results."
+        );
+    } else {
+        let unmet: Vec<String> = reqs
+            .iter()
+            .filter(|r| !r.met)
+            .map(|r| format!("{} ({})", r.name, r.found))
+            .collect();
+        let _ = writeln!(
+            m,
+            "\n**NOT A COMPLETE ESRP TEST SET.** These results do not meet: {}. The figures below are what was measured; they are not an ESRP result.",
+            cell(&unmet.join("; "))
+        );
+    }
+    let _ = writeln!(
+        m,
+        "\nMade by jetproof {} from {} server(s)' results. jetproof is not Microsoft Jetstress, and this document is not a Microsoft ESRP submission.",
+        crate::tool_version(),
+        all_hosts.len()
+    );
+
+    let _ = writeln!(m, "\n## Overview");
+    text_block(
+        &mut m,
+        s.overview.as_deref(),
+        &format!(
+            "This document describes a storage solution of {} {} for Exchange {version}, tested with jetproof's performance, stress, backup and soft recovery tests on every server at once.",
+            s.vendor, s.product
+        ),
+    );
+    let _ = writeln!(m, "\n## Disclaimer");
+    text_block(
+        &mut m,
+        None,
+        "The results are those of the runs listed in the appendix, on the hardware and software described here. They are not a guarantee of any other deployment's performance. Storage is not the only factor of an Exchange deployment's scalability: processor, memory, network and client behaviour are outside these tests.",
+    );
+    if !s.features.is_empty() {
+        let _ = writeln!(m, "\n## Features\n");
+        for feature in &s.features {
+            let _ = writeln!(m, "- {}", cell(feature));
+        }
+    }
+    let _ = writeln!(m, "\n## Solution Description");
+    text_block(&mut m, s.description.as_deref(), "");
+    if let Some(t) = &s.lun_layout {
+        let _ = writeln!(m, "\n### Storage layout\n");
+        let _ = writeln!(
+            m,
+            "| {} |\n|{}",
+            t.columns
+                .iter()
+                .map(|c| cell(c))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            "---|".repeat(t.columns.len().max(1))
+        );
+        for row in &t.rows {
+            let _ = writeln!(
+                m,
+                "| {} |",
+                row.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+            );
+        }
+    }
+
+    let _ = writeln!(m, "\n## Targeted Customer Profile\n");
+    if plan.is_some() {
+        let _ = writeln!(
+            m,
+            "- {} mailboxes on {} server(s)\n- {} IOPS per mailbox, headroom included ({} before headroom)\n- {} mailbox size\n- {} copies of each database",
+            mailboxes.clone().unwrap_or_default(),
+            whole(pi("servers")),
+            whole(p("iops_per_mailbox")),
+            whole(p("iops_per_mailbox_base")),
+            bytes_gib(p("mailbox_quota_bytes")),
+            whole(pi("copies_per_database"))
+        );
+    }
+    text_block(&mut m, s.customer_profile.as_deref(), "");
+
+    let _ = writeln!(m, "\n## Tested Deployment");
+    let _ = writeln!(m, "\n### Simulated Exchange Configuration\n");
+    if plan.is_some() {
+        let servers = number(pi("servers"));
+        let dbs = number(pi("databases_per_server"));
+        let total_test = number(p("test_database_size_bytes")) * servers * dbs;
+        let rows: Vec<(&str, String)> = vec![
+            (
+                "Number of Exchange mailboxes simulated",
+                whole(pi("mailboxes")),
+            ),
+            ("Number of servers", whole(pi("servers"))),
+            (
+                "Number of active mailboxes per server",
+                whole(p("mailboxes_per_server")),
+            ),
+            (
+                "Number of databases per host",
+                whole(pi("databases_per_server")),
+            ),
+            (
+                "Number of copies per database",
+                whole(pi("copies_per_database")),
+            ),
+            (
+                "Number of mailboxes per database",
+                whole(p("mailboxes_per_database")),
+            ),
+            (
+                "Simulated profile: I/Os per second per mailbox (IOPS, include headroom)",
+                whole(p("iops_per_mailbox")),
+            ),
+            (
+                "Target transactional IOPS per server",
+                whole(p("target_iops_per_server")),
+            ),
+            (
+                "Target transactional IOPS in total",
+                whole(p("target_iops_total")),
+            ),
+            ("Database LU size", bytes_gib(p("database_volume_bytes"))),
+            ("Log LU size", bytes_gib(p("log_volume_bytes"))),
+            (
+                "Total database size for performance testing",
+                bytes_gib(Some(&serde_json::json!(total_test))),
+            ),
+            ("Disks needed for IOPS", whole(p("disks_needed_for_iops"))),
+            (
+                "Disks needed for capacity",
+                whole(p("disks_needed_for_capacity")),
+            ),
+        ];
+        let _ = writeln!(m, "| | |\n|---|---:|");
+        for (label, value) in rows {
+            let _ = writeln!(m, "| {label} | {value} |");
+        }
+    } else {
+        let _ = writeln!(
+            m,
+            "No plan was given (`plan` or `plan_json` in the solution file): the simulated configuration is not stated."
+        );
+    }
+    pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
+    pairs(&mut m, "Primary Storage Software", &s.storage_software);
+    pairs(
+        &mut m,
+        "Primary Storage Disk Configuration (Mailbox Store Disks)",
+        &s.database_disks,
+    );
+    pairs(
+        &mut m,
+        "Primary Storage Disk Configuration (Transaction Log Disks)",
+        &s.log_disks,
+    );
+    pairs(&mut m, "Replication Configuration", &s.replication);
+
+    let _ = writeln!(m, "\n## Best Practices");
+    text_block(
+        &mut m,
+        s.best_practices.as_deref(),
+        "The solution file gives no best practices.",
+    );
+
+    let _ = writeln!(m, "\n## Test Result Summary");
+    let _ = writeln!(
+        m,
+        "\n### ESRP requirements\n\n| Requirement | Required | Found | Met |\n|---|---|---|---|"
+    );
+    for r in &reqs {
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} |",
+            cell(&r.name),
+            cell(&r.required),
+            cell(&r.found),
+            if r.met { "yes" } else { "NO" }
+        );
+    }
+    let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
+
+    let _ = writeln!(m, "\n### Reliability\n");
+    match set(TestKind::Stress).and_then(|x| x.aggregate.as_ref()) {
+        Some(a) => {
+            let failing: Vec<&str> = a
+                .hosts
+                .iter()
+                .filter(|h| h.verdict == Verdict::Fail)
+                .map(|h| h.name.as_str())
+                .collect();
+            let _ = writeln!(
+                m,
+                "The stress test ran for {} on {} server(s) at once. {}",
+                hours(a.window.seconds),
+                a.hosts.len(),
+                if failing.is_empty() {
+                    "Every server passed: no latency threshold was exceeded and no I/O error occurred.".to_string()
+                } else {
+                    format!("These servers failed it: {}.", failing.join(", "))
+                }
+            );
+            let _ = writeln!(
+                m,
+                "\n| Server | Stress verdict | Pages verified after the test | Bad pages | Wrong page-number pages |\n|---|---|---:|---:|---:|"
+            );
+            for h in &a.hosts {
+                let c = h.totals.get("checksum");
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {} | {} | {} |",
+                    cell(&h.name),
+                    match h.verdict {
+                        Verdict::Pass => "pass",
+                        Verdict::Fail => "**fail**",
+                    },
+                    c.map_or("no checksum pass".into(), |c| whole(c.get("pages_seen"))),
+                    c.map_or("-".into(), |c| whole(c.get("pages_bad"))),
+                    c.map_or("-".into(), |c| whole(c.get("pages_wrong_number")))
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(m, "No stress test results: reliability is not shown.");
+        }
+    }
+
+    let _ = writeln!(m, "\n### Storage Performance Results");
+    match set(TestKind::Performance).and_then(|x| x.aggregate.as_ref()) {
+        Some(a) => {
+            let _ = writeln!(
+                m,
+                "\nThe performance test ran for {} on {} server(s) at once; each server's figures are the sum of I/Os across its databases and the average latency across them, as ESRP prints them.",
+                hours(a.window.seconds),
+                a.hosts.len()
+            );
+            for h in &a.hosts {
+                let _ = writeln!(
+                    m,
+                    "\n### Individual Server Metrics: {} (target {} IOPS, achieved {:.3}, {})\n",
+                    cell(&h.name),
+                    h.target_iops.map_or("no".into(), |t| format!("{t}")),
+                    h.achieved_iops.unwrap_or(0.0),
+                    match h.verdict {
+                        Verdict::Pass => "pass",
+                        Verdict::Fail => "FAIL",
+                    }
+                );
+                metrics_table(&mut m, &h.server);
+            }
+            let _ = writeln!(m, "\n### Aggregate Performance Across All Servers\n");
+            metrics_table(&mut m, &a.esrp);
+            let _ = writeln!(
+                m,
+                "\nRates are sums over the servers; latencies the average of the servers' averages, as ESRP prints them (`docs/many-servers.md`)."
+            );
+        }
+        None => {
+            let _ = writeln!(m, "\nNo performance test results.");
+        }
+    }
+
+    let _ = writeln!(m, "\n### Database Backup and Recovery Performance");
+    match set(TestKind::Backup).and_then(|x| x.aggregate.as_ref()) {
+        Some(a) => {
+            let _ = writeln!(
+                m,
+                "\nDatabase Read-only Performance: every database read whole in 256 KiB reads, all at once.\n\n| Server | Databases | MB read/sec per database (average) | MB read/sec total per server |\n|---|---:|---:|---:|"
+            );
+            let (mut all, mut total) = (Vec::new(), 0.0);
+            for h in &a.hosts {
+                let per: Vec<f64> = h
+                    .instance_figures
+                    .values()
+                    .map(|f| number(f.get("backup_mb_per_sec")))
+                    .collect();
+                let server = number(h.totals.get("mb_per_sec"));
+                total += server;
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {:.2} | {:.2} |",
+                    cell(&h.name),
+                    per.len(),
+                    mean(&per),
+                    server
+                );
+                all.extend(per);
+            }
+            let _ = writeln!(
+                m,
+                "| **All servers** | {} | {:.2} | {:.2} |",
+                all.len(),
+                mean(&all),
+                total
+            );
+        }
+        None => {
+            let _ = writeln!(m, "\nNo backup test results.");
+        }
+    }
+    match set(TestKind::Recovery).and_then(|x| x.aggregate.as_ref()) {
+        Some(a) => {
+            let _ = writeln!(
+                m,
+                "\nTransaction Log Recovery/Replay Performance: the logs of every instance replayed at once.\n\n| Server | Logs replayed | Average time to play one log file (sec) |\n|---|---:|---:|"
+            );
+            let (mut all, mut logs) = (Vec::new(), 0.0);
+            for h in &a.hosts {
+                let per: Vec<f64> = h
+                    .instance_figures
+                    .values()
+                    .filter_map(|f| f.get("seconds_per_log").and_then(|v| v.as_f64()))
+                    .collect();
+                let replayed = number(h.totals.get("logs_replayed"));
+                logs += replayed;
+                let _ = writeln!(
+                    m,
+                    "| {} | {replayed:.0} | {:.3} |",
+                    cell(&h.name),
+                    mean(&per)
+                );
+                all.extend(per);
+            }
+            let _ = writeln!(m, "| **All servers** | {logs:.0} | {:.3} |", mean(&all));
+        }
+        None => {
+            let _ = writeln!(m, "\nNo soft recovery test results.");
+        }
+    }
+    for x in inputs.sets {
+        if let Some(e) = &x.error {
+            let _ = writeln!(
+                m,
+                "\nThe {} results could not be combined: {}",
+                x.test.name(),
+                cell(e)
+            );
+        }
+    }
+
+    let _ = writeln!(m, "\n## Conclusion");
+    let conclusion = if complete {
+        "The runs form a complete ESRP test set and every server passed every test.".to_string()
+    } else {
+        "The runs do not form a complete ESRP test set (see \"ESRP requirements\"): the figures above show what was measured and must not be read as an ESRP result.".to_string()
+    };
+    text_block(&mut m, s.conclusion.as_deref(), &conclusion);
+    if s.conclusion.is_some() {
+        let _ = writeln!(m, "\n{conclusion}");
+    }
+    if !inputs.notes.is_empty() {
+        let _ = writeln!(m, "\nNotes:\n");
+        for note in inputs.notes {
+            let _ = writeln!(m, "- {}", cell(note));
+        }
+    }
+
+    let _ = writeln!(
+        m,
+        "\n## Appendix: test reports\n\nEvery server's report of every test, as `report.md` in its results directory."
+    );
+    for host in inputs.hosts {
+        for x in inputs.sets {
+            let Some(path) = x.files.get(host) else {
+                continue;
+            };
+            let _ = writeln!(
+                m,
+                "\n## Appendix: {} — {} ({})",
+                cell(host),
+                x.test.name(),
+                path.display()
+            );
+            let report = path.with_file_name("report.md");
+            match std::fs::read_to_string(&report) {
+                Ok(text) => {
+                    for line in text.lines() {
+                        // Headings of the host's report sit under the appendix's.
+                        let line = match line.trim_start().strip_prefix('#') {
+                            Some(rest) => format!("### {}", rest.trim_start_matches('#').trim()),
+                            None => line.to_string(),
+                        };
+                        let _ = writeln!(m, "{line}");
+                    }
+                }
+                Err(e) => {
+                    let _ = writeln!(m, "\n{}: {e}", report.display());
+                }
+            }
+        }
+    }
+    Document {
+        markdown: m,
+        complete,
+        requirements: reqs,
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
+}
+
+/// The document as one self-contained page (no script, no request), as `report.html`.
+pub fn html(document: &Document, title: &str) -> String {
+    let banner = if document.complete {
+        "<p class=\"verdict pass\" id=\"esrp-mark\">Complete ESRP test set</p>\n".to_string()
+    } else {
+        "<p class=\"verdict fail\" id=\"esrp-mark\">Not a complete ESRP test set</p>\n".to_string()
+    };
+    crate::html::page(
+        title,
+        &format!(
+            "{banner}{}",
+            crate::html::markdown_to_html(&document.markdown)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(test: TestKind, seconds: f64, hosts: &[&str]) -> Summary {
+        Summary {
+            test,
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            window_seconds: Some(seconds),
+            error: None,
+            per_host: hosts
+                .iter()
+                .map(|h| HostSummary {
+                    name: h.to_string(),
+                    pass: true,
+                    checksum: matches!(test, TestKind::Performance | TestKind::Stress)
+                        .then_some(true),
+                    fewest_logs: (test == TestKind::Recovery).then_some(500.0),
+                    achieved_iops: Some(500.0),
+                })
+                .collect(),
+        }
+    }
+
+    fn complete(hosts: &[&str]) -> Vec<Summary> {
+        vec![
+            summary(TestKind::Performance, 7200.0, hosts),
+            summary(TestKind::Stress, 86_400.0, hosts),
+            summary(TestKind::Backup, 300.0, hosts),
+            summary(TestKind::Recovery, 60.0, hosts),
+        ]
+    }
+
+    fn unmet(sets: &[Summary], hosts: &[&str], expected: Option<u64>) -> Vec<String> {
+        let all: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        requirements(sets, &all, expected, &[], Some(459.0))
+            .into_iter()
+            .filter(|r| !r.met)
+            .map(|r| format!("{}: {}", r.name, r.found))
+            .collect()
+    }
+
+    #[test]
+    fn a_complete_set_meets_every_requirement() {
+        let hosts = ["a", "b"];
+        assert_eq!(
+            unmet(&complete(&hosts), &hosts, Some(2)),
+            Vec::<String>::new()
+        );
+        // 59 s short of 24 h is within the tolerance for hosts started together.
+        let mut sets = complete(&hosts);
+        sets[1].window_seconds = Some(86_400.0 - 59.0);
+        assert!(unmet(&sets, &hosts, Some(2)).is_empty());
+    }
+
+    #[test]
+    fn each_missing_requirement_is_named_alone() {
+        let hosts = ["a", "b"];
+        type Breaker = fn(&mut Vec<Summary>);
+        let cases: [(&str, Breaker); 9] = [
+            (
+                "target IOPS on every server: below the target: a 400.0",
+                |s| s[0].per_host[0].achieved_iops = Some(400.0),
+            ),
+            ("Stress test duration: 10.0 s", |s| {
+                s[1].window_seconds = Some(10.0)
+            }),
+            ("Performance test duration: 1.00 h", |s| {
+                s[0].window_seconds = Some(3600.0)
+            }),
+            ("every server: backup missing on b", |s| {
+                s[2].hosts.retain(|h| h != "b");
+                s[2].per_host.retain(|h| h.name != "b");
+            }),
+            ("every server: no backup test", |s| {
+                s[2].hosts.clear();
+                s[2].per_host.clear();
+            }),
+            (
+                "Checksum after the stress test: no checksum pass on a",
+                |s| s[1].per_host[0].checksum = None,
+            ),
+            (
+                "Checksum after the performance test: damage found on b",
+                |s| s[0].per_host[1].checksum = Some(false),
+            ),
+            ("Soft recovery: 32 log files", |s| {
+                s[3].per_host[1].fewest_logs = Some(32.0)
+            }),
+            ("passes every test: b failed stress", |s| {
+                s[1].per_host[1].pass = false
+            }),
+        ];
+        for (expect, breaker) in cases {
+            let mut sets = complete(&hosts);
+            breaker(&mut sets);
+            let found = unmet(&sets, &hosts, Some(2));
+            let words: Vec<&str> = expect.split(": ").collect();
+            let hit = found.iter().any(|f| {
+                f.to_lowercase().contains(&words[0].to_lowercase()) && f.contains(words[1])
+            });
+            // Removing a test's results also leaves its durations and checksums unmet, which
+            // is right: only the named requirement must be among them, and nothing else for
+            // the single-figure breakers.
+            assert!(hit, "{expect}: {found:?}");
+            if !expect.starts_with("every server") {
+                assert_eq!(found.len(), 1, "{expect}: {found:?}");
+            }
+        }
+        // Fewer servers than the plan has.
+        let found = unmet(&complete(&hosts), &hosts, Some(16));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("2 server(s) tested, the plan has 16"),
+            "{found:?}"
+        );
+    }
+}
