@@ -366,3 +366,102 @@ fn a_device_that_passes_every_check_gets_the_same_words_from_every_command() {
     );
     assert_eq!(head(device.path(), 72 * 1024), before, "nothing written");
 }
+
+/// The device's view beside ours: the databases on an ext4 file system on a loop device, the
+/// logs elsewhere (the test's temporary directory); a performance test reports each device as
+/// `iostat -x` shows it, per interval in samples.csv and over the window in result.json and
+/// report.md.
+#[test]
+fn a_performance_test_reports_the_devices_behind_its_databases_and_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "disk.img", 64) else {
+        return;
+    };
+    mkfs_ext4(device.path());
+    let point = dir.path().join("mnt");
+    let _mount = Mounted::new(device.path(), &point);
+    let loop_name = device
+        .device
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("name")
+        .to_string();
+    let job = dir.path().join("view.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[storage]\ndb_size = \"16MiB\"\npage_size = \"8KiB\"\ndirect_io = true\n\
+             [[storage.instance]]\nname = \"one\"\ndatabase_path = {:?}\nlog_path = {:?}\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n[cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
+             [run]\nduration = \"3s\"\nsample_interval = \"500ms\"\n{}",
+            point.join("data/one.jpdb").display().to_string(),
+            dir.path().join("logs/one").display().to_string(),
+            common::LENIENT_THRESHOLDS
+        ),
+    )
+    .expect("job");
+    let job = job.to_str().expect("utf-8");
+    let output = jetproof(dir.path())
+        .args(["run", job, "--test", "performance", "--out", "r", "--quiet"])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = common::result(&dir.path().join("r/result.json"));
+    let devices = result["totals"]["devices"].as_array().expect("devices");
+    let on_loop = devices
+        .iter()
+        .find(|d| d["device"] == loop_name.as_str())
+        .unwrap_or_else(|| panic!("{loop_name} in {devices:?}"));
+    assert_eq!(on_loop["databases"], serde_json::json!(["one"]));
+    assert_eq!(on_loop["logs"], serde_json::json!([]));
+    // Direct reads and writes of the database reached the loop device.
+    assert!(on_loop["r_s"].as_f64().expect("r_s") > 0.0, "{on_loop}");
+    assert!(on_loop["w_s"].as_f64().expect("w_s") > 0.0, "{on_loop}");
+    let util = on_loop["util_percent"].as_f64().expect("util");
+    assert!((0.0..=100.0).contains(&util), "{on_loop}");
+    let log_device = devices
+        .iter()
+        .find(|d| d["logs"] == serde_json::json!(["one"]))
+        .expect("the log's device");
+    assert_ne!(log_device["device"], loop_name.as_str());
+
+    // samples.csv: the database's rows name the loop device, the log's rows the other one.
+    let samples = std::fs::read_to_string(dir.path().join("r/samples.csv")).expect("samples");
+    let mut lines = samples.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (class, dev, r_s) = (col("class"), col("device"), col("dev_r_s"));
+    let mut db_rows = 0;
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{line}");
+        if cells[class] == "db_read" {
+            assert_eq!(cells[dev], loop_name, "{line}");
+            assert!(cells[r_s].parse::<f64>().is_ok(), "{line}");
+            db_rows += 1;
+        } else if cells[class] == "log_write" {
+            assert_ne!(cells[dev], loop_name, "{line}");
+        }
+    }
+    assert!(db_rows > 0, "{samples}");
+
+    let report = std::fs::read_to_string(dir.path().join("r/report.md")).expect("report");
+    assert!(report.contains("## Device\n"), "{report}");
+    assert!(
+        report.contains(&format!("| {loop_name} | one database |")),
+        "{report}"
+    );
+    for column in [
+        "r_await (ms)",
+        "w_await (ms)",
+        "aqu-sz",
+        "%util",
+        "Our Read Avg (ms)",
+    ] {
+        assert!(report.contains(column), "{column} missing: {report}");
+    }
+}

@@ -7,6 +7,7 @@ pub mod backup;
 pub mod checksum;
 pub mod database;
 pub mod device;
+pub mod device_view;
 pub mod host;
 pub mod init;
 pub mod live;
