@@ -235,6 +235,75 @@ pub fn table(result: &TestResult) -> Option<DeviceTable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{InstanceResult, TestKind, io_results};
+    use jetproof_io::IoClass;
+    use jetproof_io::meter::InstanceStats;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    /// One instance (a 15 ms read, a 2 ms log write, over one second) on device `vda` (database
+    /// and log), whose window figures are `device`.
+    fn result_with(device: serde_json::Value) -> TestResult {
+        let stats = InstanceStats::new("db1");
+        stats.class(IoClass::DbRead).record(32768, 15_000_000);
+        stats.class(IoClass::LogWrite).record(6000, 2_000_000);
+        let mut result = TestResult::new(
+            TestKind::Performance,
+            "2026-01-01T00:00:00Z".into(),
+            1.0,
+            serde_json::Value::Null,
+        );
+        result.instances.push(InstanceResult {
+            name: "db1".into(),
+            database_path: "/d".into(),
+            log_path: "/l".into(),
+            io: io_results(&stats, Duration::from_secs(1)),
+            extra: BTreeMap::new(),
+        });
+        let mut entry = serde_json::json!({"device": "vda", "databases": ["db1"], "logs": ["db1"]});
+        for (k, v) in device.as_object().into_iter().flatten() {
+            entry[k] = v.clone();
+        }
+        result
+            .totals
+            .insert("devices".into(), serde_json::json!([entry]));
+        result
+    }
+
+    #[test]
+    fn notes_say_where_ours_and_the_devices_part() {
+        // Reads: ours 15 ms against the device's 3 ms; writes 2 ms against 2.1 ms (no note);
+        // 500 I/Os/s on the device against our 2; an interval 95% busy.
+        let busy = result_with(serde_json::json!({
+            "r_s": 300.0, "w_s": 200.0, "r_await_ms": 3.0, "w_await_ms": 2.1,
+            "util_percent": 40.0, "max_interval_util_percent": 95.0,
+        }));
+        let t = table(&busy).expect("a device");
+        assert_eq!(t.rows.len(), 1);
+        assert_eq!(t.rows[0][0], "vda");
+        assert_eq!(t.rows[0][1], "db1 database, db1 log");
+        assert_eq!(t.header.len(), t.rows[0].len());
+        let notes = t.notes.join("\n");
+        assert!(notes.contains("our read latency 15"), "{notes}");
+        assert!(notes.contains("before the device"), "{notes}");
+        assert!(!notes.contains("our write latency"), "{notes}");
+        assert!(notes.contains("not jetproof's"), "{notes}");
+        assert!(notes.contains("95% busy"), "{notes}");
+        // A device that saw what we saw: no note.
+        let quiet = result_with(serde_json::json!({
+            "r_s": 1.0, "w_s": 1.0, "r_await_ms": 14.0, "w_await_ms": 2.0,
+            "util_percent": 2.0, "max_interval_util_percent": 3.0,
+        }));
+        let t = table(&quiet).expect("a device");
+        assert!(t.notes.is_empty(), "{:?}", t.notes);
+        // A result without devices has no section.
+        let mut none = quiet.clone();
+        none.totals.clear();
+        assert!(table(&none).is_none());
+        let md = crate::report::markdown(&busy);
+        assert!(md.contains("## Device\n"), "{md}");
+        assert!(md.contains("## Device Notes\n"), "{md}");
+    }
 
     #[test]
     fn the_margin_is_both_absolute_and_relative() {
