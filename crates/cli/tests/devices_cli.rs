@@ -21,12 +21,20 @@ impl LoopDevice {
     /// A loop device over a new file of `mib` MiB in `dir`, or None (with the reason printed)
     /// where loop devices cannot be made.
     fn new(dir: &Path, name: &str, mib: u64) -> Option<LoopDevice> {
+        Self::with_head(dir, name, mib, &[])
+    }
+
+    /// As [`LoopDevice::new`], the file starting with `head`; the kernel scans it for
+    /// partitions (`losetup -P`).
+    fn with_head(dir: &Path, name: &str, mib: u64, head: &[u8]) -> Option<LoopDevice> {
+        use std::io::Write;
         let backing = dir.join(name);
-        let file = std::fs::File::create(&backing).expect("backing file");
+        let mut file = std::fs::File::create(&backing).expect("backing file");
         file.set_len(mib << 20).expect("size the backing file");
+        file.write_all(head).expect("write the head");
         drop(file);
         let output = Process::new("losetup")
-            .args(["-f", "--show"])
+            .args(["-P", "-f", "--show"])
             .arg(&backing)
             .output();
         match output {
@@ -464,4 +472,47 @@ fn a_performance_test_reports_the_devices_behind_its_databases_and_logs() {
     ] {
         assert!(report.contains(column), "{column} missing: {report}");
     }
+}
+
+/// A disk whose partition is mounted is refused as a whole: the partition is named.
+#[test]
+fn a_device_whose_partition_is_mounted_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // An MBR with one Linux partition from sector 2048 to the end of 32 MiB.
+    let mut mbr = vec![0u8; 512];
+    let entry = &mut mbr[446..462];
+    entry[4] = 0x83;
+    entry[8..12].copy_from_slice(&2048u32.to_le_bytes());
+    entry[12..16].copy_from_slice(&(32 * 2048 - 2048u32).to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    let Some(device) = LoopDevice::with_head(dir.path(), "disk.img", 32, &mbr) else {
+        return;
+    };
+    let partition = format!("{}p1", device.path());
+    let appeared = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        Path::new(&partition).exists()
+    });
+    if !appeared {
+        eprintln!("skipped: the kernel made no partition device {partition}");
+        return;
+    }
+    mkfs_ext4(&partition);
+    let mount = Mounted::new(&partition, &dir.path().join("mnt"));
+    let job = device_job(dir.path(), device.path(), true);
+    for args in every_command(&job) {
+        refused(
+            dir.path(),
+            &args,
+            &[&format!("{partition} is mounted at"), "Unmount it first"],
+        );
+    }
+    drop(mount);
+    // Unmounted, the partition table is what init finds.
+    refused(
+        dir.path(),
+        &["init", &job, "--out", "r"],
+        &["an MBR partition table (1 partition entry", "--wipe-device"],
+    );
 }
