@@ -58,6 +58,10 @@ pub struct DiskSample {
     pub avg_write_wait_ms: f64,
     /// Average number of I/Os in the device's queue (weighted time in queue / interval).
     pub avg_queue_size: f64,
+    /// Share of the interval the device had I/O in flight, 0..=100 (`iostat -x`'s %util;
+    /// absent from results written before it was sampled).
+    #[serde(default)]
+    pub util_percent: f64,
 }
 
 /// Everything one call of [`Sampler::sample`] measured.
@@ -184,6 +188,8 @@ pub struct DiskCounters {
     pub writes: u64,
     pub sectors_written: u64,
     pub write_ms: u64,
+    /// Time with I/O in flight (`io_ticks`), for %util.
+    pub io_ms: u64,
     pub weighted_ms: u64,
 }
 
@@ -207,13 +213,15 @@ pub fn parse_diskstats(text: &str, device: &str) -> Option<DiskCounters> {
             writes: n(7),
             sectors_written: n(9),
             write_ms: n(10),
+            io_ms: n(12),
             weighted_ms: n(13),
         });
     }
     None
 }
 
-fn read_disk(device: &str) -> Option<DiskCounters> {
+/// The counters of `device` (a `/proc/diskstats` name) now.
+pub fn read_disk(device: &str) -> Option<DiskCounters> {
     parse_diskstats(&std::fs::read_to_string("/proc/diskstats").ok()?, device)
 }
 
@@ -241,6 +249,7 @@ pub fn disk_rates(
         avg_read_wait_ms: ratio(read_ms, reads),
         avg_write_wait_ms: ratio(write_ms, writes),
         avg_queue_size: ratio(d(after.weighted_ms, before.weighted_ms), elapsed_s * 1000.0),
+        util_percent: (100.0 * ratio(d(after.io_ms, before.io_ms), elapsed_s * 1000.0)).min(100.0),
     }
 }
 
@@ -364,6 +373,7 @@ mod tests {
             writes: 300,
             sectors_written: 2400,
             write_ms: 250,
+            io_ms: 1300,
             weighted_ms: 2400,
         };
         let rates = disk_rates("sda", &before, &after, 2.0);
@@ -372,6 +382,8 @@ mod tests {
         assert_eq!(rates.read_bytes_per_sec, 800.0 * 512.0 / 2.0);
         assert_eq!(rates.avg_wait_ms, 1.0); // (100 + 100) ms over 200 I/Os
         assert_eq!(rates.avg_queue_size, 1.0); // 2000 ms weighted over 2000 ms
+        assert_eq!(before.io_ms, 300);
+        assert_eq!(rates.util_percent, 50.0); // 1000 ms busy of 2000 ms
         assert!(
             parse_diskstats(text, "vda").is_none(),
             "short line is not trusted"

@@ -260,7 +260,27 @@ pub fn check_job_fits(job: &Job) -> Result<(), BadInput> {
 /// [`check_database_file`] for every instance of the job: no file is read or made, so it runs
 /// before the owner lock, whose lock file would otherwise be made beside a device.
 pub fn check_database_files(job: &Job) -> Result<(), BadInput> {
-    job.instances().iter().try_for_each(check_database_file)
+    for instance in job.instances() {
+        // A block device gets the same safety checks and words from every command
+        // (`crate::device`), and must hold jetproof's marker.
+        for (path, what) in [
+            (&instance.database_path, "database path"),
+            (&instance.log_path, "log_path"),
+        ] {
+            if crate::target::is_block_device(path) {
+                let field = format!("{what} of {}", instance.name);
+                crate::device::check_device(
+                    path,
+                    &field,
+                    crate::device::DeviceUse::Existing,
+                    crate::device::rules(job, &[]),
+                )?;
+                return Err(crate::device::not_built(path, &field));
+            }
+        }
+        check_database_file(&instance)?;
+    }
+    Ok(())
 }
 
 /// What can be checked before the owner lock is taken (`crate::lock` makes its lock files beside

@@ -126,7 +126,7 @@ pub struct InitOptions<'a> {
 /// With `--recreate` nothing is deleted before every check here has passed: the targets, the
 /// job against this host's memory and threads (the whole job, so that a run it cannot make is
 /// refused before the fill), and the directories (writable, taking direct I/O when asked).
-pub fn preflight(job: &Job, permissions: Permissions) -> Result<(), InitError> {
+pub fn preflight(job: &Job, permissions: &Permissions) -> Result<(), InitError> {
     crate::host::check_new_dirs_writable(job)?;
     target::check_init_targets(job, permissions)?;
     let instances = job.instances();
@@ -196,7 +196,7 @@ pub fn init(
     log: &TestLog,
     options: &InitOptions<'_>,
 ) -> Result<InitSummary, InitError> {
-    preflight(job, options.permissions)?;
+    preflight(job, &options.permissions)?;
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
     let instances = job.instances();

@@ -6,6 +6,8 @@ pub mod autotune;
 pub mod backup;
 pub mod checksum;
 pub mod database;
+pub mod device;
+pub mod device_view;
 pub mod host;
 pub mod init;
 pub mod live;

@@ -1394,8 +1394,9 @@ fn measure(
     })?;
     let _ = writeln!(
         samples,
-        "elapsed_s,wall_clock,{},cpu_percent,available_memory_mb",
-        jetproof_io::sample::Sample::CSV_HEADER
+        "elapsed_s,wall_clock,{},cpu_percent,available_memory_mb,{}",
+        jetproof_io::sample::Sample::CSV_HEADER,
+        crate::device_view::CSV_COLUMNS
     );
     let mut paths: Vec<PathBuf> = job
         .instances()
@@ -1404,6 +1405,8 @@ fn measure(
         .collect();
     paths.dedup();
     let mut sampler = Sampler::new(attached.iter().map(|a| a.stats.clone()).collect(), &paths);
+    // The devices' own view (issue 21), from the window's start.
+    let mut devices = crate::device_view::DeviceWatch::new(job);
     let base: Vec<InstanceSnapshot> = attached.iter().map(|a| a.stats.snapshot()).collect();
     let base_tx: Vec<u64> = attached
         .iter()
@@ -1460,15 +1463,17 @@ fn measure(
             stalls_per_sec
                 .push(stalls_now.saturating_sub(stalls_seen) as f64 / sample.interval_s.max(1e-9));
             stalls_seen = stalls_now;
+            devices.record(&sample);
             for row in &sample.rows {
                 let _ = writeln!(
                     samples,
-                    "{:.1},{},{},{},{}",
+                    "{:.1},{},{},{},{},{}",
                     elapsed.as_secs_f64(),
                     jetproof_results::clock::rfc3339_millis(window_start + elapsed),
                     row.csv_line(),
                     cpu_now.map(|c| format!("{c:.1}")).unwrap_or_default(),
-                    memory_now.map(|m| format!("{m:.0}")).unwrap_or_default()
+                    memory_now.map(|m| format!("{m:.0}")).unwrap_or_default(),
+                    devices.csv_cells(&sample, &row.instance, &row.class)
                 );
             }
             let _ = samples.flush();
@@ -1577,6 +1582,7 @@ fn measure(
         std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
     }
     let window_span = window_started.elapsed();
+    let device_view = devices.finish();
     let window = window_span.as_secs_f64();
     let window_end = window_start + window_span;
     let cpu_seconds = jetproof_io::sample::process_cpu_time()
@@ -1686,6 +1692,9 @@ fn measure(
         });
     }
     totals.insert("measured_seconds".into(), window.into());
+    if device_view.as_array().is_some_and(|d| !d.is_empty()) {
+        totals.insert("devices".into(), device_view);
+    }
     totals.insert("transactions".into(), all_tx.into());
     totals.insert("process_cpu_seconds".into(), cpu_seconds.into());
     if transactional_ios > 0 {

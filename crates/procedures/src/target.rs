@@ -125,12 +125,15 @@ pub fn free_space(path: &Path) -> Option<(u64, u64)> {
 }
 
 /// Options that widen what may be touched.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Permissions {
     /// Put jetproof's files into directories that hold foreign files (never replacing them).
     pub allow_foreign_files: bool,
     /// Replace databases (and their logs) that jetproof made earlier.
     pub recreate: bool,
+    /// Block devices (`--wipe-device`) whose foreign signature init may destroy
+    /// (`crate::device`).
+    pub wipe_devices: Vec<PathBuf>,
 }
 
 /// The directories an instance needs: the database's folder and the log folder.
@@ -148,8 +151,13 @@ pub fn instance_dirs(instance: &Instance) -> Vec<PathBuf> {
 }
 
 /// Checks that `init` may create the job's databases. Runs no write.
-pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), BadInput> {
+pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), BadInput> {
     let instances = job.instances();
+    let used: Vec<PathBuf> = instances
+        .iter()
+        .flat_map(|i| [i.database_path.clone(), i.log_path.clone()])
+        .collect();
+    crate::device::check_wipe_names(&permissions.wipe_devices, &used)?;
     let mut seen = HashMap::new();
     for instance in &instances {
         if let Some(other) = seen.insert(instance.database_path.clone(), instance.name.clone()) {
@@ -178,25 +186,17 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
 
     for instance in &instances {
         let path = &instance.database_path;
+        if is_block_device(&instance.log_path) {
+            check_device_for_init(
+                job,
+                permissions,
+                &instance.log_path,
+                &instance.name,
+                "log_path",
+            )?;
+        }
         if is_block_device(path) {
-            if !job.storage.allow_devices {
-                return Err(bad(
-                    "storage.allow_devices",
-                    format!(
-                        "{} is a block device; its content would be destroyed. Set `storage.allow_devices = true` in the job to allow it",
-                        path.display()
-                    ),
-                ));
-            }
-            // The engine creates its database as a file (it grows in extents and is renamed
-            // into place when complete); placing one on a raw device is not built yet.
-            return Err(bad(
-                format!("database path of {}", instance.name),
-                format!(
-                    "{} is a block device; databases on raw devices are not supported yet. Put a file system on the device and give a directory on it (`jetproof probe --allow-device` measures the raw device)",
-                    path.display()
-                ),
-            ));
+            check_device_for_init(job, permissions, path, &instance.name, "database path")?;
         } else if let Ok(meta) = path.symlink_metadata()
             && meta.file_type().is_symlink()
         {
@@ -312,6 +312,25 @@ pub fn check_init_targets(job: &Job, permissions: Permissions) -> Result<(), Bad
         }
     }
     Ok(())
+}
+
+/// A block device at an instance's path, for `init`: the safety checks of [`crate::device`], then
+/// the refusal of what is not built yet (`docs/devices.md`).
+fn check_device_for_init(
+    job: &Job,
+    permissions: &Permissions,
+    path: &Path,
+    instance: &str,
+    what: &str,
+) -> Result<(), BadInput> {
+    let field = format!("{what} of {instance}");
+    crate::device::check_device(
+        path,
+        &field,
+        crate::device::DeviceUse::Init,
+        crate::device::rules(job, &permissions.wipe_devices),
+    )?;
+    Err(crate::device::not_built(path, &field))
 }
 
 fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {
@@ -499,7 +518,7 @@ mod tests {
     #[test]
     fn fresh_directory_is_accepted() {
         let dir = tempfile::tempdir().expect("tempdir");
-        check_init_targets(&job_in(dir.path()), Permissions::default()).expect("accepted");
+        check_init_targets(&job_in(dir.path()), &Permissions::default()).expect("accepted");
     }
 
     #[test]
@@ -508,14 +527,14 @@ mod tests {
         let job = job_in(dir.path());
         std::fs::create_dir_all(&job.storage.data_dir).expect("mkdir");
         std::fs::write(job.storage.data_dir.join("notes.txt"), "mine").expect("write");
-        let err = check_init_targets(&job, Permissions::default()).expect_err("refused");
+        let err = check_init_targets(&job, &Permissions::default()).expect_err("refused");
         assert!(err.message.contains("notes.txt"), "{err}");
         assert!(err.message.contains("--allow-foreign-files"), "{err}");
         let allowed = Permissions {
             allow_foreign_files: true,
             ..Permissions::default()
         };
-        check_init_targets(&job, allowed).expect("allowed");
+        check_init_targets(&job, &allowed).expect("allowed");
     }
 
     #[test]
@@ -528,8 +547,9 @@ mod tests {
         let permissive = Permissions {
             allow_foreign_files: true,
             recreate: true,
+            ..Permissions::default()
         };
-        let err = check_init_targets(&job, permissive).expect_err("refused");
+        let err = check_init_targets(&job, &permissive).expect_err("refused");
         assert!(err.message.contains("never overwrites"), "{err}");
     }
 
@@ -538,7 +558,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut job = job_in(dir.path());
         job.storage.db_size = Some(ByteSize(1 << 60));
-        let err = check_init_targets(&job, Permissions::default()).expect_err("refused");
+        let err = check_init_targets(&job, &Permissions::default()).expect_err("refused");
         assert_eq!(err.field, "storage.db_size");
     }
 }

@@ -9,6 +9,7 @@
 pub mod aggregate;
 pub mod clock;
 pub mod compare;
+pub mod devices;
 pub mod esrp;
 pub mod host;
 pub mod html;

@@ -666,6 +666,17 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
         }
         sections.push(("Host System Performance", t));
     }
+    // The device's view beside ours (issue 21; `crate::devices`).
+    if let Some(devices) = crate::devices::table(result) {
+        let mut t = Table::new(&devices.header);
+        devices.rows.into_iter().for_each(|row| t.row(row));
+        sections.push(("Device", t));
+        if !devices.notes.is_empty() {
+            let mut t = Table::new(&["Note"]);
+            devices.notes.into_iter().for_each(|note| t.row(vec![note]));
+            sections.push(("Device Notes", t));
+        }
+    }
     sections
 }
 

@@ -23,6 +23,11 @@ pub struct Args {
     /// Place jetproof's files in directories that hold other files (those are never touched).
     #[arg(long)]
     pub allow_foreign_files: bool,
+    /// Destroy the file system, partition table or RAID signature on this block device (a
+    /// database or log path of the job, named exactly; repeat for several). Never overrides a
+    /// device that is mounted, open exclusively elsewhere or held by MD/LVM/device-mapper.
+    #[arg(long, value_name = "DEVICE")]
+    pub wipe_device: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -39,12 +44,13 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     let permissions = Permissions {
         allow_foreign_files: args.allow_foreign_files,
         recreate: args.recreate,
+        wipe_devices: args.wipe_device.clone(),
     };
     // A live writer of these databases is named first, before anything is made; then the
     // targets are checked once before anything is made (bad input costs nothing), and again by
     // `init` under the lock, where no other command can change them any more.
     lock::refuse_if_written(&job).map_err(CliError::bad_input)?;
-    jetproof_procedures::init::preflight(&job, permissions).map_err(init_error)?;
+    jetproof_procedures::init::preflight(&job, &permissions).map_err(init_error)?;
     crate::common::warn_memory(&job);
     let selected = select_backend(&job)?;
     let command = if args.recreate {

@@ -89,6 +89,7 @@ fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, Cl
         out: args.out.as_ref().map(|o| o.join("init")),
         recreate: false,
         allow_foreign_files: false,
+        wipe_device: Vec::new(),
     };
     let (_, owner) = crate::commands::init::run_locked(init_args, &run_command(args.test))?;
     Ok(owner)

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Devices (issue 21): a performance test on a loop device against the same job on a file of the
+# backing file system, in the same run; and `jetproof probe` on a loop device against fio.
+#
+# What runs (root; loop devices with direct I/O to their backing files, so the backing file
+# system's page cache is not what is measured):
+#   1. a loop device over a sparse image in DIR, an ext4 file system on it, mounted; the job's
+#      databases and logs on it ("loop");
+#   2. the same job with its databases and logs in a directory of DIR itself ("file");
+#      both initialised, then ROUNDS performance tests of each, alternating which goes first;
+#      from result.json: achieved transactional IOPS, db_read and log_write averages, and the
+#      device's own view of the window (totals.devices: r/s, w/s, r_await, w_await, %util);
+#   3. a second loop device over a PROBE_SIZE image filled with random bytes: `jetproof probe`
+#      (random 32 KiB direct reads, queue depth 8, io_uring or std: auto) and fio with the same
+#      shape (ioengine io_uring, else libaio), ROUNDS each, alternating.
+# Databases on the raw device itself are not built yet (docs/devices.md), so "loop" runs
+# through ext4 on the loop device.
+#
+# Usage: bench/devices.sh [DIR]   (default /var/tmp/jetproof-bench-devices; removed after)
+# Environment: DB_SIZE (default 256MiB), DURATION (30s), ROUNDS (2), PROBE_SIZE (1G),
+#   PROBE_SECONDS (10), JETPROOF_BIN (default: build release), OUT (default
+#   bench/results/<date>-devices.md).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+ensure_fio
+db_size=${DB_SIZE:-256MiB}
+duration=${DURATION:-30s}
+rounds=${ROUNDS:-2}
+probe_size=${PROBE_SIZE:-1G}
+probe_seconds=${PROBE_SECONDS:-10}
+dir=${1:-/var/tmp/jetproof-bench-devices}
+out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-devices.md}
+if [ "$(id -u)" != 0 ]; then
+  echo "devices.sh: needs root (losetup, mount)" >&2
+  exit 2
+fi
+if [ -e "$dir" ]; then
+  echo "devices.sh: $dir exists; give a new directory (it is removed after)" >&2
+  exit 2
+fi
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+bin=${JETPROOF_BIN:-}
+if [ -z "$bin" ]; then
+  (cd "$here/.." && cargo build --release -p jetproof >&2)
+  bin=$here/../target/release/jetproof
+fi
+
+loop_db= loop_probe=
+cleanup() {
+  mountpoint -q "$dir/mnt" 2>/dev/null && umount "$dir/mnt"
+  [ -n "$loop_db" ] && losetup -d "$loop_db" 2>/dev/null
+  [ -n "$loop_probe" ] && losetup -d "$loop_probe" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+loop_for() { # FILE -> loop device with direct I/O to its backing file when the kernel allows
+  losetup -f --show --direct-io=on "$1" 2>/dev/null || losetup -f --show "$1"
+}
+
+# 1. ext4 on a loop device, room for the databases, their logs and the results.
+truncate -s 2G "$dir/disk.img"
+loop_db=$(loop_for "$dir/disk.img")
+mkfs.ext4 -q -F "$loop_db"
+mkdir -p "$dir/mnt"
+mount "$loop_db" "$dir/mnt"
+job() { # DATA_DIR -> job file
+  cat <<EOF
+[storage]
+data_dir = "$1"
+databases = 2
+db_size = "$db_size"
+direct_io = true
+[run]
+duration = "$duration"
+sample_interval = "1s"
+EOF
+}
+job "$dir/mnt/data" > "$dir/loop.toml"
+job "$dir/file-data" > "$dir/file.toml"
+for kind in loop file; do
+  "$bin" init "$dir/$kind.toml" --out "$dir/init-$kind" >/dev/null
+done
+
+rows=()
+for round in $(seq 1 "$rounds"); do
+  order="loop file"
+  [ $((round % 2)) = 0 ] && order="file loop"
+  for kind in $order; do
+    res="$dir/run-$kind-$round"
+    "$bin" run "$dir/$kind.toml" --test performance --out "$res" --quiet >/dev/null || true
+    rows+=("$(python3 - "$res/result.json" "$kind" "$round" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+def avg(cls):
+    n = sum(i.get(cls, {}).get("count", 0) for i in r["instances"])
+    s = sum(i.get(cls, {}).get("count", 0) * i.get(cls, {}).get("avg_latency_ms", 0) for i in r["instances"])
+    return s / n if n else 0.0
+devs = r.get("totals", {}).get("devices", [])
+d = devs[0] if devs else {}
+dev = "; ".join(f"{x['device']}: {x['r_s']:.0f} r/s {x['w_s']:.0f} w/s r_await {x['r_await_ms']:.2f} w_await {x['w_await_ms']:.2f} util {x['util_percent']:.0f}%" for x in devs)
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {r.get('achieved_iops') or 0:.0f} | {avg('db_read'):.3f} | {avg('log_write'):.3f} | {r['verdict']} | {dev} |")
+PY
+)")
+  done
+done
+
+# 3. probe against fio on a loop device full of random bytes.
+head -c "$probe_size" /dev/urandom > "$dir/probe.img"
+loop_probe=$(loop_for "$dir/probe.img")
+engine=io_uring
+fio --name=check --filename="$loop_probe" --rw=randread --bs=32k --ioengine=io_uring --direct=1 \
+  --runtime=1 --time_based --output-format=json >/dev/null 2>&1 || engine=libaio
+probe_rows=()
+for round in $(seq 1 "$rounds"); do
+  for tool in probe fio; do
+    if [ "$tool" = probe ]; then
+      "$bin" probe --path "$loop_probe" --allow-device --block-size 32KiB --queue-depth 8 \
+        --duration "${probe_seconds}s" --json > "$dir/probe.json"
+      probe_rows+=("$(python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+print("| jetproof probe (%s) | %s | %.0f | %.1f | %.3f | %.3f |" % (p["backend"], sys.argv[2], p["iops"], p["mb_per_sec"], p["avg_latency_ms"], p["p99_latency_ms"]))' "$dir/probe.json" "$round")")
+    else
+      fio --name=randread --filename="$loop_probe" --rw=randread --bs=32k --iodepth=8 \
+        --ioengine=$engine --direct=1 --runtime="$probe_seconds" --time_based \
+        --output-format=json > "$dir/fio.json" 2>/dev/null
+      probe_rows+=("$(python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+p99 = j["clat_ns"]["percentile"].get("99.000000", 0) / 1e6
+print("| fio (%s) | %s | %.0f | %.1f | %.3f | %.3f |" % (sys.argv[3], sys.argv[2], j["iops"], j["bw_bytes"] / 1e6, j["lat_ns"]["mean"] / 1e6, p99))' "$dir/fio.json" "$round" "$engine")")
+    fi
+  done
+done
+
+{
+  echo "# Devices: a loop device against a file, probe against fio ($(date -u +%Y-%m-%d))"
+  echo
+  machine_notes "$dir"
+  echo "## Performance test: ext4 on a loop device against files on the backing file system"
+  echo
+  echo "Job: 2 databases of $db_size, direct I/O, $duration window, defaults otherwise."
+  echo "\"loop\": \`$loop_db\` (over \`$dir/disk.img\`, direct I/O to it: $(cat /sys/block/$(basename "$loop_db")/loop/dio 2>/dev/null || echo unknown)), ext4, mounted;"
+  echo "\"file\": a directory of $dir's file system. Rounds alternate which goes first."
+  echo "Command: \`bench/devices.sh\` (DB_SIZE=$db_size DURATION=$duration ROUNDS=$rounds)."
+  echo
+  echo "| target | round | achieved IOPS | db_read avg (ms) | log_write avg (ms) | verdict | the device's view of the window (totals.devices) |"
+  echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "## probe against fio on a loop device"
+  echo
+  echo "\`$loop_probe\` over a $probe_size image of random bytes (direct I/O to it: $(cat /sys/block/$(basename "$loop_probe")/loop/dio 2>/dev/null || echo unknown)); random 32 KiB direct reads, queue depth 8, ${probe_seconds} s each, alternating."
+  echo "Commands: \`jetproof probe --path $loop_probe --allow-device --block-size 32KiB --queue-depth 8 --duration ${probe_seconds}s --json\`;"
+  echo "\`fio --name=randread --filename=$loop_probe --rw=randread --bs=32k --iodepth=8 --ioengine=$engine --direct=1 --runtime=$probe_seconds --time_based\`."
+  echo
+  echo "| tool | round | IOPS | MB/s | avg latency (ms) | p99 (ms) |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${probe_rows[@]}"
+  echo
+} > "$out"
+echo "wrote $out"
