@@ -43,9 +43,13 @@ use jetproof_job::{Job, Threads};
 use jetproof_results::verdict::{Limits, reasons as judge};
 
 use crate::live::LiveSample;
+use jetproof_results::sections::{
+    Autotune, BackgroundMaintenance, ChecksumInstance, CorrectedPage, LogReplication,
+    WorkloadInstance, WorkloadTotals,
+};
 use jetproof_results::{
-    HostCounters, InstanceResult, OutDir, Stat, TestKind, TestLog, TestResult, Verdict,
-    snapshot_results,
+    HostCounters, InstanceFigures, InstanceResult, OutDir, Parameters, Stat, TestKind, TestLog,
+    TestResult, Totals, Verdict, snapshot_results,
 };
 use jetproof_workload::mailboxes::Mailboxes;
 use jetproof_workload::mix::Mix;
@@ -343,13 +347,12 @@ pub fn stress(
             .find(|i| i.name == file.instance)
         {
             // The same per-file figures as the checksum test's result (`docs/results.md`).
-            if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(file) {
-                instance.extra.extend(map);
+            if let Some(figures) = instance.figures.workload_mut() {
+                figures.checksum = Some(ChecksumInstance {
+                    file: file.clone(),
+                    log_files: logs.clone(),
+                });
             }
-            instance.extra.insert(
-                "log_files".into(),
-                serde_json::to_value(logs).unwrap_or(serde_json::Value::Null),
-            );
         }
     }
     let totals = checksum.totals();
@@ -358,10 +361,9 @@ pub fn stress(
             .reasons
             .push("checksum: damaged pages or log files found after the stress test".into());
     }
-    result.totals.insert(
-        "checksum".into(),
-        serde_json::to_value(&totals).unwrap_or(serde_json::Value::Null),
-    );
+    if let Totals::Workload(workload) = &mut result.totals {
+        workload.checksum = Some(totals);
+    }
     let reasons = std::mem::take(&mut result.reasons);
     result.set_reasons(reasons);
     result.ended = jetproof_results::now_rfc3339();
@@ -610,15 +612,14 @@ pub fn performance(
                 damaged.len() - MAX_DAMAGE_REASONS
             ));
         }
-        instance.extra.insert(
-            "background_maintenance".into(),
-            serde_json::json!({
-                "passes": bdm.passes.load(Ordering::Relaxed),
-                "pages_verified": bdm.pages_verified.load(Ordering::Relaxed),
-                "pages_rechecked_good": bdm.pages_rechecked_good.load(Ordering::Relaxed),
-                "damaged_pages": damaged,
-            }),
-        );
+        if let Some(figures) = instance.figures.workload_mut() {
+            figures.background_maintenance = Some(BackgroundMaintenance {
+                passes: bdm.passes.load(Ordering::Relaxed),
+                pages_verified: bdm.pages_verified.load(Ordering::Relaxed),
+                pages_rechecked_good: bdm.pages_rechecked_good.load(Ordering::Relaxed),
+                damaged_pages: damaged,
+            });
+        }
     }
     for ((found, (count, pages)), instance) in header_findings
         .iter()
@@ -652,35 +653,32 @@ pub fn performance(
                 }
             ));
         }
-        instance
-            .extra
-            .insert("pages_corrected".into(), (*count).into());
-        instance.extra.insert(
-            "corrected_pages".into(),
-            serde_json::json!(
+        if let Some(figures) = instance.figures.workload_mut() {
+            figures.pages_corrected = Some(*count);
+            figures.corrected_pages = Some(
                 pages
                     .iter()
-                    .map(|(page, bit)| serde_json::json!({ "page": page, "bit": bit }))
-                    .collect::<Vec<_>>()
-            ),
-        );
-        if !found.is_empty() {
-            instance
-                .extra
-                .insert("file_problems".into(), serde_json::json!(found));
+                    .map(|&(page, bit)| CorrectedPage {
+                        page,
+                        bit: bit as u64,
+                    })
+                    .collect(),
+            );
+            if !found.is_empty() {
+                figures.file_problems = Some(found.clone());
+            }
         }
     }
     if copies > 1 {
         for (sent, instance) in replication_done.iter().zip(measured.instances.iter_mut()) {
-            instance.extra.insert(
-                "log_replication".into(),
-                serde_json::json!({
-                    "copies": copies,
-                    "generations_read": sent.generations_read.load(Ordering::Relaxed),
-                    "bytes_read": sent.bytes_read.load(Ordering::Relaxed),
-                    "frames_verified": sent.frames_verified.load(Ordering::Relaxed),
-                }),
-            );
+            if let Some(figures) = instance.figures.workload_mut() {
+                figures.log_replication = Some(LogReplication {
+                    copies,
+                    generations_read: sent.generations_read.load(Ordering::Relaxed),
+                    bytes_read: sent.bytes_read.load(Ordering::Relaxed),
+                    frames_verified: sent.frames_verified.load(Ordering::Relaxed),
+                });
+            }
         }
     }
     if let Some(tuning) = &tuning {
@@ -711,7 +709,7 @@ pub fn performance(
         host_counters: measured.host_counters,
         log_file: Some(log.path().to_path_buf()),
         samples_file: Some(out.file("samples.csv")),
-        totals: measured.totals,
+        totals: Totals::Workload(measured.totals),
         io_engine: Some(options.backend.name().to_string()),
         ..TestResult::new(
             test,
@@ -753,7 +751,7 @@ struct Measured {
     instances: Vec<InstanceResult>,
     achieved_iops: f64,
     host_counters: Option<HostCounters>,
-    totals: BTreeMap<String, serde_json::Value>,
+    totals: WorkloadTotals,
     reasons: Vec<String>,
     interrupted: bool,
     /// The window on the host's clock.
@@ -1572,7 +1570,6 @@ fn measure(
     let mut instances = Vec::new();
     let mut achieved = 0.0;
     let mut reasons = Vec::new();
-    let mut totals = BTreeMap::new();
     let mut all_tx = 0u64;
     let mut transactional_ios = 0u64;
     for (index, (a, base)) in attached.iter().zip(&base).enumerate() {
@@ -1603,34 +1600,6 @@ fn measure(
             .page_fault_stalls
             .saturating_sub(cache_base.page_fault_stalls);
         let final_size = DatabaseSize::of(&a.database);
-        let mut extra = BTreeMap::new();
-        extra.insert("transactions".into(), tx.into());
-        extra.insert("transactions_per_sec".into(), (tx as f64 / window).into());
-        extra.insert("achieved_iops".into(), transactional.into());
-        extra.insert("sessions".into(), sessions.into());
-        extra.insert("database_page_fault_stalls".into(), stalls.into());
-        extra.insert(
-            "database_page_fault_stalls_per_sec".into(),
-            (stalls as f64 / window.max(1e-9)).into(),
-        );
-        extra.insert(
-            "cache_hits".into(),
-            cache.hits.saturating_sub(cache_base.hits).into(),
-        );
-        extra.insert(
-            "cache_misses".into(),
-            cache.misses.saturating_sub(cache_base.misses).into(),
-        );
-        extra.insert(
-            "db_size_initial_bytes".into(),
-            a.initial_size.file_bytes.into(),
-        );
-        extra.insert("db_size_final_bytes".into(), final_size.file_bytes.into());
-        extra.insert(
-            "db_used_initial_bytes".into(),
-            a.initial_size.used_bytes.into(),
-        );
-        extra.insert("db_used_final_bytes".into(), final_size.used_bytes.into());
         // How much the file grew per transactional I/O of the window (issue 23): the reference
         // reports give 241-446 bytes under Jetstress's mix (`docs/faithfulness.md`).
         let transactional_ios: u64 = ["db_read", "db_write"]
@@ -1638,22 +1607,32 @@ fn measure(
             .filter_map(|k| io.get(*k))
             .map(|c| c.count)
             .sum();
-        if transactional_ios > 0 {
-            let grown = final_size
-                .file_bytes
-                .saturating_sub(a.initial_size.file_bytes);
-            extra.insert(
-                "db_growth_bytes_per_transactional_io".into(),
-                (grown as f64 / transactional_ios as f64).into(),
-            );
-        }
-        if let Some(rate) = a.load.pacer.rate() {
-            extra.insert("paced_transactions_per_sec".into(), rate.into());
-        }
-        if let Some(error) = a.error.get() {
+        let grown = final_size
+            .file_bytes
+            .saturating_sub(a.initial_size.file_bytes);
+        let error = a.error.get();
+        if let Some(error) = &error {
             reasons.push(format!("{}: stopped by a storage error: {error}", a.name));
-            extra.insert("error".into(), error.into());
         }
+        let figures = WorkloadInstance {
+            transactions: tx,
+            transactions_per_sec: tx as f64 / window,
+            achieved_iops: transactional,
+            sessions,
+            database_page_fault_stalls: stalls,
+            database_page_fault_stalls_per_sec: stalls as f64 / window.max(1e-9),
+            cache_hits: cache.hits.saturating_sub(cache_base.hits),
+            cache_misses: cache.misses.saturating_sub(cache_base.misses),
+            db_size_initial_bytes: a.initial_size.file_bytes,
+            db_size_final_bytes: final_size.file_bytes,
+            db_used_initial_bytes: a.initial_size.used_bytes,
+            db_used_final_bytes: final_size.used_bytes,
+            db_growth_bytes_per_transactional_io: (transactional_ios > 0)
+                .then(|| grown as f64 / transactional_ios as f64),
+            paced_transactions_per_sec: a.load.pacer.rate(),
+            error,
+            ..WorkloadInstance::default()
+        };
         instances.push(InstanceResult {
             name: a.name.clone(),
             database_path: job
@@ -1667,15 +1646,18 @@ fn measure(
                 .map(|i| i.log_path.clone())
                 .unwrap_or_default(),
             io,
-            extra,
+            figures: InstanceFigures::Workload(Box::new(figures)),
         });
     }
-    totals.insert("measured_seconds".into(), window.into());
-    totals.insert("transactions".into(), all_tx.into());
-    totals.insert("process_cpu_seconds".into(), cpu_seconds.into());
+    let mut totals = WorkloadTotals {
+        measured_seconds: window,
+        transactions: all_tx,
+        process_cpu_seconds: cpu_seconds,
+        ..WorkloadTotals::default()
+    };
     if transactional_ios > 0 {
         let per_io = cpu_seconds * 1e6 / transactional_ios as f64;
-        totals.insert("cpu_us_per_transactional_io".into(), per_io.into());
+        totals.cpu_us_per_transactional_io = Some(per_io);
         log.line(format!(
             "Process CPU over the measured window: {cpu_seconds:.2} s, {per_io:.1} µs per transactional I/O ({transactional_ios} database reads and writes)."
         ));
@@ -1795,43 +1777,36 @@ fn control(attached: &[Attached], per_instance_target: Option<f64>) {
     }
 }
 
-fn parameters(
-    job: &Job,
-    sessions: u32,
-    limits: &Limits,
-    tuning: Option<&Tuning>,
-) -> serde_json::Value {
-    let mut value = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        map.insert("sessions_per_instance".into(), sessions.into());
-        map.insert(
-            "limits".into(),
-            serde_json::to_value(limits).unwrap_or(serde_json::Value::Null),
-        );
-        map.insert("log_integrated".into(), true.into());
-        if let Some(t) = tuning {
-            let (outcome, chosen, why) = match &t.conclusion {
-                Conclusion::Chosen(n) => ("chosen", Some(*n), None),
-                Conclusion::Unreachable { why, .. } => ("unreachable", None, Some(why.clone())),
-                Conclusion::Stopped { .. } => ("stopped", None, None),
-            };
-            map.insert(
-                "autotune".into(),
-                serde_json::json!({
-                    "outcome": outcome,
-                    "chosen_sessions": chosen,
-                    "sessions_used": sessions,
-                    "why": why,
-                    "target_iops": job.target_iops(),
-                    "margin": autotune::MARGIN,
-                    "trial_settle_s": t.settle.as_secs_f64(),
-                    "trial_measure_s": t.measure.as_secs_f64(),
-                    "trials": t.trials,
-                }),
-            );
+fn parameters(job: &Job, sessions: u32, limits: &Limits, tuning: Option<&Tuning>) -> Parameters {
+    let autotune = tuning.map(|t| {
+        let (outcome, chosen, why) = match &t.conclusion {
+            Conclusion::Chosen(n) => ("chosen", Some(*n), None),
+            Conclusion::Unreachable { why, .. } => ("unreachable", None, Some(why.clone())),
+            Conclusion::Stopped { .. } => ("stopped", None, None),
+        };
+        Autotune {
+            outcome: outcome.into(),
+            chosen_sessions: chosen,
+            sessions_used: sessions,
+            why,
+            target_iops: job.target_iops(),
+            margin: autotune::MARGIN,
+            trial_settle_s: t.settle.as_secs_f64(),
+            trial_measure_s: t.measure.as_secs_f64(),
+            trials: t
+                .trials
+                .iter()
+                .map(|trial| serde_json::to_value(trial).unwrap_or(serde_json::Value::Null))
+                .collect(),
         }
+    });
+    Parameters {
+        sessions_per_instance: Some(sessions),
+        limits: Some(*limits),
+        log_integrated: Some(true),
+        autotune,
+        ..Parameters::of_job(job)
     }
-    value
 }
 
 #[cfg(test)]
@@ -2016,9 +1991,8 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(30));
         assert_eq!(result.verdict, Verdict::Fail);
         let error = result.instances[0]
-            .extra
-            .get("error")
-            .and_then(|e| e.as_str())
+            .figures
+            .storage_error()
             .expect("the instance's error")
             .to_string();
         assert!(
@@ -2080,20 +2054,23 @@ mod tests {
             .filter_map(|k| instance.io.get(*k))
             .map(|c| c.count)
             .sum();
-        let grown = instance.extra["db_size_final_bytes"]
-            .as_u64()
-            .expect("final")
-            - instance.extra["db_size_initial_bytes"]
-                .as_u64()
-                .expect("initial");
-        let growth = instance.extra["db_growth_bytes_per_transactional_io"]
-            .as_f64()
+        let figures = instance.figures.workload().expect("workload figures");
+        let grown = figures.db_size_final_bytes - figures.db_size_initial_bytes;
+        let growth = figures
+            .db_growth_bytes_per_transactional_io
             .expect("growth per I/O");
         assert!(
             (growth - grown as f64 / ios as f64).abs() < 1e-9,
             "{growth}"
         );
-        let found = &instance.extra["background_maintenance"]["damaged_pages"];
+        let found = serde_json::to_value(
+            &figures
+                .background_maintenance
+                .as_ref()
+                .expect("maintenance figures")
+                .damaged_pages,
+        )
+        .expect("json");
         let last_page = size / 8192 - 1;
         assert_eq!(found[0]["page"].as_u64(), Some(last_page), "{found}");
         assert_eq!(found[0]["kind"], "correctable", "{found}");
@@ -2128,10 +2105,7 @@ mod tests {
             live: None,
         };
         let result = performance(&job, false, &out, &log, &options).expect("a result");
-        assert_eq!(
-            result.parameters.get("log_integrated"),
-            Some(&serde_json::Value::Bool(true))
-        );
+        assert_eq!(result.parameters.log_integrated, Some(true));
         let figures = serde_json::to_value(&result.instances[0]).expect("json");
         let log_writes = figures
             .pointer("/log_write/count")

@@ -242,7 +242,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     if result
         .instances
         .iter()
-        .any(|i| i.extra.contains_key("error") || i.extra.contains_key("generation_error"))
+        .any(|i| i.figures.storage_error().is_some())
     {
         return Err(CliError::runtime(anyhow::anyhow!(
             "a storage error stopped an instance or its recovery; see the reasons above and {}",
@@ -310,11 +310,12 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     live.finish();
     let result = result.map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
-    let tune = &result.parameters["autotune"];
-    if let (Some(sessions), Some(trials)) = (
-        tune["chosen_sessions"].as_u64(),
-        tune["trials"].as_array().map(|t| t.len()),
-    ) {
+    if let Some((sessions, trials)) = result
+        .parameters
+        .autotune
+        .as_ref()
+        .and_then(|tune| Some((tune.chosen_sessions?, tune.trials.len())))
+    {
         println!(
             "Auto-tune: {sessions} session(s) per instance reach the target ({trials} trials; evidence in {})",
             log.path().display()
@@ -324,7 +325,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     if result
         .instances
         .iter()
-        .any(|i| i.extra.contains_key("error"))
+        .any(|i| i.figures.storage_error().is_some())
     {
         return Err(CliError::runtime(anyhow::anyhow!(
             "a storage error stopped an instance; see the reasons above and {}",
@@ -390,30 +391,25 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         "Instance", "Database size", "Seconds", "MB read/sec", "Bad"
     );
     for instance in &result.instances {
-        let backup = &instance.extra["backup"];
-        let figure = |key: &str| backup[key].as_f64().unwrap_or(0.0);
+        let Some(b) = instance.figures.backup() else {
+            continue;
+        };
         println!(
             "  {:<12} {:>11.1} MB {:>10.1} {:>12.1} {:>6}",
             instance.name,
-            figure("bytes") / 1e6,
-            figure("seconds"),
-            figure("mb_per_sec"),
-            backup["bad_pages"].as_array().map(|a| a.len()).unwrap_or(0)
+            b.backup.bytes as f64 / 1e6,
+            b.backup.seconds,
+            b.backup.mb_per_sec,
+            b.backup.bad_pages.len()
         );
     }
-    let total = |key: &str| {
-        result
-            .totals
-            .get(key)
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0)
-    };
+    let total = result.totals.backup().cloned().unwrap_or_default();
     println!(
         "  {:<12} {:>11.1} MB {:>10.1} {:>12.1}",
         "Total",
-        total("bytes") / 1e6,
-        total("seconds"),
-        total("mb_per_sec")
+        total.bytes as f64 / 1e6,
+        total.seconds,
+        total.mb_per_sec
     );
     for reason in &result.reasons {
         println!("  FAIL: {reason}");
