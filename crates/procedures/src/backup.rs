@@ -76,18 +76,7 @@ pub struct BackupOptions<'a> {
 /// a scratch file jetproof creates and removes, to know its file system takes direct I/O).
 pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
     crate::host::check_existing(job, &job.instances(), false)?;
-    for instance in job.instances() {
-        if !instance.database_path.exists() {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} does not exist; run `jetproof init` first (with the same job and flags)",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
-    }
+    crate::database::require_databases(job, Path::exists)?;
     if let Some(dir) = to {
         check_copy_targets(job, dir)?;
         let (state, entry) = crate::target::dir_state(dir)?;

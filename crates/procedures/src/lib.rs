@@ -14,6 +14,8 @@ pub mod maintenance;
 pub mod options;
 pub mod performance;
 pub mod replication;
+pub mod run;
 pub mod soft_recovery;
 pub mod start;
+pub mod store;
 pub mod target;

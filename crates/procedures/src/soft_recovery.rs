@@ -45,8 +45,10 @@ use jetproof_workload::pacer::Pacer;
 use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::Store;
 
+use crate::database::require_databases;
 use crate::init::mailboxes_per_database;
-use crate::performance::{EngineStore, RunError, RunOptions, require_clean};
+use crate::run::{RunError, RunOptions};
+use crate::store::{EngineStore, require_clean};
 use crate::target::bad;
 
 /// Sessions per instance when the job says `threads = "auto"`.
@@ -159,17 +161,8 @@ pub fn soft_recovery(
         .into());
     }
     let instances = job.instances();
+    require_databases(job, |path| options.backend.exists(path))?;
     for instance in &instances {
-        if !options.backend.exists(&instance.database_path) {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} does not exist; run `jetproof init` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
         require_clean(job, options.backend.as_ref(), instance)?;
     }
     let sessions = match job.workload.threads {
@@ -641,18 +634,9 @@ pub fn dirty_databases(job: &Job, backend: &Arc<dyn IoBackend>) -> Result<Vec<bo
     // A device where a database file is expected, or a job of another page size, is bad input
     // before any header is read as a database's.
     crate::host::check_existing(job, &job.instances(), false)?;
+    require_databases(job, |path| backend.exists(path))?;
     let mut dirty = Vec::new();
     for instance in job.instances() {
-        if !backend.exists(&instance.database_path) {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} does not exist; run `jetproof init` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
         let file = backend.open(
             &instance.database_path,
             &OpenOptions::read_only().buffered(),
