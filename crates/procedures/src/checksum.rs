@@ -271,6 +271,8 @@ pub enum ChecksumError {
         #[source]
         source: LogError,
     },
+    #[error("write the results: {0}")]
+    Results(String),
 }
 
 impl ChecksumError {
@@ -1214,6 +1216,112 @@ pub fn state_problems(run: &ChecksumRun) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The checksum test as `jetproof checksum` runs it: the pass, its statistics and damage in the
+/// test log, the verdict, and `result.json` with the reports written into `out`.
+pub struct ChecksumTest {
+    pub run: ChecksumRun,
+    pub result: TestResult,
+    pub result_path: PathBuf,
+    /// The "Checksum Statistics - All" table, one line per row.
+    pub table: Vec<String>,
+    /// Damage and database state, up to the caller's number of lines per file.
+    pub damage: Vec<String>,
+    /// Bytes past the last page that were not checked (an unfinished growth), one line per file.
+    pub trailing: Vec<String>,
+    /// Every page perfect, every database shut down cleanly, not interrupted.
+    pub clean: bool,
+    /// The verdict in words.
+    pub verdict: String,
+}
+
+/// Runs the pass ([`run`]) and records it: the statistics table, every damaged page and the
+/// verdict in `log`, `result.json` (with `io_engine`) and the reports in `out`. `damage_lines`:
+/// how many damage lines per file [`ChecksumTest::damage`] keeps for the terminal (the log has
+/// them all).
+pub fn test(
+    job: &Job,
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+    progress: &dyn Progress,
+    out: &jetproof_results::OutDir,
+    log: &jetproof_results::TestLog,
+    damage_lines_per_file: usize,
+) -> Result<ChecksumTest, ChecksumError> {
+    let started = jetproof_results::now_rfc3339();
+    let run = match run(job, backend, options, progress) {
+        Ok(run) => run,
+        Err(error) => {
+            log.line(format!("Checksum stopped: {error}"));
+            return Err(error);
+        }
+    };
+    let ended = jetproof_results::now_rfc3339();
+    let table = statistics_table(&run);
+    let damage = damage_lines(&run, damage_lines_per_file);
+    log.line("Checksum Statistics - All");
+    for row in &table {
+        log.line(row);
+    }
+    for line in damage_lines(&run, MAX_LISTED_DAMAGED_PAGES) {
+        log.line(line);
+    }
+    let trailing: Vec<String> = run
+        .files
+        .iter()
+        .filter(|f| f.trailing_bytes > 0 && f.appended_bytes == 0)
+        .map(|file| {
+            format!(
+                "{}: {} bytes past the last page the header counts were not checked (an unfinished growth)",
+                file.path.display(),
+                file.trailing_bytes
+            )
+        })
+        .collect();
+    for line in &trailing {
+        log.line(line);
+    }
+    let clean = run.is_clean() && !run.interrupted;
+    let dirty = run.files.iter().any(|f| f.database_state.is_dirty());
+    let verdict = if clean {
+        "pass, every page is perfect and every database was shut down cleanly".to_string()
+    } else if dirty && run.files.iter().all(|f| f.is_clean()) {
+        "FAIL, a database was not shut down cleanly (its pages are intact): run `jetproof recover` \
+         to replay its logs"
+            .to_string()
+    } else if dirty {
+        "FAIL, damage found, and a database was not shut down cleanly: run `jetproof recover` \
+         to replay its logs"
+            .to_string()
+    } else {
+        "FAIL, damage found".to_string()
+    };
+    log.line(if run.interrupted {
+        "Interrupted: the figures cover the pages checked before the stop".to_string()
+    } else {
+        format!("Verdict: {verdict}")
+    });
+    let record = RunRecord {
+        started,
+        ended,
+        log_file: Some(log.path().to_path_buf()),
+    };
+    let mut result = to_result(&run, job, &record);
+    result.io_engine = Some(backend.name().to_string());
+    let result_path = out
+        .write_result_and_report(&result)
+        .map_err(|e| ChecksumError::Results(e.to_string()))?;
+    Ok(ChecksumTest {
+        run,
+        result,
+        result_path,
+        table,
+        damage,
+        trailing,
+        clean,
+        verdict,
+    })
 }
 
 /// When and where the pass ran, for its `result.json`.

@@ -755,6 +755,44 @@ pub fn markdown(result: &TestResult) -> String {
     out
 }
 
+/// The backup test's terminal summary: per database its size, seconds, MB read per second
+/// and bad pages, the total, then every reason for a fail.
+pub fn backup_text(result: &TestResult) -> String {
+    let mut out = String::from("Database backup statistics\n");
+    let _ = writeln!(
+        out,
+        "  {:<12} {:>14} {:>10} {:>12} {:>6}",
+        "Instance", "Database size", "Seconds", "MB read/sec", "Bad"
+    );
+    for instance in &result.instances {
+        let Some(b) = instance.figures.backup() else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "  {:<12} {:>11.1} MB {:>10.1} {:>12.1} {:>6}",
+            instance.name,
+            b.backup.bytes as f64 / 1e6,
+            b.backup.seconds,
+            b.backup.mb_per_sec,
+            b.backup.bad_pages.len()
+        );
+    }
+    let total = result.totals.backup().cloned().unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  {:<12} {:>11.1} MB {:>10.1} {:>12.1}",
+        "Total",
+        total.bytes as f64 / 1e6,
+        total.seconds,
+        total.mb_per_sec
+    );
+    for reason in &result.reasons {
+        let _ = writeln!(out, "  FAIL: {reason}");
+    }
+    out
+}
+
 /// The summary printed on the terminal at the end of a test.
 pub fn text(result: &TestResult) -> String {
     let mut out = String::new();
@@ -1081,6 +1119,30 @@ mod tests {
             assert!(md.contains(words), "missing {words:?} in\n{md}");
         }
         assert!(!md.contains("Transactional I/O Performance"), "{md}");
+    }
+
+    #[test]
+    fn backup_text_lists_each_database_and_the_total() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/backup.json");
+        let result: TestResult =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("reads");
+        let text = backup_text(&result);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Database backup statistics");
+        assert!(lines[1].contains("MB read/sec"), "{text}");
+        for instance in &result.instances {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.trim_start().starts_with(&instance.name)),
+                "{text}"
+            );
+        }
+        let total = result.totals.backup().expect("totals");
+        let last = lines.last().expect("a total line");
+        assert!(last.trim_start().starts_with("Total"), "{text}");
+        assert!(last.contains(&format!("{:.1}", total.mb_per_sec)), "{text}");
+        assert_eq!(lines.len(), 3 + result.instances.len(), "{text}");
     }
 
     #[test]

@@ -385,35 +385,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         jetproof_procedures::backup::backup(job, &out, &log, &options).map_err(backup_error)?;
     bar.finish_and_clear();
 
-    println!("Database backup statistics");
-    println!(
-        "  {:<12} {:>14} {:>10} {:>12} {:>6}",
-        "Instance", "Database size", "Seconds", "MB read/sec", "Bad"
-    );
-    for instance in &result.instances {
-        let Some(b) = instance.figures.backup() else {
-            continue;
-        };
-        println!(
-            "  {:<12} {:>11.1} MB {:>10.1} {:>12.1} {:>6}",
-            instance.name,
-            b.backup.bytes as f64 / 1e6,
-            b.backup.seconds,
-            b.backup.mb_per_sec,
-            b.backup.bad_pages.len()
-        );
-    }
-    let total = result.totals.backup().cloned().unwrap_or_default();
-    println!(
-        "  {:<12} {:>11.1} MB {:>10.1} {:>12.1}",
-        "Total",
-        total.bytes as f64 / 1e6,
-        total.seconds,
-        total.mb_per_sec
-    );
-    for reason in &result.reasons {
-        println!("  FAIL: {reason}");
-    }
+    print!("{}", jetproof_results::report::backup_text(&result));
     println!("Result: {}", out.file("result.json").display());
     Ok(match result.verdict {
         Verdict::Pass => Outcome::Pass,
