@@ -1053,15 +1053,7 @@ mod tests {
     }
 
     fn seed() -> u64 {
-        std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(7)
-            })
+        jetproof_test_support::seed_or_clock(7)
     }
 
     /// A small xorshift: the test needs reproducible latencies, not a crate.
