@@ -148,7 +148,7 @@ fn io_uring_carries_every_test_type_and_is_named_in_the_results() {
     let perf = valid_result(&dir.path().join("perf/result.json"), "performance");
     assert_eq!(perf.io_engine.as_deref(), Some("io_uring"));
     assert_eq!(
-        perf.parameters["storage"]["io_engine"], "io_uring",
+        perf.parameters.job["storage"]["io_engine"], "io_uring",
         "the job as run"
     );
     assert!(perf.achieved_iops.expect("achieved") > 0.0);
@@ -221,7 +221,7 @@ fn io_uring_carries_every_test_type_and_is_named_in_the_results() {
     run(&["checksum", "--out", "checksum"]).success();
     let checksum = valid_result(&dir.path().join("checksum/result.json"), "checksum");
     assert_eq!(checksum.io_engine.as_deref(), Some("io_uring"));
-    assert_eq!(checksum.parameters["storage"]["io_engine"], "auto");
+    assert_eq!(checksum.parameters.job["storage"]["io_engine"], "auto");
     assert!(
         test_log(&dir.path().join("checksum/test.log"))
             .contains("I/O engine: io_uring (storage.io_engine = \"auto\")"),

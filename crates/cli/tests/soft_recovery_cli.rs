@@ -257,15 +257,23 @@ fn ctrl_c_while_generating_replays_what_was_generated_and_writes_a_partial_resul
         r.reasons
     );
     for instance in &r.instances {
-        let figure = |key: &str| instance.extra.get(key).and_then(|v| v.as_u64());
-        let generated = figure("logs_generated").expect("logs_generated");
-        let replayed = figure("logs_replayed").expect("logs_replayed");
+        let figures = instance.figures.recovery().expect("recovery figures");
+        let generated = figures.logs_generated.expect("logs_generated");
+        let replayed = figures
+            .replay
+            .as_ref()
+            .map(|r| r.logs_replayed)
+            .expect("logs_replayed");
         // Every generated file is replayed (plus the one the checkpoint was held in).
         assert!(replayed >= generated.max(1), "{instance:?}");
         assert!(instance.io.contains_key("log_read"), "{instance:?}");
     }
     assert!(
-        r.instances[0].extra["logs_generated"].as_u64() >= Some(2),
+        r.instances[0]
+            .figures
+            .recovery()
+            .and_then(|f| f.logs_generated)
+            >= Some(2),
         "{:?}",
         r.instances[0]
     );

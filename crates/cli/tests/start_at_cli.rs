@@ -108,7 +108,11 @@ fn three_runs_launched_two_seconds_apart_measure_one_window() {
         assert!((gap_ms(start, measured) - skew).abs() < 1.0, "{name}");
         assert_eq!(result.ready_at_start, Some(true), "{name}");
         let end = parse(result.measured_end.as_deref().expect("measured_end"));
-        let window = result.totals["measured_seconds"].as_f64().expect("seconds");
+        let window = result
+            .totals
+            .workload()
+            .map(|t| t.measured_seconds)
+            .expect("seconds");
         assert!(
             (gap_ms(measured, end) / 1e3 - window).abs() < 0.01,
             "{name}"

@@ -3,11 +3,7 @@
 
 /// The seed (`JETPROOF_SEED`, else `default`; made odd) and a xorshift generator started from it.
 pub(crate) fn xorshift(default: u64) -> (u64, impl FnMut() -> u64) {
-    let seed = std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-        | 1;
+    let seed = jetproof_test_support::seed_or(default) | 1;
     let mut state = seed;
     let next = move || {
         state ^= state << 13;

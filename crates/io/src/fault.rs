@@ -948,15 +948,7 @@ mod tests {
     use super::*;
 
     fn seed() -> u64 {
-        std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(11)
-            })
+        jetproof_test_support::seed_or_clock(11)
     }
 
     fn open(backend: &FaultBackend, path: &str) -> Arc<dyn IoFile> {

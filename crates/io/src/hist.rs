@@ -308,15 +308,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn seed() -> u64 {
-        std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(7)
-            })
+        jetproof_test_support::seed_or_clock(7)
     }
 
     /// Latencies spread over µs to seconds, log-uniform, as storage latencies are.

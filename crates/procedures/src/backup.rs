@@ -26,7 +26,6 @@
 //! symlinked directories are caught); when such a file exists and is not a copy jetproof made
 //! (or is a symlink); and when two instances would write the same file.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,7 +36,11 @@ use jetproof_engine::{DbHeader, DbState, ReadCheck};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
-use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult, io_results};
+use jetproof_results::sections::{BackupInstance, BackupTotals};
+use jetproof_results::{
+    InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
+    io_results,
+};
 
 use crate::target::{BadInput, bad};
 
@@ -54,27 +57,8 @@ pub enum BackupError {
     Results(String),
 }
 
-/// What the backup of one database found.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct DatabaseBackup {
-    pub bytes: u64,
-    pub seconds: f64,
-    pub mb_per_sec: f64,
-    pub pages_seen: u64,
-    /// Pages whose checksum failed (not correctable), by page number.
-    pub bad_pages: Vec<u64>,
-    /// Pages with a single flipped bit (the copy holds them as on disk, flipped bit included:
-    /// a backup never repairs).
-    pub correctable_pages: Vec<u64>,
-    pub wrong_number_pages: Vec<u64>,
-    /// Pages whose checksum is good but which are older than their last acknowledged write
-    /// (the flush map's count): lost writes, copied as they are and reported.
-    pub lost_write_pages: Vec<u64>,
-    /// Pages newer than the flush map says they were written (the database was shut down
-    /// cleanly, so the map holds every write): written behind jetproof's back.
-    pub newer_than_flush_map_pages: Vec<u64>,
-    pub copy_path: Option<PathBuf>,
-}
+/// What the backup of one database found (a section of `result.json`).
+pub use jetproof_results::sections::DatabaseBackup;
 
 pub struct BackupOptions<'a> {
     pub backend: Arc<dyn IoBackend>,
@@ -92,18 +76,7 @@ pub struct BackupOptions<'a> {
 /// a scratch file jetproof creates and removes, to know its file system takes direct I/O).
 pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
     crate::host::check_existing(job, &job.instances(), false)?;
-    for instance in job.instances() {
-        if !instance.database_path.exists() {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} does not exist; run `jetproof init` first (with the same job and flags)",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
-    }
+    crate::database::require_databases(job, Path::exists)?;
     if let Some(dir) = to {
         check_copy_targets(job, dir)?;
         let (state, entry) = crate::target::dir_state(dir)?;
@@ -427,17 +400,12 @@ pub fn backup(
         for problem in &source.problems {
             reasons.push(format!("{}: {problem}", instance.name));
         }
-        let mut extra = BTreeMap::new();
-        extra.insert(
-            "backup".to_string(),
-            serde_json::to_value(&outcome).unwrap_or(serde_json::Value::Null),
-        );
         instance_results.push(InstanceResult {
             name: instance.name.clone(),
             database_path: instance.database_path.clone(),
             log_path: instance.log_path.clone(),
             io: io_results(stats, Duration::from_secs_f64(outcome.seconds.max(1e-9))),
-            extra,
+            figures: InstanceFigures::Backup(Box::new(BackupInstance { backup: outcome })),
         });
     }
     if interrupted {
@@ -450,10 +418,11 @@ pub fn backup(
         elapsed.as_secs_f64(),
         total_mb_per_sec
     ));
-    let mut totals = BTreeMap::new();
-    totals.insert("bytes".to_string(), read_bytes.into());
-    totals.insert("seconds".to_string(), elapsed.as_secs_f64().into());
-    totals.insert("mb_per_sec".to_string(), total_mb_per_sec.into());
+    let totals = Totals::Backup(BackupTotals {
+        bytes: read_bytes,
+        seconds: elapsed.as_secs_f64(),
+        mb_per_sec: total_mb_per_sec,
+    });
     let mut result = TestResult {
         interrupted,
         instances: instance_results,
@@ -464,7 +433,7 @@ pub fn backup(
             TestKind::Backup,
             started_at,
             elapsed.as_secs_f64(),
-            serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
+            Parameters::of_job(job),
         )
     };
     result.set_window(&jetproof_results::MeasuredWindow {

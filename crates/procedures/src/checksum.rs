@@ -31,7 +31,6 @@
 //! naming the file. Damage inside a readable file is never an error: it is counted, located and
 //! makes the verdict fail.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,8 +45,8 @@ use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 use jetproof_job::{Instance, Job};
 use jetproof_log::{FileStatus, LogError, ReadOptions, VerifyReport};
-use jetproof_results::{InstanceResult, TestKind, TestResult};
-use serde::{Deserialize, Serialize};
+use jetproof_results::sections::{ChecksumInstance, ChecksumParameters};
+use jetproof_results::{InstanceFigures, InstanceResult, Parameters, TestKind, TestResult, Totals};
 
 /// Default size of each sequential read.
 pub const DEFAULT_READ_SIZE: usize = 1 << 20;
@@ -59,9 +58,10 @@ pub const DEFAULT_READS_IN_FLIGHT: usize = 4;
 /// verifier.
 const VERIFY_BUFFERS: usize = 2;
 
-/// At most this many damaged pages are listed per file (all are counted). A file of garbage
-/// would otherwise list every page it has.
-pub const MAX_LISTED_DAMAGED_PAGES: usize = 100_000;
+pub use jetproof_results::checksum::{
+    ChecksumTotals, Damage, DamagedPage, DatabaseState, FileChecksum, FlushMapFinding, LogChecksum,
+    LogProblem, MAX_LISTED_DAMAGED_PAGES, Position,
+};
 
 /// Jetstress's "MBytes" are mebibytes (its tables: 50,150,498 pages of 32 KiB = 1,567,203 MBytes):
 /// the statistics table shows file lengths in them, as Jetstress does.
@@ -124,272 +124,55 @@ impl Progress for NoProgress {
     fn finish(&self) {}
 }
 
-/// What is wrong with a damaged page.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Damage {
-    /// Damaged beyond correction (Jetstress: bad page).
-    Bad,
-    /// One flipped bit, which the checksum can correct (Jetstress: correctable page).
-    Correctable,
-    /// A sound page that belongs elsewhere: a misdirected write (Jetstress: wrong page-number).
-    WrongPageNumber,
-    /// A sound page older than its last acknowledged write (the flush map's count): the storage
-    /// lost a write and returned an older copy.
-    LostWrite,
-    /// In a cleanly shut database, a sound page newer than the flush map's last write of it:
-    /// written behind jetproof's back (or the map is stale).
-    NewerThanFlushMap,
-}
-
-/// One damaged page, located.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DamagedPage {
-    /// The page's position in the file (byte offset = page_number × page size).
-    pub page_number: u64,
-    pub damage: Damage,
-    /// For a wrong page-number page: the number the page carries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found_page_number: Option<u32>,
-    /// For a correctable page: the flipped bit's index within the page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bit: Option<u64>,
-    /// For a lost write (or a page newer than the flush map): the write count the map expects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_write_count: Option<u16>,
-    /// For a lost write (or a page newer than the flush map): the write count the page carries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found_write_count: Option<u16>,
-}
-
-/// What the check found of a database's flush map.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlushMapFinding {
-    pub path: PathBuf,
-    /// `ok`, `missing` (lost writes cannot be checked), `damaged` (some map pages unreadable:
-    /// their pages not checked) or `unusable` (stale or foreign: no page checked against it).
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Map pages whose committed copy is damaged.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub damaged_map_pages: Vec<u32>,
-}
-
-impl FlushMapFinding {
-    /// A map that cannot vouch for its pages is damage; a missing one is only reported.
-    pub fn is_damage(&self) -> bool {
-        self.status == "damaged" || self.status == "unusable"
-    }
-}
-
-/// A log position in `result.json`.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    pub generation: u64,
-    pub offset: u64,
-}
-
-impl std::fmt::Display for Position {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.generation, self.offset)
-    }
-}
-
-/// A database's shutdown state, as `eseutil /mh` shows it: clean or dirty shutdown, where
-/// recovery starts, and which log generations it needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DatabaseState {
-    /// `clean` (closed cleanly: every change is in the file) or `dirty` (not shut down cleanly:
-    /// its logs must be replayed by `jetproof recover` before it is used or trusted).
-    pub state: String,
-    /// The header's recovery position: where the log stood at the last clean close (0:0: never
-    /// attached to a log, as `jetproof init` leaves it).
-    pub recovery_position: Position,
-    /// The log's checkpoint (a replay would start here), when its checkpoint file is usable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<Position>,
-    /// For a dirty database: the first and last log generation recovery needs (ESE's "Log
-    /// Required"), from the checkpoint's to the newest found or recorded as installed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logs_required: Option<[u64; 2]>,
-}
-
-impl DatabaseState {
-    pub fn is_dirty(&self) -> bool {
-        self.state == "dirty"
-    }
-}
-
-/// The checksum figures of one database file: a row of the seeds' "Checksum Statistics" table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FileChecksum {
-    pub instance: String,
-    pub path: PathBuf,
-    pub page_size: u32,
-    /// Bytes of pages in the file, as its header counts them.
-    pub size_bytes: u64,
-    /// Bytes read and checked: `size_bytes` unless the pass was stopped early.
-    pub checked_bytes: u64,
-    /// Bytes past the last page the header counts; not checked. Up to one extent is what a
-    /// growth that did not finish leaves.
-    pub trailing_bytes: u64,
-    /// Of those, bytes beyond what an unfinished growth can leave (one extent): appended to the
-    /// file by something else. A fail verdict.
-    #[serde(default)]
-    pub appended_bytes: u64,
-    /// Header copy 0 found older than copy 1 (a lost write of the header: copy 0 is always
-    /// written first); damaged copies are in `damaged_pages` like any page. A fail verdict.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header_copy_behind: Option<String>,
-    /// Clean or dirty shutdown, and what recovery would need.
-    #[serde(default)]
-    pub database_state: DatabaseState,
-    pub pages_seen: u64,
-    pub pages_bad: u64,
-    pub pages_correctable: u64,
-    pub pages_wrong_number: u64,
-    /// Pages older than their last acknowledged write (flush map).
-    #[serde(default)]
-    pub pages_lost_write: u64,
-    /// Pages of a cleanly shut database newer than the flush map's last write of them.
-    #[serde(default)]
-    pub pages_newer_than_flush_map: u64,
-    /// The database's flush map, as found (not `flush_map`: that key is the I/O class of the
-    /// map's reads).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flush_map_state: Option<FlushMapFinding>,
-    pub seconds: f64,
-    /// MB (10^6 bytes) checked per second, as every `mb_per_sec` of `result.json`.
-    pub mb_per_sec: f64,
-    /// Every damaged page (up to [`MAX_LISTED_DAMAGED_PAGES`]), in file order.
-    pub damaged_pages: Vec<DamagedPage>,
-    /// Damaged pages counted but not listed, beyond the cap.
-    #[serde(default)]
-    pub damaged_pages_not_listed: u64,
-}
-
-impl FileChecksum {
-    /// True when every page is perfect.
-    pub fn is_clean(&self) -> bool {
-        self.pages_damaged() == 0
-            && !self
-                .flush_map_state
-                .as_ref()
-                .is_some_and(FlushMapFinding::is_damage)
-    }
-
-    pub fn pages_damaged(&self) -> u64 {
-        self.pages_bad
-            + self.pages_correctable
-            + self.pages_wrong_number
-            + self.pages_lost_write
-            + self.pages_newer_than_flush_map
-    }
-}
-
-/// What the log verifier found wrong with one log file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogProblem {
-    pub path: PathBuf,
-    pub generation: u64,
-    /// `bad` (damage in the log that recovery needs) or `torn_tail` (an unacknowledged last
-    /// write, tolerated as recovery tolerates it).
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    pub reason: String,
-}
-
-/// The log checksum figures of one instance (`docs/checksum.md`: "and log files").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LogChecksum {
-    pub instance: String,
-    pub log_path: PathBuf,
-    /// False when the instance has no log directory: nothing to verify.
-    pub present: bool,
-    pub files_seen: u64,
-    pub files_good: u64,
-    pub files_torn_tail: u64,
-    pub files_bad: u64,
-    /// Bytes of the log files checked.
-    pub size_bytes: u64,
-    /// A checkpoint file that exists but cannot be used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_error: Option<String>,
-    /// Log files exist but the checkpoint file does not: no replay can start, and a database
-    /// that used this log cannot be attached. A fail verdict.
-    #[serde(default)]
-    pub checkpoint_missing: bool,
-    /// The checkpoint (where a replay starts), when the checkpoint file is usable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<Position>,
-    /// The newest generation the checkpoint file records as installed (checkpoint files
-    /// written before 2026-11-25 do not say).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub newest_installed_generation: Option<u64>,
-    /// The highest generation whose file was found.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub newest_found_generation: Option<u64>,
-    /// Every log file that is not perfect, with the place and reason.
-    pub problems: Vec<LogProblem>,
-}
-
-impl LogChecksum {
-    /// True when no log file is bad and the checkpoint is usable (a torn tail is tolerated).
-    pub fn is_clean(&self) -> bool {
-        self.files_bad == 0 && self.checkpoint_error.is_none() && !self.checkpoint_missing
-    }
-
-    fn from_report(instance: &Instance, report: &VerifyReport) -> LogChecksum {
-        let checkpoint = report.checkpoint.as_ref().map(|read| read.checkpoint);
-        let mut figures = LogChecksum {
-            instance: instance.name.clone(),
-            log_path: instance.log_path.clone(),
-            present: true,
-            checkpoint_error: report.checkpoint_error.clone(),
-            checkpoint_missing: report.checkpoint_missing(),
-            checkpoint: checkpoint.map(|c| Position {
-                generation: c.lsn.generation,
-                offset: c.lsn.offset,
-            }),
-            newest_installed_generation: checkpoint
-                .map(|c| c.newest_generation)
-                .filter(|&newest| newest > 0),
-            newest_found_generation: report
-                .files
-                .iter()
-                .filter(|file| file.size_bytes > 0)
-                .map(|file| file.generation)
-                .max(),
-            ..LogChecksum::default()
+/// The log checksum figures of one instance from the log verifier's report.
+fn log_checksum_from_report(instance: &Instance, report: &VerifyReport) -> LogChecksum {
+    let checkpoint = report.checkpoint.as_ref().map(|read| read.checkpoint);
+    let mut figures = LogChecksum {
+        instance: instance.name.clone(),
+        log_path: instance.log_path.clone(),
+        present: true,
+        checkpoint_error: report.checkpoint_error.clone(),
+        checkpoint_missing: report.checkpoint_missing(),
+        checkpoint: checkpoint.map(|c| Position {
+            generation: c.lsn.generation,
+            offset: c.lsn.offset,
+        }),
+        newest_installed_generation: checkpoint
+            .map(|c| c.newest_generation)
+            .filter(|&newest| newest > 0),
+        newest_found_generation: report
+            .files
+            .iter()
+            .filter(|file| file.size_bytes > 0)
+            .map(|file| file.generation)
+            .max(),
+        ..LogChecksum::default()
+    };
+    for file in &report.files {
+        figures.files_seen += 1;
+        figures.size_bytes += file.size_bytes;
+        let problem = |status: &str, offset: Option<u64>, reason: &str| LogProblem {
+            path: file.path.clone(),
+            generation: file.generation,
+            status: status.to_string(),
+            offset,
+            reason: reason.to_string(),
         };
-        for file in &report.files {
-            figures.files_seen += 1;
-            figures.size_bytes += file.size_bytes;
-            let problem = |status: &str, offset: Option<u64>, reason: &str| LogProblem {
-                path: file.path.clone(),
-                generation: file.generation,
-                status: status.to_string(),
-                offset,
-                reason: reason.to_string(),
-            };
-            match &file.status {
-                FileStatus::Good => figures.files_good += 1,
-                FileStatus::TornTail { offset, reason, .. } => {
-                    figures.files_torn_tail += 1;
-                    figures
-                        .problems
-                        .push(problem("torn_tail", Some(*offset), reason));
-                }
-                FileStatus::Bad { offset, reason } => {
-                    figures.files_bad += 1;
-                    figures.problems.push(problem("bad", *offset, reason));
-                }
+        match &file.status {
+            FileStatus::Good => figures.files_good += 1,
+            FileStatus::TornTail { offset, reason, .. } => {
+                figures.files_torn_tail += 1;
+                figures
+                    .problems
+                    .push(problem("torn_tail", Some(*offset), reason));
+            }
+            FileStatus::Bad { offset, reason } => {
+                figures.files_bad += 1;
+                figures.problems.push(problem("bad", *offset, reason));
             }
         }
-        figures
     }
+    figures
 }
 
 /// The whole pass.
@@ -410,28 +193,6 @@ pub struct ChecksumRun {
     pub ready_at_start: bool,
     /// Stopped early (Ctrl-C): some pages were not checked.
     pub interrupted: bool,
-}
-
-/// Sums over all files: the "(Sum)" row.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChecksumTotals {
-    pub files: u64,
-    pub size_bytes: u64,
-    pub checked_bytes: u64,
-    pub pages_seen: u64,
-    pub pages_bad: u64,
-    pub pages_correctable: u64,
-    pub pages_wrong_number: u64,
-    #[serde(default)]
-    pub pages_lost_write: u64,
-    #[serde(default)]
-    pub pages_newer_than_flush_map: u64,
-    /// Wall-clock seconds of the whole pass (the files are read at once).
-    pub seconds: f64,
-    pub mb_per_sec: f64,
-    pub log_files_seen: u64,
-    pub log_files_bad: u64,
-    pub log_files_torn_tail: u64,
 }
 
 impl ChecksumRun {
@@ -510,6 +271,8 @@ pub enum ChecksumError {
         #[source]
         source: LogError,
     },
+    #[error("write the results: {0}")]
+    Results(String),
 }
 
 impl ChecksumError {
@@ -897,7 +660,7 @@ fn verify_logs(
         instance: instance.name.clone(),
         source,
     })?;
-    let mut figures = LogChecksum::from_report(instance, &report);
+    let mut figures = log_checksum_from_report(instance, &report);
     appended_to_log_files(backend, &report, &mut figures);
     Ok(figures)
 }
@@ -1455,6 +1218,112 @@ pub fn state_problems(run: &ChecksumRun) -> Vec<String> {
     lines
 }
 
+/// The checksum test as `jetproof checksum` runs it: the pass, its statistics and damage in the
+/// test log, the verdict, and `result.json` with the reports written into `out`.
+pub struct ChecksumTest {
+    pub run: ChecksumRun,
+    pub result: TestResult,
+    pub result_path: PathBuf,
+    /// The "Checksum Statistics - All" table, one line per row.
+    pub table: Vec<String>,
+    /// Damage and database state, up to the caller's number of lines per file.
+    pub damage: Vec<String>,
+    /// Bytes past the last page that were not checked (an unfinished growth), one line per file.
+    pub trailing: Vec<String>,
+    /// Every page perfect, every database shut down cleanly, not interrupted.
+    pub clean: bool,
+    /// The verdict in words.
+    pub verdict: String,
+}
+
+/// Runs the pass ([`run`]) and records it: the statistics table, every damaged page and the
+/// verdict in `log`, `result.json` (with `io_engine`) and the reports in `out`. `damage_lines`:
+/// how many damage lines per file [`ChecksumTest::damage`] keeps for the terminal (the log has
+/// them all).
+pub fn test(
+    job: &Job,
+    backend: &dyn IoBackend,
+    options: &ChecksumOptions,
+    progress: &dyn Progress,
+    out: &jetproof_results::OutDir,
+    log: &jetproof_results::TestLog,
+    damage_lines_per_file: usize,
+) -> Result<ChecksumTest, ChecksumError> {
+    let started = jetproof_results::now_rfc3339();
+    let run = match run(job, backend, options, progress) {
+        Ok(run) => run,
+        Err(error) => {
+            log.line(format!("Checksum stopped: {error}"));
+            return Err(error);
+        }
+    };
+    let ended = jetproof_results::now_rfc3339();
+    let table = statistics_table(&run);
+    let damage = damage_lines(&run, damage_lines_per_file);
+    log.line("Checksum Statistics - All");
+    for row in &table {
+        log.line(row);
+    }
+    for line in damage_lines(&run, MAX_LISTED_DAMAGED_PAGES) {
+        log.line(line);
+    }
+    let trailing: Vec<String> = run
+        .files
+        .iter()
+        .filter(|f| f.trailing_bytes > 0 && f.appended_bytes == 0)
+        .map(|file| {
+            format!(
+                "{}: {} bytes past the last page the header counts were not checked (an unfinished growth)",
+                file.path.display(),
+                file.trailing_bytes
+            )
+        })
+        .collect();
+    for line in &trailing {
+        log.line(line);
+    }
+    let clean = run.is_clean() && !run.interrupted;
+    let dirty = run.files.iter().any(|f| f.database_state.is_dirty());
+    let verdict = if clean {
+        "pass, every page is perfect and every database was shut down cleanly".to_string()
+    } else if dirty && run.files.iter().all(|f| f.is_clean()) {
+        "FAIL, a database was not shut down cleanly (its pages are intact): run `jetproof recover` \
+         to replay its logs"
+            .to_string()
+    } else if dirty {
+        "FAIL, damage found, and a database was not shut down cleanly: run `jetproof recover` \
+         to replay its logs"
+            .to_string()
+    } else {
+        "FAIL, damage found".to_string()
+    };
+    log.line(if run.interrupted {
+        "Interrupted: the figures cover the pages checked before the stop".to_string()
+    } else {
+        format!("Verdict: {verdict}")
+    });
+    let record = RunRecord {
+        started,
+        ended,
+        log_file: Some(log.path().to_path_buf()),
+    };
+    let mut result = to_result(&run, job, &record);
+    result.io_engine = Some(backend.name().to_string());
+    let result_path = out
+        .write_result_and_report(&result)
+        .map_err(|e| ChecksumError::Results(e.to_string()))?;
+    Ok(ChecksumTest {
+        run,
+        result,
+        result_path,
+        table,
+        damage,
+        trailing,
+        clean,
+        verdict,
+    })
+}
+
 /// When and where the pass ran, for its `result.json`.
 #[derive(Clone, Debug)]
 pub struct RunRecord {
@@ -1527,36 +1396,30 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
         .zip(&run.stats)
         .zip(&run.logs)
         .map(|(((instance, file), stats), log)| {
-            let mut extra: BTreeMap<String, serde_json::Value> = match serde_json::to_value(file) {
-                Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
-                _ => BTreeMap::new(),
+            // `name` and `database_path` of the instance already say which file it is.
+            let file_figures = FileChecksum {
+                instance: String::new(),
+                path: PathBuf::new(),
+                ..file.clone()
             };
-            // `name` and `database_path` of the instance already say these.
-            extra.remove("instance");
-            extra.remove("path");
-            if let Ok(value) = serde_json::to_value(log) {
-                extra.insert("log_files".to_string(), value);
-            }
             InstanceResult {
                 name: instance.name.clone(),
                 database_path: instance.database_path.clone(),
                 log_path: instance.log_path.clone(),
                 io: jetproof_results::io_results(stats, Duration::from_secs_f64(file.seconds)),
-                extra,
+                figures: InstanceFigures::Checksum(Box::new(ChecksumInstance {
+                    file: file_figures,
+                    log_files: log.clone(),
+                })),
             }
         })
         .collect();
-    let totals = match serde_json::to_value(run.totals()) {
-        Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
-        _ => BTreeMap::new(),
-    };
-    let mut parameters = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
-    if let serde_json::Value::Object(map) = &mut parameters {
-        map.insert(
-            "checksum".to_string(),
-            serde_json::json!({ "read_size_bytes": DEFAULT_READ_SIZE, "direct_io": job.storage.direct_io }),
-        );
-    }
+    let totals = Totals::Checksum(run.totals());
+    let mut parameters = Parameters::of_job(job);
+    parameters.checksum = Some(ChecksumParameters {
+        read_size_bytes: DEFAULT_READ_SIZE as u64,
+        direct_io: job.storage.direct_io,
+    });
     let mut result = TestResult {
         interrupted: run.interrupted,
         ended: record.ended.clone(),

@@ -1,10 +1,33 @@
 //! The bridge between procedures and the engine's database files: recognising one, and the
 //! naming of files a procedure creates.
 
+use std::path::Path;
+
 use jetproof_engine::header::SIGNATURE;
+use jetproof_job::Job;
+
+use crate::target::{BadInput, bad};
 
 /// Offset of the signature in a header page (see `crates/engine/src/header.rs`).
 const SIGNATURE_OFFSET: usize = 80;
+
+/// Bad input unless every database of the job exists (`exists` says whether a path does: the
+/// run's I/O backend, or the file system before a backend is chosen): the one "run `jetproof
+/// init` first" check of every test that reads existing databases.
+pub fn require_databases(job: &Job, exists: impl Fn(&Path) -> bool) -> Result<(), BadInput> {
+    for instance in job.instances() {
+        if !exists(&instance.database_path) {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} does not exist; run `jetproof init` first (with the same job and flags)",
+                    instance.database_path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Does this first block of a file carry a jetproof database signature? A cheap test used before
 /// any write, to tell jetproof's own databases from foreign files.

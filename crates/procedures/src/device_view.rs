@@ -14,6 +14,7 @@ use jetproof_io::sample::{
     DiskCounters, DiskSample, Sample, device_for_path, disk_rates, read_disk,
 };
 use jetproof_job::Job;
+use jetproof_results::devices::DeviceWindow;
 
 /// The columns [`DeviceWatch::csv_cells`] appends to each `samples.csv` line.
 pub const CSV_COLUMNS: &str = "device,dev_r_s,dev_w_s,dev_rmb_s,dev_wmb_s,dev_r_await_ms,dev_w_await_ms,dev_aqu_sz,dev_util_percent";
@@ -122,38 +123,36 @@ impl DeviceWatch {
 
     /// `totals.devices` of `result.json`: per device, what it holds, the window's figures and
     /// the worst interval's.
-    pub fn finish(&self) -> serde_json::Value {
+    pub fn finish(&self) -> Vec<DeviceWindow> {
         let elapsed = self.started.elapsed().as_secs_f64();
-        let list: Vec<serde_json::Value> = self
-            .devices
+        self.devices
             .iter()
             .filter_map(|device| {
                 let (Some(start), Some(end)) = (device.start, read_disk(&device.name)) else {
                     return None;
                 };
                 let w = disk_rates(&device.name, &start, &end, elapsed);
-                Some(serde_json::json!({
-                    "device": device.name,
-                    "databases": device.databases,
-                    "logs": device.logs,
-                    "seconds": elapsed,
-                    "r_s": w.reads_per_sec,
-                    "w_s": w.writes_per_sec,
-                    "rmb_s": w.read_bytes_per_sec / 1e6,
-                    "wmb_s": w.write_bytes_per_sec / 1e6,
-                    "r_await_ms": w.avg_read_wait_ms,
-                    "w_await_ms": w.avg_write_wait_ms,
-                    "aqu_sz": w.avg_queue_size,
-                    "util_percent": w.util_percent,
-                    "intervals": device.intervals,
-                    "max_interval_r_await_ms": device.max_r_await_ms,
-                    "max_interval_w_await_ms": device.max_w_await_ms,
-                    "max_interval_aqu_sz": device.max_aqu_sz,
-                    "max_interval_util_percent": device.max_util_percent,
-                }))
+                Some(DeviceWindow {
+                    device: device.name.clone(),
+                    databases: device.databases.clone(),
+                    logs: device.logs.clone(),
+                    seconds: elapsed,
+                    r_s: w.reads_per_sec,
+                    w_s: w.writes_per_sec,
+                    rmb_s: w.read_bytes_per_sec / 1e6,
+                    wmb_s: w.write_bytes_per_sec / 1e6,
+                    r_await_ms: w.avg_read_wait_ms,
+                    w_await_ms: w.avg_write_wait_ms,
+                    aqu_sz: w.avg_queue_size,
+                    util_percent: w.util_percent,
+                    intervals: device.intervals,
+                    max_interval_r_await_ms: device.max_r_await_ms,
+                    max_interval_w_await_ms: device.max_w_await_ms,
+                    max_interval_aqu_sz: device.max_aqu_sz,
+                    max_interval_util_percent: device.max_util_percent,
+                })
             })
-            .collect();
-        serde_json::Value::Array(list)
+            .collect()
     }
 }
 

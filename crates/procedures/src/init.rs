@@ -29,7 +29,11 @@ use jetproof_engine::{Database, DatabaseOptions, flush_map_path};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{ByteSize, Instance, Job};
-use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult, io_results};
+use jetproof_results::sections::InitTotals;
+use jetproof_results::{
+    InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
+    io_results,
+};
 use jetproof_workload::keys::FillPlan;
 use rand::{Rng, SeedableRng};
 
@@ -329,31 +333,21 @@ pub fn init(
     for (instance, stats) in &copy_stats {
         instance_results.push(instance_result(instance, stats, copy_elapsed));
     }
-    let mut totals = std::collections::BTreeMap::new();
-    let mut put = |k: &str, v: serde_json::Value| {
-        totals.insert(k.to_string(), v);
-    };
-    if resuming {
-        // The records were counted by the interrupted init; this one copied its database.
-        put("resumed", true.into());
-    } else {
-        put("records_per_database", fill.records.into());
-    }
-    put("database_bytes", fill.bytes.into());
-    put("fill_seconds", fill_elapsed.as_secs_f64().into());
-    put(
-        "fill_mb_per_sec",
-        mb_per_sec(fill.bytes, fill_elapsed).into(),
-    );
-    put("duplicate_bytes", copied_bytes.into());
-    put("duplicate_seconds", copy_elapsed.as_secs_f64().into());
-    put(
-        "duplicate_mb_per_sec",
-        mb_per_sec(copied_bytes, copy_elapsed).into(),
-    );
-    put("bytes_written", written.into());
-    put("seconds", elapsed.as_secs_f64().into());
-    put("mb_per_sec", mb_per_sec(written, elapsed).into());
+    let totals = Totals::Init(InitTotals {
+        // On resuming, the records were counted by the interrupted init; this one copied its
+        // database.
+        resumed: resuming.then_some(true),
+        records_per_database: (!resuming).then_some(fill.records),
+        database_bytes: fill.bytes,
+        fill_seconds: fill_elapsed.as_secs_f64(),
+        fill_mb_per_sec: mb_per_sec(fill.bytes, fill_elapsed),
+        duplicate_bytes: copied_bytes,
+        duplicate_seconds: copy_elapsed.as_secs_f64(),
+        duplicate_mb_per_sec: mb_per_sec(copied_bytes, copy_elapsed),
+        bytes_written: written,
+        seconds: elapsed.as_secs_f64(),
+        mb_per_sec: mb_per_sec(written, elapsed),
+    });
 
     let result = TestResult {
         instances: instance_results,
@@ -364,7 +358,7 @@ pub fn init(
             TestKind::Init,
             started_at,
             elapsed.as_secs_f64(),
-            serde_json::to_value(job).unwrap_or(serde_json::Value::Null),
+            Parameters::of_job(job),
         )
     };
     let result_path = out
@@ -390,7 +384,7 @@ fn instance_result(
         database_path: instance.database_path.clone(),
         log_path: instance.log_path.clone(),
         io: io_results(stats, elapsed),
-        extra: Default::default(),
+        figures: InstanceFigures::None,
     }
 }
 

@@ -25,7 +25,6 @@
 //!   write; it is re-read like damage before being reported.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -46,58 +45,9 @@ pub const RECHECK_PAUSES: [Duration; 2] = [Duration::from_millis(20), Duration::
 /// Longest single sleep, so that the end of the run is noticed promptly.
 const POLL: Duration = Duration::from_millis(50);
 
-/// What a damaged page was found to be.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Damage {
-    /// Damaged beyond correction.
-    Bad,
-    /// One flipped bit (ESE would correct it in memory; the storage still returned it wrong).
-    Correctable { bit: usize },
-    /// A sound page that belongs at another position (a misdirected write).
-    WrongPageNumber { found: u32 },
-    /// A sound page older than its last completed write (the flush map's count): a lost write.
-    LostWrite { expected: u16, found: u16 },
-}
-
-impl std::fmt::Display for Damage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Damage::Bad => write!(f, "bad page (checksum mismatch)"),
-            Damage::Correctable { bit } => {
-                write!(f, "correctable page (one flipped bit, bit {bit})")
-            }
-            Damage::WrongPageNumber { found } => {
-                write!(f, "wrong page-number page (it says it is page {found})")
-            }
-            Damage::LostWrite { expected, found } => write!(
-                f,
-                "lost write (it carries write count {found}; its last completed write was count {expected})"
-            ),
-        }
-    }
-}
-
-/// One damaged page, with where it is.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct DamagedPage {
-    pub file: PathBuf,
-    pub page: u64,
-    #[serde(flatten)]
-    pub damage: Damage,
-}
-
-impl std::fmt::Display for DamagedPage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} page {}: {}",
-            self.file.display(),
-            self.page,
-            self.damage
-        )
-    }
-}
+pub use jetproof_results::sections::{
+    MaintenanceDamage as Damage, MaintenanceDamagedPage as DamagedPage,
+};
 
 /// How one instance's scan is run.
 #[derive(Clone, Debug)]

@@ -31,15 +31,24 @@ use jetproof_instance::{Instance as LoggedInstance, RecoveryReport, recover};
 use jetproof_io::meter::InstanceStats;
 use jetproof_io::{IoBackend, OpenOptions};
 use jetproof_job::{Job, Threads};
-use jetproof_results::{InstanceResult, OutDir, TestKind, TestLog, TestResult};
+use jetproof_results::checksum::Position;
+use jetproof_results::sections::{
+    CorrectedPage, LostLog, RecoverParameters, RecoveryInstance, RecoveryTotals, ReplayFigures,
+    SoftRecoveryParameters,
+};
+use jetproof_results::{
+    InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
+};
 use jetproof_workload::mailboxes::Mailboxes;
 use jetproof_workload::mix::Mix;
 use jetproof_workload::pacer::Pacer;
 use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::Store;
 
+use crate::database::require_databases;
 use crate::init::mailboxes_per_database;
-use crate::performance::{EngineStore, RunError, RunOptions, require_clean};
+use crate::run::{RunError, RunOptions};
+use crate::store::{EngineStore, require_clean};
 use crate::target::bad;
 
 /// Sessions per instance when the job says `threads = "auto"`.
@@ -152,17 +161,8 @@ pub fn soft_recovery(
         .into());
     }
     let instances = job.instances();
+    require_databases(job, |path| options.backend.exists(path))?;
     for instance in &instances {
-        if !options.backend.exists(&instance.database_path) {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} does not exist; run `jetproof init` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
         require_clean(job, options.backend.as_ref(), instance)?;
     }
     let sessions = match job.workload.threads {
@@ -313,14 +313,16 @@ pub fn soft_recovery(
     for ((instance, (name, _, generated, generation_error)), replayed) in
         instances.iter().zip(stopped).zip(replays)
     {
-        let mut extra = BTreeMap::new();
-        extra.insert("logs_generated".into(), generated.into());
         if let Some(error) = &generation_error {
             reasons.push(format!(
                 "{name}: a storage error stopped the log generation: {error}"
             ));
-            extra.insert("generation_error".into(), error.clone().into());
         }
+        let figures = RecoveryInstance {
+            logs_generated: Some(generated),
+            generation_error,
+            ..RecoveryInstance::default()
+        };
         if let Ok(report) = &replayed.outcome {
             timings.push(format!("{name} ({:.3})", report.seconds));
             total_logs += report.logs_replayed;
@@ -328,7 +330,7 @@ pub fn soft_recovery(
         for line in replayed.log_lines() {
             log.line(line);
         }
-        let (result, reason) = replayed.into_result(instance, extra);
+        let (result, reason) = replayed.into_result(instance, figures);
         reasons.extend(reason);
         results.push(result);
     }
@@ -337,17 +339,12 @@ pub fn soft_recovery(
         "Recovery of all instances (concurrently) took {recovery_seconds:.3} seconds."
     ));
 
-    let mut parameters = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
-    if let Some(map) = parameters.as_object_mut() {
-        map.insert(
-            "soft_recovery".into(),
-            serde_json::json!({
-                "log_files": log_files,
-                "sessions": sessions,
-                "recovery": "concurrent",
-            }),
-        );
-    }
+    let mut parameters = Parameters::of_job(job);
+    parameters.soft_recovery = Some(SoftRecoveryParameters {
+        log_files: log_files.into(),
+        sessions,
+        recovery: "concurrent".into(),
+    });
     let mut result = TestResult::new(
         TestKind::Recovery,
         started_at,
@@ -364,15 +361,11 @@ pub fn soft_recovery(
     result.instances = results;
     result.log_file = Some(log.path().to_path_buf());
     result.io_engine = Some(options.backend.name().to_string());
-    result
-        .totals
-        .insert("generation_seconds".into(), generation_seconds.into());
-    result
-        .totals
-        .insert("recovery_seconds".into(), recovery_seconds.into());
-    result
-        .totals
-        .insert("logs_replayed".into(), total_logs.into());
+    result.totals = Totals::Recovery(RecoveryTotals {
+        recovery_seconds,
+        logs_replayed: total_logs,
+        generation_seconds: Some(generation_seconds),
+    });
     finish(result, reasons, log, out)
 }
 
@@ -406,11 +399,11 @@ pub struct Replay {
     pub outcome: Result<RecoveryReport, String>,
     /// When the replay failed on a lost log (`docs/log.md`, "The log's end is proved"): the
     /// log file, where the log left ends, and the pages on disk carrying changes past it.
-    pub lost_log: Option<serde_json::Value>,
+    pub lost_log: Option<LostLog>,
 }
 
 /// The `lost_log` object of an instance's `result.json` entry, for a lost-log failure.
-fn lost_log_json(error: &jetproof_instance::InstanceError) -> Option<serde_json::Value> {
+fn lost_log_json(error: &jetproof_instance::InstanceError) -> Option<LostLog> {
     let jetproof_instance::InstanceError::LostLog(lost) = error else {
         return None;
     };
@@ -420,12 +413,15 @@ fn lost_log_json(error: &jetproof_instance::InstanceError) -> Option<serde_json:
         pages,
         ..
     } = lost.as_ref();
-    Some(serde_json::json!({
-        "log_file": log_file,
-        "log_end": { "generation": log_end.generation, "offset": log_end.offset },
-        "pages": pages.listed,
-        "page_count": pages.count,
-    }))
+    Some(LostLog {
+        log_file: log_file.clone(),
+        log_end: Position {
+            generation: log_end.generation,
+            offset: log_end.offset,
+        },
+        pages: pages.listed.clone(),
+        page_count: pages.count,
+    })
 }
 
 impl Replay {
@@ -488,13 +484,13 @@ impl Replay {
         lines
     }
 
-    /// The instance's `result.json` entry: the recovery figures added to `extra`, and the
+    /// The instance's `result.json` entry: the recovery figures added to `figures`, and the
     /// replay's I/O classes (`REPLAY_CLASSES`) over its own time; with the reason for the
     /// verdict when the replay failed (the database stays dirty).
     pub fn into_result(
         self,
         instance: &jetproof_job::Instance,
-        mut extra: BTreeMap<String, serde_json::Value>,
+        mut figures: RecoveryInstance,
     ) -> (InstanceResult, Option<String>) {
         let mut io = BTreeMap::new();
         let mut reason = None;
@@ -505,36 +501,36 @@ impl Replay {
                     Duration::from_secs_f64(report.seconds),
                 );
                 io.retain(|class, _| REPLAY_CLASSES.contains(&class.as_str()));
-                extra.insert("logs_replayed".into(), report.logs_replayed.into());
-                extra.insert("seconds".into(), report.seconds.into());
-                extra.insert("seconds_per_log".into(), report.seconds_per_log.into());
-                extra.insert("records_applied".into(), report.records_applied.into());
-                extra.insert("records_skipped".into(), report.records_skipped.into());
-                extra.insert("pages_written".into(), report.pages_written.into());
-                extra.insert("pages_read".into(), report.pages_read.into());
-                extra.insert("pages_read_ahead".into(), report.pages_read_ahead.into());
-                extra.insert("read_ahead_waits".into(), report.read_ahead_waits.into());
-                extra.insert(
-                    "uncommitted_transactions".into(),
-                    report.uncommitted_transactions.into(),
-                );
-                extra.insert(
-                    "transactions_rolled_back".into(),
-                    report.transactions_rolled_back.into(),
-                );
-                extra.insert("undo_entries".into(), report.undo_entries.into());
-                extra.insert("records_purged".into(), report.records_purged.into());
-                extra.insert("torn_tail".into(), report.torn_tail.is_some().into());
-                extra.insert(
-                    "pages_corrected".into(),
-                    serde_json::json!(
-                        report
-                            .pages_corrected
-                            .iter()
-                            .map(|(page, bit)| serde_json::json!({ "page": page, "bit": bit }))
-                            .collect::<Vec<_>>()
-                    ),
-                );
+                let replayed = report.records_applied + report.records_skipped;
+                figures.replay = Some(ReplayFigures {
+                    logs_replayed: report.logs_replayed,
+                    seconds: report.seconds,
+                    seconds_per_log: report.seconds_per_log,
+                    records_applied: report.records_applied,
+                    records_skipped: report.records_skipped,
+                    pages_written: report.pages_written,
+                    pages_read: report.pages_read,
+                    pages_read_ahead: report.pages_read_ahead,
+                    read_ahead_waits: report.read_ahead_waits,
+                    uncommitted_transactions: report.uncommitted_transactions,
+                    transactions_rolled_back: report.transactions_rolled_back,
+                    undo_entries: report.undo_entries,
+                    records_purged: report.records_purged,
+                    torn_tail: report.torn_tail.is_some(),
+                    pages_corrected: report
+                        .pages_corrected
+                        .iter()
+                        .map(|&(page, bit)| CorrectedPage {
+                            page,
+                            bit: bit as u64,
+                        })
+                        .collect(),
+                    cpu_seconds: report.cpu_seconds,
+                    cpu_share: cpu_share(report),
+                    cpu_us_per_record: cpu_us_per_record(report),
+                    cpu_us_per_record_replayed: (replayed > 0)
+                        .then(|| report.cpu_seconds / replayed as f64 * 1e6),
+                });
                 if !report.pages_corrected.is_empty() {
                     let listed: Vec<String> = report
                         .pages_corrected
@@ -550,28 +546,14 @@ impl Replay {
                         listed.join(", ")
                     ));
                 }
-                extra.insert("cpu_seconds".into(), report.cpu_seconds.into());
-                extra.insert("cpu_share".into(), cpu_share(report).into());
-                if let Some(us) = cpu_us_per_record(report) {
-                    extra.insert("cpu_us_per_record".into(), us.into());
-                }
-                let replayed = report.records_applied + report.records_skipped;
-                if replayed > 0 {
-                    extra.insert(
-                        "cpu_us_per_record_replayed".into(),
-                        (report.cpu_seconds / replayed as f64 * 1e6).into(),
-                    );
-                }
             }
             Err(error) => {
                 reason = Some(format!(
                     "{}: recovery failed: {error} (the database stays dirty)",
                     self.name
                 ));
-                extra.insert("error".into(), format!("recovery failed: {error}").into());
-                if let Some(lost) = &self.lost_log {
-                    extra.insert("lost_log".into(), lost.clone());
-                }
+                figures.error = Some(format!("recovery failed: {error}"));
+                figures.lost_log = self.lost_log.clone();
             }
         }
         let result = InstanceResult {
@@ -579,7 +561,7 @@ impl Replay {
             database_path: instance.database_path.clone(),
             log_path: instance.log_path.clone(),
             io,
-            extra,
+            figures: InstanceFigures::Recovery(Box::new(figures)),
         };
         (result, reason)
     }
@@ -652,18 +634,9 @@ pub fn dirty_databases(job: &Job, backend: &Arc<dyn IoBackend>) -> Result<Vec<bo
     // A device where a database file is expected, or a job of another page size, is bad input
     // before any header is read as a database's.
     crate::host::check_existing(job, &job.instances(), false)?;
+    require_databases(job, |path| backend.exists(path))?;
     let mut dirty = Vec::new();
     for instance in job.instances() {
-        if !backend.exists(&instance.database_path) {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} does not exist; run `jetproof init` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
         let file = backend.open(
             &instance.database_path,
             &OpenOptions::read_only().buffered(),
@@ -721,20 +694,17 @@ pub fn recover_job(
         for line in replayed.log_lines() {
             log.line(line);
         }
-        let (result, reason) = replayed.into_result(instance, BTreeMap::new());
+        let (result, reason) = replayed.into_result(instance, RecoveryInstance::default());
         reasons.extend(reason);
         results.push(result);
     }
     log.line(format!(
         "Recovery of all instances (concurrently) took {recovery_seconds:.3} seconds."
     ));
-    let mut parameters = serde_json::to_value(job).unwrap_or(serde_json::Value::Null);
-    if let Some(map) = parameters.as_object_mut() {
-        map.insert(
-            "recover".into(),
-            serde_json::json!({ "recovery": "concurrent" }),
-        );
-    }
+    let mut parameters = Parameters::of_job(job);
+    parameters.recover = Some(RecoverParameters {
+        recovery: "concurrent".into(),
+    });
     let mut result = TestResult::new(
         TestKind::Recovery,
         started_at,
@@ -744,12 +714,11 @@ pub fn recover_job(
     result.instances = results;
     result.log_file = Some(log.path().to_path_buf());
     result.io_engine = Some(backend.name().to_string());
-    result
-        .totals
-        .insert("recovery_seconds".into(), recovery_seconds.into());
-    result
-        .totals
-        .insert("logs_replayed".into(), total_logs.into());
+    result.totals = Totals::Recovery(RecoveryTotals {
+        recovery_seconds,
+        logs_replayed: total_logs,
+        generation_seconds: None,
+    });
     finish(result, reasons, log, out)
 }
 

@@ -284,7 +284,34 @@ pub struct AggregateHost {
     /// Test-specific per-instance figures the report's tables need (backup MB/s per database,
     /// seconds per log), by instance name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub instance_figures: BTreeMap<String, serde_json::Value>,
+    pub instance_figures: BTreeMap<String, HostInstanceFigures>,
+}
+
+/// The test-specific figures of one instance of a host that the aggregate's tables need.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostInstanceFigures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_mb_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_replayed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages_bad: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages_seen: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_per_log: Option<f64>,
+}
+
+impl HostInstanceFigures {
+    fn is_empty(&self) -> bool {
+        *self == HostInstanceFigures::default()
+    }
 }
 
 /// The aggregate's `result.json`.
@@ -345,30 +372,27 @@ fn esrp_instance(io: &BTreeMap<String, ClassResult>) -> EsrpInstance {
 }
 
 /// Per-instance figures the test-specific tables need.
-fn instance_figures(result: &TestResult) -> BTreeMap<String, serde_json::Value> {
+fn instance_figures(result: &TestResult) -> BTreeMap<String, HostInstanceFigures> {
     let mut figures = BTreeMap::new();
     for instance in &result.instances {
-        let mut picked = serde_json::Map::new();
-        if let Some(backup) = instance.extra.get("backup") {
-            for key in ["bytes", "seconds", "mb_per_sec"] {
-                if let Some(v) = backup.get(key) {
-                    picked.insert(format!("backup_{key}"), v.clone());
-                }
-            }
+        let mut picked = HostInstanceFigures::default();
+        if let Some(b) = instance.figures.backup() {
+            picked.backup_bytes = Some(b.backup.bytes);
+            picked.backup_seconds = Some(b.backup.seconds);
+            picked.backup_mb_per_sec = Some(b.backup.mb_per_sec);
         }
-        for key in [
-            "logs_replayed",
-            "seconds_per_log",
-            "seconds",
-            "pages_seen",
-            "pages_bad",
-        ] {
-            if let Some(v) = instance.extra.get(key) {
-                picked.insert(key.to_string(), v.clone());
-            }
+        if let Some(replay) = instance.figures.recovery().and_then(|r| r.replay.as_ref()) {
+            picked.logs_replayed = Some(replay.logs_replayed);
+            picked.seconds_per_log = Some(replay.seconds_per_log);
+            picked.seconds = Some(replay.seconds);
+        }
+        if let Some(c) = instance.figures.checksum() {
+            picked.pages_seen = Some(c.file.pages_seen);
+            picked.pages_bad = Some(c.file.pages_bad);
+            picked.seconds = Some(c.file.seconds);
         }
         if !picked.is_empty() {
-            figures.insert(instance.name.clone(), serde_json::Value::Object(picked));
+            figures.insert(instance.name.clone(), picked);
         }
     }
     figures
@@ -547,7 +571,10 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
             ready_at_start: r.ready_at_start,
             server: EsrpMetrics::server(&esrp),
             instances,
-            totals: r.totals.clone(),
+            totals: match serde_json::to_value(&r.totals) {
+                Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+                _ => BTreeMap::new(),
+            },
             instance_figures: instance_figures(r),
         });
     }
@@ -786,7 +813,7 @@ pub fn markdown(a: &AggregateResult) -> String {
             let per_database: Vec<f64> = h
                 .instance_figures
                 .values()
-                .map(|f| number(f.get("backup_mb_per_sec")))
+                .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
                 .collect();
             let server_total = number(h.totals.get("mb_per_sec"));
             solution_total += server_total;
@@ -824,7 +851,7 @@ pub fn markdown(a: &AggregateResult) -> String {
             let per_log: Vec<f64> = h
                 .instance_figures
                 .values()
-                .filter_map(|f| f.get("seconds_per_log").and_then(|v| v.as_f64()))
+                .filter_map(|f| f.seconds_per_log)
                 .collect();
             let replayed = number(h.totals.get("logs_replayed"));
             logs += replayed;
@@ -915,7 +942,9 @@ pub fn markdown(a: &AggregateResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Host, InstanceResult};
+    use crate::checksum::ChecksumTotals;
+    use crate::sections::{RecoveryInstance, RecoveryTotals, ReplayFigures};
+    use crate::{Host, InstanceFigures, InstanceResult, Totals};
     use jetproof_io::LatencyHistogram;
 
     /// The Hitachi AMS 2500 ESRP report (`reference/seed-hitachi-ams2500-exchange2010-esrp.txt`),
@@ -1025,15 +1054,7 @@ mod tests {
     }
 
     fn seed() -> u64 {
-        std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(7)
-            })
+        jetproof_test_support::seed_or_clock(7)
     }
 
     /// A small xorshift: the test needs reproducible latencies, not a crate.
@@ -1061,7 +1082,7 @@ mod tests {
             TestKind::Performance,
             start.into(),
             10.0,
-            serde_json::Value::Null,
+            crate::Parameters::default(),
         );
         result.host = Host {
             name: name.into(),
@@ -1084,7 +1105,7 @@ mod tests {
                 .into_iter()
                 .map(|(k, c)| (k.to_string(), c))
                 .collect(),
-            extra: BTreeMap::new(),
+            figures: InstanceFigures::None,
         }];
         HostInput {
             path: PathBuf::from(format!("/results/{name}/result.json")),
@@ -1167,19 +1188,20 @@ mod tests {
             second.name = "db2".into();
             input.result.instances.push(second);
             for (instance, seconds) in input.result.instances.iter_mut().zip(per_log) {
-                instance
-                    .extra
-                    .insert("seconds_per_log".into(), seconds.into());
-                instance.extra.insert("logs_replayed".into(), 10.into());
+                instance.figures = InstanceFigures::Recovery(Box::new(RecoveryInstance {
+                    replay: Some(ReplayFigures {
+                        seconds_per_log: seconds,
+                        logs_replayed: 10,
+                        ..ReplayFigures::default()
+                    }),
+                    ..RecoveryInstance::default()
+                }));
             }
-            input
-                .result
-                .totals
-                .insert("logs_replayed".into(), 20.into());
-            input
-                .result
-                .totals
-                .insert("recovery_seconds".into(), 40.0.into());
+            input.result.totals = Totals::Recovery(RecoveryTotals {
+                logs_replayed: 20,
+                recovery_seconds: 40.0,
+                generation_seconds: None,
+            });
             inputs.push(input);
         }
         let report = markdown(&aggregate(&inputs).expect("aggregates"));
@@ -1199,12 +1221,12 @@ mod tests {
                 reads(),
             );
             input.result.test = TestKind::Checksum;
-            input.result.totals.insert("pages_seen".into(), seen.into());
-            input.result.totals.insert("pages_bad".into(), bad.into());
-            input
-                .result
-                .totals
-                .insert("checked_bytes".into(), (seen * 8192).into());
+            input.result.totals = Totals::Checksum(ChecksumTotals {
+                pages_seen: seen,
+                pages_bad: bad,
+                checked_bytes: seen * 8192,
+                ..ChecksumTotals::default()
+            });
             if bad > 0 {
                 input.result.set_reasons(vec!["db1: 2 bad pages".into()]);
             }

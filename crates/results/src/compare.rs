@@ -245,7 +245,7 @@ mod tests {
             test,
             "2026-11-26T00:00:00Z".into(),
             10.0,
-            serde_json::json!({}),
+            crate::Parameters::default(),
         );
         r.achieved_iops = Some(iops);
         r

@@ -17,61 +17,38 @@ pub const OTHERS_SHARE: f64 = 1.5;
 /// ... plus this many.
 pub const OTHERS_MIN_PER_SEC: f64 = 10.0;
 
-/// One device's window figures, as `totals.devices` holds them.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// One device's window figures, as `totals.devices` of a workload test holds them (fields in
+/// the file's key order).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceWindow {
-    pub device: String,
-    pub databases: Vec<String>,
-    pub logs: Vec<String>,
-    pub r_s: f64,
-    pub w_s: f64,
-    pub rmb_s: f64,
-    pub wmb_s: f64,
-    pub r_await_ms: f64,
-    pub w_await_ms: f64,
     pub aqu_sz: f64,
-    pub util_percent: f64,
+    /// The instances whose database is on the device.
+    pub databases: Vec<String>,
+    pub device: String,
+    /// Sample intervals seen.
+    pub intervals: u64,
+    /// The instances whose log is on the device.
+    pub logs: Vec<String>,
+    pub max_interval_aqu_sz: f64,
+    pub max_interval_r_await_ms: f64,
     pub max_interval_util_percent: f64,
+    pub max_interval_w_await_ms: f64,
+    pub r_await_ms: f64,
+    pub r_s: f64,
+    pub rmb_s: f64,
+    pub seconds: f64,
+    pub util_percent: f64,
+    pub w_await_ms: f64,
+    pub w_s: f64,
+    pub wmb_s: f64,
 }
 
-/// The devices of `result` (none before `totals.devices` existed).
+/// The devices of `result` (none before `totals.devices` existed, nor for other tests).
 pub fn devices(result: &TestResult) -> Vec<DeviceWindow> {
-    let Some(list) = result.totals.get("devices").and_then(|d| d.as_array()) else {
-        return Vec::new();
-    };
-    list.iter()
-        .map(|d| {
-            let f = |key: &str| d.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
-            let names = |key: &str| -> Vec<String> {
-                d.get(key)
-                    .and_then(|v| v.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|n| n.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            DeviceWindow {
-                device: d
-                    .get("device")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("?")
-                    .to_owned(),
-                databases: names("databases"),
-                logs: names("logs"),
-                r_s: f("r_s"),
-                w_s: f("w_s"),
-                rmb_s: f("rmb_s"),
-                wmb_s: f("wmb_s"),
-                r_await_ms: f("r_await_ms"),
-                w_await_ms: f("w_await_ms"),
-                aqu_sz: f("aqu_sz"),
-                util_percent: f("util_percent"),
-                max_interval_util_percent: f("max_interval_util_percent"),
-            }
-        })
-        .collect()
+    match &result.totals {
+        crate::Totals::Workload(w) => w.devices.clone(),
+        _ => Vec::new(),
+    }
 }
 
 /// Our I/O-weighted average latency and rate of `classes` over the instances named.
@@ -235,10 +212,10 @@ pub fn table(result: &TestResult) -> Option<DeviceTable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{InstanceResult, TestKind, io_results};
+    use crate::sections::WorkloadTotals;
+    use crate::{InstanceResult, TestKind, Totals, io_results};
     use jetproof_io::IoClass;
     use jetproof_io::meter::InstanceStats;
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
     /// One instance (a 15 ms read, a 2 ms log write, over one second) on device `vda` (database
@@ -251,22 +228,29 @@ mod tests {
             TestKind::Performance,
             "2026-01-01T00:00:00Z".into(),
             1.0,
-            serde_json::Value::Null,
+            crate::Parameters::default(),
         );
         result.instances.push(InstanceResult {
             name: "db1".into(),
             database_path: "/d".into(),
             log_path: "/l".into(),
             io: io_results(&stats, Duration::from_secs(1)),
-            extra: BTreeMap::new(),
+            figures: crate::InstanceFigures::None,
         });
-        let mut entry = serde_json::json!({"device": "vda", "databases": ["db1"], "logs": ["db1"]});
+        let mut entry = serde_json::to_value(DeviceWindow {
+            device: "vda".into(),
+            databases: vec!["db1".into()],
+            logs: vec!["db1".into()],
+            ..DeviceWindow::default()
+        })
+        .expect("json");
         for (k, v) in device.as_object().into_iter().flatten() {
             entry[k] = v.clone();
         }
-        result
-            .totals
-            .insert("devices".into(), serde_json::json!([entry]));
+        result.totals = Totals::Workload(WorkloadTotals {
+            devices: vec![serde_json::from_value(entry).expect("a device window")],
+            ..WorkloadTotals::default()
+        });
         result
     }
 
@@ -298,7 +282,7 @@ mod tests {
         assert!(t.notes.is_empty(), "{:?}", t.notes);
         // A result without devices has no section.
         let mut none = quiet.clone();
-        none.totals.clear();
+        none.totals = Totals::Workload(WorkloadTotals::default());
         assert!(table(&none).is_none());
         let md = crate::report::markdown(&busy);
         assert!(md.contains("## Device\n"), "{md}");

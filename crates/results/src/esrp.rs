@@ -272,7 +272,7 @@ impl Summary {
                     fewest_logs: h
                         .instance_figures
                         .values()
-                        .filter_map(|f| f.get("logs_replayed").and_then(|v| v.as_f64()))
+                        .filter_map(|f| f.logs_replayed.map(|n| n as f64))
                         .reduce(f64::min),
                     achieved_iops: h.achieved_iops,
                 })
@@ -863,7 +863,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 let per: Vec<f64> = h
                     .instance_figures
                     .values()
-                    .map(|f| number(f.get("backup_mb_per_sec")))
+                    .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
                     .collect();
                 let server = number(h.totals.get("mb_per_sec"));
                 total += server;
@@ -900,7 +900,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 let per: Vec<f64> = h
                     .instance_figures
                     .values()
-                    .filter_map(|f| f.get("seconds_per_log").and_then(|v| v.as_f64()))
+                    .filter_map(|f| f.seconds_per_log)
                     .collect();
                 let replayed = number(h.totals.get("logs_replayed"));
                 logs += replayed;

@@ -173,7 +173,7 @@ pub fn parse_samples(text: &str) -> Vec<SampleRow> {
 }
 
 fn limits(result: &TestResult) -> Option<Limits> {
-    serde_json::from_value(result.parameters.get("limits")?.clone()).ok()
+    result.parameters.limits
 }
 
 fn seconds_between(a: &str, b: &str) -> Option<f64> {
@@ -454,10 +454,6 @@ fn distribution_charts(
     }
 }
 
-fn number(v: Option<&serde_json::Value>) -> Option<f64> {
-    v.and_then(serde_json::Value::as_f64)
-}
-
 fn instance_bars(result: &TestResult, out: &mut String) {
     let named = |f: &dyn Fn(&crate::InstanceResult) -> Option<f64>| -> Vec<(String, f64)> {
         result
@@ -467,7 +463,7 @@ fn instance_bars(result: &TestResult, out: &mut String) {
             .collect()
     };
     let mut charts = Vec::new();
-    let iops = named(&|i| number(i.extra.get("achieved_iops")));
+    let iops = named(&|i| i.figures.workload().map(|w| w.achieved_iops));
     if !iops.is_empty() {
         charts.push(bars(
             "instance-iops",
@@ -487,7 +483,7 @@ fn instance_bars(result: &TestResult, out: &mut String) {
             ));
         }
     }
-    let backup = named(&|i| number(i.extra.get("backup").and_then(|b| b.get("mb_per_sec"))));
+    let backup = named(&|i| i.figures.backup().map(|b| b.backup.mb_per_sec));
     if !backup.is_empty() {
         charts.push(bars(
             "instance-backup",
@@ -497,7 +493,8 @@ fn instance_bars(result: &TestResult, out: &mut String) {
         ));
     }
     if result.test == TestKind::Recovery {
-        let logs = named(&|i| number(i.extra.get("logs_replayed")));
+        let replay = |i: &crate::InstanceResult| i.figures.recovery()?.replay.clone();
+        let logs = named(&|i| replay(i).map(|r| r.logs_replayed as f64));
         if !logs.is_empty() {
             charts.push(bars(
                 "instance-logs",
@@ -506,7 +503,7 @@ fn instance_bars(result: &TestResult, out: &mut String) {
                 &logs,
             ));
         }
-        let per_log = named(&|i| number(i.extra.get("seconds_per_log")));
+        let per_log = named(&|i| replay(i).map(|r| r.seconds_per_log));
         if !per_log.is_empty() {
             charts.push(bars(
                 "instance-seconds-per-log",
@@ -516,9 +513,8 @@ fn instance_bars(result: &TestResult, out: &mut String) {
             ));
         }
         let rate = named(&|i| {
-            let records = number(i.extra.get("records_applied"))?;
-            let seconds = number(i.extra.get("seconds"))?;
-            (seconds > 0.0).then(|| records / seconds)
+            let r = replay(i)?;
+            (r.seconds > 0.0).then(|| r.records_applied as f64 / r.seconds)
         });
         if !rate.is_empty() {
             charts.push(bars(
@@ -529,7 +525,7 @@ fn instance_bars(result: &TestResult, out: &mut String) {
             ));
         }
     }
-    let seen = named(&|i| number(i.extra.get("pages_seen")));
+    let seen = named(&|i| i.figures.checksum().map(|c| c.file.pages_seen as f64));
     if !seen.is_empty() {
         charts.push(bars(
             "instance-pages",
@@ -550,8 +546,8 @@ fn instance_bars(result: &TestResult, out: &mut String) {
 fn damaged_pages(result: &TestResult, out: &mut String) {
     let mut rows = Vec::new();
     for instance in &result.instances {
-        if let Some(serde_json::Value::Array(pages)) = instance.extra.get("damaged_pages") {
-            for p in pages {
+        if let Some(c) = instance.figures.checksum() {
+            for p in &c.file.damaged_pages {
                 rows.push((instance.name.clone(), p));
             }
         }
@@ -561,27 +557,25 @@ fn damaged_pages(result: &TestResult, out: &mut String) {
     }
     out.push_str("<h2>Damaged Pages</h2>\n<table id=\"damaged-pages\"><tr><th>Instance</th><th>Page</th><th>Kind</th><th>Details</th></tr>");
     for (name, p) in rows {
-        let page = p.get("page").map(|v| v.to_string()).unwrap_or_default();
-        let kind = p
-            .get("kind")
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string();
-        let details: Vec<String> = p
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .filter(|(k, _)| *k != "page" && *k != "kind")
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut details = Vec::new();
+        if let Some(found) = p.found_page_number {
+            details.push(format!("found_page_number {found}"));
+        }
+        if let Some(bit) = p.bit {
+            details.push(format!("bit {bit}"));
+        }
+        if let Some(expected) = p.expected_write_count {
+            details.push(format!("expected_write_count {expected}"));
+        }
+        if let Some(found) = p.found_write_count {
+            details.push(format!("found_write_count {found}"));
+        }
         let _ = write!(
             out,
             "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
             escape(&name),
-            escape(&page),
-            escape(&kind),
+            p.page_number,
+            escape(p.damage.name()),
             escape(&details.join(", "))
         );
     }
@@ -774,13 +768,43 @@ mod tests {
         csv
     }
 
+    /// The damaged pages of the checksum fixture's first file, as `result.json` holds them.
+    #[test]
+    fn damaged_pages_show_their_number_kind_and_details() {
+        use crate::checksum::{Damage, DamagedPage};
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/checksum.json");
+        let mut r: TestResult =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("reads");
+        let Some(crate::InstanceFigures::Checksum(c)) =
+            r.instances.first_mut().map(|i| &mut i.figures)
+        else {
+            panic!("a checksum instance");
+        };
+        c.file.damaged_pages = vec![DamagedPage {
+            page_number: 77,
+            damage: Damage::Correctable,
+            found_page_number: None,
+            bit: Some(12345),
+            expected_write_count: None,
+            found_write_count: None,
+        }];
+        let html = report(&r, None);
+        assert!(
+            html.contains("<td class=\"n\">77</td><td>correctable</td><td>bit 12345</td>"),
+            "{html}"
+        );
+    }
+
     fn result_with_hostile_strings() -> TestResult {
         let mut r = TestResult::new(
             TestKind::Performance,
             "2026-11-26T00:00:00Z".into(),
             86_460.0,
-            serde_json::json!({"limits": {"db_read_avg_ms": 5.0, "db_read_max_ms": 100.0,
+            serde_json::from_value(
+                serde_json::json!({"limits": {"db_read_avg_ms": 5.0, "db_read_max_ms": 100.0,
                 "log_write_avg_ms": 10.0, "log_write_max_ms": 100.0}}),
+            )
+            .expect("parameters"),
         );
         r.host.name = "<script>alert(1)</script>".into();
         r.measured_start = Some("2026-11-26T00:01:00.000Z".into());

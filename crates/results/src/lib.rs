@@ -7,6 +7,7 @@
 //! the host description.
 
 pub mod aggregate;
+pub mod checksum;
 pub mod clock;
 pub mod compare;
 pub mod devices;
@@ -15,6 +16,7 @@ pub mod host;
 pub mod html;
 pub mod outdir;
 pub mod report;
+pub mod sections;
 pub mod svg;
 pub mod testlog;
 pub mod verdict;
@@ -30,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use host::Host;
 pub use outdir::{OutDir, OutDirError};
+pub use sections::{InstanceFigures, Parameters, Totals};
 pub use testlog::TestLog;
 
 /// Version of the `result.json` layout. Bumped when a key is added that readers may rely on, and
@@ -74,7 +77,10 @@ pub enum Verdict {
 }
 
 /// One test run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Reading one back picks the types of `totals` and of each instance's test-specific figures by
+/// `test` ([`sections`]); a key none of them knows is dropped.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TestResult {
     pub schema_version: u32,
     pub tool_version: String,
@@ -118,7 +124,7 @@ pub struct TestResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_engine: Option<String>,
     /// The job as run, with everything the procedure decided (sessions, cache sizes, …).
-    pub parameters: serde_json::Value,
+    pub parameters: Parameters,
     pub target_iops: Option<f64>,
     pub achieved_iops: Option<f64>,
     pub instances: Vec<InstanceResult>,
@@ -126,8 +132,139 @@ pub struct TestResult {
     pub log_file: Option<PathBuf>,
     pub samples_file: Option<PathBuf>,
     /// Test-specific totals (init: bytes written and rate; checksum: totals; …).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub totals: BTreeMap<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "Totals::is_none")]
+    pub totals: Totals,
+}
+
+/// `TestResult` as read, before its sections are typed by `test`.
+#[derive(Deserialize)]
+struct TestResultWire {
+    schema_version: u32,
+    tool_version: String,
+    test: TestKind,
+    verdict: Verdict,
+    reasons: Vec<String>,
+    #[serde(default)]
+    interrupted: bool,
+    host: Host,
+    started: String,
+    ended: String,
+    duration_s: f64,
+    #[serde(default)]
+    measured_start: Option<String>,
+    #[serde(default)]
+    measured_end: Option<String>,
+    #[serde(default)]
+    requested_start: Option<String>,
+    #[serde(default)]
+    start_skew_ms: Option<f64>,
+    #[serde(default)]
+    ready_at_start: Option<bool>,
+    #[serde(default)]
+    histogram_layout: Option<HistogramLayout>,
+    #[serde(default)]
+    io_engine: Option<String>,
+    parameters: Parameters,
+    target_iops: Option<f64>,
+    achieved_iops: Option<f64>,
+    instances: Vec<WireInstance>,
+    host_counters: Option<HostCounters>,
+    log_file: Option<PathBuf>,
+    samples_file: Option<PathBuf>,
+    #[serde(default)]
+    totals: serde_json::Map<String, serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for TestResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let wire = TestResultWire::deserialize(deserializer)?;
+        let test = wire.test;
+        let totals = typed_totals(test, wire.totals)
+            .map_err(|e| D::Error::custom(format!("totals: {e}")))?;
+        let instances = wire
+            .instances
+            .into_iter()
+            .map(|i| {
+                let figures = typed_figures(test, i.extra)
+                    .map_err(|e| D::Error::custom(format!("instance {}: {e}", i.name)))?;
+                Ok(InstanceResult {
+                    name: i.name,
+                    database_path: i.database_path,
+                    log_path: i.log_path,
+                    io: i.io,
+                    figures,
+                })
+            })
+            .collect::<Result<Vec<_>, D::Error>>()?;
+        Ok(TestResult {
+            schema_version: wire.schema_version,
+            tool_version: wire.tool_version,
+            test,
+            verdict: wire.verdict,
+            reasons: wire.reasons,
+            interrupted: wire.interrupted,
+            host: wire.host,
+            started: wire.started,
+            ended: wire.ended,
+            duration_s: wire.duration_s,
+            measured_start: wire.measured_start,
+            measured_end: wire.measured_end,
+            requested_start: wire.requested_start,
+            start_skew_ms: wire.start_skew_ms,
+            ready_at_start: wire.ready_at_start,
+            histogram_layout: wire.histogram_layout,
+            io_engine: wire.io_engine,
+            parameters: wire.parameters,
+            target_iops: wire.target_iops,
+            achieved_iops: wire.achieved_iops,
+            instances,
+            host_counters: wire.host_counters,
+            log_file: wire.log_file,
+            samples_file: wire.samples_file,
+            totals,
+        })
+    }
+}
+
+/// The totals object of a `test` result as its type.
+fn typed_totals(
+    test: TestKind,
+    map: serde_json::Map<String, serde_json::Value>,
+) -> Result<Totals, serde_json::Error> {
+    if map.is_empty() {
+        return Ok(Totals::None);
+    }
+    let value = serde_json::Value::Object(map);
+    Ok(match test {
+        TestKind::Init => Totals::Init(serde_json::from_value(value)?),
+        TestKind::Performance | TestKind::Stress => {
+            Totals::Workload(serde_json::from_value(value)?)
+        }
+        TestKind::Checksum => Totals::Checksum(serde_json::from_value(value)?),
+        TestKind::Backup => Totals::Backup(serde_json::from_value(value)?),
+        TestKind::Recovery => Totals::Recovery(serde_json::from_value(value)?),
+    })
+}
+
+/// The test-specific keys of an instance object of a `test` result as their type.
+fn typed_figures(
+    test: TestKind,
+    map: serde_json::Map<String, serde_json::Value>,
+) -> Result<InstanceFigures, serde_json::Error> {
+    if map.is_empty() {
+        return Ok(InstanceFigures::None);
+    }
+    let value = serde_json::Value::Object(map);
+    Ok(match test {
+        TestKind::Init => InstanceFigures::None,
+        TestKind::Performance | TestKind::Stress => {
+            InstanceFigures::Workload(Box::new(serde_json::from_value(value)?))
+        }
+        TestKind::Checksum => InstanceFigures::Checksum(Box::new(serde_json::from_value(value)?)),
+        TestKind::Backup => InstanceFigures::Backup(Box::new(serde_json::from_value(value)?)),
+        TestKind::Recovery => InstanceFigures::Recovery(Box::new(serde_json::from_value(value)?)),
+    })
 }
 
 impl TestResult {
@@ -137,7 +274,7 @@ impl TestResult {
         test: TestKind,
         started: String,
         duration_s: f64,
-        parameters: serde_json::Value,
+        parameters: Parameters,
     ) -> TestResult {
         TestResult {
             schema_version: SCHEMA_VERSION,
@@ -164,7 +301,7 @@ impl TestResult {
             host_counters: None,
             log_file: None,
             samples_file: None,
-            totals: BTreeMap::new(),
+            totals: Totals::None,
         }
     }
 
@@ -224,9 +361,10 @@ pub struct Stat {
 ///
 /// In JSON the I/O classes and the test-specific figures sit side by side in the instance object
 /// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, `docs/results.md`); reading it back sorts each
-/// key into `io` when it names an I/O class and into `extra` otherwise. The classes are read
-/// straight into [`ClassResult`] (not through a `serde_json::Value` first): their histograms are
-/// most of a result's bytes, and `jetproof aggregate` reads a thousand hosts' results.
+/// key into `io` when it names an I/O class and into `figures` otherwise, typed by the test
+/// ([`TestResult`]'s `Deserialize`). The classes are read straight into [`ClassResult`] (not
+/// through a `serde_json::Value` first): their histograms are most of a result's bytes, and
+/// `jetproof aggregate` reads a thousand hosts' results.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InstanceResult {
     pub name: String,
@@ -238,15 +376,24 @@ pub struct InstanceResult {
     /// Test-specific figures of this instance (checksum per file, transactions, recovery
     /// timings, …).
     #[serde(flatten)]
-    pub extra: BTreeMap<String, serde_json::Value>,
+    pub figures: InstanceFigures,
 }
 
-impl<'de> Deserialize<'de> for InstanceResult {
+/// An instance object as read: its classes typed, its test-specific keys not yet.
+struct WireInstance {
+    name: String,
+    database_path: PathBuf,
+    log_path: PathBuf,
+    io: BTreeMap<String, ClassResult>,
+    extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for WireInstance {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct InstanceVisitor;
 
         impl<'de> serde::de::Visitor<'de> for InstanceVisitor {
-            type Value = InstanceResult;
+            type Value = WireInstance;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("an instance object")
@@ -255,11 +402,11 @@ impl<'de> Deserialize<'de> for InstanceResult {
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<InstanceResult, A::Error> {
+            ) -> Result<WireInstance, A::Error> {
                 use serde::de::Error as _;
                 let (mut name, mut database_path, mut log_path) = (None, None, None);
                 let mut io = BTreeMap::new();
-                let mut extra = BTreeMap::new();
+                let mut extra = serde_json::Map::new();
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
                         "name" => name = Some(map.next_value::<String>()?),
@@ -279,7 +426,7 @@ impl<'de> Deserialize<'de> for InstanceResult {
                         }
                     }
                 }
-                Ok(InstanceResult {
+                Ok(WireInstance {
                     name: name.ok_or_else(|| A::Error::missing_field("name"))?,
                     database_path: database_path
                         .ok_or_else(|| A::Error::missing_field("database_path"))?,
@@ -453,12 +600,21 @@ mod tests {
             database_path: "/d/db1.jpdb".into(),
             log_path: "/d/logs".into(),
             io: io_results(&stats, Duration::from_secs(1)),
-            extra: [("pages_seen".to_string(), serde_json::json!(128))].into(),
+            figures: InstanceFigures::Backup(Box::new(sections::BackupInstance {
+                backup: sections::DatabaseBackup {
+                    pages_seen: 128,
+                    ..Default::default()
+                },
+            })),
         };
         let value = serde_json::to_value(&instance).expect("serialises");
         assert!(value["log_write"]["avg_bytes"].is_number(), "{value}");
-        assert_eq!(value["pages_seen"], 128, "{value}");
-        let back: InstanceResult = serde_json::from_value(value).expect("parses back");
-        assert_eq!(back, instance);
+        assert_eq!(value["backup"]["pages_seen"], 128, "{value}");
+        let mut result =
+            TestResult::new(TestKind::Backup, now_rfc3339(), 1.0, Parameters::default());
+        result.instances.push(instance);
+        let text = serde_json::to_string(&result).expect("serialises");
+        let back: TestResult = serde_json::from_str(&text).expect("parses back");
+        assert_eq!(back, result);
     }
 }

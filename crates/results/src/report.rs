@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use crate::sections::WorkloadInstance;
 use crate::{ClassResult, InstanceResult, TestKind, TestResult, Verdict};
 
 /// A table: a header row and data rows, rendered as Markdown or aligned text.
@@ -324,16 +325,7 @@ fn recovery_table(result: &TestResult) -> Table {
         "CPU busy %",
     ]);
     for instance in &result.instances {
-        let number = |key: &str| instance.extra.get(key).and_then(|v| v.as_f64());
-        let whole = |key: &str| {
-            instance
-                .extra
-                .get(key)
-                .and_then(|v| v.as_u64())
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "-".into())
-        };
-        let Some(logs) = instance.extra.get("logs_replayed").and_then(|v| v.as_u64()) else {
+        let Some(r) = instance.figures.recovery().and_then(|r| r.replay.as_ref()) else {
             table.row(vec![
                 instance.name.clone(),
                 "failed".into(),
@@ -350,19 +342,17 @@ fn recovery_table(result: &TestResult) -> Table {
         };
         table.row(vec![
             instance.name.clone(),
-            logs.to_string(),
-            ms(number("seconds").unwrap_or(0.0)),
-            ms(number("seconds_per_log").unwrap_or(0.0)),
-            whole("records_applied"),
-            whole("records_skipped"),
-            whole("pages_written"),
-            whole("transactions_rolled_back"),
-            number("cpu_us_per_record")
+            r.logs_replayed.to_string(),
+            ms(r.seconds),
+            ms(r.seconds_per_log),
+            r.records_applied.to_string(),
+            r.records_skipped.to_string(),
+            r.pages_written.to_string(),
+            r.transactions_rolled_back.to_string(),
+            r.cpu_us_per_record
                 .map(|us| format!("{us:.2}"))
                 .unwrap_or_else(|| "-".into()),
-            number("cpu_share")
-                .map(|share| format!("{:.0}", share * 100.0))
-                .unwrap_or_else(|| "-".into()),
+            format!("{:.0}", r.cpu_share * 100.0),
         ]);
     }
     table
@@ -394,12 +384,15 @@ fn recovery_io_table(result: &TestResult) -> Table {
 }
 
 /// Sections of a report, in order: (title, table).
-/// Sums an instance figure over the instances that have it; None when none has.
-fn instance_sum(result: &TestResult, key: &str) -> Option<u64> {
+/// One figure of a workload instance.
+type WorkloadFigure = fn(&WorkloadInstance) -> u64;
+
+/// Sums a figure of the workload instances over the instances that have it; None when none has.
+fn instance_sum(result: &TestResult, figure: WorkloadFigure) -> Option<u64> {
     let values: Vec<u64> = result
         .instances
         .iter()
-        .filter_map(|i| i.extra.get(key).and_then(|v| v.as_u64()))
+        .filter_map(|i| i.figures.workload().map(figure))
         .collect();
     (!values.is_empty()).then(|| values.iter().sum())
 }
@@ -409,7 +402,7 @@ fn instance_sum(result: &TestResult, key: &str) -> Option<u64> {
 /// beside them the bytes of pages in use, which a file grown by whole extents does not show.
 /// The terminal's headline already gives the rates, so there the table starts at the sizes.
 fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
-    let initial = instance_sum(result, "db_size_initial_bytes")?;
+    let initial = instance_sum(result, |w| w.db_size_initial_bytes)?;
     let mut table = Table::new(&["", ""]);
     let rates = detail == Detail::Report;
     if let Some(achieved) = result.achieved_iops.filter(|_| rates) {
@@ -428,7 +421,7 @@ fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
         "Initial Database Size (bytes)".into(),
         initial.to_string(),
     ]);
-    if let Some(last) = instance_sum(result, "db_size_final_bytes") {
+    if let Some(last) = instance_sum(result, |w| w.db_size_final_bytes) {
         table.row(vec!["Final Database Size (bytes)".into(), last.to_string()]);
         // Not Jetstress's: what the two sizes above mean per transactional I/O of the window
         // (the reference reports' 241-446 bytes, `docs/faithfulness.md`).
@@ -448,11 +441,12 @@ fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
         "Database Files (Count)".into(),
         result.instances.len().to_string(),
     ]);
-    for (name, key) in [
-        ("Initial Bytes in Use", "db_used_initial_bytes"),
-        ("Final Bytes in Use", "db_used_final_bytes"),
-    ] {
-        if let Some(bytes) = instance_sum(result, key) {
+    let in_use: [(&str, WorkloadFigure); 2] = [
+        ("Initial Bytes in Use", |w| w.db_used_initial_bytes),
+        ("Final Bytes in Use", |w| w.db_used_final_bytes),
+    ];
+    for (name, figure) in in_use {
+        if let Some(bytes) = instance_sum(result, figure) {
             table.row(vec![name.into(), bytes.to_string()]);
         }
     }
@@ -462,8 +456,8 @@ fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
 /// Jetstress's "System Parameters" of a workload test, from the job as run.
 fn parameters_table(result: &TestResult) -> Option<Table> {
     let p = &result.parameters;
-    let workload = p.get("workload")?.as_object()?;
-    let sessions = p.get("sessions_per_instance").and_then(|v| v.as_u64())?;
+    let workload = p.job_table("workload")?;
+    let sessions = p.sessions_per_instance?;
     let text = |v: Option<&serde_json::Value>| match v {
         Some(serde_json::Value::String(s)) => s.clone(),
         Some(serde_json::Value::Null) | None => "–".into(),
@@ -473,7 +467,7 @@ fn parameters_table(result: &TestResult) -> Option<Table> {
     let mut table = Table::new(&["", ""]);
     let mut row = |name: &str, value: String| table.row(vec![name.into(), value]);
     row("Thread Count", format!("{sessions} (per database)"));
-    let cache = p.get("cache");
+    let cache = p.job_table("cache");
     row(
         "Minimum Database Cache",
         text(cache.and_then(|c| c.get("min_size"))),
@@ -501,7 +495,7 @@ fn parameters_table(result: &TestResult) -> Option<Table> {
     row(
         "Number of Copies per Database",
         text(
-            p.get("simulation")
+            p.job_table("simulation")
                 .and_then(|s| s.get("copies_per_database")),
         ),
     );
@@ -614,7 +608,7 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     if result
         .instances
         .iter()
-        .any(|i| i.extra.contains_key("pages_seen"))
+        .any(|i| i.figures.checksum().is_some())
     {
         let mut t = Table::new(&[
             "Database",
@@ -625,22 +619,16 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
             "File length / seconds taken",
         ]);
         for instance in &result.instances {
-            let figure = |key: &str| instance.extra.get(key).and_then(|v| v.as_u64());
-            let Some(seen) = figure("pages_seen") else {
+            let Some(c) = instance.figures.checksum() else {
                 continue;
             };
-            let seconds = instance
-                .extra
-                .get("seconds")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0);
-            let bytes = figure("size_bytes").unwrap_or(0);
+            let (seconds, bytes) = (c.file.seconds, c.file.size_bytes);
             t.row(vec![
                 instance.database_path.display().to_string(),
-                seen.to_string(),
-                figure("pages_bad").unwrap_or(0).to_string(),
-                figure("pages_correctable").unwrap_or(0).to_string(),
-                figure("pages_wrong_number").unwrap_or(0).to_string(),
+                c.file.pages_seen.to_string(),
+                c.file.pages_bad.to_string(),
+                c.file.pages_correctable.to_string(),
+                c.file.pages_wrong_number.to_string(),
                 format!("{} MiB / {seconds:.1} s", bytes >> 20),
             ]);
         }
@@ -721,7 +709,7 @@ fn headline(result: &TestResult) -> Vec<(String, String)> {
             "yes: the figures cover what ran".into(),
         ));
     }
-    if result.parameters.get("log_integrated") == Some(&serde_json::Value::Bool(false)) {
+    if result.parameters.log_integrated == Some(false) {
         lines.push((
             "Log I/O".into(),
             "not measured: this version's engine does not write its log yet, so the log columns read 0".into(),
@@ -778,6 +766,44 @@ pub fn markdown(result: &TestResult) -> String {
     out
 }
 
+/// The backup test's terminal summary: per database its size, seconds, MB read per second
+/// and bad pages, the total, then every reason for a fail.
+pub fn backup_text(result: &TestResult) -> String {
+    let mut out = String::from("Database backup statistics\n");
+    let _ = writeln!(
+        out,
+        "  {:<12} {:>14} {:>10} {:>12} {:>6}",
+        "Instance", "Database size", "Seconds", "MB read/sec", "Bad"
+    );
+    for instance in &result.instances {
+        let Some(b) = instance.figures.backup() else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "  {:<12} {:>11.1} MB {:>10.1} {:>12.1} {:>6}",
+            instance.name,
+            b.backup.bytes as f64 / 1e6,
+            b.backup.seconds,
+            b.backup.mb_per_sec,
+            b.backup.bad_pages.len()
+        );
+    }
+    let total = result.totals.backup().cloned().unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  {:<12} {:>11.1} MB {:>10.1} {:>12.1}",
+        "Total",
+        total.bytes as f64 / 1e6,
+        total.seconds,
+        total.mb_per_sec
+    );
+    for reason in &result.reasons {
+        let _ = writeln!(out, "  FAIL: {reason}");
+    }
+    out
+}
+
 /// The summary printed on the terminal at the end of a test.
 pub fn text(result: &TestResult) -> String {
     let mut out = String::new();
@@ -801,7 +827,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Host, TestKind, io_results};
+    use crate::sections::{RecoveryInstance, ReplayFigures};
+    use crate::{Host, InstanceFigures, TestKind, io_results};
     use jetproof_io::IoClass;
     use jetproof_io::meter::InstanceStats;
 
@@ -828,7 +855,7 @@ mod tests {
             ready_at_start: None,
             histogram_layout: None,
             io_engine: Some("io_uring".into()),
-            parameters: serde_json::Value::Null,
+            parameters: crate::Parameters::default(),
             target_iops: Some(100.0),
             achieved_iops: Some(90.0),
             instances: vec![InstanceResult {
@@ -836,12 +863,12 @@ mod tests {
                 database_path: "/d".into(),
                 log_path: "/l".into(),
                 io: io_results(&stats, Duration::from_secs(1)),
-                extra: BTreeMap::new(),
+                figures: InstanceFigures::None,
             }],
             host_counters: None,
             log_file: None,
             samples_file: None,
-            totals: BTreeMap::new(),
+            totals: crate::Totals::None,
         }
     }
 
@@ -870,7 +897,7 @@ mod tests {
     /// A workload result with the sizes, parameters and stall counter of schema version 3.
     fn workload_sample() -> TestResult {
         let mut result = sample();
-        result.parameters = serde_json::json!({
+        result.parameters = serde_json::from_value(serde_json::json!({
             "sessions_per_instance": 5,
             "cache": {"min_size": "32MiB", "max_size": "256MiB"},
             "workload": {
@@ -878,7 +905,8 @@ mod tests {
                 "read_percent": 35, "lazy_commit_percent": 70, "background_maintenance": true,
             },
             "simulation": {"copies_per_database": 2},
-        });
+        }))
+        .expect("parameters");
         let mut second = result.instances[0].clone();
         second.name = "db2".into();
         second.database_path = "/d2".into();
@@ -886,13 +914,13 @@ mod tests {
         result.instances.push(second);
         for (i, instance) in result.instances.iter_mut().enumerate() {
             let grown = 1_048_576 * (i as u64 + 1);
-            instance.extra = serde_json::from_value(serde_json::json!({
-                "db_size_initial_bytes": 8_388_608u64,
-                "db_size_final_bytes": 8_388_608u64 + grown,
-                "db_used_initial_bytes": 8_000_000u64,
-                "db_used_final_bytes": 8_100_000u64,
-            }))
-            .expect("extra");
+            instance.figures = InstanceFigures::Workload(Box::new(WorkloadInstance {
+                db_size_initial_bytes: 8_388_608,
+                db_size_final_bytes: 8_388_608 + grown,
+                db_used_initial_bytes: 8_000_000,
+                db_used_final_bytes: 8_100_000,
+                ..WorkloadInstance::default()
+            }));
         }
         result.host_counters = Some(crate::HostCounters {
             cpu_percent: crate::Stat {
@@ -1066,20 +1094,30 @@ mod tests {
         let mut result = sample();
         result.test = TestKind::Recovery;
         result.set_reasons(Vec::new());
-        let extra: BTreeMap<String, serde_json::Value> =
-            serde_json::from_value(serde_json::json!({
-                "logs_replayed": 500, "seconds": 17.5, "seconds_per_log": 0.035,
-                "records_applied": 8000, "records_skipped": 170000, "pages_written": 380,
-                "transactions_rolled_back": 3, "cpu_us_per_record": 812.5, "cpu_share": 0.37,
-            }))
-            .expect("extra");
-        result.instances[0].extra = extra;
+        result.instances[0].figures = InstanceFigures::Recovery(Box::new(RecoveryInstance {
+            replay: Some(ReplayFigures {
+                logs_replayed: 500,
+                seconds: 17.5,
+                seconds_per_log: 0.035,
+                records_applied: 8000,
+                records_skipped: 170000,
+                pages_written: 380,
+                transactions_rolled_back: 3,
+                cpu_us_per_record: Some(812.5),
+                cpu_share: 0.37,
+                ..ReplayFigures::default()
+            }),
+            ..RecoveryInstance::default()
+        }));
         let failed = InstanceResult {
             name: "db2".into(),
             database_path: "/d2".into(),
             log_path: "/l2".into(),
             io: BTreeMap::new(),
-            extra: [("error".to_string(), serde_json::json!("recovery failed"))].into(),
+            figures: InstanceFigures::Recovery(Box::new(RecoveryInstance {
+                error: Some("recovery failed".into()),
+                ..RecoveryInstance::default()
+            })),
         };
         result.instances.push(failed);
         let md = markdown(&result);
@@ -1092,6 +1130,30 @@ mod tests {
             assert!(md.contains(words), "missing {words:?} in\n{md}");
         }
         assert!(!md.contains("Transactional I/O Performance"), "{md}");
+    }
+
+    #[test]
+    fn backup_text_lists_each_database_and_the_total() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/backup.json");
+        let result: TestResult =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("reads");
+        let text = backup_text(&result);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Database backup statistics");
+        assert!(lines[1].contains("MB read/sec"), "{text}");
+        for instance in &result.instances {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.trim_start().starts_with(&instance.name)),
+                "{text}"
+            );
+        }
+        let total = result.totals.backup().expect("totals");
+        let last = lines.last().expect("a total line");
+        assert!(last.trim_start().starts_with("Total"), "{text}");
+        assert!(last.contains(&format!("{:.1}", total.mb_per_sec)), "{text}");
+        assert_eq!(lines.len(), 3 + result.instances.len(), "{text}");
     }
 
     #[test]

@@ -161,7 +161,7 @@ mod tests {
             ready_at_start: None,
             histogram_layout: None,
             io_engine: None,
-            parameters: serde_json::Value::Null,
+            parameters: crate::Parameters::default(),
             target_iops: Some(target),
             achieved_iops: Some(achieved),
             instances: vec![InstanceResult {
@@ -169,12 +169,12 @@ mod tests {
                 database_path: "/d".into(),
                 log_path: "/l".into(),
                 io,
-                extra: BTreeMap::new(),
+                figures: crate::InstanceFigures::None,
             }],
             host_counters: None,
             log_file: None,
             samples_file: None,
-            totals: BTreeMap::new(),
+            totals: crate::Totals::None,
         }
     }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, RunRecord};
+use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, ChecksumTest};
 use jetproof_procedures::lock;
 use jetproof_results::{OutDir, TestKind, TestLog};
 
@@ -100,72 +100,26 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             jetproof_results::clock::rfc3339_millis(at)
         ));
     }
-    let started = jetproof_results::now_rfc3339();
     let bar = Bar::new();
-    let run = match checksum::run(&job, backend.as_ref(), &options, &bar) {
-        Ok(run) => run,
-        Err(error) => {
-            log.line(format!("Checksum stopped: {error}"));
-            return Err(checksum_error(error));
-        }
-    };
-    let ended = jetproof_results::now_rfc3339();
-
-    let table = checksum::statistics_table(&run);
-    let damage = checksum::damage_lines(&run, DAMAGE_LINES_PER_FILE);
-    log.line("Checksum Statistics - All");
-    for row in &table {
-        log.line(row);
-    }
-    for line in checksum::damage_lines(&run, checksum::MAX_LISTED_DAMAGED_PAGES) {
-        log.line(line);
-    }
-    let trailing: Vec<String> = run
-        .files
-        .iter()
-        .filter(|f| f.trailing_bytes > 0 && f.appended_bytes == 0)
-        .map(|file| {
-            format!(
-                "{}: {} bytes past the last page the header counts were not checked (an unfinished growth)",
-                file.path.display(),
-                file.trailing_bytes
-            )
-        })
-        .collect();
-    for line in &trailing {
-        log.line(line);
-    }
-    let clean = run.is_clean() && !run.interrupted;
-    let dirty = run.files.iter().any(|f| f.database_state.is_dirty());
-    let verdict = if clean {
-        "pass, every page is perfect and every database was shut down cleanly".to_string()
-    } else if dirty && run.files.iter().all(|f| f.is_clean()) {
-        "FAIL, a database was not shut down cleanly (its pages are intact): run `jetproof recover` \
-         to replay its logs"
-            .to_string()
-    } else if dirty {
-        "FAIL, damage found, and a database was not shut down cleanly: run `jetproof recover` \
-         to replay its logs"
-            .to_string()
-    } else {
-        "FAIL, damage found".to_string()
-    };
-    log.line(if run.interrupted {
-        "Interrupted: the figures cover the pages checked before the stop".to_string()
-    } else {
-        format!("Verdict: {verdict}")
-    });
-
-    let record = RunRecord {
-        started,
-        ended,
-        log_file: Some(log.path().to_path_buf()),
-    };
-    let mut result = checksum::to_result(&run, &job, &record);
-    result.io_engine = Some(backend.name().to_string());
-    let result_path = out
-        .write_result_and_report(&result)
-        .map_err(CliError::runtime)?;
+    let ChecksumTest {
+        run,
+        result_path,
+        table,
+        damage,
+        trailing,
+        clean,
+        verdict,
+        ..
+    } = checksum::test(
+        &job,
+        backend.as_ref(),
+        &options,
+        &bar,
+        &out,
+        &log,
+        DAMAGE_LINES_PER_FILE,
+    )
+    .map_err(checksum_error)?;
 
     println!("Checksum Statistics - All");
     for row in &table {

@@ -82,38 +82,36 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     };
     let summary =
         jetproof_procedures::init::init(&job, &out, &log, &options).map_err(init_error)?;
-    let totals = &summary.result.totals;
-    let figure = |key: &str| totals.get(key).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let totals = summary.result.totals.init().cloned().unwrap_or_default();
     println!(
         "Initialised {} database(s) of {} under {}",
         summary.result.instances.len(),
         job.db_size(),
         job.storage.data_dir.display()
     );
-    if totals.contains_key("resumed") {
+    if totals.resumed.is_some() {
         println!(
             "  resumed:     an interrupted init's leftovers removed; its complete databases kept"
         );
     } else {
         println!(
             "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
-            figure("fill_mb_per_sec"),
-            figure("records_per_database"),
-            figure("fill_seconds")
+            totals.fill_mb_per_sec,
+            totals.records_per_database.unwrap_or(0),
+            totals.fill_seconds
         );
     }
     if summary.result.instances.len() > 1 {
         println!(
             "  duplicating: {:>8.1} MB/s  ({:.1} s)",
-            figure("duplicate_mb_per_sec"),
-            figure("duplicate_seconds")
+            totals.duplicate_mb_per_sec, totals.duplicate_seconds
         );
     }
     println!(
         "  total:       {:>8.1} MB/s  ({:.2} GB written in {:.1} s)",
-        figure("mb_per_sec"),
-        figure("bytes_written") / 1e9,
-        figure("seconds")
+        totals.mb_per_sec,
+        totals.bytes_written as f64 / 1e9,
+        totals.seconds
     );
     println!("Result: {}", summary.result_path.display());
     Ok((Outcome::Pass, owner))

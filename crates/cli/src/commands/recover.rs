@@ -75,10 +75,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     print!("{}", jetproof_results::report::text(&result));
     let result_path = out.file("result.json");
     println!("Results: {}", result_path.display());
-    let replay_failed = result
-        .instances
-        .iter()
-        .any(|instance| instance.extra.contains_key("error"));
+    let replay_failed = result.instances.iter().any(|instance| {
+        instance
+            .figures
+            .recovery()
+            .is_some_and(|r| r.error.is_some())
+    });
     match result.verdict {
         Verdict::Pass => Ok(Outcome::Pass),
         // Every replay succeeded, but the storage returned damage it had to correct (pages with

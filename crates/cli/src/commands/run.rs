@@ -243,7 +243,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     if result
         .instances
         .iter()
-        .any(|i| i.extra.contains_key("error") || i.extra.contains_key("generation_error"))
+        .any(|i| i.figures.storage_error().is_some())
     {
         return Err(CliError::runtime(anyhow::anyhow!(
             "a storage error stopped an instance or its recovery; see the reasons above and {}",
@@ -316,11 +316,12 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     live.finish();
     let result = result.map_err(run_error)?;
     print!("{}", jetproof_results::report::text(&result));
-    let tune = &result.parameters["autotune"];
-    if let (Some(sessions), Some(trials)) = (
-        tune["chosen_sessions"].as_u64(),
-        tune["trials"].as_array().map(|t| t.len()),
-    ) {
+    if let Some((sessions, trials)) = result
+        .parameters
+        .autotune
+        .as_ref()
+        .and_then(|tune| Some((tune.chosen_sessions?, tune.trials.len())))
+    {
         println!(
             "Auto-tune: {sessions} session(s) per instance reach the target ({trials} trials; evidence in {})",
             log.path().display()
@@ -330,7 +331,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     if result
         .instances
         .iter()
-        .any(|i| i.extra.contains_key("error"))
+        .any(|i| i.figures.storage_error().is_some())
     {
         return Err(CliError::runtime(anyhow::anyhow!(
             "a storage error stopped an instance; see the reasons above and {}",
@@ -390,40 +391,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         jetproof_procedures::backup::backup(job, &out, &log, &options).map_err(backup_error)?;
     bar.finish_and_clear();
 
-    println!("Database backup statistics");
-    println!(
-        "  {:<12} {:>14} {:>10} {:>12} {:>6}",
-        "Instance", "Database size", "Seconds", "MB read/sec", "Bad"
-    );
-    for instance in &result.instances {
-        let backup = &instance.extra["backup"];
-        let figure = |key: &str| backup[key].as_f64().unwrap_or(0.0);
-        println!(
-            "  {:<12} {:>11.1} MB {:>10.1} {:>12.1} {:>6}",
-            instance.name,
-            figure("bytes") / 1e6,
-            figure("seconds"),
-            figure("mb_per_sec"),
-            backup["bad_pages"].as_array().map(|a| a.len()).unwrap_or(0)
-        );
-    }
-    let total = |key: &str| {
-        result
-            .totals
-            .get(key)
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0)
-    };
-    println!(
-        "  {:<12} {:>11.1} MB {:>10.1} {:>12.1}",
-        "Total",
-        total("bytes") / 1e6,
-        total("seconds"),
-        total("mb_per_sec")
-    );
-    for reason in &result.reasons {
-        println!("  FAIL: {reason}");
-    }
+    print!("{}", jetproof_results::report::backup_text(&result));
     println!("Result: {}", out.file("result.json").display());
     Ok(match result.verdict {
         Verdict::Pass => Outcome::Pass,

@@ -62,6 +62,11 @@ pub fn valid_result(path: &Path, test: &str) -> jetproof_results::TestResult {
         .unwrap_or_else(|e| panic!("{} does not fit the schema: {e}\n{text}", path.display()));
     assert_eq!(result.schema_version, jetproof_results::SCHEMA_VERSION);
     assert_eq!(result.test.name(), test, "{text}");
+    // The typed sections know every key jetproof wrote, with its number type: the result
+    // serialises back to the same document (`jetproof_results::sections`).
+    let written: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let again = serde_json::to_value(&result).expect("serialises");
+    same_json(&written, &again, "result");
     assert_eq!(
         result.verdict == jetproof_results::Verdict::Fail,
         !result.reasons.is_empty(),
@@ -182,4 +187,35 @@ pub fn generation_files(logs: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// Panics, naming the place, unless `a` and `b` have the same keys, arrays and values, integers
+/// equal and of the same kind, floating-point numbers equal to the last place or two (serde_json's
+/// default parsing may be one unit in the last place off).
+pub fn same_json(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let (kx, ky): (Vec<&String>, Vec<&String>) = (x.keys().collect(), y.keys().collect());
+            assert_eq!(kx, ky, "{at}: keys differ");
+            for (key, value) in x {
+                same_json(value, &y[key], &format!("{at}.{key}"));
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}: lengths differ");
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                same_json(u, v, &format!("{at}[{i}]"));
+            }
+        }
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            assert!(x.is_f64() && y.is_f64(), "{at}: {x} and {y} differ in kind");
+            let (u, v) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+            assert!(
+                (u - v).abs() <= 1e-14 * u.abs().max(v.abs()),
+                "{at}: {u} and {v} differ"
+            );
+        }
+        _ => assert_eq!(a, b, "{at}: differ"),
+    }
 }

@@ -36,16 +36,7 @@ pub const PAGE: usize = 4096;
 
 /// A test's first seed: `JETPROOF_SEED` if set, else the time; printed with how to replay it.
 pub fn seed(test: &str) -> u64 {
-    let seed = std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
-    seed
+    jetproof_test_support::announced_seed(test)
 }
 
 /// A small instance for tests: 4 KiB pages, a file of `initial_pages`, a cache of

@@ -341,17 +341,7 @@ impl IoFile for CrashFile {
 
 /// A seed from `JETPROOF_SEED` or the clock, printed so a failure can be replayed.
 pub fn seed(test: &str) -> u64 {
-    let seed = std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
-    seed
+    jetproof_test_support::announced_seed(test)
 }
 
 pub fn rng(seed: u64) -> StdRng {

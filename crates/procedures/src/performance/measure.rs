@@ -1,0 +1,384 @@
+//! The measured window: sampling, pacing (the controller over [`super::PaceEstimator`]) and the
+//! figures of `result.json`.
+
+use super::*;
+
+/// The measured window, with the sessions already running: sampling, pacing, and the figures.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn measure(
+    job: &Job,
+    attached: &[Attached],
+    sessions: u32,
+    duration: Duration,
+    per_instance_target: Option<f64>,
+    log: &TestLog,
+    out: &OutDir,
+    options: &RunOptions<'_>,
+    limits: &Limits,
+) -> Result<Measured, RunError> {
+    for a in attached {
+        a.pace_at(per_instance_target);
+    }
+    if let Some(at) = options.start_at {
+        log.line(format!(
+            "Waiting for the start time {} (--start-at); the sessions keep running, paced.",
+            jetproof_results::clock::rfc3339_millis(at)
+        ));
+        // Stopped while waiting: the loop below sees the flag and ends an empty window.
+        let _ =
+            crate::start::wait_until(at, options.stop, || control(attached, per_instance_target));
+    }
+    log.line(format!(
+        "Performance logging started (interval: {} ms).",
+        job.run.sample_interval.as_duration().as_millis()
+    ));
+
+    let samples_path: PathBuf = out.file("samples.csv");
+    let mut samples = std::fs::File::create(&samples_path).map_err(|source| IoError::Path {
+        op: "create",
+        path: samples_path.clone(),
+        source,
+    })?;
+    let _ = writeln!(
+        samples,
+        "elapsed_s,wall_clock,{},cpu_percent,available_memory_mb,{}",
+        jetproof_io::sample::Sample::CSV_HEADER,
+        crate::device_view::CSV_COLUMNS
+    );
+    let mut paths: Vec<PathBuf> = job
+        .instances()
+        .iter()
+        .flat_map(|i| [i.database_path.clone(), i.log_path.clone()])
+        .collect();
+    paths.dedup();
+    let mut sampler = Sampler::new(attached.iter().map(|a| a.stats.clone()).collect(), &paths);
+    // The devices' own view (issue 21), from the window's start.
+    let mut devices = crate::device_view::DeviceWatch::new(job);
+    let base: Vec<InstanceSnapshot> = attached.iter().map(|a| a.stats.snapshot()).collect();
+    let base_tx: Vec<u64> = attached
+        .iter()
+        .map(|a| a.load.counters.transactions())
+        .collect();
+    // The cache's counters count from attach; the results give the window's share.
+    let base_cache: Vec<CacheStats> = attached
+        .iter()
+        .map(|a| a.database.database().cache_stats())
+        .collect();
+    let mut stalls_seen: u64 = base_cache.iter().map(|c| c.page_fault_stalls).sum();
+    let mut stalls_per_sec = Vec::new();
+    let window_started = Instant::now();
+    let window_start = SystemTime::now();
+    // The process's CPU time over the window alone (warm-up and shut-down excluded): every
+    // thread's, sessions, flushers, log writers, maintenance and this one.
+    let cpu_started = jetproof_io::sample::process_cpu_time();
+    let interval = job.run.sample_interval.as_duration();
+    let mut next_sample = window_started + interval;
+    let mut interval_max: BTreeMap<(usize, IoClass), f64> = BTreeMap::new();
+    // The live view's running averages: (sum of latency × count, count) per instance and class.
+    let mut live_sums: BTreeMap<(usize, IoClass), (f64, u64)> = BTreeMap::new();
+    let (mut cpu, mut memory) = (Vec::new(), Vec::new());
+    let mut interrupted = false;
+    loop {
+        let now = Instant::now();
+        let elapsed = now.duration_since(window_started);
+        if options.stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        if attached.iter().all(|a| a.failed.load(Ordering::Relaxed)) {
+            break;
+        }
+        if now >= next_sample || elapsed >= duration {
+            let sample = sampler.sample();
+            let cpu_now = sample.host.cpu_percent;
+            let memory_now = sample
+                .host
+                .available_memory_bytes
+                .map(|b| b as f64 / 1_048_576.0);
+            if let Some(c) = cpu_now {
+                cpu.push(c);
+            }
+            if let Some(m) = memory_now {
+                memory.push(m);
+            }
+            // Database Page Fault Stalls/sec over the interval, all instances together, as
+            // Jetstress's host counter (one database cache counter per process).
+            let stalls_now: u64 = attached
+                .iter()
+                .map(|a| a.database.database().cache_stats().page_fault_stalls)
+                .sum();
+            stalls_per_sec
+                .push(stalls_now.saturating_sub(stalls_seen) as f64 / sample.interval_s.max(1e-9));
+            stalls_seen = stalls_now;
+            devices.record(&sample);
+            for row in &sample.rows {
+                let _ = writeln!(
+                    samples,
+                    "{:.1},{},{},{},{},{}",
+                    elapsed.as_secs_f64(),
+                    jetproof_results::clock::rfc3339_millis(window_start + elapsed),
+                    row.csv_line(),
+                    cpu_now.map(|c| format!("{c:.1}")).unwrap_or_default(),
+                    memory_now.map(|m| format!("{m:.0}")).unwrap_or_default(),
+                    devices.csv_cells(&sample, &row.instance, &row.class)
+                );
+            }
+            let _ = samples.flush();
+            for (index, delta) in sample.instances.iter().enumerate() {
+                for (class, snap) in &delta.classes {
+                    if snap.count == 0 {
+                        continue;
+                    }
+                    let avg = snap.summary(sample.interval_s).avg_latency_ms;
+                    let slot = interval_max.entry((index, *class)).or_insert(0.0);
+                    *slot = slot.max(avg);
+                }
+            }
+            let line: Vec<String> = sample
+                .instances
+                .iter()
+                .map(|d| {
+                    let figure = |class: IoClass| {
+                        d.classes
+                            .get(&class)
+                            .map(|s| s.summary(sample.interval_s))
+                            .map(|s| (s.ops_per_sec, s.avg_latency_ms))
+                            .unwrap_or((0.0, 0.0))
+                    };
+                    let (reads, read_ms) = figure(IoClass::DbRead);
+                    let (writes, _) = figure(IoClass::DbWrite);
+                    format!(
+                        "{}: {:.0} reads/s ({:.2} ms), {:.0} writes/s",
+                        d.name, reads, read_ms, writes
+                    )
+                })
+                .collect();
+            log.line(format!(
+                "Sample at {:.0} s: {}",
+                elapsed.as_secs_f64(),
+                line.join("; ")
+            ));
+            if let Some(live) = options.live {
+                let mut figures = LiveSample {
+                    phase: "measuring",
+                    elapsed_s: elapsed.as_secs_f64(),
+                    duration_s: duration.as_secs_f64(),
+                    transactional_iops: 0.0,
+                    target_iops: per_instance_target.map(|t| t * attached.len() as f64),
+                    read_avg_ms: 0.0,
+                    read_p99_ms: 0.0,
+                    log_avg_ms: 0.0,
+                    log_p99_ms: 0.0,
+                    read_limit_ms: limits.db_read_avg_ms,
+                    log_limit_ms: limits.log_write_avg_ms,
+                    stalls_per_sec: stalls_per_sec.last().copied().unwrap_or(0.0),
+                    passing: true,
+                };
+                for (index, delta) in sample.instances.iter().enumerate() {
+                    for (class, snap) in &delta.classes {
+                        if snap.count == 0 {
+                            continue;
+                        }
+                        let summary = snap.summary(sample.interval_s);
+                        let sums = live_sums.entry((index, *class)).or_insert((0.0, 0));
+                        sums.0 += summary.avg_latency_ms * summary.count as f64;
+                        sums.1 += summary.count;
+                        match class {
+                            IoClass::DbRead => {
+                                figures.transactional_iops += summary.ops_per_sec;
+                                figures.read_avg_ms =
+                                    figures.read_avg_ms.max(summary.avg_latency_ms);
+                                figures.read_p99_ms = figures.read_p99_ms.max(summary.p99_ms);
+                            }
+                            IoClass::DbWrite => figures.transactional_iops += summary.ops_per_sec,
+                            IoClass::LogWrite => {
+                                figures.log_avg_ms = figures.log_avg_ms.max(summary.avg_latency_ms);
+                                figures.log_p99_ms = figures.log_p99_ms.max(summary.p99_ms);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                let over = |class: IoClass, avg_limit: f64, max_limit: f64| {
+                    live_sums.iter().any(|((_, c), (sum, count))| {
+                        *c == class && *count > 0 && sum / *count as f64 > avg_limit
+                    }) || interval_max
+                        .iter()
+                        .any(|((_, c), max)| *c == class && *max > max_limit)
+                };
+                let stalls_average =
+                    stalls_per_sec.iter().sum::<f64>() / stalls_per_sec.len().max(1) as f64;
+                figures.passing = !over(
+                    IoClass::DbRead,
+                    limits.db_read_avg_ms,
+                    limits.db_read_max_ms,
+                ) && !over(
+                    IoClass::LogWrite,
+                    limits.log_write_avg_ms,
+                    limits.log_write_max_ms,
+                ) && stalls_average <= limits.page_fault_stalls_per_sec;
+                live.sample(&figures);
+            }
+            next_sample += interval;
+        }
+        if elapsed >= duration {
+            break;
+        }
+        control(attached, per_instance_target);
+        let until_next = next_sample.saturating_duration_since(Instant::now());
+        std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
+    }
+    let window_span = window_started.elapsed();
+    let device_view = devices.finish();
+    let window = window_span.as_secs_f64();
+    let window_end = window_start + window_span;
+    let cpu_seconds = jetproof_io::sample::process_cpu_time()
+        .saturating_sub(cpu_started)
+        .as_secs_f64();
+    log.line(format!("Measured window: {window:.1} s."));
+
+    let mut instances = Vec::new();
+    let mut achieved = 0.0;
+    let mut reasons = Vec::new();
+    let mut all_tx = 0u64;
+    let mut transactional_ios = 0u64;
+    for (index, (a, base)) in attached.iter().zip(&base).enumerate() {
+        let delta = a.stats.snapshot().delta_since(base);
+        let mut io = snapshot_results(&delta, window);
+        for (key, result) in io.iter_mut() {
+            let class = IoClass::ALL.iter().find(|c| c.key() == key);
+            if let Some(class) = class {
+                result.max_interval_avg_ms = interval_max.get(&(index, *class)).copied();
+            }
+        }
+        let transactional: f64 = ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| io.get(*k))
+            .map(|c| c.ops_per_sec)
+            .sum();
+        achieved += transactional;
+        transactional_ios += ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| io.get(*k))
+            .map(|c| c.count)
+            .sum::<u64>();
+        let tx = a.load.counters.transactions() - base_tx[index];
+        all_tx += tx;
+        let cache = a.database.database().cache_stats();
+        let cache_base = &base_cache[index];
+        let stalls = cache
+            .page_fault_stalls
+            .saturating_sub(cache_base.page_fault_stalls);
+        let final_size = DatabaseSize::of(&a.database);
+        // How much the file grew per transactional I/O of the window (issue 23): the reference
+        // reports give 241-446 bytes under Jetstress's mix (`docs/faithfulness.md`).
+        let transactional_ios: u64 = ["db_read", "db_write"]
+            .iter()
+            .filter_map(|k| io.get(*k))
+            .map(|c| c.count)
+            .sum();
+        let grown = final_size
+            .file_bytes
+            .saturating_sub(a.initial_size.file_bytes);
+        let error = a.error.get();
+        if let Some(error) = &error {
+            reasons.push(format!("{}: stopped by a storage error: {error}", a.name));
+        }
+        let figures = WorkloadInstance {
+            transactions: tx,
+            transactions_per_sec: tx as f64 / window,
+            achieved_iops: transactional,
+            sessions,
+            database_page_fault_stalls: stalls,
+            database_page_fault_stalls_per_sec: stalls as f64 / window.max(1e-9),
+            cache_hits: cache.hits.saturating_sub(cache_base.hits),
+            cache_misses: cache.misses.saturating_sub(cache_base.misses),
+            db_size_initial_bytes: a.initial_size.file_bytes,
+            db_size_final_bytes: final_size.file_bytes,
+            db_used_initial_bytes: a.initial_size.used_bytes,
+            db_used_final_bytes: final_size.used_bytes,
+            db_growth_bytes_per_transactional_io: (transactional_ios > 0)
+                .then(|| grown as f64 / transactional_ios as f64),
+            paced_transactions_per_sec: a.load.pacer.rate(),
+            error,
+            ..WorkloadInstance::default()
+        };
+        instances.push(InstanceResult {
+            name: a.name.clone(),
+            database_path: job
+                .instances()
+                .get(index)
+                .map(|i| i.database_path.clone())
+                .unwrap_or_default(),
+            log_path: job
+                .instances()
+                .get(index)
+                .map(|i| i.log_path.clone())
+                .unwrap_or_default(),
+            io,
+            figures: InstanceFigures::Workload(Box::new(figures)),
+        });
+    }
+    let mut totals = WorkloadTotals {
+        measured_seconds: window,
+        transactions: all_tx,
+        process_cpu_seconds: cpu_seconds,
+        devices: device_view,
+        ..WorkloadTotals::default()
+    };
+    if transactional_ios > 0 {
+        let per_io = cpu_seconds * 1e6 / transactional_ios as f64;
+        totals.cpu_us_per_transactional_io = Some(per_io);
+        log.line(format!(
+            "Process CPU over the measured window: {cpu_seconds:.2} s, {per_io:.1} µs per transactional I/O ({transactional_ios} database reads and writes)."
+        ));
+    }
+    let stat = |values: &[f64]| {
+        (!values.is_empty()).then(|| Stat {
+            average: values.iter().sum::<f64>() / values.len() as f64,
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    };
+    let host_counters = match (stat(&cpu), stat(&memory)) {
+        (Some(cpu_percent), Some(available_memory_mb)) => Some(HostCounters {
+            cpu_percent,
+            available_memory_mb,
+            database_page_fault_stalls_per_sec: stat(&stalls_per_sec),
+        }),
+        _ => None,
+    };
+    Ok(Measured {
+        instances,
+        achieved_iops: achieved,
+        host_counters,
+        totals,
+        reasons,
+        interrupted,
+        window_start,
+        window_end,
+    })
+}
+
+/// Re-estimates each instance's transactional I/Os per transaction ([`PaceEstimator`]) and sets
+/// its pacer to the transaction rate that meets the instance's share of the target. The history
+/// is carried from phase to phase (warm-up, auto-tune trials, measured window); an instance that
+/// has not yet done enough transactions for an estimate keeps its rate (a low target must still
+/// be corrected, only more slowly).
+pub(super) fn control(attached: &[Attached], per_instance_target: Option<f64>) {
+    let Some(target) = per_instance_target else {
+        return;
+    };
+    for a in attached {
+        let ios = a.stats.class(IoClass::DbRead).count() + a.stats.class(IoClass::DbWrite).count();
+        let transactions = a.load.counters.transactions();
+        let Some(per_tx) = a
+            .pace_estimator()
+            .observe(Instant::now(), transactions, ios)
+        else {
+            continue;
+        };
+        a.set_ios_per_transaction(per_tx);
+        a.load.pacer.set_rate(Some(target * PACE_HEADROOM / per_tx));
+    }
+}

@@ -1,0 +1,577 @@
+//! The test-specific sections of `result.json` as Rust types: the totals of each test, the
+//! figures each test adds to an instance object, and what the procedure decided beside the job in
+//! `parameters` (`docs/results.md`, "Test-specific totals").
+//!
+//! They serialise to the keys and number types the document has always had (integers stay
+//! integers, rates stay floating point), so the JSON is unchanged; reading a document back picks
+//! the section types by its `test` (see [`crate::TestResult`]'s `Deserialize`). A key a section
+//! does not know is dropped on reading, as serde does; `tests::*round_trip*` and the fixtures in
+//! `tests/fixtures/` check that every key jetproof writes is known.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::checksum::{ChecksumTotals, FileChecksum, LogChecksum};
+use crate::verdict::Limits;
+
+/// `totals` of a result: one variant per kind of test, serialised as its bare object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Totals {
+    /// No totals (the key is left out).
+    #[default]
+    None,
+    Init(InitTotals),
+    /// Performance and stress.
+    Workload(WorkloadTotals),
+    Checksum(ChecksumTotals),
+    Backup(BackupTotals),
+    /// `jetproof recover` and the soft-recovery test.
+    Recovery(RecoveryTotals),
+}
+
+impl Serialize for Totals {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Totals::None => serializer.serialize_unit(),
+            Totals::Init(t) => sorted(t, serializer),
+            Totals::Workload(t) => sorted(t, serializer),
+            Totals::Checksum(t) => sorted(t, serializer),
+            Totals::Backup(t) => sorted(t, serializer),
+            Totals::Recovery(t) => sorted(t, serializer),
+        }
+    }
+}
+
+impl Serialize for InstanceFigures {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            InstanceFigures::None => serializer.serialize_unit(),
+            InstanceFigures::Workload(f) => sorted(f, serializer),
+            InstanceFigures::Checksum(f) => sorted(f, serializer),
+            InstanceFigures::Backup(f) => sorted(f, serializer),
+            InstanceFigures::Recovery(f) => sorted(f, serializer),
+        }
+    }
+}
+
+/// Serialises a section with its keys in sorted order, as `result.json` has always had them (they
+/// were maps before they were types), so that the document is the same byte for byte.
+fn sorted<T: Serialize, S: serde::Serializer>(
+    section: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error as _;
+    let value = serde_json::to_value(section).map_err(S::Error::custom)?;
+    debug_assert!(
+        value.as_object().is_none_or(|map| map.keys().is_sorted()),
+        "serde_json's map keeps keys sorted"
+    );
+    value.serialize(serializer)
+}
+
+impl Totals {
+    pub fn is_none(&self) -> bool {
+        matches!(self, Totals::None)
+    }
+
+    pub fn init(&self) -> Option<&InitTotals> {
+        match self {
+            Totals::Init(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn workload(&self) -> Option<&WorkloadTotals> {
+        match self {
+            Totals::Workload(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The checksum test's totals, or the stress test's checksum pass's.
+    pub fn checksum(&self) -> Option<&ChecksumTotals> {
+        match self {
+            Totals::Checksum(t) => Some(t),
+            Totals::Workload(t) => t.checksum.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn backup(&self) -> Option<&BackupTotals> {
+        match self {
+            Totals::Backup(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn recovery(&self) -> Option<&RecoveryTotals> {
+        match self {
+            Totals::Recovery(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// `init`'s totals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InitTotals {
+    /// An init that finished an interrupted one (copied its database): the records were counted
+    /// by the first, so `records_per_database` is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_per_database: Option<u64>,
+    pub database_bytes: u64,
+    pub fill_seconds: f64,
+    pub fill_mb_per_sec: f64,
+    pub duplicate_bytes: u64,
+    pub duplicate_seconds: f64,
+    pub duplicate_mb_per_sec: f64,
+    pub bytes_written: u64,
+    pub seconds: f64,
+    pub mb_per_sec: f64,
+}
+
+/// The performance and stress tests' totals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadTotals {
+    pub measured_seconds: f64,
+    pub transactions: u64,
+    /// User + system CPU of the whole process over the measured window.
+    pub process_cpu_seconds: f64,
+    /// `process_cpu_seconds` in µs ÷ the window's database reads and writes; absent when there
+    /// were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_transactional_io: Option<f64>,
+    /// The stress test's checksum pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<ChecksumTotals>,
+    /// The devices behind the databases and logs, as the kernel saw them (issue 21).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::devices::DeviceWindow>,
+}
+
+/// The backup test's totals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackupTotals {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_per_sec: f64,
+}
+
+/// Recovery's totals (`jetproof recover` and the soft-recovery test).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryTotals {
+    /// All replays, wall clock.
+    pub recovery_seconds: f64,
+    pub logs_replayed: u64,
+    /// The soft-recovery test's log generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_seconds: Option<f64>,
+}
+
+/// The test-specific figures of one instance, written beside its I/O classes in the instance
+/// object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum InstanceFigures {
+    /// None (init).
+    #[default]
+    None,
+    /// Performance and stress.
+    Workload(Box<WorkloadInstance>),
+    Checksum(Box<ChecksumInstance>),
+    Backup(Box<BackupInstance>),
+    /// `jetproof recover` and the soft-recovery test.
+    Recovery(Box<RecoveryInstance>),
+}
+
+impl InstanceFigures {
+    pub fn workload(&self) -> Option<&WorkloadInstance> {
+        match self {
+            InstanceFigures::Workload(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    pub fn workload_mut(&mut self) -> Option<&mut WorkloadInstance> {
+        match self {
+            InstanceFigures::Workload(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The checksum test's figures, or the stress test's checksum pass's.
+    pub fn checksum(&self) -> Option<&ChecksumInstance> {
+        match self {
+            InstanceFigures::Checksum(c) => Some(c),
+            InstanceFigures::Workload(w) => w.checksum.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn backup(&self) -> Option<&BackupInstance> {
+        match self {
+            InstanceFigures::Backup(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn recovery(&self) -> Option<&RecoveryInstance> {
+        match self {
+            InstanceFigures::Recovery(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// A storage error stopped the instance (workload), its replay or its log generation
+    /// (recovery).
+    pub fn storage_error(&self) -> Option<&str> {
+        match self {
+            InstanceFigures::Workload(w) => w.error.as_deref(),
+            InstanceFigures::Recovery(r) => r.error.as_deref().or(r.generation_error.as_deref()),
+            _ => None,
+        }
+    }
+}
+
+/// One instance of a performance or stress test.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInstance {
+    pub transactions: u64,
+    pub transactions_per_sec: f64,
+    pub achieved_iops: f64,
+    pub sessions: u32,
+    pub database_page_fault_stalls: u64,
+    pub database_page_fault_stalls_per_sec: f64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub db_size_initial_bytes: u64,
+    pub db_size_final_bytes: u64,
+    pub db_used_initial_bytes: u64,
+    pub db_used_final_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_growth_bytes_per_transactional_io: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_transactions_per_sec: Option<f64>,
+    /// A storage error that stopped the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_maintenance: Option<BackgroundMaintenance>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_replication: Option<LogReplication>,
+    /// Pages read with one flipped bit and corrected in memory, from the attach on (absent from
+    /// a run stopped before the measured window ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages_corrected: Option<u64>,
+    /// The first of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected_pages: Option<Vec<CorrectedPage>>,
+    /// Damage found in the file before the attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_problems: Option<Vec<String>>,
+    /// The stress test's checksum pass over this instance.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<ChecksumInstance>,
+}
+
+/// Background database maintenance's figures of one instance.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackgroundMaintenance {
+    pub passes: u64,
+    pub pages_verified: u64,
+    pub pages_rechecked_good: u64,
+    pub damaged_pages: Vec<MaintenanceDamagedPage>,
+}
+
+/// What background database maintenance found a damaged page to be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum MaintenanceDamage {
+    /// Damaged beyond correction.
+    Bad,
+    /// One flipped bit (ESE would correct it in memory; the storage still returned it wrong).
+    Correctable { bit: usize },
+    /// A sound page that belongs at another position (a misdirected write).
+    WrongPageNumber { found: u32 },
+    /// A sound page older than its last completed write (the flush map's count): a lost write.
+    LostWrite { expected: u16, found: u16 },
+}
+
+impl std::fmt::Display for MaintenanceDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaintenanceDamage::Bad => write!(f, "bad page (checksum mismatch)"),
+            MaintenanceDamage::Correctable { bit } => {
+                write!(f, "correctable page (one flipped bit, bit {bit})")
+            }
+            MaintenanceDamage::WrongPageNumber { found } => {
+                write!(f, "wrong page-number page (it says it is page {found})")
+            }
+            MaintenanceDamage::LostWrite { expected, found } => write!(
+                f,
+                "lost write (it carries write count {found}; its last completed write was count {expected})"
+            ),
+        }
+    }
+}
+
+/// One page background database maintenance found damaged, with where it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceDamagedPage {
+    pub file: PathBuf,
+    pub page: u64,
+    #[serde(flatten)]
+    pub damage: MaintenanceDamage,
+}
+
+impl std::fmt::Display for MaintenanceDamagedPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} page {}: {}",
+            self.file.display(),
+            self.page,
+            self.damage
+        )
+    }
+}
+
+/// Log replication's figures of one instance (copies > 1).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogReplication {
+    pub copies: u32,
+    pub generations_read: u64,
+    pub bytes_read: u64,
+    pub frames_verified: u64,
+}
+
+/// A page read with one flipped bit, corrected.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorrectedPage {
+    pub page: u32,
+    pub bit: u64,
+}
+
+/// One instance of the checksum test (or the stress test's checksum pass): its database file's
+/// figures and its log files'.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChecksumInstance {
+    #[serde(flatten)]
+    pub file: FileChecksum,
+    pub log_files: LogChecksum,
+}
+
+/// One instance of the backup test.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackupInstance {
+    pub backup: DatabaseBackup,
+}
+
+/// What the backup of one database found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DatabaseBackup {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_per_sec: f64,
+    pub pages_seen: u64,
+    /// Pages whose checksum failed (not correctable), by page number.
+    pub bad_pages: Vec<u64>,
+    /// Pages with a single flipped bit (the copy holds them as on disk, flipped bit included:
+    /// a backup never repairs).
+    pub correctable_pages: Vec<u64>,
+    pub wrong_number_pages: Vec<u64>,
+    /// Pages whose checksum is good but which are older than their last acknowledged write
+    /// (the flush map's count): lost writes, copied as they are and reported.
+    pub lost_write_pages: Vec<u64>,
+    /// Pages newer than the flush map says they were written (the database was shut down
+    /// cleanly, so the map holds every write): written behind jetproof's back.
+    pub newer_than_flush_map_pages: Vec<u64>,
+    pub copy_path: Option<PathBuf>,
+}
+
+/// One instance of a recovery (`jetproof recover`, the soft-recovery test).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryInstance {
+    /// Soft recovery: log files generated before the replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_generated: Option<u64>,
+    /// Soft recovery: a storage error stopped the log generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_error: Option<String>,
+    /// What the replay did (absent when it failed).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayFigures>,
+    /// Why the replay failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The log provably lost records (`docs/log.md`): where it ends and the pages past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_log: Option<LostLog>,
+}
+
+/// The figures of one replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplayFigures {
+    pub logs_replayed: u64,
+    pub seconds: f64,
+    pub seconds_per_log: f64,
+    pub records_applied: u64,
+    pub records_skipped: u64,
+    pub pages_written: u64,
+    pub pages_read: u64,
+    pub pages_read_ahead: u64,
+    pub read_ahead_waits: u64,
+    pub uncommitted_transactions: u64,
+    pub transactions_rolled_back: u64,
+    pub undo_entries: u64,
+    pub records_purged: u64,
+    pub torn_tail: bool,
+    /// Pages the replay read with one flipped bit, corrected and written back.
+    pub pages_corrected: Vec<CorrectedPage>,
+    /// CPU time of the replaying thread.
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` ÷ `seconds`.
+    pub cpu_share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_record: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_record_replayed: Option<f64>,
+}
+
+/// Where a log that lost records ends, and the pages on disk with changes past that end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LostLog {
+    pub log_file: PathBuf,
+    pub log_end: crate::checksum::Position,
+    /// The first 20 of them.
+    pub pages: Vec<u32>,
+    pub page_count: u64,
+}
+
+/// `parameters`: the job as run (its TOML as JSON, kept as it is: the job's own crate owns its
+/// shape) and what the procedure decided beside it. Serialised as one object, keys sorted.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct Parameters {
+    /// Performance and stress: the sessions each instance ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions_per_instance: Option<u32>,
+    /// Performance and stress: the thresholds the verdict was judged on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// Performance and stress: whether the log's I/O is measured (always, since the engine
+    /// writes its log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_integrated: Option<bool>,
+    /// Performance and stress with auto-tune.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autotune: Option<Autotune>,
+    /// The checksum test's reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<ChecksumParameters>,
+    /// The soft-recovery test's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_recovery: Option<SoftRecoveryParameters>,
+    /// `jetproof recover`'s settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover: Option<RecoverParameters>,
+    /// The job as run.
+    #[serde(flatten)]
+    pub job: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `Parameters` as serialised by derive: the decided keys, then the job's.
+#[derive(Serialize)]
+struct ParametersOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sessions_per_instance: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limits: Option<&'a Limits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_integrated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    autotune: Option<&'a Autotune>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checksum: Option<&'a ChecksumParameters>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    soft_recovery: Option<&'a SoftRecoveryParameters>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recover: Option<&'a RecoverParameters>,
+    #[serde(flatten)]
+    job: &'a serde_json::Map<String, serde_json::Value>,
+}
+
+impl Serialize for Parameters {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        sorted(
+            &ParametersOut {
+                sessions_per_instance: self.sessions_per_instance,
+                limits: self.limits.as_ref(),
+                log_integrated: self.log_integrated,
+                autotune: self.autotune.as_ref(),
+                checksum: self.checksum.as_ref(),
+                soft_recovery: self.soft_recovery.as_ref(),
+                recover: self.recover.as_ref(),
+                job: &self.job,
+            },
+            serializer,
+        )
+    }
+}
+
+impl Parameters {
+    /// The job (anything that serialises to a JSON object) with nothing decided yet.
+    pub fn of_job<J: Serialize>(job: &J) -> Parameters {
+        let job = match serde_json::to_value(job) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        Parameters {
+            job,
+            ..Parameters::default()
+        }
+    }
+
+    /// A table of the job (`workload`, `cache`, `storage`, …), when the job has it.
+    pub fn job_table(&self, key: &str) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.job.get(key)?.as_object()
+    }
+}
+
+/// What auto-tune did (`docs/workload.md`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Autotune {
+    /// `chosen`, `unreachable` or `stopped`.
+    pub outcome: String,
+    pub chosen_sessions: Option<u32>,
+    pub sessions_used: u32,
+    pub why: Option<String>,
+    pub target_iops: Option<f64>,
+    pub margin: f64,
+    pub trial_settle_s: f64,
+    pub trial_measure_s: f64,
+    /// Every trial, as the auto-tuner recorded it.
+    pub trials: Vec<serde_json::Value>,
+}
+
+/// The checksum test's reads.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChecksumParameters {
+    pub read_size_bytes: u64,
+    pub direct_io: bool,
+}
+
+/// The soft-recovery test's settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoftRecoveryParameters {
+    pub log_files: u64,
+    pub sessions: u32,
+    pub recovery: String,
+}
+
+/// `jetproof recover`'s settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoverParameters {
+    pub recovery: String,
+}

@@ -1,0 +1,133 @@
+//! Every kind of `result.json` reads back into the typed [`TestResult`] and serialises to the same
+//! document, byte for byte: the typed sections (`jetproof_results::sections`) know every key
+//! jetproof writes, with its number type.
+//!
+//! The fixtures in `tests/fixtures/` were written by the `jetproof` binary itself (schema version
+//! 5, before the sections were typed): `init`, `run --test performance` (auto-tune, log
+//! replication, one database), `run --test stress` (with its checksum pass), `checksum`,
+//! `run --test backup` and `run --test soft-recovery`. The CLI tests check the same round trip on
+//! every result they read (`crates/cli/tests/common`), damaged and failed runs included.
+
+use std::path::Path;
+
+use jetproof_results::{TestKind, TestResult};
+
+fn round_trip(name: &str, kind: TestKind) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    let result: TestResult = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(result.test, kind);
+    let again = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
+    if again != text {
+        let first = text
+            .lines()
+            .zip(again.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        panic!(
+            "{name}: line {} differs:\n  written: {:?}\n  again:   {:?}",
+            first + 1,
+            text.lines().nth(first),
+            again.lines().nth(first)
+        );
+    }
+}
+
+#[test]
+fn init_result_round_trips() {
+    round_trip("init", TestKind::Init);
+}
+
+#[test]
+fn performance_result_round_trips() {
+    round_trip("performance", TestKind::Performance);
+}
+
+#[test]
+fn stress_result_round_trips() {
+    round_trip("stress", TestKind::Stress);
+}
+
+#[test]
+fn checksum_result_round_trips() {
+    round_trip("checksum", TestKind::Checksum);
+}
+
+#[test]
+fn backup_result_round_trips() {
+    round_trip("backup", TestKind::Backup);
+}
+
+#[test]
+fn soft_recovery_result_round_trips() {
+    round_trip("soft-recovery", TestKind::Recovery);
+}
+
+/// The typed sections are what the readers use: spot checks that the fixtures' figures land in
+/// them (a section that read nothing would still round-trip an empty object).
+#[test]
+fn the_sections_carry_the_figures() {
+    let read = |name: &str| -> TestResult {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(format!("{name}.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("reads")
+    };
+    let perf = read("performance");
+    let totals = perf.totals.workload().expect("workload totals");
+    assert!(totals.transactions > 0 && totals.measured_seconds > 0.0);
+    let figures = perf.instances[0]
+        .figures
+        .workload()
+        .expect("workload figures");
+    assert!(figures.transactions > 0);
+    assert!(figures.log_replication.is_some());
+    assert!(perf.parameters.autotune.is_some());
+    assert!(perf.parameters.limits.is_some());
+    assert!(perf.parameters.job_table("workload").is_some());
+
+    let stress = read("stress");
+    assert!(stress.totals.checksum().expect("checksum pass").pages_seen > 0);
+    assert!(stress.instances[0].figures.checksum().is_some());
+
+    let checksum = read("checksum");
+    let c = checksum.instances[0]
+        .figures
+        .checksum()
+        .expect("checksum figures");
+    assert!(c.file.pages_seen > 0 && c.file.instance.is_empty());
+    assert!(c.log_files.present);
+
+    let backup = read("backup");
+    assert!(backup.totals.backup().expect("backup totals").bytes > 0);
+    assert!(
+        backup.instances[0]
+            .figures
+            .backup()
+            .expect("backup")
+            .backup
+            .pages_seen
+            > 0
+    );
+
+    let soft = read("soft-recovery");
+    let r = soft.instances[0]
+        .figures
+        .recovery()
+        .expect("recovery figures");
+    assert!(r.logs_generated.is_some());
+    assert!(r.replay.as_ref().expect("replayed").logs_replayed > 0);
+    assert!(
+        soft.totals
+            .recovery()
+            .expect("totals")
+            .generation_seconds
+            .is_some()
+    );
+    assert!(soft.parameters.soft_recovery.is_some());
+
+    let init = read("init");
+    assert!(init.totals.init().expect("init totals").bytes_written > 0);
+}
