@@ -92,6 +92,7 @@ JOB
 }
 
 rows=()
+spaces=""
 anatomies=""
 for round in $(seq 1 "$rounds"); do
   for variant in "${variants[@]}"; do
@@ -124,6 +125,18 @@ for i in r["instances"]:
         ext.get("avg_bytes", 0) / 1024, "—" if growth is None else "%.0f" % growth))
 PY
 )
+    # The space accounting of each database from attach (result.json's `db_space`,
+    # docs/results.md): where split pages came from, merges, growth, free space at the end.
+    spaces+=$(python3 - "$dir/results" "$round" "$label" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/result.json"))
+for i in r["instances"]:
+    s = i.get("db_space")
+    if s:
+        print("| %s | %s | %s | %s |" % (sys.argv[2], sys.argv[3], i["name"],
+              ", ".join("%s %s" % (k, v) for k, v in s.items())))
+PY
+)$'\n'
     if [[ -n $anatomy ]]; then
       for logs in "$dir"/data/*/logs; do
         anatomies+=$'\n'"### Round $round, $label, $(basename "$(dirname "$logs")")"$'\n\n'
@@ -170,6 +183,12 @@ PY
   echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
   echo "$seed_ranges"
   printf '%s\n' "${rows[@]}"
+  echo
+  echo "## Space accounting per instance (result.json \`db_space\`, from attach)"
+  echo
+  echo "| round | variant | instance | db_space |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s' "$spaces"
   if [[ -n $anatomies ]]; then
     echo
     echo "## What the log carries (log_anatomy)"

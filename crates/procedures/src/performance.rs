@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use jetproof_engine::{CacheStats, DbHeader, DbState, EngineError};
+use jetproof_engine::{CacheStats, DbHeader, DbState, EngineError, SpaceStats};
 use jetproof_instance::{Instance as LoggedInstance, InstanceError};
 use jetproof_io::meter::{InstanceSnapshot, InstanceStats, MeteredFile};
 use jetproof_io::sample::Sampler;
@@ -239,6 +239,8 @@ struct Attached {
     pace: std::sync::Mutex<PaceEstimator>,
     /// The database's size when the test attached it (Jetstress's "Initial Database Size").
     initial_size: DatabaseSize,
+    /// The space counters then (`db_space` counts from attach, as the growth does).
+    initial_space: SpaceStats,
 }
 
 /// A database's size: the file's length and the bytes of its pages in use (the file grows by
@@ -247,6 +249,70 @@ struct Attached {
 struct DatabaseSize {
     file_bytes: u64,
     used_bytes: u64,
+}
+
+/// The space accounting of one database from attach, as the growth figures (issue 23; `docs/results.md`,
+/// `db_space`): where the pages it took came from, the pages merges gave back, the file's
+/// growth, the leaf splits by kind, and how its free pages lie at the end. None when the
+/// space maps cannot be read (the instance's error says why).
+fn db_space(database: &LoggedInstance, base: &SpaceStats) -> Option<serde_json::Value> {
+    let db = database.database();
+    let now = db.space_stats();
+    let census = db.space_census().ok()?;
+    let page = db.page_size() as u64;
+    let d = |now: u64, base: u64| serde_json::Value::from(now.saturating_sub(base));
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: serde_json::Value| {
+        m.insert(k.into(), v);
+    };
+    put(
+        "pages_from_own_extent",
+        d(now.pages_from_own_extent, base.pages_from_own_extent),
+    );
+    put(
+        "pages_from_neighbour_extent",
+        d(
+            now.pages_from_neighbour_extent,
+            base.pages_from_neighbour_extent,
+        ),
+    );
+    put(
+        "pages_from_free_extent",
+        d(now.pages_from_free_extent, base.pages_from_free_extent),
+    );
+    put(
+        "pages_from_anywhere",
+        d(now.pages_from_anywhere, base.pages_from_anywhere),
+    );
+    put("pages_freed", d(now.pages_freed, base.pages_freed));
+    put("extensions", d(now.extensions, base.extensions));
+    put(
+        "extension_bytes",
+        d(now.extension_pages * page, base.extension_pages * page),
+    );
+    put(
+        "leaf_splits_append",
+        d(now.leaf_splits_append, base.leaf_splits_append),
+    );
+    put(
+        "leaf_splits_hotpoint",
+        d(now.leaf_splits_hotpoint, base.leaf_splits_hotpoint),
+    );
+    put(
+        "leaf_splits_even",
+        d(now.leaf_splits_even, base.leaf_splits_even),
+    );
+    put("merges", d(now.merges, base.merges));
+    put("final_used_bytes", (census.used_pages * page).into());
+    put(
+        "final_free_bytes_in_free_extents",
+        (census.free_pages_in_free_extents * page).into(),
+    );
+    put(
+        "final_free_bytes_in_used_extents",
+        (census.free_pages_in_used_extents * page).into(),
+    );
+    Some(serde_json::Value::Object(m))
 }
 
 impl DatabaseSize {
@@ -788,6 +854,7 @@ fn attach(
         }
     };
     let initial_size = DatabaseSize::of(&database);
+    let initial_space = database.database().space_stats();
     Ok(Attached {
         name: instance.name.clone(),
         database,
@@ -807,6 +874,7 @@ fn attach(
         ios_per_transaction: Default::default(),
         pace: Default::default(),
         initial_size,
+        initial_space,
     })
 }
 
@@ -1647,6 +1715,9 @@ fn measure(
                 (grown as f64 / transactional_ios as f64).into(),
             );
         }
+        if let Some(space) = db_space(&a.database, &a.initial_space) {
+            extra.insert("db_space".into(), space);
+        }
         if let Some(rate) = a.load.pacer.rate() {
             extra.insert("paced_transactions_per_sec".into(), rate.into());
         }
@@ -2092,6 +2163,20 @@ mod tests {
         assert!(
             (growth - grown as f64 / ios as f64).abs() < 1e-9,
             "{growth}"
+        );
+        // The space accounting: the file's growth in the window is the extensions' bytes, and
+        // the file at the end is its pages in use and free.
+        let space = &instance.extra["db_space"];
+        let num = |k: &str| space[k].as_u64().unwrap_or_else(|| panic!("{k}: {space}"));
+        assert_eq!(num("extension_bytes"), grown, "{space}");
+        assert_eq!(
+            num("final_used_bytes")
+                + num("final_free_bytes_in_free_extents")
+                + num("final_free_bytes_in_used_extents"),
+            instance.extra["db_size_final_bytes"]
+                .as_u64()
+                .expect("final"),
+            "{space}"
         );
         let found = &instance.extra["background_maintenance"]["damaged_pages"];
         let last_page = size / 8192 - 1;
