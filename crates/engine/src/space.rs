@@ -449,6 +449,9 @@ impl Space {
             if found.is_none() {
                 counter = &self.counters.anywhere;
                 found = self.find_free(cache, &state)?;
+                if let Some(page) = found {
+                    state.hint = page + 1;
+                }
             }
             if found.is_none() {
                 counter = &self.counters.free_extent;
