@@ -92,6 +92,7 @@ JOB
 }
 
 rows=()
+spaces=""
 anatomies=""
 for round in $(seq 1 "$rounds"); do
   for variant in "${variants[@]}"; do
@@ -116,14 +117,30 @@ for i in r["instances"]:
     t = max(i.get("transactions", 0), 1)
     hits, misses = i.get("cache_hits", 0), i.get("cache_misses", 0)
     growth = i.get("db_growth_bytes_per_transactional_io")
-    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.1f%% | %d x %.0f KiB | %s |" % (
+    # The pages in use grow by what splits take less what merges free: the rate the file grows
+    # at once the free pages a fresh database holds are used up (docs/faithfulness.md).
+    ios = rd.get("count", 0) + wr.get("count", 0)
+    used = (i.get("db_used_final_bytes", 0) - i.get("db_used_initial_bytes", 0)) / max(ios, 1)
+    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.1f%% | %d x %.0f KiB | %s | %.0f |" % (
         i["name"], r["achieved_iops"], rd.get("count", 0) / w, wr.get("avg_bytes", 0),
         lw.get("count", 0) / w, lw.get("avg_bytes", 0),
         (rd.get("count", 0) + wr.get("count", 0)) / t, lw.get("count", 0) / t,
         100.0 * hits / max(hits + misses, 1), ext.get("count", 0),
-        ext.get("avg_bytes", 0) / 1024, "—" if growth is None else "%.0f" % growth))
+        ext.get("avg_bytes", 0) / 1024, "—" if growth is None else "%.0f" % growth, used))
 PY
 )
+    # The space accounting of each database from attach (result.json's `db_space`,
+    # docs/results.md): where split pages came from, merges, growth, free space at the end.
+    spaces+=$(python3 - "$dir/results" "$round" "$label" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/result.json"))
+for i in r["instances"]:
+    s = i.get("db_space")
+    if s:
+        print("| %s | %s | %s | %s |" % (sys.argv[2], sys.argv[3], i["name"],
+              ", ".join("%s %s" % (k, v) for k, v in s.items())))
+PY
+)$'\n'
     if [[ -n $anatomy ]]; then
       for logs in "$dir"/data/*/logs; do
         anatomies+=$'\n'"### Round $round, $label, $(basename "$(dirname "$logs")")"$'\n\n'
@@ -140,7 +157,7 @@ import json, sys
 try:
     reps = json.load(open(sys.argv[1]))["reports"]
 except OSError:
-    print("| seeds | (reference file not found) | | | | | | | | | | | |")
+    print("| seeds | (reference file not found) | | | | | | | | | | | | |")
     sys.exit()
 def rng(k):
     v = [x[k] for x in reps]
@@ -150,7 +167,7 @@ e, f = rng("log_writes_per_db_write"); g, h = rng("log_write_avg_bytes")
 # Growth per transactional I/O is not in the seeds' JSON: the reports' Initial and Final
 # Database Size over achieved IOPS x duration (Infortrend 2 h and 24 h, Hitachi 2 h and 24 h:
 # 241-446 bytes; issue 23, docs/faithfulness.md).
-print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — | — | — | — | 241 – 446 |" % (
+print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — | — | — | — | 241 – 446 | — |" % (
     len(reps), a, b, c, d, e, f, g, h))
 PY
 )
@@ -166,10 +183,16 @@ PY
   echo
   echo "## Shape figures per instance"
   echo
-  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db I/Os per transaction | log writes per transaction | cache hits | db extension writes (\`db_extend\`) | db growth per transactional I/O (bytes) |"
-  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
+  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db I/Os per transaction | log writes per transaction | cache hits | db extension writes (\`db_extend\`) | db growth per transactional I/O (bytes) | pages in use, growth per transactional I/O (bytes) |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"
   echo "$seed_ranges"
   printf '%s\n' "${rows[@]}"
+  echo
+  echo "## Space accounting per instance (result.json \`db_space\`, from attach)"
+  echo
+  echo "| round | variant | instance | db_space |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s' "$spaces"
   if [[ -n $anatomies ]]; then
     echo
     echo "## What the log carries (log_anatomy)"

@@ -30,7 +30,7 @@ use crate::error::{EngineError, Result};
 use crate::flushmap::{FlushMap, MapIdentity, MapLoad, MapState, flush_map_path};
 use crate::header::{DbHeader, DbState, FORMAT_VERSION, HEADER_PAGES, LogPosition};
 use crate::node;
-use crate::space::{self, OnGrow, Space};
+use crate::space::{self, OnGrow, Space, SpaceCensus, SpaceStats};
 
 /// The tree id stored in the pages of the record tree.
 pub(crate) const RECORD_TREE_ID: u32 = 1;
@@ -682,6 +682,17 @@ impl Database {
 
     pub fn used_pages(&self) -> u64 {
         self.space.used_pages()
+    }
+
+    /// Where the pages taken and given back since open came from and went (`docs/design.md`,
+    /// "Where new pages go").
+    pub fn space_stats(&self) -> SpaceStats {
+        self.space.stats()
+    }
+
+    /// How the file's free pages lie now (a walk of the space maps, which stay in memory).
+    pub fn space_census(&self) -> Result<SpaceCensus> {
+        self.space.census(&self.cache)
     }
 
     pub fn file_size_bytes(&self) -> u64 {

@@ -31,3 +31,4 @@ pub use db::{Database, DatabaseOptions, FillProgress, record_key};
 pub use error::EngineError;
 pub use flushmap::{FlushMap, MapIdentity, MapLoad, MapState, ReadCheck, flush_map_path};
 pub use header::{DbHeader, DbState, HeaderError, LogPosition};
+pub use space::{SpaceCensus, SpaceStats};

@@ -167,6 +167,73 @@ fn get_bit(map: &[u8], bit: u64) -> bool {
         .is_some_and(|byte| byte & (1u8 << (bit % 8)) != 0)
 }
 
+/// Where the pages a database took and gave back came from and went, since it was opened (the
+/// space accounting of issue 23, `docs/design.md`, "Where new pages go"): every allocation is
+/// counted under the first place that had a page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceStats {
+    /// Split pages taken from the split page's own owned extent.
+    pub pages_from_own_extent: u64,
+    /// Split pages taken from an owned extent that already holds a neighbour of the split page
+    /// (a page the split page's parent points to): the same key range's space.
+    pub pages_from_neighbour_extent: u64,
+    /// Split pages that started a wholly free owned extent (found free, or made by growth).
+    pub pages_from_free_extent: u64,
+    /// Pages taken by `allocate` (a root split, a fallback): the first free page anywhere.
+    pub pages_from_anywhere: u64,
+    /// Pages given back (by merges).
+    pub pages_freed: u64,
+    /// Times the file grew, and the pages it grew by.
+    pub extensions: u64,
+    pub extension_pages: u64,
+    /// Leaf splits by how the split point was chosen (ESE's append and hotpoint splits, and
+    /// the even split of everything else: an insert in the middle, or a replace that grew).
+    pub leaf_splits_append: u64,
+    pub leaf_splits_hotpoint: u64,
+    pub leaf_splits_even: u64,
+    /// Merges of an underfull node into a sibling (each frees a page).
+    pub merges: u64,
+}
+
+/// The free space of a database's file at one moment (a walk of the space maps).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceCensus {
+    pub page_count: u64,
+    pub used_pages: u64,
+    /// Free pages in owned extents wholly free (the space a split may start a new extent in).
+    pub free_pages_in_free_extents: u64,
+    /// Free pages in owned extents that also hold pages in use (a split page's own extent, or
+    /// pages left single by merges).
+    pub free_pages_in_used_extents: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    own: AtomicU64,
+    neighbour: AtomicU64,
+    free_extent: AtomicU64,
+    anywhere: AtomicU64,
+    freed: AtomicU64,
+    extensions: AtomicU64,
+    extension_pages: AtomicU64,
+    splits_append: AtomicU64,
+    splits_hotpoint: AtomicU64,
+    splits_even: AtomicU64,
+    merges: AtomicU64,
+}
+
+/// How a leaf split chose its split point, for [`SpaceStats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafSplit {
+    Append,
+    Hotpoint,
+    Even,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
 #[derive(Debug)]
 struct SpaceState {
     /// Where the search for a wholly free owned extent resumes (next fit).
@@ -187,6 +254,7 @@ pub struct Space {
     on_grow: OnGrow,
     stamp: Arc<AtomicU64>,
     log: parking_lot::RwLock<Arc<dyn ChangeLog>>,
+    counters: Counters,
 }
 
 /// Persists a new page count after growth (the database writes it into both header copies).
@@ -238,6 +306,7 @@ impl Space {
             on_grow,
             stamp,
             log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
+            counters: Counters::default(),
         })
     }
 
@@ -254,12 +323,77 @@ impl Space {
         self.state.lock().used
     }
 
+    /// The counters of [`SpaceStats`], since the database was opened.
+    pub fn stats(&self) -> SpaceStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        SpaceStats {
+            pages_from_own_extent: get(&c.own),
+            pages_from_neighbour_extent: get(&c.neighbour),
+            pages_from_free_extent: get(&c.free_extent),
+            pages_from_anywhere: get(&c.anywhere),
+            pages_freed: get(&c.freed),
+            extensions: get(&c.extensions),
+            extension_pages: get(&c.extension_pages),
+            leaf_splits_append: get(&c.splits_append),
+            leaf_splits_hotpoint: get(&c.splits_hotpoint),
+            leaf_splits_even: get(&c.splits_even),
+            merges: get(&c.merges),
+        }
+    }
+
+    /// Counts a leaf split (the tree calls it).
+    pub fn note_leaf_split(&self, kind: LeafSplit) {
+        bump(match kind {
+            LeafSplit::Append => &self.counters.splits_append,
+            LeafSplit::Hotpoint => &self.counters.splits_hotpoint,
+            LeafSplit::Even => &self.counters.splits_even,
+        });
+    }
+
+    /// Counts a merge (the tree calls it).
+    pub fn note_merge(&self) {
+        bump(&self.counters.merges);
+    }
+
+    /// Walks the space maps: how the file's free pages lie ([`SpaceCensus`]).
+    pub fn census(&self, cache: &PageCache) -> Result<SpaceCensus> {
+        let state = self.state.lock();
+        let count = state.page_count;
+        let mut census = SpaceCensus {
+            page_count: count,
+            used_pages: state.used,
+            ..SpaceCensus::default()
+        };
+        let per_map = pages_per_map(self.page_size);
+        let mut extent = 0u64;
+        while extent < count {
+            let group_start = extent - extent % per_map;
+            let map = cache.read(map_page_for(extent, self.page_size) as u32)?;
+            let end = (group_start + per_map).min(count);
+            while extent < end {
+                let to = (extent + OWNED_EXTENT_PAGES).min(end);
+                let free = (extent..to)
+                    .filter(|&p| !get_bit(map.data(), p - group_start))
+                    .count() as u64;
+                if free == to - extent {
+                    census.free_pages_in_free_extents += free;
+                } else {
+                    census.free_pages_in_used_extents += free;
+                }
+                extent = to;
+            }
+        }
+        Ok(census)
+    }
+
     /// Allocates a free page, growing the file by an extent if none is free.
     pub fn allocate(&self, cache: &PageCache) -> Result<u32> {
         let mut state = self.state.lock();
         loop {
             if let Some(page) = self.find_free(cache, &state)? {
                 self.claim(cache, &mut state, page)?;
+                bump(&self.counters.anywhere);
                 state.hint = page + 1;
                 return Ok(page as u32);
             }
@@ -268,25 +402,65 @@ impl Space {
     }
 
     /// Allocates a page for a node split off `near` (the page being split), where ESE's split
-    /// would put it: ESE gives a split the first free page after the split page in the tree's
-    /// own space (`ErrSPGetPage` with the split page as hint, `space.cxx`), and since Exchange
-    /// 2010 each mailbox's data lives in tables of its own, so its pages come from its own
-    /// extents. Here: the first free page after `near` in `near`'s owned extent (the
-    /// [`OWNED_EXTENT_PAGES`]-aligned extent holding it, which `init` gives each mailbox's
-    /// pages); if there is none, the first page of a wholly free owned extent, whose rest is
-    /// then left to the new page's own later splits (growing the file when no extent is wholly
-    /// free); only if that fails, any free page ([`Space::allocate`]).
-    pub fn allocate_near(&self, cache: &PageCache, near: u32) -> Result<u32> {
+    /// would put it. ESE gives a split the first free page after the split page in the tree's
+    /// own space (`ErrSPGetPage` with the split page as hint, `space.cxx`): every page the tree
+    /// freed is in that space (its available-extent tree), and only when none is left does the
+    /// tree take a new extent from the database, which grows the file only when it has no free
+    /// extent either. Since Exchange 2010 each mailbox's data lives in tables of its own. Our
+    /// one tree keyed by mailbox stands in for that with owned extents
+    /// ([`OWNED_EXTENT_PAGES`]-aligned, which `init` gives each mailbox's pages) and with
+    /// `neighbours`, the pages beside `near` in its parent, nearest first (the same key range,
+    /// so the same mailbox but at its edges). In order:
+    /// 1. a free page in `near`'s owned extent (the first after `near`, else the first before);
+    /// 2. a free page in the owned extent of a neighbour (where an earlier split of the same
+    ///    key range started an extent, or a merge freed a page);
+    /// 3. the first page of a wholly free owned extent, whose rest is then left to the new
+    ///    page's own later splits;
+    /// 4. any free page ([`Space::allocate`]'s search): freed space is reused before the file
+    ///    grows;
+    /// 5. only then, growth of the file, and the first page of its first new extent.
+    ///
+    /// See `docs/design.md`, "Where new pages go".
+    pub fn allocate_near(&self, cache: &PageCache, near: u32, neighbours: &[u32]) -> Result<u32> {
         let near = u64::from(near);
         let mut state = self.state.lock();
         let mut found = self.find_free_in_extent(cache, &state, near)?;
+        let mut counter = &self.counters.own;
         if found.is_none() {
+            counter = &self.counters.neighbour;
+            let own = near / OWNED_EXTENT_PAGES;
+            let mut looked = Vec::with_capacity(neighbours.len());
+            for &page in neighbours {
+                let page = u64::from(page);
+                let extent = page / OWNED_EXTENT_PAGES;
+                if extent == own || looked.contains(&extent) {
+                    continue;
+                }
+                looked.push(extent);
+                found = self.find_free_in_extent(cache, &state, page)?;
+                if found.is_some() {
+                    break;
+                }
+            }
+        }
+        if found.is_none() {
+            counter = &self.counters.free_extent;
             found = self.find_free_extent(cache, &state)?;
             if found.is_none() {
+                counter = &self.counters.anywhere;
+                found = self.find_free(cache, &state)?;
+                if let Some(page) = found {
+                    state.hint = page + 1;
+                }
+            }
+            if found.is_none() {
+                counter = &self.counters.free_extent;
                 self.grow(cache, &mut state)?;
                 found = self.find_free_extent(cache, &state)?;
             }
-            if let Some(page) = found {
+            if std::ptr::eq(counter, &self.counters.free_extent)
+                && let Some(page) = found
+            {
                 state.extent_hint = page + OWNED_EXTENT_PAGES;
             }
         }
@@ -295,6 +469,7 @@ impl Space {
             return self.allocate(cache);
         };
         self.claim(cache, &mut state, page)?;
+        bump(counter);
         Ok(page as u32)
     }
 
@@ -313,22 +488,26 @@ impl Space {
         Ok(())
     }
 
-    /// The first free page after `near` in `near`'s owned extent.
+    /// A free page in `near`'s owned extent: the first after `near`, else the first before it
+    /// (a page a merge freed there).
     fn find_free_in_extent(
         &self,
         cache: &PageCache,
         state: &SpaceState,
         near: u64,
     ) -> Result<Option<u64>> {
-        let extent_end = (near / OWNED_EXTENT_PAGES + 1) * OWNED_EXTENT_PAGES;
-        let end = extent_end.min(state.page_count);
-        if near + 1 >= end {
+        let extent_start = near - near % OWNED_EXTENT_PAGES;
+        let end = (extent_start + OWNED_EXTENT_PAGES).min(state.page_count);
+        if extent_start >= end {
             return Ok(None);
         }
         let per_map = pages_per_map(self.page_size);
         let group_start = near - near % per_map;
         let map = cache.read(map_page_for(near, self.page_size) as u32)?;
-        Ok((near + 1..end).find(|&page| !get_bit(map.data(), page - group_start)))
+        let free = |page: &u64| !get_bit(map.data(), *page - group_start);
+        Ok((near + 1..end)
+            .find(free)
+            .or_else(|| (extent_start..near.min(end)).find(free)))
     }
 
     /// The first page of the first owned extent, at or after the extent hint (wrapping once),
@@ -379,6 +558,7 @@ impl Space {
     pub fn free(&self, cache: &PageCache, page: u32) -> Result<()> {
         let mut state = self.state.lock();
         self.mark(cache, u64::from(page), false)?;
+        bump(&self.counters.freed);
         state.used = state.used.saturating_sub(1);
         state.hint = state.hint.min(u64::from(page));
         Ok(())
@@ -454,6 +634,10 @@ impl Space {
         }
         state.page_count = new;
         state.hint = state.hint.min(old);
+        bump(&self.counters.extensions);
+        self.counters
+            .extension_pages
+            .fetch_add(new - old, Ordering::Relaxed);
         (self.on_grow.0)(new)
     }
 }

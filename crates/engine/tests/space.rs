@@ -113,11 +113,11 @@ fn cache_again(file: &Arc<dyn IoFile>) -> PageCache {
     cache(file)
 }
 
-/// A split's new page comes from the split page's own owned extent when it has a free page after
-/// the split page; otherwise from a wholly free extent (whose rest the new page's own splits then
-/// use), never from another page's partly used extent; the file grows when no extent is wholly
-/// free; map and header pages are never handed out. Owned extents fit map groups at every page
-/// size.
+/// A split's new page comes from the split page's own owned extent when it has a free page
+/// (after the split page first); otherwise from a neighbour's extent; otherwise from a wholly
+/// free extent (whose rest the new page's own splits then use); with none wholly free, from any
+/// free page; the file grows only when no page is free; map and header pages are never handed
+/// out. Owned extents fit map groups at every page size.
 #[test]
 fn a_split_page_comes_from_the_split_pages_own_extent() {
     for page_size in [4096usize, 8192, 16384, 32768] {
@@ -149,29 +149,47 @@ fn a_split_page_comes_from_the_split_pages_own_extent() {
         // 21..32: the free rest of the extent A grows into.
         assert!(!space.is_used(&cache, page).unwrap());
     }
-    // 31's extent (16..32) has no free page after 31, so B's split gets the first wholly free
-    // extent (32..48), and the later splits of that new page take 33, 34, 35.
-    assert_eq!(space.allocate_near(&cache, 31).unwrap(), 32);
+    // 15's extent (0..16) has no free page, so a split of 15 (B's first) gets the first wholly
+    // free extent (32..48), and the later splits of that new page take 33, 34, 35.
+    assert_eq!(space.allocate_near(&cache, 15, &[]).unwrap(), 32);
     let b: Vec<u32> = (0..3)
-        .map(|_| space.allocate_near(&cache, 32).unwrap())
+        .map(|_| space.allocate_near(&cache, 32, &[]).unwrap())
         .collect();
     assert_eq!(b, vec![33, 34, 35]);
     // A split of A's page 20 takes the free pages after it in its own extent, 21..32.
     let a: Vec<u32> = (0..11)
-        .map(|_| space.allocate_near(&cache, 20).unwrap())
+        .map(|_| space.allocate_near(&cache, 20, &[]).unwrap())
         .collect();
     assert_eq!(a, (21..32).collect::<Vec<u32>>());
     // A's extent is full now: its next split takes a wholly free extent (48..64), not the free
-    // pages after B's 35; the one after that finds none wholly free in 64 pages and grows.
-    assert_eq!(space.allocate_near(&cache, 20).unwrap(), 48);
+    // pages after B's 35.
+    assert_eq!(space.allocate_near(&cache, 20, &[]).unwrap(), 48);
+    // A later split of A's page 20 whose parent also points at 48 (the page the last split
+    // made, a neighbour) takes 49 from 48's extent rather than another extent.
+    assert_eq!(space.allocate_near(&cache, 20, &[5, 48]).unwrap(), 49);
+    // With no wholly free extent left, a split takes any free page (B's 36..48, then the rest
+    // of 48's extent) before the file grows; only then does it grow.
     let count = space.page_count();
     assert_eq!(count, 64);
-    let next = space.allocate_near(&cache, 20).unwrap();
+    let rest: Vec<u32> = (0..26)
+        .map(|_| space.allocate_near(&cache, 20, &[]).unwrap())
+        .collect();
+    assert_eq!(rest, (36..48).chain(50..64).collect::<Vec<u32>>());
+    assert_eq!(space.page_count(), count, "no growth while a page is free");
+    let next = space.allocate_near(&cache, 20, &[]).unwrap();
     assert!(space.page_count() > count, "grew");
     assert_eq!(next, 64);
-    // A freed page after the hint in its own extent comes back first.
+    // A page freed in the split page's own extent comes back first, after the split page or
+    // before it.
     space.free(&cache, 25).unwrap();
-    assert_eq!(space.allocate_near(&cache, 20).unwrap(), 25);
+    assert_eq!(space.allocate_near(&cache, 20, &[]).unwrap(), 25);
+    space.free(&cache, 17).unwrap();
+    assert_eq!(space.allocate_near(&cache, 20, &[]).unwrap(), 17);
+    let stats = space.stats();
+    assert_eq!(stats.pages_from_neighbour_extent, 1);
+    assert_eq!(stats.pages_from_anywhere, 18 + 26);
+    assert_eq!(stats.pages_freed, 2);
+    assert_eq!(stats.extensions, 1);
     for page in b.iter().chain(&a) {
         assert!(!is_map_page(u64::from(*page), PAGE));
         assert!(*page > 2);

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use jetproof_engine::CacheStats;
+use jetproof_engine::{CacheStats, SpaceStats};
 use jetproof_instance::Instance as LoggedInstance;
 use jetproof_io::meter::{InstanceSnapshot, InstanceStats, MeteredFile};
 use jetproof_io::sample::Sampler;
@@ -44,7 +44,7 @@ use jetproof_results::verdict::{Limits, reasons as judge};
 
 use crate::live::LiveSample;
 use jetproof_results::sections::{
-    Autotune, BackgroundMaintenance, ChecksumInstance, CorrectedPage, LogReplication,
+    Autotune, BackgroundMaintenance, ChecksumInstance, CorrectedPage, DbSpace, LogReplication,
     WorkloadInstance, WorkloadTotals,
 };
 use jetproof_results::{
@@ -146,6 +146,38 @@ struct Attached {
     pace: std::sync::Mutex<PaceEstimator>,
     /// The database's size when the test attached it (Jetstress's "Initial Database Size").
     initial_size: DatabaseSize,
+    /// The space counters then (`db_space` counts from attach, as the growth does).
+    initial_space: SpaceStats,
+}
+
+/// The space accounting of one database from attach, as the growth figures (issue 23;
+/// `docs/results.md`, `db_space`). None when the space maps cannot be read (the instance's
+/// error says why).
+fn db_space(database: &LoggedInstance, base: &SpaceStats) -> Option<DbSpace> {
+    let db = database.database();
+    let now = db.space_stats();
+    let census = db.space_census().ok()?;
+    let page = db.page_size() as u64;
+    let d = |now: u64, base: u64| now.saturating_sub(base);
+    Some(DbSpace {
+        pages_from_own_extent: d(now.pages_from_own_extent, base.pages_from_own_extent),
+        pages_from_neighbour_extent: d(
+            now.pages_from_neighbour_extent,
+            base.pages_from_neighbour_extent,
+        ),
+        pages_from_free_extent: d(now.pages_from_free_extent, base.pages_from_free_extent),
+        pages_from_anywhere: d(now.pages_from_anywhere, base.pages_from_anywhere),
+        pages_freed: d(now.pages_freed, base.pages_freed),
+        extensions: d(now.extensions, base.extensions),
+        extension_bytes: d(now.extension_pages * page, base.extension_pages * page),
+        leaf_splits_append: d(now.leaf_splits_append, base.leaf_splits_append),
+        leaf_splits_hotpoint: d(now.leaf_splits_hotpoint, base.leaf_splits_hotpoint),
+        leaf_splits_even: d(now.leaf_splits_even, base.leaf_splits_even),
+        merges: d(now.merges, base.merges),
+        final_used_bytes: census.used_pages * page,
+        final_free_bytes_in_free_extents: census.free_pages_in_free_extents * page,
+        final_free_bytes_in_used_extents: census.free_pages_in_used_extents * page,
+    })
 }
 
 /// A database's size: the file's length and the bytes of its pages in use (the file grows by
@@ -978,6 +1010,17 @@ mod tests {
         assert!(
             (growth - grown as f64 / ios as f64).abs() < 1e-9,
             "{growth}"
+        );
+        // The space accounting: the file's growth in the window is the extensions' bytes, and
+        // the file at the end is its pages in use and free.
+        let space = figures.db_space.as_ref().expect("db_space");
+        assert_eq!(space.extension_bytes, grown, "{space:?}");
+        assert_eq!(
+            space.final_used_bytes
+                + space.final_free_bytes_in_free_extents
+                + space.final_free_bytes_in_used_extents,
+            figures.db_size_final_bytes,
+            "{space:?}"
         );
         let found = serde_json::to_value(
             &figures

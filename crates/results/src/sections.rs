@@ -252,6 +252,10 @@ pub struct WorkloadInstance {
     pub db_used_final_bytes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_growth_bytes_per_transactional_io: Option<f64>,
+    /// The space accounting from attach (issue 23): where split pages came from, what merges
+    /// gave back, the file's growth, and how the free pages lie at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_space: Option<DbSpace>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paced_transactions_per_sec: Option<f64>,
     /// A storage error that stopped the instance.
@@ -274,6 +278,33 @@ pub struct WorkloadInstance {
     /// The stress test's checksum pass over this instance.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<ChecksumInstance>,
+}
+
+/// A database's space accounting over a workload test (`db_space`, `docs/results.md`): counts
+/// from the attach, sizes at the end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DbSpace {
+    /// Split pages from the split page's own extent, a neighbour's extent, a wholly free
+    /// extent, or any free page.
+    pub pages_from_own_extent: u64,
+    pub pages_from_neighbour_extent: u64,
+    pub pages_from_free_extent: u64,
+    pub pages_from_anywhere: u64,
+    /// Pages given back by merges.
+    pub pages_freed: u64,
+    /// Times the file grew, and by how many bytes.
+    pub extensions: u64,
+    pub extension_bytes: u64,
+    /// Leaf splits by kind.
+    pub leaf_splits_append: u64,
+    pub leaf_splits_hotpoint: u64,
+    pub leaf_splits_even: u64,
+    pub merges: u64,
+    /// At the end: bytes of pages in use, free bytes in wholly free extents and in extents
+    /// partly in use.
+    pub final_used_bytes: u64,
+    pub final_free_bytes_in_free_extents: u64,
+    pub final_free_bytes_in_used_extents: u64,
 }
 
 /// Background database maintenance's figures of one instance.

@@ -30,6 +30,7 @@ pub(super) fn attach(
         }
     };
     let initial_size = DatabaseSize::of(&database);
+    let initial_space = database.database().space_stats();
     Ok(Attached {
         name: instance.name.clone(),
         database,
@@ -49,6 +50,7 @@ pub(super) fn attach(
         ios_per_transaction: Default::default(),
         pace: Default::default(),
         initial_size,
+        initial_space,
     })
 }
 

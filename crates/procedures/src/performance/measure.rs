@@ -299,6 +299,7 @@ pub(super) fn measure(
             db_used_final_bytes: final_size.used_bytes,
             db_growth_bytes_per_transactional_io: (transactional_ios > 0)
                 .then(|| grown as f64 / transactional_ios as f64),
+            db_space: super::db_space(&a.database, &a.initial_space),
             paced_transactions_per_sec: a.load.pacer.rate(),
             error,
             ..WorkloadInstance::default()
