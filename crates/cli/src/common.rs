@@ -130,7 +130,7 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, CliError> {
     let selected =
         jetproof_procedures::options::select_backend(job).map_err(CliError::bad_input)?;
     if let Some(why) = &selected.fallback {
-        eprintln!("jetproof: storage.io_engine = \"auto\": {why}");
+        errln!("jetproof: storage.io_engine = \"auto\": {why}");
     }
     Ok(selected)
 }
@@ -164,7 +164,7 @@ pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
 pub fn warn_memory(job: &Job) {
     use jetproof_procedures::host::{HostMemory, memory_warning};
     if let Some(warning) = HostMemory::read().and_then(|memory| memory_warning(job, &memory)) {
-        eprintln!("jetproof: {warning}");
+        errln!("jetproof: {warning}");
     }
 }
 
@@ -209,4 +209,51 @@ impl ManyArgs {
         }
         Ok(())
     }
+}
+
+/// Set once standard output could not be written.
+static STDOUT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes to standard output (what `outln!` and `out!` expand to). A write that fails (a closed
+/// pipe, a terminal gone after SIGHUP, a full disk) never panics: the first failure is said on
+/// stderr, later output is dropped, and the command goes on: a test still writes its result
+/// files and exits with its verdict; `plan`, `job`, `completions` and `man`, whose product is
+/// what they print, exit 3.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    write_out_with(|out| out.write_fmt(args));
+}
+
+/// [`write_out`] for bytes.
+pub fn write_out_bytes(bytes: &[u8]) {
+    use std::io::Write as _;
+    write_out_with(|out| out.write_all(bytes));
+}
+
+fn write_out_with(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
+    use std::io::Write as _;
+    use std::sync::atomic::Ordering;
+    if STDOUT_FAILED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = write(&mut out).and_then(|()| out.flush())
+        && !STDOUT_FAILED.swap(true, Ordering::Relaxed)
+    {
+        write_err(format_args!(
+            "jetproof: cannot write to standard output ({e}); nothing more is printed there (result files are written as usual)\n"
+        ));
+    }
+}
+
+/// Whether a write to standard output failed.
+pub fn stdout_failed() -> bool {
+    STDOUT_FAILED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Writes to standard error (what `errln!` expands to); a failure is ignored, since there is
+/// nowhere left to say it.
+pub fn write_err(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().lock().write_fmt(args);
 }

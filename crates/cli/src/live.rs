@@ -46,7 +46,7 @@ impl LiveView for Live {
     fn sample(&self, sample: &LiveSample) {
         match self {
             Live::Quiet => {}
-            Live::Plain => eprintln!("jetproof: {}", sample.line()),
+            Live::Plain => errln!("jetproof: {}", sample.line()),
             Live::Terminal(bar) => bar.set_message(sample.short()),
         }
     }

@@ -4,6 +4,34 @@
 //! Exit codes (`README.md`): 0 pass, 1 the verdict is fail, 2 bad input (nothing was done),
 //! 3 a runtime error such as an I/O error, with the reason on stderr.
 
+/// `println!` that never panics: a standard output that cannot be written (a closed pipe, a
+/// terminal gone after SIGHUP, a full disk) is said once on stderr ([`common::write_out`]).
+macro_rules! outln {
+    () => {
+        $crate::common::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::common::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` that never panics ([`common::write_out`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::common::write_out(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that never panics: a standard error that cannot be written is ignored.
+macro_rules! errln {
+    () => {
+        $crate::common::write_err(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::common::write_err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod commands;
 mod common;
 mod live;
@@ -74,6 +102,11 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // Commands whose product is what they print: if it could not be printed, they failed.
+    let prints_its_product = matches!(
+        cli.command,
+        Command::Plan(_) | Command::Job(_) | Command::Completions { .. } | Command::Man { .. }
+    );
     let result = match cli.command {
         Command::Plan(args) => commands::plan::run(args),
         Command::Job(args) => commands::job::run(args),
@@ -94,21 +127,28 @@ fn main() {
         Ok(Outcome::Pass) => 0,
         Ok(Outcome::Fail) => 1,
         Err(CliError::BadInput(error)) => {
-            eprintln!("jetproof: {}", message(&error));
+            errln!("jetproof: {}", message(&error));
             2
         }
         Err(CliError::Runtime(error)) => {
-            eprintln!("jetproof: {}", message(&error));
+            errln!("jetproof: {}", message(&error));
             3
         }
+    };
+    let code = if code == 0 && prints_its_product && common::stdout_failed() {
+        3
+    } else {
+        code
     };
     std::process::exit(code);
 }
 
 /// Writes the completion script of `shell` for every command and flag to standard output.
 fn completions(shell: clap_complete::Shell) -> Result<Outcome, CliError> {
-    let mut out = std::io::stdout().lock();
-    clap_complete::generate(shell, &mut Cli::command(), "jetproof", &mut out);
+    // Into memory first: clap_complete panics when its writer fails.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "jetproof", &mut script);
+    common::write_out_bytes(&script);
     Ok(Outcome::Pass)
 }
 
@@ -131,9 +171,10 @@ fn man(command: Option<&str>) -> Result<Outcome, CliError> {
             clap_mangen::Man::new(sub.clone()).title(title)
         }
     };
-    let mut out = std::io::stdout().lock();
-    man.render(&mut out)
+    let mut page = Vec::new();
+    man.render(&mut page)
         .map_err(|e| CliError::Runtime(anyhow::anyhow!("write the manual page: {e}")))?;
+    common::write_out_bytes(&page);
     Ok(Outcome::Pass)
 }
 

@@ -35,7 +35,7 @@ pub fn stop_flag(message: &'static str) -> Arc<AtomicBool> {
             message: Mutex::new(message),
         };
         if let Err(error) = ctrlc::set_handler(on_signal) {
-            eprintln!(
+            errln!(
                 "jetproof: warning: cannot handle SIGINT, SIGTERM and SIGHUP ({error}); a signal will stop jetproof at once"
             );
         }
@@ -52,7 +52,7 @@ fn on_signal() {
         return;
     };
     if handler.stop.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        errln!(
             "jetproof: interrupted again: quitting now; databases that were open were not closed and need `jetproof recover`"
         );
         std::process::exit(130);
@@ -62,7 +62,7 @@ fn on_signal() {
         .lock()
         .map(|m| *m)
         .unwrap_or("interrupted: stopping");
-    eprintln!("jetproof: {message}");
+    errln!("jetproof: {message}");
 }
 
 /// The stop path of a test run (performance, stress, soft recovery, backup).

@@ -37,11 +37,13 @@ impl TestLog {
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
         let line = format!("{stamp} {}\n", text.as_ref());
         if self.echo {
-            eprint!("{line}");
+            // Never a panic when stderr is gone (a closed terminal): the file is the record.
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
         let mut file = self.file.lock();
         if let Err(e) = file.write_all(line.as_bytes()).and_then(|_| file.flush()) {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr().lock(),
                 "jetproof: cannot write the test log {}: {e}",
                 self.path.display()
             );

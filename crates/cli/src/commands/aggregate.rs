@@ -44,7 +44,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let out = OutDir::prepare(Some(&out_path), result.test).map_err(CliError::bad_input)?;
     let written = write(&out, &result).map_err(CliError::runtime)?;
     print_summary(&result);
-    println!("Result: {}", written.display());
+    outln!("Result: {}", written.display());
     Ok(match result.verdict {
         Verdict::Pass => Outcome::Pass,
         Verdict::Fail => Outcome::Fail,
@@ -90,7 +90,7 @@ fn write(out: &OutDir, result: &AggregateResult) -> anyhow::Result<PathBuf> {
 }
 
 fn print_summary(a: &AggregateResult) {
-    println!(
+    outln!(
         "Aggregate {} test: {} servers, shared window {} to {} ({:.1} s)",
         a.test.name(),
         a.hosts.len(),
@@ -99,7 +99,7 @@ fn print_summary(a: &AggregateResult) {
         a.window.seconds
     );
     if let Some(achieved) = a.achieved_iops {
-        println!(
+        outln!(
             "Achieved Transactional I/O per Second: {achieved:.1}{}",
             a.target_iops
                 .map(|t| format!(" (target {t:.1})"))
@@ -107,15 +107,19 @@ fn print_summary(a: &AggregateResult) {
         );
     }
     for (key, c) in &a.totals {
-        println!(
+        outln!(
             "  {key:<16} {:>12} I/Os {:>10.1}/s  avg {:.3} ms  p99 {:.3} ms  max {:.3} ms",
-            c.count, c.ops_per_sec, c.avg_latency_ms, c.p99_ms, c.max_ms
+            c.count,
+            c.ops_per_sec,
+            c.avg_latency_ms,
+            c.p99_ms,
+            c.max_ms
         );
     }
     for reason in &a.reasons {
-        println!("  FAIL: {reason}");
+        outln!("  FAIL: {reason}");
     }
-    println!(
+    outln!(
         "Overall Test Result: {}",
         match a.verdict {
             Verdict::Pass => "Pass",

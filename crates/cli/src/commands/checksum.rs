@@ -121,29 +121,29 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     )
     .map_err(checksum_error)?;
 
-    println!("Checksum Statistics - All");
+    outln!("Checksum Statistics - All");
     for row in &table {
-        println!("{row}");
+        outln!("{row}");
     }
     if !damage.is_empty() {
-        println!();
-        println!("Damage and state:");
+        outln!();
+        outln!("Damage and state:");
         for line in &damage {
-            println!("  {line}");
+            outln!("  {line}");
         }
     }
     for line in &trailing {
-        println!("  {line}");
+        outln!("  {line}");
     }
-    println!();
+    outln!();
     if run.interrupted {
-        println!("Results so far: {}", result_path.display());
+        outln!("Results so far: {}", result_path.display());
         return Err(CliError::runtime(anyhow::anyhow!(
             "interrupted before every page was checked; the figures above cover the pages checked"
         )));
     }
-    println!("Verdict: {verdict}");
-    println!("Results: {}", result_path.display());
+    outln!("Verdict: {verdict}");
+    outln!("Results: {}", result_path.display());
     Ok(if clean { Outcome::Pass } else { Outcome::Fail })
 }
 

@@ -88,7 +88,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     std::fs::write(&html, page)
         .with_context(|| format!("write {}", html.display()))
         .map_err(CliError::runtime)?;
-    print!("{markdown}");
-    println!("Comparison: {}", md.display());
+    out!("{markdown}");
+    outln!("Comparison: {}", md.display());
     Ok(Outcome::Pass)
 }

@@ -191,13 +191,13 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         std::fs::write(&path, text)
             .map_err(|e| CliError::runtime(anyhow!("write {}: {e}", path.display())))?;
     }
-    println!(
+    outln!(
         "{} and {}",
         out.join("esrp.md").display(),
         out.join("esrp.html").display()
     );
     for r in &document.requirements {
-        println!(
+        outln!(
             "  {} {}: {}",
             if r.met { "met    " } else { "NOT MET" },
             r.name,
@@ -205,10 +205,10 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         );
     }
     if document.complete {
-        println!("A complete ESRP test set.");
+        outln!("A complete ESRP test set.");
         Ok(Outcome::Pass)
     } else {
-        println!("Not a complete ESRP test set: the document says so on its first page.");
+        outln!("Not a complete ESRP test set: the document says so on its first page.");
         Ok(Outcome::Fail)
     }
 }

@@ -83,18 +83,18 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     let summary =
         jetproof_procedures::init::init(&job, &out, &log, &options).map_err(init_error)?;
     let totals = summary.result.totals.init().cloned().unwrap_or_default();
-    println!(
+    outln!(
         "Initialised {} database(s) of {} under {}",
         summary.result.instances.len(),
         job.db_size(),
         job.storage.data_dir.display()
     );
     if totals.resumed.is_some() {
-        println!(
+        outln!(
             "  resumed:     an interrupted init's leftovers removed; its complete databases kept"
         );
     } else {
-        println!(
+        outln!(
             "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
             totals.fill_mb_per_sec,
             totals.records_per_database.unwrap_or(0),
@@ -102,18 +102,19 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
         );
     }
     if summary.result.instances.len() > 1 {
-        println!(
+        outln!(
             "  duplicating: {:>8.1} MB/s  ({:.1} s)",
-            totals.duplicate_mb_per_sec, totals.duplicate_seconds
+            totals.duplicate_mb_per_sec,
+            totals.duplicate_seconds
         );
     }
-    println!(
+    outln!(
         "  total:       {:>8.1} MB/s  ({:.2} GB written in {:.1} s)",
         totals.mb_per_sec,
         totals.bytes_written as f64 / 1e9,
         totals.seconds
     );
-    println!("Result: {}", summary.result_path.display());
+    outln!("Result: {}", summary.result_path.display());
     Ok((Outcome::Pass, owner))
 }
 

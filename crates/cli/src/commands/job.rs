@@ -38,7 +38,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             "the printed job reads back as another job"
         )));
     }
-    println!("# {origin} (keys: docs/job.md)");
-    print!("{text}");
+    outln!("# {origin} (keys: docs/job.md)");
+    out!("{text}");
     Ok(Outcome::Pass)
 }

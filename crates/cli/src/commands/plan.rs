@@ -268,9 +268,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     if args.json {
         let text = serde_json::to_string_pretty(&plan)
             .map_err(|e| CliError::runtime(anyhow!("serialise the plan as JSON: {e}")))?;
-        println!("{text}");
+        outln!("{text}");
     } else {
-        print!(
+        out!(
             "{}",
             render(&plan, job_text.as_ref().map(|(path, _)| path.as_path()))
         );

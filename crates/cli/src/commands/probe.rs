@@ -99,14 +99,14 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         ProbeError::Io(e) => CliError::runtime(anyhow!("probe {}: {e}", spec.path.display())),
     })?;
     for warning in &report.warnings {
-        eprintln!("jetproof: warning: {warning}");
+        errln!("jetproof: warning: {warning}");
     }
     if args.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| CliError::runtime(anyhow!("write the report as JSON: {e}")))?;
-        println!("{text}");
+        outln!("{text}");
     } else {
-        print!("{}", human(&report));
+        out!("{}", human(&report));
     }
     Ok(Outcome::Pass)
 }

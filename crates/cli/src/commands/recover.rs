@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     // Which databases need recovery, before anything is written.
     let dirty = dirty_databases(&job, &backend).map_err(run_error)?;
     if !dirty.iter().any(|&d| d) {
-        println!(
+        outln!(
             "Every database of the job ({}) was shut down cleanly: nothing to recover.",
             dirty.len()
         );
@@ -72,9 +72,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     log_engine(&log, &selected, &job);
     log_owner_lock(&log, &owner);
     let result = recover_job(&job, &dirty, &backend, &out, &log).map_err(run_error)?;
-    print!("{}", jetproof_results::report::text(&result));
+    out!("{}", jetproof_results::report::text(&result));
     let result_path = out.file("result.json");
-    println!("Results: {}", result_path.display());
+    outln!("Results: {}", result_path.display());
     let replay_failed = result.instances.iter().any(|instance| {
         instance
             .figures

@@ -94,7 +94,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         std::fs::write(&path, page)
             .with_context(|| format!("write {}", path.display()))
             .map_err(CliError::runtime)?;
-        println!("Report: {}", path.display());
+        outln!("Report: {}", path.display());
     }
     Ok(Outcome::Pass)
 }

@@ -83,7 +83,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
 /// single `run`. Returns init's owner lock (exclusive on every instance), which the run keeps.
 fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, CliError> {
     refuse_lost_databases(job)?;
-    eprintln!("jetproof: the databases do not exist yet; initialising them first (jetproof init)");
+    errln!("jetproof: the databases do not exist yet; initialising them first (jetproof init)");
     let init_args = crate::commands::init::Args {
         job: args.job.clone(),
         out: args.out.as_ref().map(|o| o.join("init")),
@@ -99,7 +99,7 @@ fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, Cl
 /// which is said rather than passed over.
 fn warn_db_size(args: &Args) {
     if let Some(size) = args.job.db_size {
-        eprintln!(
+        errln!(
             "jetproof: --db-size {size}: the databases exist already, so it changes nothing \
              (it sizes databases that run or init create; `jetproof init --recreate` makes them \
              anew at that size)"
@@ -223,7 +223,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     log_engine(&log, &selected, job);
     log_owner_lock(&log, &owner);
     let stop = stop_flag();
-    eprintln!(
+    errln!(
         "jetproof: soft-recovery test, {log_files} log file(s) per instance, then an unclean stop and replay; test log: {}",
         log.path().display()
     );
@@ -238,8 +238,8 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options)
             .map_err(run_error)?;
 
-    print!("{}", jetproof_results::report::text(&result));
-    println!("Result: {}", out.file("result.json").display());
+    out!("{}", jetproof_results::report::text(&result));
+    outln!("Result: {}", out.file("result.json").display());
     if result
         .instances
         .iter()
@@ -289,7 +289,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     } else {
         job.run.duration
     };
-    eprintln!(
+    errln!(
         "jetproof: {} test, {} measured after the cache is warm; test log: {}",
         test.name(),
         duration,
@@ -315,19 +315,19 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     };
     live.finish();
     let result = result.map_err(run_error)?;
-    print!("{}", jetproof_results::report::text(&result));
+    out!("{}", jetproof_results::report::text(&result));
     if let Some((sessions, trials)) = result
         .parameters
         .autotune
         .as_ref()
         .and_then(|tune| Some((tune.chosen_sessions?, tune.trials.len())))
     {
-        println!(
+        outln!(
             "Auto-tune: {sessions} session(s) per instance reach the target ({trials} trials; evidence in {})",
             log.path().display()
         );
     }
-    println!("Result: {}", out.file("result.json").display());
+    outln!("Result: {}", out.file("result.json").display());
     if result
         .instances
         .iter()
@@ -391,8 +391,8 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
         jetproof_procedures::backup::backup(job, &out, &log, &options).map_err(backup_error)?;
     bar.finish_and_clear();
 
-    print!("{}", jetproof_results::report::backup_text(&result));
-    println!("Result: {}", out.file("result.json").display());
+    out!("{}", jetproof_results::report::backup_text(&result));
+    outln!("Result: {}", out.file("result.json").display());
     Ok(match result.verdict {
         Verdict::Pass => Outcome::Pass,
         Verdict::Fail => Outcome::Fail,

@@ -121,7 +121,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .map_err(CliError::bad_input)?;
     crate::common::warn_memory(&base);
     let stop = crate::signals::stop_flag(SWEEP_STOPPING);
-    eprintln!(
+    errln!(
         "jetproof: sweep of {} point(s) per series{}, {} series, each a performance test of {} after its own warm-up; into {}",
         threads.values.len(),
         if args.find_max {
@@ -134,7 +134,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         out.display()
     );
     if !finished.is_empty() {
-        eprintln!(
+        errln!(
             "jetproof: resuming the sweep in {}: {} point(s) finished before are kept, not run again",
             out.display(),
             finished.len()
@@ -188,7 +188,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         let json = read_json(&path).map_err(CliError::runtime)?;
         Ok(PointRun::Ran(sweep::point_from_result(&json, s, t, dir)))
     };
-    let mut say = |line: &str| println!("{line}");
+    let mut say = |line: &str| outln!("{line}");
     let mut save = |doc: &SweepDoc| write_sweep(&out, doc);
     let ending = sweep::execute(
         &series,
@@ -198,11 +198,11 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         &mut say,
         &mut save,
     )?;
-    println!("Sweep: {}", out.join("sweep.md").display());
+    outln!("Sweep: {}", out.join("sweep.md").display());
     match ending {
         Ending::Complete => Ok(Outcome::Pass),
         Ending::Interrupted => {
-            eprintln!(
+            errln!(
                 "jetproof: the sweep was interrupted; {} finished point(s) are kept in {} (run the same command to resume)",
                 doc.points.iter().filter(|p| !p.interrupted).count(),
                 out.display()
@@ -400,7 +400,7 @@ pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<Outcome, CliError
     std::fs::write(&html_path, sweep::compare_html(&sweeps))
         .with_context(|| format!("write {}", html_path.display()))
         .map_err(CliError::runtime)?;
-    print!("{md}");
-    println!("Comparison: {}", md_path.display());
+    out!("{md}");
+    outln!("Comparison: {}", md_path.display());
     Ok(Outcome::Pass)
 }
