@@ -93,36 +93,45 @@ fn block_range(len: usize, block: usize) -> std::ops::Range<usize> {
     start..(start + BLOCK_SIZE).min(len)
 }
 
-fn read_u32(page: &[u8], offset: usize) -> u32 {
-    let mut bytes = [0u8; 4];
-    bytes.copy_from_slice(&page[offset..offset + 4]);
-    u32::from_le_bytes(bytes)
+/// Reads go through the checked reader: a page too short for a field has no value for it
+/// (`None`), which the callers turn into [`PageCheck::Bad`], never a panic.
+fn read_u32(page: &[u8], offset: usize) -> Option<u32> {
+    jetproof_io::bytes::u32_at(page, offset)
 }
 
 fn write_u32(page: &mut [u8], offset: usize, value: u32) {
     page[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
 }
 
-/// The page number stored in the header (not necessarily the page's position).
-pub fn stored_page_number(page: &[u8]) -> u32 {
+/// The page number stored in the header (not necessarily the page's position); `None` if the
+/// page is too short to hold one.
+pub fn stored_page_number(page: &[u8]) -> Option<u32> {
     read_u32(page, OFFSET_PAGE_NUMBER)
 }
 
-fn stored_crc(page: &[u8], block: usize) -> u32 {
+fn stored_crc(page: &[u8], block: usize) -> Option<u32> {
     read_u32(page, block * SLOT_SIZE)
 }
 
-fn stored_ecc(page: &[u8], block: usize) -> u32 {
+fn stored_ecc(page: &[u8], block: usize) -> Option<u32> {
     read_u32(page, block * SLOT_SIZE + 4)
 }
 
-/// The page number a block's CRC folds in: 0 for block 0 (it holds the number in its data).
-fn fold_of(page: &[u8], block: usize) -> u32 {
+/// The page number a block's CRC folds in: 0 for block 0 (it holds the number in its data);
+/// `None` if the page is too short to hold a page number.
+fn fold_of(page: &[u8], block: usize) -> Option<u32> {
     if block == 0 {
-        0
+        Some(0)
     } else {
         stored_page_number(page)
     }
+}
+
+/// True if the block's CRC, computed now, is the one stored; false if it is not or the page is
+/// too short to hold it.
+fn crc_matches(page: &[u8], block: usize) -> bool {
+    fold_of(page, block)
+        .is_some_and(|fold| Some(block_crc(page, block, fold)) == stored_crc(page, block))
 }
 
 fn crc_seed(page_number: u32, block: usize) -> u32 {
@@ -214,7 +223,8 @@ fn block_ecc(page: &[u8], block: usize) -> u32 {
 /// # Panics
 /// If `page.len()` is not a page size (a multiple of 4 KiB up to 32 KiB): a programming error.
 pub fn seal(page: &mut [u8]) {
-    let Some(blocks) = block_count(page.len()) else {
+    let (Some(blocks), Some(page_number)) = (block_count(page.len()), stored_page_number(page))
+    else {
         panic!(
             "checksum::seal: a page of {} bytes; pages are 4 KiB to 32 KiB in steps of 4 KiB",
             page.len()
@@ -225,14 +235,16 @@ pub fn seal(page: &mut [u8]) {
     for block in (1..blocks).chain(std::iter::once(0)) {
         let ecc = block_ecc(page, block);
         write_u32(page, block * SLOT_SIZE + 4, ecc);
-        let crc = block_crc(page, block, fold_of(page, block));
+        // The page number lies outside the checksum area: sealing does not change it.
+        let fold = if block == 0 { 0 } else { page_number };
+        let crc = block_crc(page, block, fold);
         write_u32(page, block * SLOT_SIZE, crc);
     }
 }
 
 /// True if every block's CRC matches: the page holds no error of up to three bits in any block.
 fn all_crcs_match(page: &[u8], blocks: usize) -> bool {
-    (0..blocks).all(|block| block_crc(page, block, fold_of(page, block)) == stored_crc(page, block))
+    (0..blocks).all(|block| crc_matches(page, block))
 }
 
 /// Checks a page read from position `expected_page_number`. Never modifies it.
@@ -241,7 +253,9 @@ pub fn verify(page: &[u8], expected_page_number: u32) -> PageCheck {
         return PageCheck::Bad;
     };
     if all_crcs_match(page, blocks) {
-        let found = stored_page_number(page);
+        let Some(found) = stored_page_number(page) else {
+            return PageCheck::Bad;
+        };
         return if found == expected_page_number {
             PageCheck::Good
         } else {
@@ -282,7 +296,9 @@ pub fn correct(page: &mut [u8], expected_page_number: u32) -> PageCheck {
             }
         }
     }
-    let found = stored_page_number(page);
+    let Some(found) = stored_page_number(page) else {
+        return PageCheck::Bad;
+    };
     match repaired {
         _ if found != expected_page_number => PageCheck::WrongPageNumber { found },
         Some(bit) => PageCheck::Correctable { bit },
@@ -303,7 +319,7 @@ fn flip_bit(page: &mut [u8], bit: usize) {
 /// Flips `bit` and keeps the flip only if the block's CRC then matches.
 fn try_flip(page: &mut [u8], block: usize, bit: usize) -> BlockRepair {
     flip_bit(page, bit);
-    if block_crc(page, block, fold_of(page, block)) == stored_crc(page, block) {
+    if crc_matches(page, block) {
         BlockRepair::Fixed { bit }
     } else {
         flip_bit(page, bit);
@@ -314,12 +330,18 @@ fn try_flip(page: &mut [u8], block: usize, bit: usize) -> BlockRepair {
 /// Checks one block and, if exactly one bit of its data or its slot is flipped, repairs it.
 /// See the module header for why the cases below are disjoint.
 fn repair_block(page: &mut [u8], block: usize) -> BlockRepair {
-    let crc = block_crc(page, block, fold_of(page, block));
-    let stored = stored_crc(page, block);
+    let (Some(fold), Some(stored), Some(stored_ecc)) = (
+        fold_of(page, block),
+        stored_crc(page, block),
+        stored_ecc(page, block),
+    ) else {
+        return BlockRepair::Bad;
+    };
+    let crc = block_crc(page, block, fold);
     if crc == stored {
         return BlockRepair::Intact;
     }
-    let syndrome = block_ecc(page, block) ^ stored_ecc(page, block);
+    let syndrome = block_ecc(page, block) ^ stored_ecc;
     let slot_bit = block * SLOT_SIZE * BITS_PER_BYTE;
     if syndrome == 0 {
         // Data and ecc agree: only the stored CRC can be damaged.
@@ -584,6 +606,20 @@ mod tests {
         let (low, high) = swapped.split_at_mut(2 * BLOCK_SIZE);
         low[BLOCK_SIZE..].swap_with_slice(&mut high[..BLOCK_SIZE]);
         assert_eq!(verify(&swapped, 8), PageCheck::Bad);
+    }
+
+    #[test]
+    fn checksum_short_input_has_no_page_number_not_a_panic() {
+        for size in [0usize, 3, OFFSET_PAGE_NUMBER, OFFSET_PAGE_NUMBER + 3] {
+            assert_eq!(stored_page_number(&vec![0xa5u8; size]), None, "size {size}");
+            assert_eq!(stored_crc(&vec![0xa5u8; size], 4), None, "size {size}");
+        }
+        let page = sample_page(4096, 77, 1);
+        assert_eq!(stored_page_number(&page), Some(77));
+        assert_eq!(
+            stored_page_number(&page[..OFFSET_PAGE_NUMBER + 4]),
+            Some(77)
+        );
     }
 
     #[test]

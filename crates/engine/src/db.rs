@@ -739,10 +739,27 @@ fn identity_of(header: &DbHeader) -> MapIdentity {
     }
 }
 
+/// Why a loaded flush map cannot vouch for a database. The message is the sentence `checksum`,
+/// backup and a run print (tests match on "it is stale").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MapVouchError {
+    #[error(
+        "it is stale: it was not written by the database's last clean shutdown (it says {found:?}; the database header's update stamp is {header_stamp}, its sequence {header_sequence})"
+    )]
+    Stale {
+        /// What the map says of how it was left.
+        found: MapState,
+        /// The database header's next update stamp.
+        header_stamp: u64,
+        /// The database header's sequence.
+        header_sequence: u64,
+    },
+}
+
 /// Can a loaded flush map vouch for the database of `header`? A clean database's map must be the
 /// one its last clean close wrote (same update stamp and header sequence); a dirty database's
 /// map is judged by recovery against the checkpoint.
-pub fn vouches_for(header: &DbHeader, load: &MapLoad) -> std::result::Result<(), String> {
+pub fn vouches_for(header: &DbHeader, load: &MapLoad) -> std::result::Result<(), MapVouchError> {
     if header.state != DbState::Clean {
         return Ok(());
     }
@@ -751,10 +768,11 @@ pub fn vouches_for(header: &DbHeader, load: &MapLoad) -> std::result::Result<(),
             stamp,
             header_sequence,
         } if stamp == header.next_update_stamp && header_sequence == header.sequence => Ok(()),
-        state => Err(format!(
-            "it is stale: it was not written by the database's last clean shutdown (it says {state:?}; the database header's update stamp is {}, its sequence {})",
-            header.next_update_stamp, header.sequence
-        )),
+        found => Err(MapVouchError::Stale {
+            found,
+            header_stamp: header.next_update_stamp,
+            header_sequence: header.sequence,
+        }),
     }
 }
 
@@ -797,7 +815,7 @@ pub fn inspect_flush_map(
                 map: Box::new(map),
                 load,
             },
-            Err(why) => FlushMapStatus::Unusable(why),
+            Err(why) => FlushMapStatus::Unusable(why.to_string()),
         }),
         Err(EngineError::FlushMap { what, .. }) => Ok(FlushMapStatus::Unusable(what)),
         Err(other) => Err(other),
@@ -865,4 +883,82 @@ fn open_flush_map(
 /// key order is number order.
 pub fn record_key(n: u64) -> [u8; 8] {
     n.to_be_bytes()
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn clean_header() -> DbHeader {
+        DbHeader {
+            format_version: FORMAT_VERSION,
+            page_size: 8192,
+            page_count: 64,
+            state: DbState::Clean,
+            root_page: 3,
+            recovery_position: LogPosition::default(),
+            database_id: 1,
+            created_unix_ns: 2,
+            next_update_stamp: 40,
+            sequence: 7,
+            extent_pages: 16,
+            used_pages: 4,
+        }
+    }
+
+    fn load(state: MapState) -> MapLoad {
+        MapLoad {
+            state,
+            sequence: 1,
+            checkpoint: 0,
+            pages_covered: 64,
+            damaged_map_pages: Vec::new(),
+        }
+    }
+
+    /// A clean database's map vouches only if its last clean close wrote it; the refusal is
+    /// typed and keeps the sentence the CLI prints ("it is stale").
+    #[test]
+    fn vouches_for_refuses_a_stale_map_with_a_typed_error() {
+        let header = clean_header();
+        let written = MapState::Clean {
+            stamp: 40,
+            header_sequence: 7,
+        };
+        assert_eq!(vouches_for(&header, &load(written)), Ok(()));
+        for found in [
+            MapState::Running,
+            MapState::Clean {
+                stamp: 39,
+                header_sequence: 7,
+            },
+            MapState::Clean {
+                stamp: 40,
+                header_sequence: 6,
+            },
+        ] {
+            let error = vouches_for(&header, &load(found)).unwrap_err();
+            assert_eq!(
+                error,
+                MapVouchError::Stale {
+                    found,
+                    header_stamp: 40,
+                    header_sequence: 7,
+                }
+            );
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "it is stale: it was not written by the database's last clean shutdown (it says {found:?}; the database header's update stamp is 40, its sequence 7)"
+                )
+            );
+        }
+        // A dirty database's map is judged by recovery, not here.
+        let dirty = DbHeader {
+            state: DbState::Dirty,
+            ..header
+        };
+        assert_eq!(vouches_for(&dirty, &load(MapState::Running)), Ok(()));
+    }
 }

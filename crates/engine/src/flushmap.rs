@@ -61,6 +61,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use jetproof_io::bytes::{u16_at, u32_at, u64_at, u128_at};
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoFile, OpenOptions};
 use parking_lot::{Mutex, RwLock};
@@ -113,7 +114,7 @@ pub fn appended_bytes(file: &dyn IoFile) -> Result<u64> {
         .rposition(|(index, block)| {
             index < HEADER_BLOCKS as usize
                 || block.iter().all(|&b| b == 0)
-                || get_u32(block, 0) == Some(slot_checksum(block, index as u64))
+                || u32_at(block, 0) == Some(slot_checksum(block, index as u64))
         })
         .map_or(0, |last| (last as u64 + 1) * BLOCK_BYTES as u64);
     Ok(size - ours)
@@ -143,7 +144,7 @@ pub fn flush_map_path(database_path: &Path) -> PathBuf {
 
 /// A page's write count as stored in its header (bytes 38..40).
 pub fn page_write_count(page_bytes: &[u8]) -> Option<u16> {
-    page::get_u16(page_bytes, page::OFFSET_WRITE_COUNT)
+    u16_at(page_bytes, page::OFFSET_WRITE_COUNT)
 }
 
 /// Stores a write count in a page's header (before it is sealed).
@@ -351,7 +352,7 @@ impl Table {
             let known = slot
                 .get(SLOT_KNOWN_AT + j / 8)
                 .is_some_and(|byte| byte & (1 << (j % 8)) != 0);
-            if known && let Some(count) = get_u16(slot, SLOT_COUNTS_AT + 2 * j) {
+            if known && let Some(count) = u16_at(slot, SLOT_COUNTS_AT + 2 * j) {
                 if let Some(entry) = self.counts.get(page) {
                     entry.store(count, Ordering::Release);
                 }
@@ -898,7 +899,7 @@ fn decode_header(block: &[u8]) -> std::result::Result<Header, HeaderProblem> {
     if block.get(4..12) != Some(MAGIC.as_slice()) {
         return Err(HeaderProblem::NoSignature);
     }
-    let stored = get_u32(block, 0).ok_or(HeaderProblem::Damaged)?;
+    let stored = u32_at(block, 0).ok_or(HeaderProblem::Damaged)?;
     let computed = block
         .get(4..HEADER_CRC_END)
         .map(crc32c::crc32c)
@@ -906,16 +907,16 @@ fn decode_header(block: &[u8]) -> std::result::Result<Header, HeaderProblem> {
     if stored != computed {
         return Err(HeaderProblem::Damaged);
     }
-    let version = get_u32(block, 12).ok_or(HeaderProblem::Damaged)?;
+    let version = u32_at(block, 12).ok_or(HeaderProblem::Damaged)?;
     if version != FORMAT_VERSION {
         return Err(HeaderProblem::Version(version));
     }
-    if get_u32(block, 16) != Some(BLOCK_BYTES as u32)
-        || get_u32(block, 20) != Some(ENTRIES_PER_MAP_PAGE as u32)
+    if u32_at(block, 16) != Some(BLOCK_BYTES as u32)
+        || u32_at(block, 20) != Some(ENTRIES_PER_MAP_PAGE as u32)
     {
         return Err(HeaderProblem::Damaged);
     }
-    let field = |offset| get_u64(block, offset).ok_or(HeaderProblem::Damaged);
+    let field = |offset| u64_at(block, offset).ok_or(HeaderProblem::Damaged);
     let state = match block.get(72).copied() {
         Some(STATE_RUNNING) => MapState::Running,
         Some(STATE_CLEAN) => MapState::Clean {
@@ -926,7 +927,7 @@ fn decode_header(block: &[u8]) -> std::result::Result<Header, HeaderProblem> {
     };
     Ok(Header {
         identity: MapIdentity {
-            database_id: get_u128(block, 24).ok_or(HeaderProblem::Damaged)?,
+            database_id: u128_at(block, 24).ok_or(HeaderProblem::Damaged)?,
             created_unix_ns: field(40)?,
         },
         sequence: field(48)?,
@@ -1025,9 +1026,9 @@ fn read_map(
             };
             let image = slot_at(slot);
             let good = image.is_some_and(|image| {
-                get_u32(image, 0) == Some(slot_checksum(image, slot_block(map_page, slot)))
-                    && get_u32(image, 4) == Some(map_page as u32)
-                    && get_u64(image, 8).is_some_and(|written| {
+                u32_at(image, 0) == Some(slot_checksum(image, slot_block(map_page, slot)))
+                    && u32_at(image, 4) == Some(map_page as u32)
+                    && u64_at(image, 8).is_some_and(|written| {
                         written <= header.sequence && written % 2 == u64::from(slot) && written > 0
                     })
             });
@@ -1075,24 +1076,6 @@ fn put_u64(out: &mut [u8], offset: usize, value: u64) {
 
 fn put_u128(out: &mut [u8], offset: usize, value: u128) {
     page::put(out, offset, &value.to_le_bytes());
-}
-
-fn get_u16(bytes: &[u8], offset: usize) -> Option<u16> {
-    page::get_u16(bytes, offset)
-}
-
-fn get_u32(bytes: &[u8], offset: usize) -> Option<u32> {
-    page::get_u32(bytes, offset)
-}
-
-fn get_u64(bytes: &[u8], offset: usize) -> Option<u64> {
-    page::get_u64(bytes, offset)
-}
-
-fn get_u128(bytes: &[u8], offset: usize) -> Option<u128> {
-    let low = get_u64(bytes, offset)?;
-    let high = get_u64(bytes, offset.checked_add(8)?)?;
-    Some(u128::from(low) | (u128::from(high) << 64))
 }
 
 #[cfg(test)]

@@ -329,11 +329,8 @@ fn decode(page: &[u8], _path: &std::path::Path) -> Result<DbHeader, HeaderDecode
     if u64::from(root_page) >= page_count || root_page < HEADER_PAGES {
         return Err(format!("root page {root_page} is outside the file").into());
     }
-    let mut id = [0u8; 16];
-    id.copy_from_slice(
-        page.get(OFFSET_DATABASE_ID..OFFSET_DATABASE_ID + 16)
-            .ok_or("short page".to_string())?,
-    );
+    let database_id =
+        jetproof_io::bytes::u128_at(page, OFFSET_DATABASE_ID).ok_or("short page".to_string())?;
     Ok(DbHeader {
         format_version,
         page_size,
@@ -344,7 +341,7 @@ fn decode(page: &[u8], _path: &std::path::Path) -> Result<DbHeader, HeaderDecode
             generation: field(OFFSET_LOG_GENERATION)?,
             offset: field(OFFSET_LOG_OFFSET)?,
         },
-        database_id: u128::from_le_bytes(id),
+        database_id,
         created_unix_ns: field(OFFSET_CREATED)?,
         next_update_stamp: field(OFFSET_NEXT_STAMP)?,
         sequence: field(OFFSET_SEQUENCE)?,

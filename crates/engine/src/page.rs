@@ -69,27 +69,17 @@ pub const PAGE_SIZES: [usize; 4] = [4096, 8192, 16384, 32768];
 
 /// Reads a little-endian u16 at `offset`; `None` if the page is too short.
 pub fn get_u16(page: &[u8], offset: usize) -> Option<u16> {
-    let bytes = page.get(offset..offset.checked_add(2)?)?;
-    Some(u16::from_le_bytes([
-        bytes.first().copied()?,
-        bytes.get(1).copied()?,
-    ]))
+    jetproof_io::bytes::u16_at(page, offset)
 }
 
 /// Reads a little-endian u32 at `offset`; `None` if the page is too short.
 pub fn get_u32(page: &[u8], offset: usize) -> Option<u32> {
-    let bytes = page.get(offset..offset.checked_add(4)?)?;
-    let mut array = [0u8; 4];
-    array.copy_from_slice(bytes);
-    Some(u32::from_le_bytes(array))
+    jetproof_io::bytes::u32_at(page, offset)
 }
 
 /// Reads a little-endian u64 at `offset`; `None` if the page is too short.
 pub fn get_u64(page: &[u8], offset: usize) -> Option<u64> {
-    let bytes = page.get(offset..offset.checked_add(8)?)?;
-    let mut array = [0u8; 8];
-    array.copy_from_slice(bytes);
-    Some(u64::from_le_bytes(array))
+    jetproof_io::bytes::u64_at(page, offset)
 }
 
 /// Writes `bytes` at `offset`. Callers pass offsets of the fixed layout, which every page size

@@ -10,6 +10,7 @@
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use jetproof_engine::change::{OwnedPageChange, PageChange};
+use jetproof_io::bytes::{u32_at, u64_at};
 
 /// `record_type` of a page change record.
 pub const RECORD_PAGE_CHANGE: u8 = 1;
@@ -284,34 +285,19 @@ pub fn encode_commit(page_changes: u64) -> [u8; COMMIT_BYTES] {
     page_changes.to_le_bytes()
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut b = [0u8; 4];
-    if let Some(s) = bytes.get(at..at + 4) {
-        b.copy_from_slice(s);
-    }
-    u32::from_le_bytes(b)
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    if let Some(s) = bytes.get(at..at + 8) {
-        b.copy_from_slice(s);
-    }
-    u64::from_le_bytes(b)
-}
-
 /// Decodes a record read back from the log.
 pub fn decode(record_type: u8, payload: &[u8]) -> Result<EngineRecord, DecodeError> {
     match record_type {
         RECORD_COMMIT => {
+            let bad_length = DecodeError::BadLength {
+                expected: COMMIT_BYTES,
+                found: payload.len(),
+            };
             if payload.len() != COMMIT_BYTES {
-                return Err(DecodeError::BadLength {
-                    expected: COMMIT_BYTES,
-                    found: payload.len(),
-                });
+                return Err(bad_length);
             }
             Ok(EngineRecord::Commit {
-                page_changes: u64_at(payload, 0),
+                page_changes: u64_at(payload, 0).ok_or(bad_length)?,
             })
         }
         RECORD_PAGE_CHANGE => decode_page_change(payload),
@@ -392,26 +378,27 @@ fn split_body(
 
 /// The first layout: fixed-width header of [`PAGE_CHANGE_HEADER_BYTES`].
 fn split_first_layout(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
-    let Some(header) = payload.get(..PAGE_CHANGE_HEADER_BYTES) else {
-        return Err(DecodeError::BadLength {
-            expected: PAGE_CHANGE_HEADER_BYTES,
-            found: payload.len(),
-        });
+    // A payload shorter than the fixed header is damage: every field read below says so.
+    let short = || DecodeError::BadLength {
+        expected: PAGE_CHANGE_HEADER_BYTES,
+        found: payload.len(),
     };
+    let header = payload.get(..PAGE_CHANGE_HEADER_BYTES).ok_or_else(short)?;
+    let length = |at| u32_at(header, at).map(|n| n as usize).ok_or_else(short);
     let body = payload.get(PAGE_CHANGE_HEADER_BYTES..).unwrap_or(&[]);
     let (key, first, second) = split_body(
         body,
         PAGE_CHANGE_HEADER_BYTES,
-        u32_at(header, 24) as usize,
-        u32_at(header, 28) as usize,
-        u32_at(header, 32) as usize,
+        length(24)?,
+        length(28)?,
+        length(32)?,
     )?;
     Ok(Parts {
-        page: u32_at(header, 0),
-        kind: header.get(4).copied().unwrap_or(0),
-        flags: header.get(5).copied().unwrap_or(0),
-        update_stamp: u64_at(header, 8),
-        index_or_bit: u64_at(header, 16),
+        page: u32_at(header, 0).ok_or_else(short)?,
+        kind: header.get(4).copied().ok_or_else(short)?,
+        flags: header.get(5).copied().ok_or_else(short)?,
+        update_stamp: u64_at(header, 8).ok_or_else(short)?,
+        index_or_bit: u64_at(header, 16).ok_or_else(short)?,
         key,
         first,
         second,
@@ -420,12 +407,11 @@ fn split_first_layout(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
 
 /// The compact layout: [`COMPACT_FIXED_BYTES`], then four varints.
 fn split_compact_layout(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
-    let Some(header) = payload.get(..COMPACT_FIXED_BYTES) else {
-        return Err(DecodeError::BadLength {
-            expected: COMPACT_FIXED_BYTES,
-            found: payload.len(),
-        });
+    let short = || DecodeError::BadLength {
+        expected: COMPACT_FIXED_BYTES,
+        found: payload.len(),
     };
+    let header = payload.get(..COMPACT_FIXED_BYTES).ok_or_else(short)?;
     let mut at = COMPACT_FIXED_BYTES;
     let mut varint = || take_varint(payload, &mut at).ok_or(DecodeError::BadVarint);
     let index_or_bit = varint()?;
@@ -442,10 +428,10 @@ fn split_compact_layout(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
         length(second_len)?,
     )?;
     Ok(Parts {
-        page: u32_at(header, 0),
-        kind: header.get(4).copied().unwrap_or(0) & !COMPACT_LAYOUT,
-        flags: header.get(5).copied().unwrap_or(0),
-        update_stamp: u64_at(header, 6),
+        page: u32_at(header, 0).ok_or_else(short)?,
+        kind: header.get(4).copied().ok_or_else(short)? & !COMPACT_LAYOUT,
+        flags: header.get(5).copied().ok_or_else(short)?,
+        update_stamp: u64_at(header, 6).ok_or_else(short)?,
         index_or_bit,
         key,
         first,

@@ -153,7 +153,7 @@ impl GroupBuilder {
         self.part.clear();
         self.part.resize(GROUP_HEADER_BYTES, 0);
         let mut in_part = 0u32;
-        while let Some(len) = u32_at(&self.payload, at) {
+        while let Some(len) = len_at(&self.payload, at) {
             // Built by `push`, so every member is whole.
             let Some(member) = self.payload.get(at..at + MEMBER_HEADER_BYTES + len) else {
                 break;
@@ -195,10 +195,9 @@ pub struct GroupPart {
     pub changes: Vec<EngineRecord>,
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(bytes.get(at..at + 4)?);
-    Some(u32::from_le_bytes(b) as usize)
+/// A member or count length field at `at`; `None` if `bytes` is too short.
+fn len_at(bytes: &[u8], at: usize) -> Option<usize> {
+    jetproof_io::bytes::u32_at(bytes, at).map(|n| n as usize)
 }
 
 /// Decodes a group payload; every length is checked against the payload.
@@ -207,7 +206,7 @@ pub fn decode_group(payload: &[u8]) -> Result<GroupPart, DecodeError> {
         expected,
         found: payload.len(),
     };
-    let (Some(&flags), Some(count)) = (payload.first(), u32_at(payload, 1)) else {
+    let (Some(&flags), Some(count)) = (payload.first(), len_at(payload, 1)) else {
         return Err(short(GROUP_HEADER_BYTES));
     };
     let mut at = GROUP_HEADER_BYTES;
@@ -217,7 +216,7 @@ pub fn decode_group(payload: &[u8]) -> Result<GroupPart, DecodeError> {
     }
     let mut changes = Vec::with_capacity(count);
     for _ in 0..count {
-        let len = u32_at(payload, at).ok_or_else(|| short(at + MEMBER_HEADER_BYTES))?;
+        let len = len_at(payload, at).ok_or_else(|| short(at + MEMBER_HEADER_BYTES))?;
         at += MEMBER_HEADER_BYTES;
         let end = at.checked_add(len).ok_or_else(|| short(usize::MAX))?;
         let member = payload.get(at..end).ok_or_else(|| short(end))?;

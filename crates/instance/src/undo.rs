@@ -36,6 +36,8 @@
 //! image).
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
+use jetproof_io::bytes::u32_at;
+
 use crate::format::DecodeError;
 
 /// `record_type` of an undo record: a key's state before the transaction first changed it.
@@ -95,14 +97,6 @@ pub fn encode_undo(key: &[u8], before: &Prior, out: &mut Vec<u8>) {
     out.extend_from_slice(value);
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> usize {
-    let mut b = [0u8; 4];
-    if let Some(s) = bytes.get(at..at + 4) {
-        b.copy_from_slice(s);
-    }
-    u32::from_le_bytes(b) as usize
-}
-
 /// Decodes an undo payload; every length is checked against the payload.
 pub fn decode_undo(payload: &[u8]) -> Result<UndoEntry, DecodeError> {
     let short = |expected: usize| DecodeError::BadLength {
@@ -115,8 +109,13 @@ pub fn decode_undo(payload: &[u8]) -> Result<UndoEntry, DecodeError> {
     if payload.len() < UNDO_HEADER_BYTES {
         return Err(short(UNDO_HEADER_BYTES));
     }
-    let key_len = u32_at(payload, 1);
-    let value_len = u32_at(payload, 5);
+    let length = |at| {
+        u32_at(payload, at)
+            .map(|n| n as usize)
+            .ok_or_else(|| short(UNDO_HEADER_BYTES))
+    };
+    let key_len = length(1)?;
+    let value_len = length(5)?;
     let expected = UNDO_HEADER_BYTES
         .saturating_add(key_len)
         .saturating_add(value_len);

@@ -14,6 +14,7 @@
 //! backend's own (io_uring, fault) or a pool of writer threads.
 
 pub mod buf;
+pub mod bytes;
 pub mod class;
 pub mod error;
 pub mod fault;

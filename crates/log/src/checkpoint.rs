@@ -6,12 +6,15 @@
 //! other slot still holds the previous checkpoint, and the reader takes the valid slot with the
 //! highest sequence. So the checkpoint is always either the old or the new value, never neither.
 //! (Write-temp-then-rename would need a directory sync per update; two slots need one fdatasync.)
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
+
+use jetproof_io::bytes;
 
 use crate::error::{LogError, Result};
 use crate::format::checkpoint_path;
@@ -52,8 +55,10 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    fn encode(&self, slot: &mut [u8]) {
-        slot.fill(0);
+    /// Writes the checkpoint at the start of `slot` and zeros the rest; a slot shorter than
+    /// [`SLOT_MEANINGFUL_BYTES`] (a caller's bug: slots are [`SLOT_BYTES`]) gets what fits.
+    fn encode(&self, slot_out: &mut [u8]) {
+        let mut slot = [0u8; SLOT_MEANINGFUL_BYTES];
         slot[0..8].copy_from_slice(&CHECKPOINT_MAGIC);
         slot[8..12].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
         slot[16..32].copy_from_slice(&self.database_id.to_le_bytes());
@@ -68,21 +73,22 @@ impl Checkpoint {
         slot[96..104].copy_from_slice(&self.durable_end.offset.to_le_bytes());
         let crc = crc32c::crc32c(&slot[..104]);
         slot[104..108].copy_from_slice(&crc.to_le_bytes());
+        debug_assert!(slot_out.len() >= SLOT_MEANINGFUL_BYTES);
+        for (dst, src) in slot_out
+            .iter_mut()
+            .zip(slot.iter().chain(std::iter::repeat(&0)))
+        {
+            *dst = *src;
+        }
     }
 
     pub(crate) fn decode(slot: &[u8]) -> Option<Checkpoint> {
-        let slot = slot.get(..SLOT_MEANINGFUL_BYTES)?;
+        let slot: [u8; SLOT_MEANINGFUL_BYTES] = bytes::array_at(slot, 0)?;
         if slot[0..8] != CHECKPOINT_MAGIC {
             return None;
         }
-        let field = |at: usize| -> u64 {
-            let mut raw = [0u8; 8];
-            raw.copy_from_slice(&slot[at..at + 8]);
-            u64::from_le_bytes(raw)
-        };
-        let mut version = [0u8; 4];
-        version.copy_from_slice(&slot[8..12]);
-        let version = u32::from_le_bytes(version);
+        let field = |at: usize| bytes::u64_at(&slot, at);
+        let version = bytes::u32_at(&slot, 8)?;
         // Version 1: CRC of the first 72 bytes at 72; version 2: stamp at 72, CRC of 80 at 80;
         // version 3: newest generation at 80, durable end at 88, CRC of 104 at 104.
         let covered = match version {
@@ -91,23 +97,19 @@ impl Checkpoint {
             CHECKPOINT_VERSION => 104,
             _ => return None,
         };
-        let mut crc = [0u8; 4];
-        crc.copy_from_slice(&slot[covered..covered + 4]);
-        if u32::from_le_bytes(crc) != crc32c::crc32c(&slot[..covered]) {
+        if bytes::u32_at(&slot, covered)? != crc32c::crc32c(slot.get(..covered)?) {
             return None;
         }
-        let mut id = [0u8; 16];
-        id.copy_from_slice(&slot[16..32]);
         Some(Checkpoint {
-            database_id: u128::from_le_bytes(id),
-            sequence: field(32),
-            lsn: Lsn::new(field(40), field(48)),
-            log_file_size_bytes: field(56),
-            written_unix_ms: field(64),
-            engine_stamp: if version == 1 { 0 } else { field(72) },
-            newest_generation: if version >= 3 { field(80) } else { 0 },
+            database_id: bytes::u128_at(&slot, 16)?,
+            sequence: field(32)?,
+            lsn: Lsn::new(field(40)?, field(48)?),
+            log_file_size_bytes: field(56)?,
+            written_unix_ms: field(64)?,
+            engine_stamp: if version == 1 { 0 } else { field(72)? },
+            newest_generation: if version >= 3 { field(80)? } else { 0 },
             durable_end: if version >= 3 {
-                Lsn::new(field(88), field(96))
+                Lsn::new(field(88)?, field(96)?)
             } else {
                 Lsn::ZERO
             },
@@ -151,7 +153,9 @@ pub fn read_checkpoint(
     let mut bytes = AlignedBuf::zeroed(2 * SLOT_BYTES);
     let size = file.size()?;
     let readable = size.min(bytes.len() as u64) as usize;
-    file.read_at(&mut bytes[..readable], 0, IoClass::LogRead)?;
+    if let Some(head) = bytes.get_mut(..readable) {
+        file.read_at(head, 0, IoClass::LogRead)?;
+    }
     let mut best: Option<Checkpoint> = None;
     let mut invalid_slots = Vec::new();
     for (slot_index, slot) in bytes.chunks(SLOT_BYTES).enumerate() {
@@ -302,9 +306,34 @@ impl CheckpointWriter {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
 mod tests {
     use super::*;
     use jetproof_io::mem::MemBackend;
+
+    /// A slot cut anywhere before its checksum's end, or full of garbage, holds no checkpoint:
+    /// `None`, never a panic.
+    #[test]
+    fn checkpoint_short_or_garbage_slot_is_none_not_a_panic() {
+        let checkpoint = Checkpoint {
+            database_id: 7,
+            sequence: 3,
+            lsn: Lsn::new(2, 4096),
+            log_file_size_bytes: 1 << 20,
+            written_unix_ms: 1,
+            engine_stamp: 5,
+            newest_generation: 2,
+            durable_end: Lsn::new(2, 4096),
+        };
+        let mut slot = vec![0xeeu8; SLOT_BYTES];
+        checkpoint.encode(&mut slot);
+        assert!(slot[SLOT_MEANINGFUL_BYTES..].iter().all(|&b| b == 0));
+        assert_eq!(Checkpoint::decode(&slot), Some(checkpoint));
+        for cut in 0..SLOT_MEANINGFUL_BYTES {
+            assert_eq!(Checkpoint::decode(&slot[..cut]), None, "cut {cut}");
+        }
+        assert_eq!(Checkpoint::decode(&[0xff; SLOT_BYTES]), None);
+    }
 
     #[test]
     fn newest_valid_slot_wins_and_a_torn_slot_falls_back() {

@@ -9,8 +9,11 @@
 //!   version 3 packs them);
 //! * a header that is all zeros is "nothing written here", anything else that fails its checksum
 //!   is damage.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
+
+use jetproof_io::bytes;
 
 use crate::lsn::Lsn;
 
@@ -151,28 +154,47 @@ pub const fn frame_bytes(payload_bytes: usize) -> u64 {
     FrameLayout::Compact.frame_bytes(payload_bytes)
 }
 
-fn le_u32(bytes: &[u8], at: usize) -> u32 {
-    let mut raw = [0u8; 4];
-    if let Some(src) = bytes.get(at..at + 4) {
-        raw.copy_from_slice(src);
-    }
-    u32::from_le_bytes(raw)
+/// Why a generation header block is refused. The messages are the sentences
+/// [`crate::LogError::BadHeader`] and the CLI print (tests match on them).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("file is shorter than its {GENERATION_HEADER_BYTES}-byte header")]
+    Short,
+    #[error("not a jetproof log file (magic mismatch)")]
+    BadMagic,
+    #[error("header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    ChecksumMismatch { stored: u32, computed: u32 },
+    #[error(
+        "format version {version}, this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
+    )]
+    UnsupportedVersion { version: u32 },
+    #[error("data starts at {data_start}, expected {DATA_START}")]
+    WrongDataStart { data_start: u64 },
 }
 
-fn le_u64(bytes: &[u8], at: usize) -> u64 {
-    let mut raw = [0u8; 8];
-    if let Some(src) = bytes.get(at..at + 8) {
-        raw.copy_from_slice(src);
+/// `out` after `header_bytes`: `payload`, then zeros to its end. Callers size `out` with
+/// [`frame_bytes`]; a shorter one is their bug, caught in debug builds, and nothing is written
+/// past its end.
+fn put_payload(out: &mut [u8], header_bytes: usize, payload: &[u8]) {
+    debug_assert!(out.len() >= header_bytes + payload.len());
+    if let Some(body) = out.get_mut(header_bytes..) {
+        let n = payload.len().min(body.len());
+        if let (Some(dst), Some(src)) = (body.get_mut(..n), payload.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        if let Some(rest) = body.get_mut(n..) {
+            rest.fill(0);
+        }
     }
-    u64::from_le_bytes(raw)
 }
 
-fn le_u128(bytes: &[u8], at: usize) -> u128 {
-    let mut raw = [0u8; 16];
-    if let Some(src) = bytes.get(at..at + 16) {
-        raw.copy_from_slice(src);
+/// Copies a header built in a fixed array to the start of `out` (same contract as
+/// [`put_payload`]).
+fn put_header(out: &mut [u8], header: &[u8]) {
+    debug_assert!(out.len() >= header.len());
+    if let Some(dst) = out.get_mut(..header.len()) {
+        dst.copy_from_slice(header);
     }
-    u128::from_le_bytes(raw)
 }
 
 /// The header of a generation file (block 0).
@@ -200,8 +222,7 @@ impl GenerationHeader {
     /// Writes the header into the start of `block` (which must be at least
     /// [`GENERATION_HEADER_BYTES`] long and is otherwise left as is).
     pub fn encode(&self, block: &mut [u8]) {
-        let header = &mut block[..GENERATION_HEADER_BYTES];
-        header.fill(0);
+        let mut header = [0u8; GENERATION_HEADER_BYTES];
         header[0..8].copy_from_slice(&GENERATION_MAGIC);
         header[8..12].copy_from_slice(&self.format_version.to_le_bytes());
         header[12..16].copy_from_slice(&(DATA_START as u32).to_le_bytes());
@@ -213,43 +234,40 @@ impl GenerationHeader {
         header[64..72].copy_from_slice(&self.created_unix_ms.to_le_bytes());
         let crc = crc32c::crc32c(&header[..72]);
         header[72..76].copy_from_slice(&crc.to_le_bytes());
+        put_header(block, &header);
     }
 
-    /// Parses and checks a header; the error is a sentence for [`crate::LogError::BadHeader`].
-    pub fn decode(block: &[u8]) -> Result<GenerationHeader, String> {
-        let Some(header) = block.get(..GENERATION_HEADER_BYTES) else {
-            return Err(format!(
-                "file is shorter than its {GENERATION_HEADER_BYTES}-byte header"
-            ));
-        };
+    /// Parses and checks a header; the error's message is a sentence for
+    /// [`crate::LogError::BadHeader`].
+    pub fn decode(block: &[u8]) -> Result<GenerationHeader, HeaderError> {
+        let header: [u8; GENERATION_HEADER_BYTES] =
+            bytes::array_at(block, 0).ok_or(HeaderError::Short)?;
         if header[0..8] != GENERATION_MAGIC {
-            return Err("not a jetproof log file (magic mismatch)".into());
+            return Err(HeaderError::BadMagic);
         }
-        let stored = le_u32(header, 72);
+        // Every field lies inside the fixed-size header: `Short` below is unreachable, and
+        // keeps the reads checked.
+        let field32 = |at| bytes::u32_at(&header, at).ok_or(HeaderError::Short);
+        let field64 = |at| bytes::u64_at(&header, at).ok_or(HeaderError::Short);
+        let stored = field32(72)?;
         let computed = crc32c::crc32c(&header[..72]);
         if stored != computed {
-            return Err(format!(
-                "header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-            ));
+            return Err(HeaderError::ChecksumMismatch { stored, computed });
         }
-        let version = le_u32(header, 8);
+        let version = field32(8)?;
         if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
-            return Err(format!(
-                "format version {version}, this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
-            ));
+            return Err(HeaderError::UnsupportedVersion { version });
         }
-        let data_start = u64::from(le_u32(header, 12));
+        let data_start = u64::from(field32(12)?);
         if data_start != DATA_START {
-            return Err(format!(
-                "data starts at {data_start}, expected {DATA_START}"
-            ));
+            return Err(HeaderError::WrongDataStart { data_start });
         }
         Ok(GenerationHeader {
-            database_id: le_u128(header, 16),
-            generation: le_u64(header, 32),
-            file_size_bytes: le_u64(header, 40),
-            previous_end: Lsn::new(le_u64(header, 48), le_u64(header, 56)),
-            created_unix_ms: le_u64(header, 64),
+            database_id: bytes::u128_at(&header, 16).ok_or(HeaderError::Short)?,
+            generation: field64(32)?,
+            file_size_bytes: field64(40)?,
+            previous_end: Lsn::new(field64(48)?, field64(56)?),
+            created_unix_ms: field64(64)?,
             format_version: version,
         })
     }
@@ -279,13 +297,10 @@ impl FlushInfo {
 
     /// Reads the first 32 bytes; what follows (format version 2) is the sector fill, zeros.
     pub fn decode(payload: &[u8]) -> Option<FlushInfo> {
-        if payload.len() < FLUSH_PAYLOAD_BYTES {
-            return None;
-        }
         Some(FlushInfo {
-            durable_before: Lsn::new(le_u64(payload, 0), le_u64(payload, 8)),
-            write_start: le_u64(payload, 16),
-            write_sequence: le_u64(payload, 24),
+            durable_before: Lsn::new(bytes::u64_at(payload, 0)?, bytes::u64_at(payload, 8)?),
+            write_start: bytes::u64_at(payload, 16)?,
+            write_sequence: bytes::u64_at(payload, 24)?,
         })
     }
 }
@@ -324,9 +339,7 @@ pub fn encode_frame_with_crc(
     payload: &[u8],
     payload_crc: u32,
 ) {
-    let end = FRAME_HEADER_BYTES + payload.len();
-    out[FRAME_HEADER_BYTES..end].copy_from_slice(payload);
-    out[end..].fill(0);
+    put_payload(out, FRAME_HEADER_BYTES, payload);
     write_frame_header(
         out,
         kind,
@@ -349,11 +362,12 @@ pub fn encode_frame_filled(
     payload: &[u8],
     fill: usize,
 ) {
-    let end = FRAME_HEADER_BYTES + payload.len();
-    out[FRAME_HEADER_BYTES..end].copy_from_slice(payload);
-    out[end..].fill(0);
+    put_payload(out, FRAME_HEADER_BYTES, payload);
     let payload_len = payload.len() + fill;
-    let payload_crc = crc32c::crc32c(&out[FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + payload_len]);
+    let filled = out
+        .get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + payload_len)
+        .unwrap_or_default();
+    let payload_crc = crc32c::crc32c(filled);
     write_frame_header(out, kind, position, 0, 0, payload_len, payload_crc);
 }
 
@@ -374,7 +388,7 @@ fn write_frame_header(
     payload_len: usize,
     payload_crc: u32,
 ) {
-    let header = &mut out[..FRAME_HEADER_BYTES];
+    let mut header = [0u8; FRAME_HEADER_BYTES];
     header[4] = kind as u8;
     header[5] = record_type;
     header[6..10].copy_from_slice(&(payload_len as u32).to_le_bytes());
@@ -383,6 +397,7 @@ fn write_frame_header(
     header[14..22].copy_from_slice(&transaction_id.to_le_bytes());
     let crc = compact_crc(payload_crc, &header[4..FRAME_HEADER_BYTES], position.offset);
     header[0..4].copy_from_slice(&crc.to_le_bytes());
+    put_header(out, &header);
 }
 
 /// A frame of a version 1 or 2 generation at the start of `out` (this build no longer writes
@@ -397,10 +412,8 @@ pub fn encode_legacy_frame(
     payload: &[u8],
 ) {
     const HEADER: usize = FrameLayout::Legacy.header_bytes();
-    let end = HEADER + payload.len();
-    out[HEADER..end].copy_from_slice(payload);
-    out[end..].fill(0);
-    let header = &mut out[..HEADER];
+    put_payload(out, HEADER, payload);
+    let mut header = [0u8; HEADER];
     header[4] = kind as u8;
     header[5] = record_type;
     header[6..8].fill(0);
@@ -411,6 +424,7 @@ pub fn encode_legacy_frame(
     header[32..40].copy_from_slice(&transaction_id.to_le_bytes());
     let crc = crc32c::crc32c(&header[4..HEADER]);
     header[0..4].copy_from_slice(&crc.to_le_bytes());
+    put_header(out, &header);
 }
 
 /// A frame found valid at some offset of a generation's bytes.
@@ -463,13 +477,22 @@ pub fn decode_frame(file: &[u8], generation: u64, offset: u64, layout: FrameLayo
 fn decode_compact_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
     const HEADER: usize = FrameLayout::Compact.header_bytes();
     let start = offset as usize;
-    let Some(header) = file.get(start..start + HEADER) else {
+    let fields = |header: &[u8; HEADER]| {
+        Some((
+            bytes::u32_at(header, 0)?,
+            bytes::u32_at(header, 6)? as usize,
+            u64::from(bytes::u32_at(header, 10)?),
+            bytes::u64_at(header, 14)?,
+        ))
+    };
+    let Some((header, (stored, payload_bytes, frame_generation, transaction_id))) =
+        bytes::array_at::<HEADER>(file, start).and_then(|h| Some((h, fields(&h)?)))
+    else {
         return Decoded::Damaged("frame header runs past the end of the file".into());
     };
     if header.iter().all(|&byte| byte == 0) {
         return Decoded::Empty;
     }
-    let payload_bytes = le_u32(header, 6) as usize;
     let payload_start = start + HEADER;
     let Some(payload) = file.get(payload_start..payload_start + payload_bytes) else {
         if legacy_frame_of_earlier_generation(file, generation, offset) {
@@ -479,7 +502,6 @@ fn decode_compact_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
             "frame payload of {payload_bytes} bytes runs past the end of the file"
         ));
     };
-    let stored = le_u32(header, 0);
     let computed = compact_crc(crc32c::crc32c(payload), &header[4..], offset);
     if stored != computed {
         if legacy_frame_of_earlier_generation(file, generation, offset) {
@@ -490,7 +512,6 @@ fn decode_compact_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
              {stored:#010x}, computed {computed:#010x}): damaged, or written for another position"
         ));
     }
-    let frame_generation = u64::from(le_u32(header, 10));
     if frame_generation < generation {
         // A valid frame of an earlier generation at this very offset: a recycled file's old
         // content. Nothing of this generation was written here.
@@ -508,7 +529,7 @@ fn decode_compact_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
     Decoded::Valid(Frame {
         kind,
         record_type: header[5],
-        transaction_id: le_u64(header, 14),
+        transaction_id,
         offset,
         payload_bytes,
         layout: FrameLayout::Compact,
@@ -524,7 +545,8 @@ fn legacy_frame_of_earlier_generation(file: &[u8], generation: u64, offset: u64)
             let start = offset as usize;
             file.get(start..start + FrameLayout::Legacy.header_bytes())
                 .is_some_and(|header| {
-                    header.iter().any(|&byte| byte != 0) && le_u64(header, 16) < generation
+                    header.iter().any(|&byte| byte != 0)
+                        && bytes::u64_at(header, 16).is_some_and(|g| g < generation)
                 })
         }
 }
@@ -532,21 +554,32 @@ fn legacy_frame_of_earlier_generation(file: &[u8], generation: u64, offset: u64)
 fn decode_legacy_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
     const HEADER: usize = FrameLayout::Legacy.header_bytes();
     let start = offset as usize;
-    let Some(header) = file.get(start..start + HEADER) else {
+    let fields = |header: &[u8; HEADER]| {
+        Some((
+            bytes::u32_at(header, 0)?,
+            bytes::u32_at(header, 8)? as usize,
+            bytes::u32_at(header, 12)?,
+            bytes::u64_at(header, 16)?,
+            bytes::u64_at(header, 24)?,
+            bytes::u64_at(header, 32)?,
+        ))
+    };
+    let Some((
+        header,
+        (stored, payload_bytes, stored_payload, frame_generation, frame_offset, transaction_id),
+    )) = bytes::array_at::<HEADER>(file, start).and_then(|h| Some((h, fields(&h)?)))
+    else {
         return Decoded::Damaged("frame header runs past the end of the file".into());
     };
     if header.iter().all(|&byte| byte == 0) {
         return Decoded::Empty;
     }
-    let stored = le_u32(header, 0);
     let computed = crc32c::crc32c(&header[4..]);
     if stored != computed {
         return Decoded::Damaged(format!(
             "frame header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
         ));
     }
-    let frame_generation = le_u64(header, 16);
-    let frame_offset = le_u64(header, 24);
     if frame_generation < generation {
         // A valid frame of an earlier generation: a recycled file's old content. Nothing of this
         // generation was written here.
@@ -561,14 +594,12 @@ fn decode_legacy_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
     let Some(kind) = FrameKind::from_u8(header[4]) else {
         return Decoded::Damaged(format!("unknown frame kind {}", header[4]));
     };
-    let payload_bytes = le_u32(header, 8) as usize;
     let payload_start = start + HEADER;
     let Some(payload) = file.get(payload_start..payload_start + payload_bytes) else {
         return Decoded::Damaged(format!(
             "frame payload of {payload_bytes} bytes runs past the end of the file"
         ));
     };
-    let stored_payload = le_u32(header, 12);
     let computed_payload = crc32c::crc32c(payload);
     if stored_payload != computed_payload {
         return Decoded::Damaged(format!(
@@ -579,7 +610,7 @@ fn decode_legacy_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
     Decoded::Valid(Frame {
         kind,
         record_type: header[5],
-        transaction_id: le_u64(header, 32),
+        transaction_id,
         offset,
         payload_bytes,
         layout: FrameLayout::Legacy,
@@ -594,19 +625,127 @@ pub fn position_matches(file: &[u8], generation: u64, offset: u64, layout: Frame
     match layout {
         FrameLayout::Legacy => {
             file.len() >= start + FrameLayout::Legacy.header_bytes()
-                && le_u64(file, start + 24) == offset
-                && le_u64(file, start + 16) == generation
+                && bytes::u64_at(file, start + 24) == Some(offset)
+                && bytes::u64_at(file, start + 16) == Some(generation)
         }
         FrameLayout::Compact => {
             file.len() >= start + FrameLayout::Compact.header_bytes()
-                && u64::from(le_u32(file, start + 10)) == generation
+                && bytes::u32_at(file, start + 10).map(u64::from) == Some(generation)
         }
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn sample_header() -> GenerationHeader {
+        GenerationHeader {
+            database_id: 0x0123_4567_89ab_cdef_0011_2233_4455_6677,
+            generation: 9,
+            file_size_bytes: 1 << 20,
+            previous_end: Lsn::new(8, 5000),
+            created_unix_ms: 1_700_000_000_000,
+            format_version: FORMAT_VERSION,
+        }
+    }
+
+    /// Every cut of a header block, and garbage in each checked field, is a typed error whose
+    /// message is the sentence users see; never a panic, never a header of zeros.
+    #[test]
+    fn header_short_or_garbage_is_a_typed_error_not_a_panic() {
+        let mut block = vec![0u8; 4096];
+        sample_header().encode(&mut block);
+        assert_eq!(GenerationHeader::decode(&block), Ok(sample_header()));
+        for cut in 0..GENERATION_HEADER_BYTES {
+            assert_eq!(
+                GenerationHeader::decode(&block[..cut]),
+                Err(HeaderError::Short),
+                "cut {cut}"
+            );
+        }
+        assert_eq!(
+            HeaderError::Short.to_string(),
+            "file is shorter than its 76-byte header"
+        );
+        let mut magic = block.clone();
+        magic[0] ^= 1;
+        let error = GenerationHeader::decode(&magic).unwrap_err();
+        assert_eq!(error, HeaderError::BadMagic);
+        assert_eq!(
+            error.to_string(),
+            "not a jetproof log file (magic mismatch)"
+        );
+        let mut torn = block.clone();
+        torn[40] ^= 0x10;
+        let error = GenerationHeader::decode(&torn).unwrap_err();
+        assert!(
+            matches!(error, HeaderError::ChecksumMismatch { .. }),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("header checksum mismatch (stored 0x")
+        );
+        // A valid checksum over a version or data start this build does not read.
+        let reseal = |at: usize, value: u32| {
+            let mut bad = block.clone();
+            bad[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            let crc = crc32c::crc32c(&bad[..72]);
+            bad[72..76].copy_from_slice(&crc.to_le_bytes());
+            GenerationHeader::decode(&bad).unwrap_err()
+        };
+        let error = reseal(8, 99);
+        assert_eq!(error, HeaderError::UnsupportedVersion { version: 99 });
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "format version 99, this build reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}"
+            )
+        );
+        let error = reseal(12, 512);
+        assert_eq!(error, HeaderError::WrongDataStart { data_start: 512 });
+        assert_eq!(
+            error.to_string(),
+            format!("data starts at 512, expected {DATA_START}")
+        );
+    }
+
+    /// A frame whose header would run past the file, or past `usize::MAX`, is damage.
+    #[test]
+    fn frames_cut_short_are_damaged_not_a_panic() {
+        let payload = b"abc";
+        let len = frame_bytes(payload.len()) as usize;
+        let mut file = vec![0u8; 4096 + len];
+        encode_frame(
+            &mut file[4096..],
+            FrameKind::Record,
+            Lsn::new(2, 4096),
+            1,
+            7,
+            payload,
+        );
+        for layout in [FrameLayout::Compact, FrameLayout::Legacy] {
+            for offset in [file.len() as u64 - 3, u64::MAX - 2, usize::MAX as u64] {
+                assert!(
+                    matches!(decode_frame(&file, 2, offset, layout), Decoded::Damaged(_)),
+                    "{layout:?} at {offset}"
+                );
+            }
+        }
+        for cut in 4096..file.len() {
+            assert!(
+                matches!(
+                    decode_frame(&file[..cut], 2, 4096, FrameLayout::Compact),
+                    Decoded::Damaged(_)
+                ),
+                "cut {cut}"
+            );
+        }
+        assert_eq!(FlushInfo::decode(&[0xff; FLUSH_PAYLOAD_BYTES - 1]), None);
+    }
 
     #[test]
     fn frame_round_trip_and_damage() {

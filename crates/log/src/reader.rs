@@ -5,6 +5,7 @@
 //! position, and never write. The reader yields the records from a start position (normally the
 //! checkpoint) to the end of the valid log; a torn tail is tolerated and reported in
 //! [`ReadSummary::torn_tail`], damage in the middle is an error naming the file and offset.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

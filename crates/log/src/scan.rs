@@ -8,6 +8,7 @@
 //!   this generation. A flush frame found there says how far the log was durable before that later
 //!   write: if that is past the stop, durable data was damaged (corruption in the middle).
 //!   Otherwise the damage lies in writes that were never acknowledged: a torn tail.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -87,12 +88,14 @@ pub(crate) fn load_generation(
     let mut offset = 0usize;
     while offset < bytes.len() {
         let end = (offset + chunk).min(bytes.len());
-        file.read_at(&mut bytes[offset..end], offset as u64, options.class)?;
+        if let Some(chunk) = bytes.get_mut(offset..end) {
+            file.read_at(chunk, offset as u64, options.class)?;
+        }
         offset = end;
     }
     let header = GenerationHeader::decode(&bytes).map_err(|reason| LogError::BadHeader {
         path: path.clone(),
-        reason,
+        reason: reason.to_string(),
     })?;
     check_header(&path, &header, generation, database_id)?;
     Ok(Some(GenerationFile {
@@ -130,7 +133,7 @@ pub(crate) fn load_header(
     file.read_at(&mut block, 0, options.class)?;
     let header = GenerationHeader::decode(&block).map_err(|reason| LogError::BadHeader {
         path: path.clone(),
-        reason,
+        reason: reason.to_string(),
     })?;
     check_header(&path, &header, generation, database_id)?;
     Ok(Some(header))

@@ -687,11 +687,7 @@ fn appended_to_log_files(
         {
             continue;
         }
-        let Some(size) = head
-            .get(40..48)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-        else {
+        let Some(size) = jetproof_io::bytes::u64_at(&head, 40) else {
             continue;
         };
         let actual = handle.size().unwrap_or(0);

@@ -81,10 +81,7 @@ pub fn header_copies(backend: &dyn jetproof_io::IoBackend, path: &std::path::Pat
     for (number, page) in pages.chunks_exact(page_size).enumerate() {
         let what = match checksum::verify(page, number as u32) {
             PageCheck::Good => {
-                sequences[number] = page
-                    .get(160..168)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_le_bytes);
+                sequences[number] = jetproof_io::bytes::u64_at(page, 160);
                 continue;
             }
             PageCheck::Correctable { bit } => format!("has one flipped bit (bit {bit})"),

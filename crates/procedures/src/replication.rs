@@ -141,7 +141,7 @@ pub fn read_generation(
     let header =
         GenerationHeader::decode(&bytes).map_err(|reason| ReplicationError::BadHeader {
             path: path.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
     if header.generation != generation || header.database_id != config.database_id {
         return Err(ReplicationError::BadHeader {
