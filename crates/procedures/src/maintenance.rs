@@ -371,18 +371,36 @@ mod tests {
         let state = ScanState::default();
         let repaired = AtomicBool::new(false);
         // The "cache" finishes its write right after the scan first reads the damaged page: the
-        // first BDM read is the whole file (32 pages = one 256 KiB read).
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                while stats.class(IoClass::BdmRead).count() < 1 {
-                    std::thread::sleep(Duration::from_millis(1));
+        // first BDM read is the whole file (32 pages = one 256 KiB read). The write is made in
+        // the scan's own thread, from `stop`, which the scan polls during the recheck's pause,
+        // so it lands after the first read and before the re-read whatever the machine's load
+        // (a writer thread polling for the read was late once on a loaded machine), and in
+        // place: only the page, never a truncated file.
+        let found = Mutex::new(Vec::new());
+        scan(
+            file.as_ref(),
+            &config(),
+            &|| 32,
+            &state,
+            &|| {
+                if stats.class(IoClass::BdmRead).count() >= 1 && !repaired.load(Ordering::Relaxed) {
+                    use std::os::unix::fs::FileExt as _;
+                    let page = 20 * PAGE;
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .and_then(|f| f.write_all_at(&good[page..page + PAGE], page as u64))
+                        .expect("repair");
+                    repaired.store(true, Ordering::Relaxed);
                 }
-                std::fs::write(&path, &good).expect("repair");
-                repaired.store(true, Ordering::Relaxed);
-            });
-            let found = one_pass(file.as_ref(), 32, &state);
-            assert!(found.is_empty(), "{found:?}");
-        });
+                state.passes.load(Ordering::Relaxed) >= 1
+            },
+            &|d| found.lock().expect("lock").push(d.clone()),
+            &|_, _| {},
+        )
+        .expect("scan");
+        let found = found.into_inner().expect("lock");
+        assert!(found.is_empty(), "{found:?}");
         assert!(repaired.load(Ordering::Relaxed));
         assert_eq!(state.pages_rechecked_good.load(Ordering::Relaxed), 1);
     }
