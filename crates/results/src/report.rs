@@ -193,10 +193,16 @@ fn distribution_table(result: &TestResult) -> Table {
     table
 }
 
-/// The "Transactional I/O Performance" table in Jetstress's column names: the sessions'
-/// database reads and writes and the log's writes.
+/// The "Transactional I/O Performance" table in Jetstress's column names and all of its
+/// columns: the sessions' database reads and writes, the log's reads (the simulated
+/// replication's, as Jetstress counts a copy's log reads; zero without replication) and writes.
 fn transactional_table(result: &TestResult) -> Table {
-    io_table(result, &["db_read"], &["db_write"], None)
+    io_table(
+        result,
+        &["db_read"],
+        &["db_write"],
+        Some(&["replication_read"]),
+    )
 }
 
 /// Jetstress's "Total I/O Performance": every database and log I/O of each instance, not only
@@ -891,6 +897,33 @@ mod tests {
         assert!(
             !md.contains("Log Replication"),
             "no replication I/O occurred:\n{md}"
+        );
+        // The Transactional table has all of Jetstress's columns, Log Reads included (zero
+        // without replication), in its order.
+        let transactional = md
+            .split("## Transactional I/O Performance")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("the Transactional table");
+        let header = transactional
+            .lines()
+            .find(|l| l.starts_with("| Instance"))
+            .expect("its header");
+        let columns: Vec<&str> = header
+            .split(" | ")
+            .map(|c| c.trim_matches(['|', ' ']))
+            .collect();
+        assert_eq!(
+            columns.get(7..).expect("log columns"),
+            [
+                "I/O Log Reads Average Latency (msec)",
+                "I/O Log Writes Average Latency (msec)",
+                "I/O Log Reads/sec",
+                "I/O Log Writes/sec",
+                "I/O Log Reads Average Bytes",
+                "I/O Log Writes Average Bytes",
+            ],
+            "{header}"
         );
     }
 
