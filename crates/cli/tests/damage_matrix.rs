@@ -62,20 +62,38 @@ fn run_ok(dir: &Path, args: &[&str]) {
 }
 
 fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
+    try_copy_tree(from, to).expect("copy");
+}
+
+fn try_copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().expect("file type");
+        let kind = entry.file_type()?;
         if kind.is_dir() {
-            copy_tree(&src, &dst);
+            try_copy_tree(&src, &dst)?;
         } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).expect("link"), &dst)
-                .expect("symlink");
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
         } else {
-            std::fs::copy(&src, &dst).expect("copy");
+            std::fs::copy(&src, &dst)?;
         }
     }
+    Ok(())
+}
+
+/// A copy of a directory a running jetproof is writing: a file listed may be renamed away (a
+/// log generation rolling over) before it is copied; the copy is then made again, whole.
+fn copy_live_tree(from: &Path, to: &Path) {
+    for _ in 0..50 {
+        let _ = std::fs::remove_dir_all(to);
+        match try_copy_tree(from, to) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("copy {}: {e}", from.display()),
+        }
+    }
+    panic!("{} kept changing while it was copied", from.display());
 }
 
 fn generations(dir: &Path) -> Vec<PathBuf> {
@@ -123,7 +141,7 @@ fn build_templates(root: &Path) {
         assert!(std::time::Instant::now() < deadline, "no log written");
         std::thread::sleep(Duration::from_millis(10));
     }
-    copy_tree(&dirty.join(LOGS), &stale.join("logs"));
+    copy_live_tree(&dirty.join(LOGS), &stale.join("logs"));
     std::thread::sleep(Duration::from_millis(1200));
     assert!(child.try_wait().expect("status").is_none(), "run ended");
     child.kill().expect("SIGKILL");
