@@ -171,6 +171,29 @@ fn a_four_point_sweep_runs_end_to_end_and_renders() {
         4,
         "{cmp_html}"
     );
+
+    // A link at one of the comparison's names is never written through: exit 2, the file it
+    // points to untouched.
+    let target = dir.path().join("precious.txt");
+    std::fs::write(&target, "not jetproof's").expect("target");
+    std::fs::create_dir(dir.path().join("cmp-link")).expect("mkdir");
+    std::os::unix::fs::symlink(&target, dir.path().join("cmp-link/sweep-compare.md"))
+        .expect("symlink");
+    let refused = jetproof(dir.path())
+        .args(["compare", "sw", "sw", "--out", "cmp-link"])
+        .output()
+        .expect("compare");
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("target"),
+        "not jetproof's"
+    );
+    assert!(!dir.path().join("cmp-link/sweep-compare.html").exists());
 }
 
 fn chromium() -> Option<PathBuf> {

@@ -190,7 +190,7 @@ pub struct EsrpInstance {
     pub log_write_avg_latency_ms: Option<f64>,
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
+pub(crate) fn mean(values: impl Iterator<Item = f64>) -> f64 {
     let (sum, count) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
     if count == 0 { 0.0 } else { sum / count as f64 }
 }
@@ -285,6 +285,18 @@ pub struct AggregateHost {
     /// seconds per log), by instance name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub instance_figures: BTreeMap<String, HostInstanceFigures>,
+}
+
+impl AggregateHost {
+    /// A backup test's MB/s: each database's, and the server's total.
+    pub fn backup_mb_per_sec(&self) -> (Vec<f64>, f64) {
+        let per_database = self
+            .instance_figures
+            .values()
+            .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
+            .collect();
+        (per_database, number(self.totals.get("mb_per_sec")))
+    }
 }
 
 /// The test-specific figures of one instance of a host that the aggregate's tables need.
@@ -640,7 +652,7 @@ const CLASS_ORDER: [(&str, &str); 10] = [
     ("flush_map", "Flush Map I/O"),
 ];
 
-fn number(value: Option<&serde_json::Value>) -> f64 {
+pub(crate) fn number(value: Option<&serde_json::Value>) -> f64 {
     value.and_then(|v| v.as_f64()).unwrap_or(0.0)
 }
 
@@ -810,12 +822,7 @@ pub fn markdown(a: &AggregateResult) -> String {
         );
         let (mut all_databases, mut solution_total) = (Vec::new(), 0.0);
         for h in &a.hosts {
-            let per_database: Vec<f64> = h
-                .instance_figures
-                .values()
-                .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
-                .collect();
-            let server_total = number(h.totals.get("mb_per_sec"));
+            let (per_database, server_total) = h.backup_mb_per_sec();
             solution_total += server_total;
             let _ = writeln!(
                 m,

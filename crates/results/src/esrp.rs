@@ -8,6 +8,7 @@
 //! requirement ([`Requirement`]) is checked against the results and listed as met or not, and
 //! one not met marks the whole document "not a complete ESRP test set".
 
+use crate::aggregate::number;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -205,10 +206,6 @@ pub struct Requirement {
     pub required: String,
     pub found: String,
     pub met: bool,
-}
-
-fn number(value: Option<&serde_json::Value>) -> f64 {
-    value.and_then(|v| v.as_f64()).unwrap_or(0.0)
 }
 
 /// A host's checksum pass (after performance or stress): Some(clean) when there was one.
@@ -860,12 +857,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             );
             let (mut all, mut total) = (Vec::new(), 0.0);
             for h in &a.hosts {
-                let per: Vec<f64> = h
-                    .instance_figures
-                    .values()
-                    .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
-                    .collect();
-                let server = number(h.totals.get("mb_per_sec"));
+                let (per, server) = h.backup_mb_per_sec();
                 total += server;
                 let _ = writeln!(
                     m,
@@ -988,11 +980,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
 }
 
 fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        0.0
-    } else {
-        values.iter().sum::<f64>() / values.len() as f64
-    }
+    crate::aggregate::mean(values.iter().copied())
 }
 
 /// The document as one self-contained page (no script, no request), as `report.html`.

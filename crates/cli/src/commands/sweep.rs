@@ -371,7 +371,10 @@ pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<Outcome, CliError
         Ok(entries) => {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().to_string();
-                if name != "sweep-compare.md" && name != "sweep-compare.html" {
+                // A link at one of its names would be written through: refused as foreign.
+                let ours = (name == "sweep-compare.md" || name == "sweep-compare.html")
+                    && entry.file_type().is_ok_and(|kind| kind.is_file());
+                if !ours {
                     return Err(CliError::bad_input(anyhow::anyhow!(
                         "--out {}: holds `{name}`; give a new or empty folder",
                         out.display()
