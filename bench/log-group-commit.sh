@@ -56,11 +56,14 @@ FIO_ROWS=""
 JP_ROWS=""
 for round in $(seq 1 "$ROUNDS"); do
     echo "round $round: fio reference (buffered, as --rw=write --bs=4k --fdatasync=1)" >&2
-    read -r iops sync_us < <(fio_run ref-buffered "")
+    line=$(fio_run ref-buffered "")
+    read -r iops sync_us <<<"$line"
     echo "round $round: fio reference (direct)" >&2
-    read -r direct_iops direct_sync_us < <(fio_run ref-direct "--direct=1")
+    line=$(fio_run ref-direct "--direct=1")
+    read -r direct_iops direct_sync_us <<<"$line"
     echo "round $round: fio reference (direct, 4 jobs each syncing its own file)" >&2
-    read -r jobs4_iops jobs4_sync_us < <(fio_run ref-direct4 "--direct=1 --numjobs=4 --group_reporting")
+    line=$(fio_run ref-direct4 "--direct=1 --numjobs=4 --group_reporting")
+    read -r jobs4_iops jobs4_sync_us <<<"$line"
     FIO_ROWS+="| $round | $iops | $sync_us µs | $direct_iops | $direct_sync_us µs | $jobs4_iops | $jobs4_sync_us µs |"$'\n'
     echo "round $round: jetproof log: $JP_CMD" >&2
     results=$($JP_CMD)

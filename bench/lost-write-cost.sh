@@ -106,7 +106,8 @@ for round in $(seq 1 "$rounds"); do
     bin=$now
     [[ $label == before ]] && bin=$base
     echo "round $round of $rounds: $label ..." >&2
-    read -r iops stalls cpu < <(run_one "$bin")
+    line=$(run_one "$bin")
+    read -r iops stalls cpu <<<"$line"
     rows+=("$round $label $iops $stalls $cpu")
   done
   echo "round $round of $rounds: fio ..." >&2

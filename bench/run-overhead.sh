@@ -104,7 +104,8 @@ run_mem() { # $1: mem bench binary -> "cpu_us iops"
   JETPROOF_BENCH_JOB="$dir/mem/job.toml" JETPROOF_BENCH_OUT="$dir/mem/out" \
     "$1" >/dev/null
   local us ios iops
-  read -r us ios iops < <(figures "$dir/mem/out/results/result.json")
+  line=$(figures "$dir/mem/out/results/result.json")
+  read -r us ios iops <<<"$line"
   rm -rf "$dir/mem"
   echo "$us $iops"
 }
@@ -126,7 +127,8 @@ sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engin
   fi
   local user sys rss us ios iops
   read -r user sys rss < <(tail -n 1 "$dir/time.txt") # after "Command exited with non-zero status 1"
-  read -r us ios iops < <(figures "$dir/results/result.json")
+  line=$(figures "$dir/results/result.json")
+  read -r us ios iops <<<"$line"
   rm -rf "$dir/data" "$dir/results" "$dir/init" "$dir/time.txt" "$dir/job.toml"
   echo "$us $(python3 -c "print('%.3f' % (($user + $sys) / $ios * 1e6))") $iops $rss"
 }
@@ -161,15 +163,18 @@ for round in $(seq 1 "$rounds"); do
       done
     fi
     echo "round $round of $rounds: $label mem ..." >&2
-    read -r mem_us mem_iops < <(run_mem "$mem")
+    line=$(run_mem "$mem")
+    read -r mem_us mem_iops <<<"$line"
     rows+=("$round $label mem $mem_us $mem_iops")
     for engine in "${order[@]}"; do
       echo "round $round of $rounds: $label disk $engine ..." >&2
-      read -r disk_us whole_us disk_iops rss < <(run_disk "$bin" "$engine")
+      line=$(run_disk "$bin" "$engine")
+      read -r disk_us whole_us disk_iops rss <<<"$line"
       rows+=("$round $label $engine $disk_us $whole_us $disk_iops $rss")
     done
   done
-  read -r fio_us fio_iops < <(run_fio)
+  line=$(run_fio)
+  read -r fio_us fio_iops <<<"$line"
   rows+=("$round fio $fio_us $fio_iops")
 done
 rmdir "$dir" 2>/dev/null || true

@@ -81,10 +81,12 @@ for round in $(seq 1 "$rounds"); do
   if ((round % 2)); then order=("base $base" "now $now"); else order=("now $now" "base $base"); fi
   for entry in "${order[@]}"; do
     read -r label bin <<<"$entry"
-    read -r cpu cs iops < <(measure "$bin")
+    line=$(measure "$bin")
+    read -r cpu cs iops <<<"$line"
     rows+=("| $round | $label | $cpu | $cs | $iops |")
   done
-  read -r fcs fiops < <(fio_switches)
+  line=$(fio_switches)
+  read -r fcs fiops <<<"$line"
   rows+=("| $round | fio | | $fcs | $fiops |")
 done
 {
