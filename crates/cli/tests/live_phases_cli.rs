@@ -31,9 +31,19 @@ fn percents(lines: &[&str]) -> Vec<f64> {
 }
 
 fn stderr_of(dir: &Path, args: &[&str]) -> String {
+    stderr_of_verdict(dir, args, false)
+}
+
+/// As `stderr_of`; with `either_verdict` a failed verdict (exit 1) is accepted too: a paced run
+/// on a loaded 2-core CI machine can fall short of its target, which is not what is tested.
+fn stderr_of_verdict(dir: &Path, args: &[&str], either_verdict: bool) -> String {
     let out = jetproof(dir).args(args).output().expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{args:?}: {stderr}");
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || (either_verdict && code == Some(1)),
+        "{args:?}: {code:?} {stderr}"
+    );
     assert!(
         !stderr.contains('\r') && !stderr.contains('\u{1b}'),
         "no redraws on a pipe: {stderr}"
@@ -142,7 +152,11 @@ fn a_stress_test_with_auto_tune_tells_warm_up_each_step_and_its_checksum_pass() 
         .args(["init", &job, "--quiet", "--out", "init"])
         .assert()
         .success();
-    let stderr = stderr_of(dir.path(), &["run", &job, "--test", "stress", "--out", "s"]);
+    let stderr = stderr_of_verdict(
+        dir.path(),
+        &["run", &job, "--test", "stress", "--out", "s"],
+        true,
+    );
     let warm = lines(&stderr, "warm-up ");
     assert!(!warm.is_empty(), "{stderr}");
     // The paced warm-up settles its estimate: its ETA counts down to the window.
