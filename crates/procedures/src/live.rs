@@ -159,7 +159,14 @@ struct BytesState {
     started: std::time::Instant,
     total: u64,
     done: u64,
+    /// When the view was last told: progress is told at most every [`BYTES_TELL_EVERY`] (init
+    /// advances every 64 records, a checksum every read), milestones always.
+    told: Option<std::time::Instant>,
 }
+
+/// How often byte progress is told to the view at most (a terminal redraws at this pace; a pipe
+/// keeps one line per sample interval of what it is told).
+const BYTES_TELL_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl<'a> BytesStatus<'a> {
     pub fn new(view: &'a dyn LiveView, phase: &str) -> BytesStatus<'a> {
@@ -170,6 +177,7 @@ impl<'a> BytesStatus<'a> {
                 started: std::time::Instant::now(),
                 total: 0,
                 done: 0,
+                told: None,
             }),
         }
     }
@@ -180,6 +188,15 @@ impl<'a> BytesStatus<'a> {
                 return;
             };
             change(&mut state);
+            let now = std::time::Instant::now();
+            if !milestone
+                && state
+                    .told
+                    .is_some_and(|at| now.duration_since(at) < BYTES_TELL_EVERY)
+            {
+                return;
+            }
+            state.told = Some(now);
             let elapsed_s = state.started.elapsed().as_secs_f64();
             let (detail, eta_s) = bytes_detail(state.done, state.total, elapsed_s);
             PhaseStatus {
@@ -262,11 +279,19 @@ mod tests {
         let seen = Seen::default();
         let status = BytesStatus::new(&seen, "checksum");
         crate::checksum::Progress::start(&status, 4 << 30);
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(BYTES_TELL_EVERY + std::time::Duration::from_millis(10));
         crate::checksum::Progress::advance(&status, 1 << 30);
+        // Progress within BYTES_TELL_EVERY of the last is counted, not told.
+        crate::checksum::Progress::advance(&status, 1 << 29);
         crate::checksum::Progress::finish(&status);
         let seen = seen.0.lock().expect("lock");
-        assert_eq!(seen.len(), 3);
+        // The finish tells all that was counted.
+        assert!(
+            seen[2].detail.starts_with("37.5% (1.50 of 4.00 GiB)"),
+            "{:?}",
+            seen[2]
+        );
+        assert_eq!(seen.len(), 3, "{seen:?}");
         assert!(
             seen[0].milestone && seen[0].eta_s.is_none(),
             "{:?}",
