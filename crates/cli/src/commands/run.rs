@@ -398,6 +398,9 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
     let progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
+        if live.is_quiet() {
+            return;
+        }
         let elapsed_s = started.elapsed().as_secs_f64();
         let (detail, eta_s) = jetproof_procedures::live::bytes_detail(done, total, elapsed_s);
         jetproof_procedures::live::LiveView::status(
