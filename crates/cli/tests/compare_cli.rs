@@ -44,6 +44,14 @@ fn two_performance_runs_side_by_side_and_different_tests_refused() {
     );
     let html = std::fs::read_to_string(dir.path().join("cmp/compare.html")).expect("html");
     assert!(html.contains("default-src 'none'") && html.contains("<table>"));
+    // BASE and NEW overlaid: every chart has both series (drawn in tests/report_chromium.rs).
+    let charts = html.matches("<svg").count();
+    assert!(
+        html.contains("data-chart=\"compare-iops\"") && charts >= 3,
+        "{charts} charts"
+    );
+    assert_eq!(html.matches("data-series=\"BASE\"").count(), charts);
+    assert_eq!(html.matches("data-series=\"NEW\"").count(), charts);
 
     jetproof(dir.path())
         .args(["run", "--test", "backup", "--out", "bk"])

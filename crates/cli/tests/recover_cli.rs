@@ -54,7 +54,10 @@ fn a_run_killed_with_sigkill_is_recovered_then_checks_and_runs_clean() {
         .stdout(predicate::str::contains("Log files replayed"))
         .stdout(predicate::str::contains("Seconds per log"))
         .stdout(predicate::str::contains("Records applied"))
-        .stdout(predicate::str::contains("Soft Recovery I/O Performance"));
+        .stdout(predicate::str::contains("Soft Recovery I/O Performance"))
+        // The live view on a pipe: the replay's progress, ending when both instances did.
+        .stderr(predicate::str::contains("jetproof: replay "))
+        .stderr(predicate::str::contains("0 of 2 instance(s) replaying"));
     let result: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("rec/result.json")).expect("result.json"),
     )

@@ -190,6 +190,43 @@ fn row(dom: &str, section: &str, first: &str) -> Vec<String> {
     panic!("no row {first} in {section}");
 }
 
+/// `page` rendered by headless Chromium: the screenshot is not blank (more than 1% of its
+/// pixels differ from the background, more than 20 colours) and every chart drew (at least
+/// one); returns the DOM.
+fn render(browser: &Path, page: &Path, scratch: &Path, what: &str) -> String {
+    let shot = scratch.join(format!("{what}.png"));
+    let profile = scratch.join(format!("profile-{what}"));
+    browse(
+        browser,
+        page,
+        &profile,
+        &[&format!("--screenshot={}", shot.display())],
+    );
+    let pixels = png_pixels(&std::fs::read(&shot).expect("screenshot"));
+    let background = pixels[0];
+    let differing = pixels.iter().filter(|p| **p != background).count();
+    assert!(
+        differing * 100 > pixels.len(),
+        "{what}: the screenshot is blank ({differing} of {} pixels differ from the background)",
+        pixels.len()
+    );
+    let mut colours: Vec<[u8; 3]> = pixels.clone();
+    colours.sort_unstable();
+    colours.dedup();
+    assert!(colours.len() > 20, "{what}: {} colours", colours.len());
+    if let Ok(keep) = std::env::var("JETPROOF_KEEP_SCREENSHOTS") {
+        std::fs::create_dir_all(&keep).expect("keep dir");
+        std::fs::copy(&shot, Path::new(&keep).join(format!("report-{what}.png"))).expect("copy");
+    }
+
+    let dom = browse(browser, page, &profile, &["--dump-dom"]).stdout;
+    let dom = String::from_utf8(dom).expect("UTF-8 DOM");
+    let charts = charts_drew(&dom, what);
+    assert!(charts > 0, "{what}: no chart");
+
+    dom
+}
+
 fn check_page(browser: &Path, dir: &Path, scratch: &Path, what: &str) {
     let page = dir.join("report.html");
     let result = common::result(&dir.join("result.json"));
@@ -222,35 +259,7 @@ fn check_page(browser: &Path, dir: &Path, scratch: &Path, what: &str) {
         html.len()
     );
 
-    let shot = scratch.join(format!("{what}.png"));
-    let profile = scratch.join(format!("profile-{what}"));
-    browse(
-        browser,
-        &page,
-        &profile,
-        &[&format!("--screenshot={}", shot.display())],
-    );
-    let pixels = png_pixels(&std::fs::read(&shot).expect("screenshot"));
-    let background = pixels[0];
-    let differing = pixels.iter().filter(|p| **p != background).count();
-    assert!(
-        differing * 100 > pixels.len(),
-        "{what}: the screenshot is blank ({differing} of {} pixels differ from the background)",
-        pixels.len()
-    );
-    let mut colours: Vec<[u8; 3]> = pixels.clone();
-    colours.sort_unstable();
-    colours.dedup();
-    assert!(colours.len() > 20, "{what}: {} colours", colours.len());
-    if let Ok(keep) = std::env::var("JETPROOF_KEEP_SCREENSHOTS") {
-        std::fs::create_dir_all(&keep).expect("keep dir");
-        std::fs::copy(&shot, Path::new(&keep).join(format!("report-{what}.png"))).expect("copy");
-    }
-
-    let dom = browse(browser, &page, &profile, &["--dump-dom"]).stdout;
-    let dom = String::from_utf8(dom).expect("UTF-8 DOM");
-    let charts = charts_drew(&dom, what);
-    assert!(charts > 0, "{what}: no chart");
+    let dom = render(browser, &page, scratch, what);
 
     // The numbers shown are result.json's.
     let verdict = match result["verdict"].as_str() {
@@ -421,5 +430,178 @@ fn report_html_renders_in_headless_chromium() {
     assert!(
         failed.contains("<h2>Broken Rules</h2>"),
         "the failed run's rules"
+    );
+}
+
+/// A page that can ask for nothing: the CSP, and no URL anywhere.
+fn self_contained(html: &str, what: &str) {
+    assert!(
+        html.contains("content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\""),
+        "{what}: the Content-Security-Policy"
+    );
+    for needle in [
+        "<script", "<link", "<iframe", "<img", "src=", "href=", "url(",
+    ] {
+        assert!(!html.contains(needle), "{what}: the page holds {needle}");
+    }
+}
+
+/// The `data-series` names of each chart of `dom`, by `data-chart`.
+fn chart_series(dom: &str) -> Vec<(String, Vec<String>)> {
+    dom.split("<svg")
+        .skip(1)
+        .map(|chart| chart.split("</svg>").next().unwrap_or(""))
+        .filter(|chart| chart.contains("class=\"chart\""))
+        .map(|chart| {
+            let id = attribute(chart, "data-chart").unwrap_or("?").to_string();
+            let series = chart
+                .split("<polyline")
+                .skip(1)
+                .filter_map(|tag| attribute(tag.split('>').next()?, "data-series"))
+                .map(str::to_string)
+                .collect();
+            (id, series)
+        })
+        .collect()
+}
+
+/// `compare.html` of two performance runs (BASE and NEW overlaid in every chart), an
+/// aggregate's `report.html` (per-host bars) and the `report.html` of a checksum that found a
+/// damaged page, each rendered by headless Chromium: not blank, every chart drew.
+#[test]
+fn compare_aggregate_and_damaged_checksum_render_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("JETPROOF_REQUIRE_CHROMIUM").is_none(),
+            "chromium is required (apt-get install chromium)"
+        );
+        eprintln!("skipped: no chromium on PATH (apt-get install chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let job = small_job(root, "2s", "");
+    jetproof(root)
+        .args(["init", "--quiet"])
+        .arg(&job)
+        .assert()
+        .success();
+    for (out, host) in [("a", "host-a"), ("b", "host-b")] {
+        jetproof(root)
+            .args([
+                "run",
+                "--test",
+                "performance",
+                "--quiet",
+                "--host-name",
+                host,
+                "--out",
+                out,
+            ])
+            .arg(&job)
+            .assert()
+            .success();
+    }
+
+    // compare: every chart overlays BASE and NEW, each drawn.
+    jetproof(root)
+        .args(["compare", "a", "b", "--out", "cmp"])
+        .assert()
+        .success();
+    let page = root.join("cmp/compare.html");
+    self_contained(
+        &std::fs::read_to_string(&page).expect("compare.html"),
+        "compare",
+    );
+    let dom = render(&browser, &page, root, "compare");
+    let charts = chart_series(&dom);
+    for id in [
+        "compare-iops",
+        "compare-avg-db_read",
+        "compare-p99-db_read",
+        "compare-avg-log_write",
+        "compare-distribution-db_read",
+        "compare-distribution-log_write",
+    ] {
+        assert!(
+            charts.iter().any(|(c, _)| c == id),
+            "compare: chart {id} in {charts:?}"
+        );
+    }
+    for (id, series) in &charts {
+        assert_eq!(series, &["BASE", "NEW"], "compare: {id} overlays both runs");
+    }
+    // The tables are there too, and the IOPS row holds both results' figures.
+    let (a, b) = (
+        common::result(&root.join("a/result.json")),
+        common::result(&root.join("b/result.json")),
+    );
+    let cells = {
+        let heading = "<h2>Figures</h2>";
+        let at = dom.find(heading).expect("Figures in the page");
+        let table = dom[at..].split("</table>").next().unwrap_or("");
+        table
+            .split("<tr>")
+            .find(|tr| tr.contains("Achieved Transactional I/O per Second"))
+            .expect("the IOPS row")
+            .to_string()
+    };
+    for r in [&a, &b] {
+        let iops = format!("{:.3}", r["achieved_iops"].as_f64().expect("iops"));
+        assert!(cells.contains(&iops), "compare: {iops} in {cells}");
+    }
+
+    // An aggregate of two hosts' results (windows must overlap: a's result again, as another
+    // host's): the per-host bars drew, one per host.
+    let mut other = common::result(&root.join("a/result.json"));
+    other["host"]["name"] = serde_json::Value::from("host-f");
+    std::fs::create_dir_all(root.join("f")).expect("dir");
+    std::fs::write(
+        root.join("f/result.json"),
+        serde_json::to_string_pretty(&other).expect("json"),
+    )
+    .expect("write");
+    jetproof(root)
+        .args(["aggregate", "a", "f", "--out", "agg"])
+        .assert()
+        .success();
+    let page = root.join("agg/report.html");
+    self_contained(
+        &std::fs::read_to_string(&page).expect("aggregate page"),
+        "aggregate",
+    );
+    let dom = render(&browser, &page, root, "aggregate");
+    assert!(
+        dom.contains("host-a") && dom.contains("host-f"),
+        "aggregate: both hosts named"
+    );
+    let bars = dom.matches("class=\"bar\"").count();
+    assert!(bars >= 2, "aggregate: per-host bars ({bars})");
+
+    // A checksum that finds a page with a flipped bit: its Damaged Pages table names it.
+    let db = root.join("jetproof-data/db1/db1.jpdb");
+    let mut bytes = std::fs::read(&db).expect("read db");
+    let page_size = 8192;
+    let damaged = bytes.len() / page_size / 2;
+    bytes[damaged * page_size + 3001] ^= 0x04;
+    std::fs::write(&db, &bytes).expect("damage db");
+    jetproof(root)
+        .args(["checksum", "--quiet", "--out", "damaged"])
+        .arg(&job)
+        .assert()
+        .code(1);
+    let page = root.join("damaged/report.html");
+    self_contained(
+        &std::fs::read_to_string(&page).expect("checksum page"),
+        "damaged",
+    );
+    let dom = render(&browser, &page, root, "damaged");
+    let at = dom
+        .find("<h2>Damaged Pages</h2>")
+        .expect("damaged: the Damaged Pages section");
+    let table = dom[at..].split("</table>").next().unwrap_or("");
+    assert!(
+        table.contains(&format!("<td class=\"n\">{damaged}</td>")) && table.contains("correctable"),
+        "damaged: page {damaged} in {table}"
     );
 }

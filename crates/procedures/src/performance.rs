@@ -276,11 +276,18 @@ pub fn with_checksum(
         return Ok(result);
     }
     log.line("Verifying database and log checksums ...");
+    let live_progress = options.live.map(|live| {
+        crate::live::BytesStatus::new(live, &format!("checksum after the {test} test"))
+    });
+    let progress: &dyn crate::checksum::Progress = match &live_progress {
+        Some(live) => live,
+        None => &crate::checksum::NoProgress,
+    };
     let checksum = crate::checksum::run(
         job,
         options.backend.as_ref(),
         &crate::checksum::ChecksumOptions::from_job(job),
-        &crate::checksum::NoProgress,
+        progress,
     )
     .map_err(|e| RunError::Results(format!("checksum pass after the {test} test: {e}")))?;
     for line in crate::checksum::statistics_table(&checksum) {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 use jetproof_engine::{DbHeader, DbState};
 use jetproof_instance::{Instance as LoggedInstance, RecoveryReport, recover};
 use jetproof_io::meter::InstanceStats;
-use jetproof_io::{IoBackend, OpenOptions};
+use jetproof_io::{IoBackend, IoClass, OpenOptions};
 use jetproof_job::{Job, Threads};
 use jetproof_results::checksum::Position;
 use jetproof_results::sections::{
@@ -297,7 +297,7 @@ pub fn soft_recovery(
     let recovery_wall_start = SystemTime::now();
     let recovery_started = Instant::now();
     let all: Vec<&jetproof_job::Instance> = instances.iter().collect();
-    let replays = replay(job, &options.backend, &all);
+    let replays = replay(job, &options.backend, &all, options.live);
     let recovery_span = recovery_started.elapsed();
     let recovery_seconds = recovery_span.as_secs_f64();
 
@@ -589,7 +589,14 @@ pub fn replay(
     job: &Job,
     backend: &Arc<dyn IoBackend>,
     instances: &[&jetproof_job::Instance],
+    live: Option<&dyn crate::live::LiveView>,
 ) -> Vec<Replay> {
+    // What a live view is told: the log bytes the replays have read against the log files on
+    // disk (the replay starts at the checkpoint, so it may end short of 100%).
+    let log_bytes: u64 = instances.iter().map(|i| log_files_bytes(&i.log_path)).sum();
+    let started = Instant::now();
+    // Each replay says when it ends, so the watcher wakes at once (the replay is timed).
+    let (ended, ends) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
         let handles: Vec<_> = instances
             .iter()
@@ -597,18 +604,65 @@ pub fn replay(
                 let stats = InstanceStats::new(instance.name.clone());
                 let recovery_options = crate::options::recovery_options(job, stats.clone());
                 let backend = backend.clone();
+                let ended = ended.clone();
                 let handle = scope.spawn(move || {
-                    recover(
+                    let outcome = recover(
                         backend,
                         &instance.database_path,
                         &instance.log_path,
                         &recovery_options,
                     )
-                    .map_err(|e| (e.to_string(), lost_log_json(&e)))
+                    .map_err(|e| (e.to_string(), lost_log_json(&e)));
+                    let _ = ended.send(());
+                    outcome
                 });
                 (instance.name.clone(), stats, handle)
             })
             .collect();
+        if let Some(live) = live {
+            let mut said_ended = 0;
+            loop {
+                while ends.try_recv().is_ok() {
+                    said_ended += 1;
+                }
+                // A thread that panicked never says so; it is finished all the same.
+                let running = handles
+                    .iter()
+                    .filter(|(_, _, h)| !h.is_finished())
+                    .count()
+                    .min(handles.len().saturating_sub(said_ended));
+                let read: u64 = handles
+                    .iter()
+                    .map(|(_, stats, _)| {
+                        stats
+                            .snapshot()
+                            .classes
+                            .get(&IoClass::LogRead)
+                            .map(|c| c.bytes)
+                            .unwrap_or(0)
+                    })
+                    .sum();
+                let elapsed_s = started.elapsed().as_secs_f64();
+                let (bytes, eta_s) =
+                    crate::live::bytes_detail(read.min(log_bytes), log_bytes, elapsed_s);
+                live.status(&crate::live::PhaseStatus {
+                    phase: "replay".into(),
+                    elapsed_s,
+                    eta_s,
+                    detail: format!(
+                        "log read {bytes} of the log files on disk; {running} of {} instance(s) replaying",
+                        handles.len()
+                    ),
+                    milestone: running == 0,
+                });
+                if running == 0 {
+                    break;
+                }
+                if ends.recv_timeout(Duration::from_millis(100)).is_ok() {
+                    said_ended += 1;
+                }
+            }
+        }
         handles
             .into_iter()
             .map(|(name, stats, handle)| {
@@ -658,6 +712,7 @@ pub fn recover_job(
     backend: &Arc<dyn IoBackend>,
     out: &OutDir,
     log: &TestLog,
+    live: Option<&dyn crate::live::LiveView>,
 ) -> Result<TestResult, RunError> {
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
@@ -682,7 +737,7 @@ pub fn recover_job(
     }
     log.line("Recovering databases ...");
     let recovery_started = Instant::now();
-    let replays = replay(job, backend, &to_replay);
+    let replays = replay(job, backend, &to_replay, live);
     let recovery_seconds = recovery_started.elapsed().as_secs_f64();
     let mut reasons = Vec::new();
     let mut results = Vec::with_capacity(replays.len());
@@ -725,6 +780,7 @@ pub fn recover_job(
 /// Runs `sessions` sessions per instance, flat out, until each instance's log has grown by
 /// `log_files` generations, its sessions failed, or the run was interrupted.
 fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &RunOptions<'_>) {
+    let started = Instant::now();
     std::thread::scope(|scope| {
         for (index, g) in generating.iter().enumerate() {
             for session in 0..sessions {
@@ -754,6 +810,22 @@ fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &
                     all_stopped = false;
                 }
             }
+            if let Some(live) = options.live {
+                let generated: u64 = generating.iter().map(|g| g.generated()).sum();
+                let wanted = u64::from(log_files) * generating.len() as u64;
+                let elapsed_s = started.elapsed().as_secs_f64();
+                let fraction = generated.min(wanted) as f64 / wanted.max(1) as f64;
+                live.status(&crate::live::PhaseStatus {
+                    phase: "log generation".into(),
+                    elapsed_s,
+                    eta_s: (fraction > 0.0).then(|| elapsed_s * (1.0 - fraction) / fraction),
+                    detail: format!(
+                        "{:.1}% ({generated} of {wanted} log files, {log_files} per instance)",
+                        fraction * 100.0
+                    ),
+                    milestone: all_stopped,
+                });
+            }
             if all_stopped
                 || options.stop.load(Ordering::Relaxed)
                 || options.start_at.is_some_and(crate::start::reached)
@@ -766,6 +838,24 @@ fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &
             std::thread::sleep(POLL);
         }
     });
+}
+
+/// Bytes of the log generation files (`E*.jplog`) in `dir`; 0 when it cannot be read.
+fn log_files_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.starts_with('E') && name.ends_with(".jplog")
+                })
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Closes instances attached before the test was refused (nothing was run on them).

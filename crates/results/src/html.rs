@@ -293,7 +293,7 @@ fn verdict_block(verdict: Verdict, reasons: &[String], out: &mut String) {
 
 /// Over-time series per class: (elapsed, ops/s summed over instances, I/O-weighted average
 /// latency, highest instance p99).
-fn over_time(samples: &[SampleRow], class: &str) -> Vec<(f64, f64, f64, f64)> {
+pub(crate) fn over_time(samples: &[SampleRow], class: &str) -> Vec<(f64, f64, f64, f64)> {
     let mut by_time: BTreeMap<u64, (f64, f64, f64, f64, f64)> = BTreeMap::new();
     for r in samples.iter().filter(|r| r.class == class) {
         let e = by_time
@@ -317,7 +317,7 @@ fn over_time(samples: &[SampleRow], class: &str) -> Vec<(f64, f64, f64, f64)> {
         .collect()
 }
 
-const CLASS_NAMES: [(&str, &str); 6] = [
+pub(crate) const CLASS_NAMES: [(&str, &str); 6] = [
     ("db_read", "Database Reads"),
     ("db_write", "Database Writes"),
     ("log_write", "Log Writes"),
@@ -409,6 +409,20 @@ fn charts_over_time(result: &TestResult, samples: &[SampleRow], out: &mut String
     }
 }
 
+/// A histogram's percentile curve: (nines, ms), x = -log10(1 - q) in steps of 0.05, up to the
+/// quantile one I/O in the record stands for (at most 99.999%).
+pub(crate) fn percentile_points(hist: &jetproof_io::hist::LatencyHistogram) -> Vec<(f64, f64)> {
+    let deepest = (hist.count as f64).log10().min(5.0);
+    let mut points = Vec::new();
+    let mut k = 0.0;
+    while k <= deepest + 1e-9 {
+        let q = 1.0 - 10f64.powf(-k);
+        points.push((k, hist.value_at_quantile_ns(q) as f64 / 1e6));
+        k += 0.05;
+    }
+    points
+}
+
 /// The percentile curve of each class (all instances' histograms merged exactly), x on a log
 /// axis of nines.
 fn distribution_charts(
@@ -423,15 +437,7 @@ fn distribution_charts(
         if hist.count == 0 {
             continue;
         }
-        // Up to the quantile one I/O in the record stands for (at most 99.999%).
-        let deepest = (hist.count as f64).log10().min(5.0);
-        let mut points = Vec::new();
-        let mut k = 0.0;
-        while k <= deepest + 1e-9 {
-            let q = 1.0 - 10f64.powf(-k);
-            points.push((k, hist.value_at_quantile_ns(q) as f64 / 1e6));
-            k += 0.05;
-        }
+        let points = percentile_points(hist);
         let name = CLASS_NAMES
             .iter()
             .find(|c| c.0 == key)

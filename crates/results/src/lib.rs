@@ -10,6 +10,7 @@ pub mod aggregate;
 pub mod checksum;
 pub mod clock;
 pub mod compare;
+pub mod compare_html;
 pub mod devices;
 pub mod esrp;
 pub mod host;

@@ -34,6 +34,10 @@ pub struct Args {
     /// Results directory (default ./jetproof-results/checksum-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// No progress on stderr: neither the bar on a terminal nor the plain line per sample
+    /// interval on a pipe.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -100,7 +104,17 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             jetproof_results::clock::rfc3339_millis(at)
         ));
     }
+    // A terminal gets the bar, a pipe one plain line per sample interval, --quiet nothing.
     let bar = Bar::new();
+    let live = crate::live::Live::for_pipe(args.quiet, job.run.sample_interval.as_duration());
+    let plain = jetproof_procedures::live::BytesStatus::new(&live, "checksum");
+    let progress: &dyn checksum::Progress = if args.quiet {
+        &checksum::NoProgress
+    } else if !live.is_quiet() {
+        &plain
+    } else {
+        &bar
+    };
     let ChecksumTest {
         run,
         result_path,
@@ -114,7 +128,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         &job,
         backend.as_ref(),
         &options,
-        &bar,
+        progress,
         &out,
         &log,
         DAMAGE_LINES_PER_FILE,

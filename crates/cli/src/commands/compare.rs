@@ -50,7 +50,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         return crate::commands::sweep::compare(&[args.base, args.new], args.out.as_deref());
     }
     let (base, base_samples) = load(&args.base)?;
-    let (new, _) = load(&args.new)?;
+    let (new, new_samples) = load(&args.new)?;
     let names = (
         args.base.display().to_string(),
         args.new.display().to_string(),
@@ -81,9 +81,13 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .with_context(|| format!("write {}", md.display()))
         .map_err(CliError::runtime)?;
     let html = out.join("compare.html");
-    let page = jetproof_results::html::page(
-        &format!("jetproof {} test: comparison", base.test.name()),
-        &jetproof_results::html::markdown_to_html(&markdown),
+    // The tables, then BASE and NEW overlaid in one chart each (docs/report.md, "compare").
+    let page = jetproof_results::compare_html::page_html(
+        &base,
+        &new,
+        base_samples.as_deref(),
+        new_samples.as_deref(),
+        &markdown,
     );
     std::fs::write(&html, page)
         .with_context(|| format!("write {}", html.display()))

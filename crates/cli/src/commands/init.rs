@@ -28,6 +28,10 @@ pub struct Args {
     /// device that is mounted, open exclusively elsewhere or held by MD/LVM/device-mapper.
     #[arg(long, value_name = "DEVICE")]
     pub wipe_device: Vec<PathBuf>,
+    /// No progress on stderr: neither the bars on a terminal nor the plain line per sample
+    /// interval on a pipe.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -72,11 +76,22 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
         "interrupted: stopping init; the next `jetproof init` removes the partial databases and goes on",
     );
 
+    // A terminal gets the bars (indicatif hides them elsewhere), a pipe one plain line per
+    // sample interval and one per phase, --quiet nothing.
     let bar = crate::progress::Bar::default();
+    let live = crate::live::Live::for_pipe(args.quiet, job.run.sample_interval.as_duration());
+    let plain = jetproof_procedures::live::BytesStatus::new(&live, "init");
+    let progress: &dyn jetproof_procedures::init::Progress = if args.quiet {
+        &jetproof_procedures::init::NoProgress
+    } else if !live.is_quiet() {
+        &plain
+    } else {
+        &bar
+    };
     let options = InitOptions {
         permissions,
         backend: selected.backend.clone(),
-        progress: &bar,
+        progress,
         stop: &stop,
         seed: 0x6a65_7470_726f_6f66,
     };

@@ -29,6 +29,10 @@ pub struct Args {
     /// Results directory (default ./jetproof-results/recovery-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// No live view on stderr: neither the redrawn status on a terminal nor the plain line per
+    /// sample interval on a pipe.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -71,7 +75,10 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     ));
     log_engine(&log, &selected, &job);
     log_owner_lock(&log, &owner);
-    let result = recover_job(&job, &dirty, &backend, &out, &log).map_err(run_error)?;
+    let live = crate::live::Live::new(args.quiet, "recover", job.run.sample_interval.as_duration());
+    let result = recover_job(&job, &dirty, &backend, &out, &log, Some(&live));
+    live.finish();
+    let result = result.map_err(run_error)?;
     out!("{}", jetproof_results::report::text(&result));
     let result_path = out.file("result.json");
     outln!("Results: {}", result_path.display());

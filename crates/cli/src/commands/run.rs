@@ -43,8 +43,8 @@ pub struct Args {
     /// Soft recovery: log generations to generate per instance (overrides run.recovery_log_files).
     #[arg(long, value_name = "N")]
     pub log_files: Option<u32>,
-    /// No live view on stderr (performance, stress): neither the redrawn status on a terminal
-    /// nor the line per sample interval on a pipe.
+    /// No live view on stderr: neither the redrawn status on a terminal nor the line per
+    /// sample interval on a pipe (every test, and the init a run starts).
     #[arg(long)]
     pub quiet: bool,
 }
@@ -90,6 +90,7 @@ fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, Cl
         recreate: false,
         allow_foreign_files: false,
         wipe_device: Vec::new(),
+        quiet: args.quiet,
     };
     let (_, owner) = crate::commands::init::run_locked(init_args, &run_command(args.test))?;
     Ok(owner)
@@ -227,16 +228,22 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         "jetproof: soft-recovery test, {log_files} log file(s) per instance, then an unclean stop and replay; test log: {}",
         log.path().display()
     );
+    let live = crate::live::Live::new(
+        args.quiet,
+        "soft recovery",
+        job.run.sample_interval.as_duration(),
+    );
     let options = RunOptions {
         backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0002,
         start_at: args.many.start_at,
-        live: None,
+        live: Some(&live),
     };
     let result =
-        jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options)
-            .map_err(run_error)?;
+        jetproof_procedures::soft_recovery::soft_recovery(job, log_files, &out, &log, &options);
+    live.finish();
+    let result = result.map_err(run_error)?;
 
     out!("{}", jetproof_results::report::text(&result));
     outln!("Result: {}", out.file("result.json").display());
@@ -295,7 +302,11 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         duration,
         log.path().display()
     );
-    let live = crate::live::Live::new(args.quiet, test.name());
+    let live = crate::live::Live::new(
+        args.quiet,
+        test.name(),
+        job.run.sample_interval.as_duration(),
+    );
     let options = RunOptions {
         backend: selected.backend.clone(),
         stop: &stop,
@@ -368,7 +379,15 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
     log_engine(&log, &selected, job);
     log_owner_lock(&log, &owner);
     let stop = stop_flag();
-    let bar = indicatif::ProgressBar::new(0);
+    // A terminal gets the bar (indicatif hides it elsewhere); a pipe one plain line per sample
+    // interval; --quiet neither.
+    let live = crate::live::Live::for_pipe(args.quiet, job.run.sample_interval.as_duration());
+    let started = std::time::Instant::now();
+    let bar = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "Backup [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
@@ -379,6 +398,21 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
     let progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
+        if live.is_quiet() {
+            return;
+        }
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let (detail, eta_s) = jetproof_procedures::live::bytes_detail(done, total, elapsed_s);
+        jetproof_procedures::live::LiveView::status(
+            &live,
+            &jetproof_procedures::live::PhaseStatus {
+                phase: "backup".into(),
+                elapsed_s,
+                eta_s,
+                detail,
+                milestone: total > 0 && done >= total,
+            },
+        );
     };
     let options = BackupOptions {
         backend: selected.backend.clone(),

@@ -172,7 +172,11 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         ));
         log_engine(&log, selected, &job);
         log_owner_lock(&log, &owner);
-        let live = crate::live::Live::new(args.quiet, &format!("sweep, {t} thread(s)"));
+        let live = crate::live::Live::new(
+            args.quiet,
+            &format!("sweep, {t} thread(s)"),
+            job.run.sample_interval.as_duration(),
+        );
         let options = RunOptions {
             backend: selected.backend.clone(),
             stop: &stop,

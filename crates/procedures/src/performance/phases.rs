@@ -250,6 +250,14 @@ fn attain_prerequisites(
             log.line("The caches did not fill within the limit; measuring anyway.");
             break;
         }
+        if let Some(live) = options.live {
+            live.status(&warm_up_status(
+                attached,
+                warm_started,
+                caches_warm,
+                per_instance_target,
+            ));
+        }
         if caches_warm {
             control(attached, per_instance_target);
         } else {
@@ -276,4 +284,58 @@ fn attain_prerequisites(
         ));
     }
     attained
+}
+
+/// The warm-up as a live view shows it: how full the caches are (resident pages of all
+/// instances against their maxima) and the ETA at the fill rate so far; once full, that the
+/// pace is being settled at the target.
+fn warm_up_status(
+    attached: &[Attached],
+    started: Instant,
+    caches_warm: bool,
+    per_instance_target: Option<f64>,
+) -> crate::live::PhaseStatus {
+    let (resident, max) = attached.iter().fold((0u64, 0u64), |(r, m), a| {
+        let c = a.database.database().cache_stats();
+        (r + c.resident_pages as u64, m + c.max_pages as u64)
+    });
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let fraction = if max == 0 {
+        1.0
+    } else {
+        (resident as f64 / max as f64).min(1.0)
+    };
+    let (detail, eta_s) = if caches_warm && per_instance_target.is_some() {
+        // Paced: the window waits for an estimate spanning CONTROL_SETTLE on every instance.
+        let settled = attached
+            .iter()
+            .map(|a| a.pace_estimator().span())
+            .min()
+            .unwrap_or_default()
+            .min(CONTROL_SETTLE);
+        (
+            format!(
+                "caches full; settling the pace at the target before the measured window ({:.1} of {:.1} s of estimate)",
+                settled.as_secs_f64(),
+                CONTROL_SETTLE.as_secs_f64()
+            ),
+            Some((CONTROL_SETTLE - settled).as_secs_f64()),
+        )
+    } else {
+        (
+            format!(
+                "caches {:.1}% full ({resident} of {max} pages)",
+                fraction * 100.0
+            ),
+            (!caches_warm && fraction > 0.0 && elapsed_s > 0.0)
+                .then(|| elapsed_s * (1.0 - fraction) / fraction),
+        )
+    };
+    crate::live::PhaseStatus {
+        phase: "warm-up".into(),
+        elapsed_s,
+        eta_s,
+        detail,
+        milestone: false,
+    }
 }

@@ -33,9 +33,42 @@ pub(super) fn tune(
             .seed
             .wrapping_add(PHASE_TRIAL)
             .wrapping_add(trial_index << 40);
+        let step_started = Instant::now();
+        if let Some(live) = options.live {
+            live.status(&crate::live::PhaseStatus {
+                phase: format!("auto-tune step {trial_index}"),
+                elapsed_s: 0.0,
+                eta_s: Some((settle + measure).as_secs_f64()),
+                detail: format!(
+                    "trying {} per instance against the target of {target:.0} transactional IOPS",
+                    sessions_text(sessions)
+                ),
+                milestone: true,
+            });
+        }
         let m = with_sessions(attached, sessions, seed, || {
             trial(attached, settle, measure, limits, options)
         })?;
+        if let Some(live) = options.live {
+            live.status(&crate::live::PhaseStatus {
+                phase: format!("auto-tune step {trial_index}"),
+                elapsed_s: step_started.elapsed().as_secs_f64(),
+                eta_s: None,
+                detail: format!(
+                    "{} per instance: {:.0} transactional IOPS (target {target:.0}); database reads avg {:.3} ms (limit {}); log writes avg {} (limit {}); {}",
+                    sessions_text(sessions),
+                    m.achieved_iops,
+                    m.db_read_avg_ms,
+                    limits.db_read_avg_ms,
+                    m.log_write_avg_ms
+                        .map(|l| format!("{l:.3} ms"))
+                        .unwrap_or_else(|| "none".into()),
+                    limits.log_write_avg_ms,
+                    trial_verdict(&m, target)
+                ),
+                milestone: true,
+            });
+        }
         log.line(format!(
             "Auto-tune trial: {} per instance: {:.1} transactional IOPS, database reads {:.2} ms average{} ({}).",
             sessions_text(sessions),
@@ -44,15 +77,7 @@ pub(super) fn tune(
             m.log_write_avg_ms
                 .map(|l| format!(", log writes {l:.2} ms average"))
                 .unwrap_or_default(),
-            if !m.within_thresholds {
-                "latency thresholds broken"
-            } else if m.achieved_iops.min(m.slowest_instance_iops_times_instances)
-                >= target * autotune::MARGIN
-            {
-                "target reached"
-            } else {
-                "short of the target"
-            }
+            trial_verdict(&m, target)
         ));
         Some(m)
     });
@@ -80,6 +105,19 @@ pub(super) fn tune(
         trials,
         settle,
         measure,
+    }
+}
+
+/// A trial's outcome in the test log's and the live view's words.
+fn trial_verdict(m: &Measurement, target: f64) -> &'static str {
+    if !m.within_thresholds {
+        "latency thresholds broken"
+    } else if m.achieved_iops.min(m.slowest_instance_iops_times_instances)
+        >= target * autotune::MARGIN
+    {
+        "target reached"
+    } else {
+        "short of the target"
     }
 }
 
