@@ -401,7 +401,9 @@ fn take_device(lock: &mut OwnerLock, device: &Path, what: &str) -> Result<(), Lo
         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(LockError::Held {
             what: what.to_string(),
             path: device.to_path_buf(),
-            holders: "another program (or another jetproof) holds the device open exclusively (O_EXCL)".to_string(),
+            holders:
+                "another program (or another jetproof) holds the device open exclusively (O_EXCL)"
+                    .to_string(),
         }),
         Err(source) => Err(LockError::Io {
             what: what.to_string(),

@@ -266,11 +266,7 @@ impl RawBackend {
         Name::Path(path.to_path_buf())
     }
 
-    fn open_device(
-        &self,
-        db: &RawDb,
-        options: &OpenOptions,
-    ) -> Result<Arc<dyn IoFile>, IoError> {
+    fn open_device(&self, db: &RawDb, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError> {
         let writes = options.write || options.create || options.create_new;
         let device_options = OpenOptions {
             create: false,
@@ -434,9 +430,7 @@ impl IoBackend for RawBackend {
         match self.name_of(path) {
             // The database exists when the device carries the marker; the `.partial` name never
             // does (an interrupted init leaves a dirty header, `docs/devices.md`).
-            Name::Device(db, partial) => {
-                !partial && looks_like_database_at(&db.device)
-            }
+            Name::Device(db, partial) => !partial && looks_like_database_at(&db.device),
             Name::Path(real) => self.inner.exists(&real),
         }
     }
@@ -495,7 +489,7 @@ pub fn check_for_init(
     let geometry =
         geometry(path).map_err(|e| bad(&field, format!("{shown} cannot be sized: {e}")))?;
     let page = job.storage.page_size.bytes();
-    if page % u64::from(geometry.logical_block) != 0 {
+    if !page.is_multiple_of(u64::from(geometry.logical_block)) {
         return Err(bad(
             &field,
             format!(
@@ -504,7 +498,7 @@ pub fn check_for_init(
             ),
         ));
     }
-    if job.storage.direct_io && page % u64::from(geometry.physical_block) != 0 {
+    if job.storage.direct_io && !page.is_multiple_of(u64::from(geometry.physical_block)) {
         return Err(bad(
             &field,
             format!(

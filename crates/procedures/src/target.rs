@@ -146,7 +146,8 @@ pub fn instance_dirs(instance: &Instance) -> Vec<PathBuf> {
     {
         dirs.push(parent.to_path_buf());
     }
-    if !dirs.contains(&instance.log_path) {
+    // A log path that is a device is no directory: the device's checks refuse it.
+    if !dirs.contains(&instance.log_path) && !is_block_device(&instance.log_path) {
         dirs.push(instance.log_path.clone());
     }
     dirs
