@@ -207,7 +207,7 @@ done
 fi
 
 {
-  echo "# Devices: a loop device against a file, probe against fio ($(date -u +%Y-%m-%d))"
+  echo "# Devices: sections${sections%% } of bench/devices.sh ($(date -u +%Y-%m-%d))"
   echo
   machine_notes "$dir"
   if has raw; then

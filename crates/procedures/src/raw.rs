@@ -224,27 +224,34 @@ pub fn wrap(job: &Job, inner: Arc<dyn IoBackend>) -> Arc<dyn IoBackend> {
     if devices.is_empty() || !job.storage.allow_devices {
         return inner;
     }
-    let dbs = devices
-        .into_iter()
-        .map(|(device, log_path)| {
-            let partial = crate::init::partial_path(&device);
-            let real_map = flush_map_of(&device, &log_path);
-            let real_partial_map = crate::init::partial_path(&real_map);
-            RawDb {
-                map: jetproof_engine::flush_map_path(&device),
-                partial_map: jetproof_engine::flush_map_path(&partial),
-                device,
-                partial,
-                real_map,
-                real_partial_map,
-            }
+    RawBackend::over(inner, devices)
+}
+
+impl RawBackend {
+    /// `inner` with the databases at `devices` (each with its log directory) opened as files.
+    pub fn over(inner: Arc<dyn IoBackend>, devices: Vec<(PathBuf, PathBuf)>) -> Arc<dyn IoBackend> {
+        let dbs = devices
+            .into_iter()
+            .map(|(device, log_path)| {
+                let partial = crate::init::partial_path(&device);
+                let real_map = flush_map_of(&device, &log_path);
+                let real_partial_map = crate::init::partial_path(&real_map);
+                RawDb {
+                    map: jetproof_engine::flush_map_path(&device),
+                    partial_map: jetproof_engine::flush_map_path(&partial),
+                    device,
+                    partial,
+                    real_map,
+                    real_partial_map,
+                }
+            })
+            .collect();
+        Arc::new(RawBackend {
+            inner,
+            dbs,
+            sizes: Arc::new(Mutex::new(HashMap::new())),
         })
-        .collect();
-    Arc::new(RawBackend {
-        inner,
-        dbs,
-        sizes: Arc::new(Mutex::new(HashMap::new())),
-    })
+    }
 }
 
 impl RawBackend {
@@ -277,7 +284,11 @@ impl RawBackend {
             ..options.clone()
         };
         let file = self.inner.open(&db.device, &device_options)?;
-        let device_bytes = file.size()?;
+        // BLKGETSIZE64 where the device is real; the I/O layer's size (its end) otherwise.
+        let device_bytes = match geometry(&db.device) {
+            Ok(geometry) => geometry.bytes,
+            Err(_) => file.size()?,
+        };
         // A database made anew (`create_new`, as `init` makes one under its `.partial` name).
         let fresh = options.create_new;
         let known = self.sizes.lock().ok().and_then(|mut sizes| {
@@ -540,4 +551,94 @@ pub fn check_for_init(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jetproof_engine::{Database, DatabaseOptions};
+    use jetproof_io::mem::MemBackend;
+
+    const DEVICE: &str = "/dev/fake0";
+    const DEVICE_BYTES: u64 = 16 << 20;
+
+    /// A mem backend holding a 16 MiB "device" (a file of that size), and the raw backend over it.
+    fn backends() -> (Arc<dyn IoBackend>, Arc<dyn IoBackend>) {
+        let mem: Arc<dyn IoBackend> = MemBackend::new();
+        mem.create_dir_all(Path::new("/dev")).expect("dir");
+        mem.create_dir_all(Path::new("/logs")).expect("dir");
+        let device = mem
+            .open(Path::new(DEVICE), &OpenOptions::create().buffered())
+            .expect("device");
+        device.set_size(DEVICE_BYTES).expect("size");
+        let raw = RawBackend::over(
+            mem.clone(),
+            vec![(PathBuf::from(DEVICE), PathBuf::from("/logs"))],
+        );
+        (mem, raw)
+    }
+
+    fn options() -> DatabaseOptions {
+        DatabaseOptions {
+            page_size: 8192,
+            initial_size_bytes: 1 << 20,
+            direct_io: false,
+            ..DatabaseOptions::default()
+        }
+    }
+
+    #[test]
+    fn a_database_made_under_its_partial_name_lands_on_the_device_with_its_map_in_the_log_dir() {
+        let (mem, raw) = backends();
+        let device = Path::new(DEVICE);
+        let partial = crate::init::partial_path(device);
+        assert!(!raw.exists(&partial), "the partial name never exists");
+        let db = Database::create(raw.as_ref(), &partial, options()).expect("create");
+        db.close().expect("close");
+        // The flush map went to the log directory, under the device's name; nothing beside it.
+        assert!(mem.exists(Path::new("/logs/fake0.jpfm.partial")));
+        raw.rename_new(
+            &jetproof_engine::flush_map_path(&partial),
+            &jetproof_engine::flush_map_path(device),
+        )
+        .expect("map into place");
+        raw.rename_new(&partial, device).expect("a no-op");
+        assert!(mem.exists(Path::new("/logs/fake0.jpfm")));
+        assert!(!mem.exists(Path::new("/dev/fake0.jpfm")));
+        assert!(!mem.exists(Path::new("/dev/fake0.partial")));
+        // The device carries the database; removing it never removes the node.
+        raw.remove(device).expect("a no-op");
+        assert!(mem.exists(device));
+        // Reopened, the database has its header's size, not the device's.
+        let file = raw
+            .open(device, &OpenOptions::read_only().buffered())
+            .expect("open");
+        let size = file.size().expect("size");
+        assert!(size >= 1 << 20 && size < DEVICE_BYTES, "{size}");
+        let db = Database::open(raw.as_ref(), device, options()).expect("reopen");
+        db.close().expect("close");
+    }
+
+    #[test]
+    fn a_database_cannot_grow_past_its_device() {
+        let (_mem, raw) = backends();
+        let file = raw
+            .open(Path::new(DEVICE), &OpenOptions::create_new().buffered())
+            .expect("open");
+        assert_eq!(file.size().expect("size"), 0, "a new database starts empty");
+        file.set_size(DEVICE_BYTES).expect("the whole device");
+        let error = file
+            .set_size(DEVICE_BYTES + 8192)
+            .expect_err("past the end");
+        assert!(error.to_string().contains("the device holds"), "{error}");
+        // A write past the database's size grows it, as a file grows.
+        file.set_size(8192).expect("shrink");
+        file.write_at(&[1u8; 8192], 65536, IoClass::DbWrite)
+            .expect("write");
+        assert_eq!(file.size().expect("size"), 65536 + 8192);
+        let error = file
+            .write_at(&[1u8; 8192], DEVICE_BYTES, IoClass::DbWrite)
+            .expect_err("past the end");
+        assert!(error.to_string().contains("the device holds"), "{error}");
+    }
 }
