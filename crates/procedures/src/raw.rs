@@ -614,7 +614,7 @@ mod tests {
             .open(device, &OpenOptions::read_only().buffered())
             .expect("open");
         let size = file.size().expect("size");
-        assert!(size >= 1 << 20 && size < DEVICE_BYTES, "{size}");
+        assert!((1 << 20..DEVICE_BYTES).contains(&size), "{size}");
         let db = Database::open(raw.as_ref(), device, options()).expect("reopen");
         db.close().expect("close");
     }
