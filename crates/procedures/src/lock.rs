@@ -11,7 +11,9 @@
 //! What is locked (advisory `flock(2)` locks on small lock files jetproof creates; see
 //! `docs/design.md`, "The owner lock"):
 //! * each instance's database: `<database file>.jplock` beside it (so two jobs naming the same
-//!   database file collide even with different log directories);
+//!   database file collide even with different log directories); a database on a block device
+//!   has no lock file beside its node: the device is held open with `O_EXCL` instead
+//!   (`crate::raw`, `docs/devices.md`), by readers too;
 //! * each instance's log stream: `log.jplock` in its log directory (so two databases can never
 //!   write one log directory, whichever jobs they come from);
 //! * for `init`, the data directory too: `init.jplock` in it, taken after the instances' (so a
@@ -393,6 +395,11 @@ pub fn refuse_if_written(job: &Job) -> Result<(), LockError> {
 /// command's life (no lock file beside a device node; a mount or another jetproof is then
 /// refused by the kernel).
 fn take_device(lock: &mut OwnerLock, device: &Path, what: &str) -> Result<(), LockError> {
+    // Already held by this command (a run that initialised first, a sweep's points): a second
+    // O_EXCL open of our own would be refused as busy.
+    if crate::device::dev_num(device).is_some_and(crate::raw::held_here) {
+        return Ok(());
+    }
     match crate::raw::hold_exclusive(device) {
         Ok(hold) => {
             lock.devices.push(hold);
