@@ -245,6 +245,15 @@ fn a_database_on_a_device_survives_kill_9_and_recover() {
         2,
     );
     assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    // init sees jetproof's dirty database: ours (no --wipe-device), replaced only with
+    // --recreate, and the refusal says it is dirty.
+    let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i2"], 2);
+    assert!(
+        stderr.contains("already holds a jetproof database"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    assert!(!stderr.contains("--wipe-device"), "{stderr}");
     run(dir.path(), &["recover", &job, "--out", "r"], 0);
     let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "c"], 0);
     assert!(stdout.contains("Verdict: pass"), "{stdout}");

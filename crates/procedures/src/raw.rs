@@ -477,6 +477,19 @@ impl IoBackend for RawBackend {
     }
 }
 
+/// Does the database header on the device at `path` say dirty?
+fn header_is_dirty(path: &Path) -> bool {
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    backend
+        .open(
+            path,
+            &OpenOptions::read_only().buffered().with_allow_device(true),
+        )
+        .ok()
+        .and_then(|file| jetproof_engine::DbHeader::read(file.as_ref()).ok())
+        .is_some_and(|header| header.state == jetproof_engine::DbState::Dirty)
+}
+
 /// `init`'s checks of a database path that is a block device, before anything is written: the
 /// safety checks of [`crate::device`], then what the database needs of the device (room for
 /// `storage.db_size`, pages whole blocks for direct I/O), an earlier database of jetproof's there
@@ -531,10 +544,17 @@ pub fn check_for_init(
         ));
     }
     if found.ours && !permissions.recreate {
+        // An init interrupted on a device leaves its dirty header (there is no `.partial` name
+        // to tell it from a database a run left dirty): say so.
+        let why = if header_is_dirty(path) {
+            " (its header says it was not shut down cleanly: a run that stopped, which `jetproof recover` replays, or an init that was interrupted, which only --recreate makes anew)"
+        } else {
+            ""
+        };
         return Err(bad(
             "--recreate",
             format!(
-                "{shown} already holds a jetproof database; run the tests on it, or pass --recreate to replace it"
+                "{shown} already holds a jetproof database{why}; run the tests on it, or pass --recreate to replace it"
             ),
         ));
     }
