@@ -13,11 +13,14 @@
 #   3. a second loop device over a PROBE_SIZE image filled with random bytes: `jetproof probe`
 #      (random 32 KiB direct reads, queue depth 8, io_uring or std: auto) and fio with the same
 #      shape (ioengine io_uring, else libaio), ROUNDS each, alternating.
-# Databases on the raw device itself are not built yet (docs/devices.md), so "loop" runs
-# through ext4 on the loop device.
+#   4. ("raw") a third loop device over a sparse image in DIR (direct I/O to it), the database
+#      on the raw device itself (docs/devices.md, "A database on a device"), its log in a
+#      directory of DIR; beside it the same one-database job with the database in a file of
+#      DIR ("raw-file"): both on the same backing file system, ROUNDS alternating.
+# SECTIONS (default "fs raw probe") picks which of 1-2 ("fs"), 4 ("raw") and 3 ("probe") run.
 #
 # Usage: bench/devices.sh [DIR]   (default /var/tmp/jetproof-bench-devices; removed after)
-# Environment: DB_SIZE (default 256MiB), DURATION (30s), ROUNDS (2), PROBE_SIZE (1G),
+# Environment: SECTIONS (fs raw probe), RAW_DEVICE_SIZE (1G), DB_SIZE (default 256MiB), DURATION (30s), ROUNDS (2), PROBE_SIZE (1G),
 #   PROBE_SECONDS (10), JETPROOF_BIN (default: build release), OUT (default
 #   bench/results/<date>-devices.md).
 set -euo pipefail
@@ -31,6 +34,8 @@ probe_size=${PROBE_SIZE:-1G}
 probe_seconds=${PROBE_SECONDS:-10}
 dir=${1:-/var/tmp/jetproof-bench-devices}
 out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-devices.md}
+sections=" ${SECTIONS:-fs raw probe} "
+has() { [[ "$sections" == *" $1 "* ]]; }
 if [ "$(id -u)" != 0 ]; then
   echo "devices.sh: needs root (losetup, mount)" >&2
   exit 2
@@ -47,9 +52,10 @@ if [ -z "$bin" ]; then
   bin=$here/../target/release/jetproof
 fi
 
-loop_db= loop_probe=
+loop_db= loop_probe= loop_raw=
 cleanup() {
   mountpoint -q "$dir/mnt" 2>/dev/null && umount "$dir/mnt"
+  [ -n "$loop_raw" ] && losetup -d "$loop_raw" 2>/dev/null
   [ -n "$loop_db" ] && losetup -d "$loop_db" 2>/dev/null
   [ -n "$loop_probe" ] && losetup -d "$loop_probe" 2>/dev/null
   rm -rf "$dir"
@@ -60,6 +66,23 @@ loop_for() { # FILE -> loop device with direct I/O to its backing file when the 
   losetup -f --show --direct-io=on "$1" 2>/dev/null || losetup -f --show "$1"
 }
 
+row() { # RESULT.JSON KIND ROUND -> one Markdown row
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+def avg(cls):
+    n = sum(i.get(cls, {}).get("count", 0) for i in r["instances"])
+    s = sum(i.get(cls, {}).get("count", 0) * i.get(cls, {}).get("avg_latency_ms", 0) for i in r["instances"])
+    return s / n if n else 0.0
+devs = r.get("totals", {}).get("devices", [])
+d = devs[0] if devs else {}
+dev = "; ".join(f"{x['device']}: {x['r_s']:.0f} r/s {x['w_s']:.0f} w/s r_await {x['r_await_ms']:.2f} w_await {x['w_await_ms']:.2f} util {x['util_percent']:.0f}%" for x in devs)
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {r.get('achieved_iops') or 0:.0f} | {avg('db_read'):.3f} | {avg('log_write'):.3f} | {r['verdict']} | {dev} |")
+PY
+}
+
+rows=()
+if has fs; then
 # 1. ext4 on a loop device, room for the databases, their logs and the results.
 truncate -s 2G "$dir/disk.img"
 loop_db=$(loop_for "$dir/disk.img")
@@ -84,36 +107,82 @@ for kind in loop file; do
   "$bin" init "$dir/$kind.toml" --out "$dir/init-$kind" >/dev/null
 done
 
-rows=()
 for round in $(seq 1 "$rounds"); do
   order="loop file"
   [ $((round % 2)) = 0 ] && order="file loop"
   for kind in $order; do
     res="$dir/run-$kind-$round"
     "$bin" run "$dir/$kind.toml" --test performance --out "$res" --quiet >/dev/null || true
-    rows+=("$(python3 - "$res/result.json" "$kind" "$round" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-def avg(cls):
-    n = sum(i.get(cls, {}).get("count", 0) for i in r["instances"])
-    s = sum(i.get(cls, {}).get("count", 0) * i.get(cls, {}).get("avg_latency_ms", 0) for i in r["instances"])
-    return s / n if n else 0.0
-devs = r.get("totals", {}).get("devices", [])
-d = devs[0] if devs else {}
-dev = "; ".join(f"{x['device']}: {x['r_s']:.0f} r/s {x['w_s']:.0f} w/s r_await {x['r_await_ms']:.2f} w_await {x['w_await_ms']:.2f} util {x['util_percent']:.0f}%" for x in devs)
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {r.get('achieved_iops') or 0:.0f} | {avg('db_read'):.3f} | {avg('log_write'):.3f} | {r['verdict']} | {dev} |")
-PY
-)")
+    rows+=("$(row "$res/result.json" "$kind" "$round")")
   done
 done
+fi
 
+# 4. the database on a raw loop device against the same job on a file of the same file system.
+raw_rows=()
+raw_ratio=
+if has raw; then
+  truncate -s "${RAW_DEVICE_SIZE:-1G}" "$dir/raw.img"
+  loop_raw=$(loop_for "$dir/raw.img")
+  raw_job() { # DATABASE_PATH LOG_DIR -> job file
+    cat <<EOF
+[storage]
+db_size = "$db_size"
+direct_io = true
+allow_devices = true
+[[storage.instance]]
+name = "db1"
+database_path = "$1"
+log_path = "$2"
+[run]
+duration = "$duration"
+sample_interval = "1s"
+EOF
+  }
+  raw_job "$loop_raw" "$dir/raw-logs" > "$dir/raw.toml"
+  mkdir -p "$dir/raw-file-data"
+  raw_job "$dir/raw-file-data/db1.jpdb" "$dir/raw-file-logs" > "$dir/raw-file.toml"
+  for kind in raw raw-file; do
+    "$bin" init "$dir/$kind.toml" --out "$dir/init-$kind" >/dev/null
+  done
+  for round in $(seq 1 "$rounds"); do
+    order="raw raw-file"
+    [ $((round % 2)) = 0 ] && order="raw-file raw"
+    for kind in $order; do
+      res="$dir/run-$kind-$round"
+      "$bin" run "$dir/$kind.toml" --test performance --out "$res" --quiet >/dev/null || true
+      raw_rows+=("$(row "$res/result.json" "$kind" "$round")")
+      cp "$res/result.json" "$dir/$kind-$round.json"
+    done
+  done
+  raw_ratio=$(python3 - "$dir" "$rounds" <<'PY'
+import json, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def load(k, r):
+    return json.load(open(f"{d}/{k}-{r}.json"))
+def avg(res, cls):
+    n = sum(i.get(cls, {}).get("count", 0) for i in res["instances"])
+    s = sum(i.get(cls, {}).get("count", 0) * i.get(cls, {}).get("avg_latency_ms", 0) for i in res["instances"])
+    return s / n if n else 0.0
+def ratio(a, b):
+    return a / b if b else 0.0
+for r in range(1, rounds + 1):
+    raw, f = load("raw", r), load("raw-file", r)
+    print(f"- round {r}: raw / file: achieved IOPS {ratio(raw.get('achieved_iops') or 0, f.get('achieved_iops') or 0):.2f}, "
+          f"db_read avg {ratio(avg(raw, 'db_read'), avg(f, 'db_read')):.2f}, "
+          f"log_write avg {ratio(avg(raw, 'log_write'), avg(f, 'log_write')):.2f}")
+PY
+)
+fi
+
+probe_rows=()
+if has probe; then
 # 3. probe against fio on a loop device full of random bytes.
 head -c "$probe_size" /dev/urandom > "$dir/probe.img"
 loop_probe=$(loop_for "$dir/probe.img")
 engine=io_uring
 fio --name=check --filename="$loop_probe" --rw=randread --bs=32k --ioengine=io_uring --direct=1 \
   --runtime=1 --time_based --output-format=json >/dev/null 2>&1 || engine=libaio
-probe_rows=()
 for round in $(seq 1 "$rounds"); do
   for tool in probe fio; do
     if [ "$tool" = probe ]; then
@@ -135,11 +204,28 @@ print("| fio (%s) | %s | %.0f | %.1f | %.3f | %.3f |" % (sys.argv[3], sys.argv[2
     fi
   done
 done
+fi
 
 {
-  echo "# Devices: a loop device against a file, probe against fio ($(date -u +%Y-%m-%d))"
+  echo "# Devices: sections${sections%% } of bench/devices.sh ($(date -u +%Y-%m-%d))"
   echo
   machine_notes "$dir"
+  if has raw; then
+  echo "## Performance test: the database on the raw loop device against a file on the same file system"
+  echo
+  echo "Job: 1 database of $db_size, direct I/O, $duration window, its log in a directory of $dir, defaults otherwise."
+  echo "\"raw\": the database from byte 0 of \`$loop_raw\` (over the sparse \`$dir/raw.img\`, direct I/O to it: $(cat /sys/block/$(basename "$loop_raw")/loop/dio 2>/dev/null || echo unknown));"
+  echo "\"raw-file\": the same job with the database in a file of $dir's file system. Rounds alternate which goes first."
+  echo "Command: \`SECTIONS=\"${sections# }\" bench/devices.sh\` (DB_SIZE=$db_size DURATION=$duration ROUNDS=$rounds)."
+  echo
+  echo "| target | round | achieved IOPS | db_read avg (ms) | log_write avg (ms) | verdict | the device's view of the window (totals.devices) |"
+  echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
+  printf '%s\n' "${raw_rows[@]}"
+  echo
+  echo "$raw_ratio"
+  echo
+  fi
+  if has fs; then
   echo "## Performance test: ext4 on a loop device against files on the backing file system"
   echo
   echo "Job: 2 databases of $db_size, direct I/O, $duration window, defaults otherwise."
@@ -151,6 +237,8 @@ done
   echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
   printf '%s\n' "${rows[@]}"
   echo
+  fi
+  if has probe; then
   echo "## probe against fio on a loop device"
   echo
   echo "\`$loop_probe\` over a $probe_size image of random bytes (direct I/O to it: $(cat /sys/block/$(basename "$loop_probe")/loop/dio 2>/dev/null || echo unknown)); random 32 KiB direct reads, queue depth 8, ${probe_seconds} s each, alternating."
@@ -161,5 +249,6 @@ done
   echo "| --- | ---: | ---: | ---: | ---: | ---: |"
   printf '%s\n' "${probe_rows[@]}"
   echo
+  fi
 } > "$out"
 echo "wrote $out"

@@ -334,24 +334,17 @@ fn a_device_under_device_mapper_is_refused_naming_the_holder() {
 }
 
 #[test]
-fn a_device_that_passes_every_check_gets_the_same_words_from_every_command() {
+fn a_blank_device_is_taken_by_init_alone_and_a_log_on_a_device_is_not_built() {
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(device) = LoopDevice::new(dir.path(), "disk.img", 16) else {
         return;
     };
+    let Some(log_device) = LoopDevice::new(dir.path(), "log.img", 16) else {
+        return;
+    };
     let job = device_job(dir.path(), device.path(), true);
-    // A blank device needs no --wipe-device; no command says "set allow_devices" any more
-    // when it is set, and none exits 3.
-    let message = refused(
-        dir.path(),
-        &["init", &job, "--out", "r"],
-        &[
-            "passed jetproof's safety checks",
-            "not built yet",
-            "docs/devices.md",
-        ],
-    );
-    assert!(!message.contains("allow_devices"), "{message}");
+    // Every command but init expects jetproof's database there; none says "set
+    // allow_devices" when it is set, and none exits 3.
     for args in &every_command(&job)[1..] {
         let message = refused(
             dir.path(),
@@ -364,15 +357,50 @@ fn a_device_that_passes_every_check_gets_the_same_words_from_every_command() {
         );
         assert!(!message.contains("allow_devices"), "{message}");
     }
-    // An ext4 signature named by --wipe-device passes the checks, to the same refusal.
-    mkfs_ext4(device.path());
-    let before = head(device.path(), 72 * 1024);
+    // A log on a device (a log region) is not built: refused with the same words by init.
+    let text = std::fs::read_to_string(&job).expect("job");
+    let log_job = dir.path().join("log-device.toml");
+    std::fs::write(
+        &log_job,
+        text.replace(
+            "log_path = \"logs\"",
+            &format!("log_path = {:?}", log_device.path()),
+        ),
+    )
+    .expect("job");
+    let log_job = log_job.to_str().expect("utf-8");
     refused(
         dir.path(),
-        &["init", &job, "--out", "r", "--wipe-device", device.path()],
-        &["not built yet"],
+        &["init", log_job, "--out", "r"],
+        &[
+            "log_path of dev",
+            "passed jetproof's safety checks",
+            "not built yet",
+            "docs/devices.md",
+        ],
     );
-    assert_eq!(head(device.path(), 72 * 1024), before, "nothing written");
+    assert!(
+        head(log_device.path(), 8192).iter().all(|b| *b == 0),
+        "the log device untouched"
+    );
+    // An ext4 signature named by --wipe-device is destroyed by init, which leaves its marker.
+    mkfs_ext4(device.path());
+    let output = jetproof(dir.path())
+        .args(["init", &job, "--out", "r", "--wipe-device", device.path()])
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let now = head(device.path(), 72 * 1024);
+    assert_eq!(&now[80..88], b"JETPRFDB", "jetproof's marker");
+    assert_ne!(
+        &now[1080..1082],
+        &[0x53, 0xef],
+        "the ext4 signature is gone"
+    );
 }
 
 /// The device's view beside ours: the databases on an ext4 file system on a loop device, the

@@ -363,7 +363,13 @@ fn open_targets(
             options.direct_io,
             &stats,
         )?;
-        let map_path = flush_map_path(&instance.database_path);
+        // A database on a device keeps its flush map in its log directory (`crate::raw`): name
+        // the real file.
+        let map_path = if crate::target::is_block_device(&instance.database_path) {
+            crate::raw::flush_map_of(&instance.database_path, &instance.log_path)
+        } else {
+            flush_map_path(&instance.database_path)
+        };
         let finding = |status: &str, reason: Option<String>, damaged: Vec<u32>| FlushMapFinding {
             path: map_path.clone(),
             status: status.to_string(),
@@ -376,6 +382,10 @@ fn open_targets(
             .ok()
             .and_then(|f| jetproof_engine::flushmap::appended_bytes(f.as_ref()).ok())
             .unwrap_or(0);
+        let flush_map_finding = FlushMapFinding {
+            path: map_path.clone(),
+            ..flush_map_finding
+        };
         let (flush_map, flush_map_finding) =
             if appended_to_map > 0 && flush_map_finding.status == "ok" {
                 (

@@ -178,7 +178,14 @@ pub fn check_device(
             ),
         ));
     }
-    let file = open_exclusive(path).map_err(|e| {
+    // This process's own owner lock holds the device exclusively (`crate::raw`): read it
+    // without claiming it again.
+    let opened = if crate::raw::held_here(dev) {
+        std::fs::File::open(path)
+    } else {
+        open_exclusive(path)
+    };
+    let file = opened.map_err(|e| {
         if e.raw_os_error() == Some(libc::EBUSY) {
             bad(
                 field,

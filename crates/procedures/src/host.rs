@@ -262,21 +262,26 @@ pub fn check_job_fits(job: &Job) -> Result<(), BadInput> {
 pub fn check_database_files(job: &Job) -> Result<(), BadInput> {
     for instance in job.instances() {
         // A block device gets the same safety checks and words from every command
-        // (`crate::device`), and must hold jetproof's marker.
-        for (path, what) in [
-            (&instance.database_path, "database path"),
-            (&instance.log_path, "log_path"),
-        ] {
-            if crate::target::is_block_device(path) {
-                let field = format!("{what} of {}", instance.name);
-                crate::device::check_device(
-                    path,
-                    &field,
-                    crate::device::DeviceUse::Existing,
-                    crate::device::rules(job, &[]),
-                )?;
-                return Err(crate::device::not_built(path, &field));
-            }
+        // (`crate::device`), and must hold jetproof's marker; a database there opens as a file
+        // (`crate::raw`), a log there is not built.
+        if crate::target::is_block_device(&instance.log_path) {
+            let field = format!("log_path of {}", instance.name);
+            crate::device::check_device(
+                &instance.log_path,
+                &field,
+                crate::device::DeviceUse::Existing,
+                crate::device::rules(job, &[]),
+            )?;
+            return Err(crate::device::not_built(&instance.log_path, &field));
+        }
+        if crate::target::is_block_device(&instance.database_path) {
+            crate::device::check_device(
+                &instance.database_path,
+                &format!("database path of {}", instance.name),
+                crate::device::DeviceUse::Existing,
+                crate::device::rules(job, &[]),
+            )?;
+            continue;
         }
         check_database_file(&instance)?;
     }
@@ -548,6 +553,17 @@ pub fn check_new_dirs_writable(job: &Job) -> Result<(), BadInput> {
 pub fn check_existing(job: &Job, instances: &[Instance], writes: bool) -> Result<(), BadInput> {
     let backend = StdBackend::new();
     for instance in instances {
+        // A database on a device (its safety checks passed, `check_database_files`) opens
+        // through the job's device permission (`crate::raw`); its log directory is a directory.
+        if job.storage.allow_devices && crate::target::is_block_device(&instance.database_path) {
+            let devices = crate::raw::wrap(job, backend.clone());
+            check_page_size(job, devices.as_ref(), instance)?;
+            if writes {
+                let log_field = format!("log directory of {}", instance.name);
+                probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
+            }
+            continue;
+        }
         check_database_file(instance)?;
         let path = &instance.database_path;
         if !path.is_file() {

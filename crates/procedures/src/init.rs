@@ -591,8 +591,11 @@ fn fill_database(
     loader.finish().map_err(|e| engine_error(&e))?;
     let records = plan.records();
     database.close().map_err(|e| engine_error(&e))?;
-    let bytes = std::fs::metadata(&partial)
-        .map(|m| m.len())
+    // Through the backend: a database on a device has its own size, not the device's.
+    let bytes = options
+        .backend
+        .open(&partial, &OpenOptions::read_only().buffered())
+        .and_then(|file| file.size())
         .unwrap_or(target_bytes);
     rename_into_place(&partial, &instance.database_path, options)?;
     options.progress.advance(target_bytes);

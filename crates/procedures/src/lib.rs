@@ -15,6 +15,7 @@ pub mod lock;
 pub mod maintenance;
 pub mod options;
 pub mod performance;
+pub mod raw;
 pub mod replication;
 pub mod run;
 pub mod soft_recovery;

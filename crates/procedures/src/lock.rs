@@ -11,7 +11,9 @@
 //! What is locked (advisory `flock(2)` locks on small lock files jetproof creates; see
 //! `docs/design.md`, "The owner lock"):
 //! * each instance's database: `<database file>.jplock` beside it (so two jobs naming the same
-//!   database file collide even with different log directories);
+//!   database file collide even with different log directories); a database on a block device
+//!   has no lock file beside its node: the device is held open with `O_EXCL` instead
+//!   (`crate::raw`, `docs/devices.md`), by readers too;
 //! * each instance's log stream: `log.jplock` in its log directory (so two databases can never
 //!   write one log directory, whichever jobs they come from);
 //! * for `init`, the data directory too: `init.jplock` in it, taken after the instances' (so a
@@ -188,6 +190,9 @@ pub enum LockError {
 #[derive(Debug, Default)]
 pub struct OwnerLock {
     held: Vec<HeldLock>,
+    /// Databases on block devices: an `O_EXCL` open held instead of a lock file
+    /// (`crate::raw`).
+    devices: Vec<crate::raw::ExclusiveHold>,
     /// Locks that could not be taken because their directory is read-only, for a reader only:
     /// nothing can write there, so there is nothing to exclude. One line each, for the test log.
     pub notes: Vec<String>,
@@ -202,13 +207,18 @@ struct HeldLock {
 impl OwnerLock {
     /// The lock files held, for the test log.
     pub fn paths(&self) -> Vec<&Path> {
-        self.held.iter().map(|h| h.path.as_path()).collect()
+        self.held
+            .iter()
+            .map(|h| h.path.as_path())
+            .chain(self.devices.iter().map(|d| d.path()))
+            .collect()
     }
 
     /// Adds `other`'s locks to these (a run that first initialised its databases keeps init's
     /// locks for the whole command).
     pub fn absorb(&mut self, other: OwnerLock) {
         self.held.extend(other.held);
+        self.devices.extend(other.devices);
         self.notes.extend(other.notes);
     }
 }
@@ -241,7 +251,11 @@ pub fn lock_instances(job: &Job, access: Access, command: &str) -> Result<OwnerL
             instance.name,
             instance.database_path.display()
         );
-        take(&mut lock, &db_lock, &what, &holder)?;
+        if crate::target::is_block_device(&instance.database_path) {
+            take_device(&mut lock, &instance.database_path, &what)?;
+        } else {
+            take(&mut lock, &db_lock, &what, &holder)?;
+        }
         if instance.log_path.is_dir() {
             let what = format!(
                 "the log of {} ({})",
@@ -291,12 +305,16 @@ pub fn lock_for_init(job: &Job, command: &str) -> Result<OwnerLock, LockError> {
         for dir in crate::target::instance_dirs(&instance) {
             make_dir(&dir, &what)?;
         }
-        take(
-            &mut lock,
-            &database_lock_path(&instance.database_path),
-            &what,
-            &holder,
-        )?;
+        if crate::target::is_block_device(&instance.database_path) {
+            take_device(&mut lock, &instance.database_path, &what)?;
+        } else {
+            take(
+                &mut lock,
+                &database_lock_path(&instance.database_path),
+                &what,
+                &holder,
+            )?;
+        }
         let what = format!(
             "the log of {} ({})",
             instance.name,
@@ -371,6 +389,35 @@ pub fn refuse_if_written(job: &Job) -> Result<(), LockError> {
         // Closing the file releases the probe.
     }
     Ok(())
+}
+
+/// The owner lock of a database on a block device: the device opened with `O_EXCL` for the
+/// command's life (no lock file beside a device node; a mount or another jetproof is then
+/// refused by the kernel).
+fn take_device(lock: &mut OwnerLock, device: &Path, what: &str) -> Result<(), LockError> {
+    // Already held by this command (a run that initialised first, a sweep's points): a second
+    // O_EXCL open of our own would be refused as busy.
+    if crate::device::dev_num(device).is_some_and(crate::raw::held_here) {
+        return Ok(());
+    }
+    match crate::raw::hold_exclusive(device) {
+        Ok(hold) => {
+            lock.devices.push(hold);
+            Ok(())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(LockError::Held {
+            what: what.to_string(),
+            path: device.to_path_buf(),
+            holders:
+                "another program (or another jetproof) holds the device open exclusively (O_EXCL)"
+                    .to_string(),
+        }),
+        Err(source) => Err(LockError::Io {
+            what: what.to_string(),
+            path: device.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// Opens (or creates) one lock file, locks it without waiting and records `holder` in it.

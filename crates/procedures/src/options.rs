@@ -77,6 +77,8 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, BadInput> {
             ),
         },
     };
+    // The job's databases on block devices open as files through it (`crate::raw`).
+    let backend = crate::raw::wrap(job, backend);
     Ok(SelectedBackend { backend, fallback })
 }
 

@@ -139,12 +139,15 @@ pub struct Permissions {
 /// The directories an instance needs: the database's folder and the log folder.
 pub fn instance_dirs(instance: &Instance) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
+    // A device's node lives in /dev: no directory of jetproof's there (`crate::raw`).
     if let Some(parent) = instance.database_path.parent()
         && !parent.as_os_str().is_empty()
+        && !is_block_device(&instance.database_path)
     {
         dirs.push(parent.to_path_buf());
     }
-    if !dirs.contains(&instance.log_path) {
+    // A log path that is a device is no directory: the device's checks refuse it.
+    if !dirs.contains(&instance.log_path) && !is_block_device(&instance.log_path) {
         dirs.push(instance.log_path.clone());
     }
     dirs
@@ -196,7 +199,7 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
             )?;
         }
         if is_block_device(path) {
-            check_device_for_init(job, permissions, path, &instance.name, "database path")?;
+            crate::raw::check_for_init(job, permissions, instance)?;
         } else if let Ok(meta) = path.symlink_metadata()
             && meta.file_type().is_symlink()
         {

@@ -1,0 +1,276 @@
+//! Databases on raw block devices (`docs/devices.md`, "The layout on a device"), on loop devices
+//! over sparse files in each test's temporary directory: init, a performance test, checksum
+//! finding damage written through the device, kill -9 then recover, backup, and the device held
+//! exclusively for a command's life. Needs root and loop devices; where the kernel refuses them,
+//! each test says so and returns.
+
+mod common;
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+
+use common::jetproof;
+
+const PAGE: u64 = 8192;
+
+/// A loop device over a sparse file, detached when dropped (also when the test fails).
+struct LoopDevice {
+    device: PathBuf,
+}
+
+impl LoopDevice {
+    fn new(dir: &Path, name: &str, mib: u64) -> Option<LoopDevice> {
+        let backing = dir.join(name);
+        std::fs::File::create(&backing)
+            .and_then(|f| f.set_len(mib << 20))
+            .expect("backing file");
+        match Process::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&backing)
+            .output()
+        {
+            Ok(out) if out.status.success() => Some(LoopDevice {
+                device: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+            }),
+            Ok(out) => {
+                eprintln!(
+                    "skipped: the kernel refuses a loop device here (losetup: {})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: no losetup ({e})");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &str {
+        self.device.to_str().expect("utf-8")
+    }
+
+    fn name(&self) -> String {
+        self.device
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_string()
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Process::new("losetup").arg("-d").arg(&self.device).status();
+    }
+}
+
+/// A job of one 16 MiB database on `device`, its log in `logs`; `duration` of the window.
+fn job(dir: &Path, device: &str, duration: &str) -> String {
+    let job = dir.join("raw.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[storage]\ndb_size = \"16MiB\"\npage_size = \"8KiB\"\ndirect_io = true\nallow_devices = true\n\
+             [[storage.instance]]\nname = \"raw\"\ndatabase_path = {device:?}\nlog_path = \"logs\"\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n[cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
+             [run]\nduration = {duration:?}\nsample_interval = \"500ms\"\n{}",
+            common::LENIENT_THRESHOLDS
+        ),
+    )
+    .expect("job");
+    job.to_str().expect("utf-8").to_string()
+}
+
+/// Runs jetproof in `dir`; asserts the exit code, returns stdout and stderr.
+fn run(dir: &Path, args: &[&str], code: i32) -> (String, String) {
+    let output = jetproof(dir).args(args).output().expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{args:?}:\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+fn read_at(device: &str, offset: u64, len: usize) -> Vec<u8> {
+    let mut file = std::fs::File::open(device).expect("open device");
+    file.seek(SeekFrom::Start(offset)).expect("seek");
+    let mut bytes = vec![0u8; len];
+    file.read_exact(&mut bytes).expect("read device");
+    bytes
+}
+
+#[test]
+fn init_performance_checksum_and_backup_run_on_a_loop_device() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "disk.img", 256) else {
+        return;
+    };
+    let job = job(dir.path(), device.path(), "2s");
+    run(dir.path(), &["init", &job, "--out", "i"], 0);
+    // The database starts at byte 0: its header's signature is the device's marker.
+    assert_eq!(&read_at(device.path(), 80, 8), b"JETPRFDB");
+    // Nothing of jetproof's beside the device node; the flush map is in the log directory.
+    let node_dir = device.device.parent().expect("/dev");
+    for suffix in [".jplock", ".jpfm", ".partial"] {
+        let beside = node_dir.join(format!("{}{suffix}", device.name()));
+        assert!(!beside.exists(), "{}", beside.display());
+    }
+    assert!(
+        dir.path()
+            .join(format!("logs/{}.jpfm", device.name()))
+            .is_file()
+    );
+    let init = common::result(&dir.path().join("i/result.json"));
+    assert_eq!(init["verdict"], "pass", "{init}");
+    // A second init recognises the device as jetproof's: --recreate, never --wipe-device.
+    let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i2"], 2);
+    assert!(
+        stderr.contains("already holds a jetproof database"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--wipe-device"), "{stderr}");
+
+    run(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p"],
+        0,
+    );
+    let perf = common::result(&dir.path().join("p/result.json"));
+    assert_eq!(perf["verdict"], "pass", "{perf}");
+    // The device's own view names the loop device as the database's.
+    let devices = perf["totals"]["devices"].as_array().expect("devices");
+    let on_loop = devices
+        .iter()
+        .find(|d| d["device"] == device.name().as_str())
+        .unwrap_or_else(|| panic!("{} in {devices:?}", device.name()));
+    assert_eq!(on_loop["databases"], serde_json::json!(["raw"]));
+    assert!(on_loop["r_s"].as_f64().expect("r_s") > 0.0, "{on_loop}");
+
+    // A clean checksum, then damage written through the device is found as on a file.
+    let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "c"], 0);
+    assert!(stdout.contains("Verdict: pass"), "{stdout}");
+    let page = 200;
+    {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&device.device)
+            .expect("open device for writing");
+        file.seek(SeekFrom::Start(page * PAGE)).expect("seek");
+        let garbage: Vec<u8> = (0..PAGE).map(|i| (i * 7 + 13) as u8).collect();
+        file.write_all(&garbage).expect("damage");
+        file.sync_all().expect("sync");
+    }
+    let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "d"], 1);
+    assert!(
+        stdout.contains(&format!("page {page} (byte offset {})", page * PAGE)),
+        "{stdout}"
+    );
+    let damaged = common::result(&dir.path().join("d/result.json"));
+    assert_eq!(damaged["verdict"], "fail", "{damaged}");
+
+    // Backup reads the database off the device (the damaged page is counted, as on a file).
+    let (stdout, _) = run(
+        dir.path(),
+        &["run", &job, "--test", "backup", "--out", "b"],
+        1,
+    );
+    assert!(stdout.contains("Database backup statistics"), "{stdout}");
+    let backup = common::result(&dir.path().join("b/result.json"));
+    assert_eq!(backup["test"], "backup", "{backup}");
+}
+
+#[test]
+fn a_database_on_a_device_survives_kill_9_and_recover() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "disk.img", 256) else {
+        return;
+    };
+    let job = job(dir.path(), device.path(), "60s");
+    run(dir.path(), &["init", &job, "--out", "i"], 0);
+    let mut child = common::spawn_jetproof(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p"],
+        false,
+    );
+    // Wait until the window is being measured: the database is dirty and being written.
+    let started = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
+        if log.contains("Sample at 1 s") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no sample within 120 s: {log}"
+        );
+        assert!(
+            child.try_wait().expect("poll").is_none(),
+            "ended early: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // While the run lives, the device is held exclusively: no mount or mkfs can take it.
+    let claim = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&device.device);
+    assert_eq!(
+        claim.err().and_then(|e| e.raw_os_error()),
+        Some(libc::EBUSY),
+        "an O_EXCL open while the run holds the device"
+    );
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    // The exclusive hold went with the process.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_EXCL)
+            .open(&device.device)
+            .expect("free after the kill"),
+    );
+
+    let (_, stderr) = run(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p2"],
+        2,
+    );
+    assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    // init sees jetproof's dirty database: ours (no --wipe-device), replaced only with
+    // --recreate, and the refusal says it is dirty.
+    let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i2"], 2);
+    assert!(
+        stderr.contains("already holds a jetproof database"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    assert!(!stderr.contains("--wipe-device"), "{stderr}");
+    run(dir.path(), &["recover", &job, "--out", "r"], 0);
+    let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "c"], 0);
+    assert!(stdout.contains("Verdict: pass"), "{stdout}");
+}
+
+#[test]
+fn a_database_larger_than_its_device_is_refused_before_any_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "disk.img", 8) else {
+        return;
+    };
+    let job = job(dir.path(), device.path(), "2s");
+    let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i"], 2);
+    assert!(stderr.contains("storage.db_size"), "{stderr}");
+    assert!(stderr.contains(device.path()), "{stderr}");
+    assert!(
+        read_at(device.path(), 0, 64 * 1024).iter().all(|b| *b == 0),
+        "nothing written"
+    );
+}
