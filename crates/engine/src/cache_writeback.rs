@@ -14,6 +14,11 @@
 //! caller waits for the flush lock ([`CacheInner::lock_flush`]), so that a stalled session or
 //! the checkpoint is never held behind a long stretch of background writes.
 //!
+//! It waits for half the queue at a time ([`jetproof_io::WriteQueue::reap_down_to`]: the writer
+//! threads wake it once, when that many writes are done), never for one write at a time: the
+//! first version of this loop reaped one completion per wake-up and cost the std engine more
+//! CPU per I/O than the drain it replaced (`bench/results/2026-11-27-ceiling-continued.md`).
+//!
 //! What stays (`docs/design.md`, "Write-back"): every page has at most one write in flight (a
 //! later pass never puts a frame whose write is in flight into a run: `Frame::writing`), the
 //! write protocol and the coalescing are the passes' own, and when the background pass returns
@@ -48,34 +53,47 @@ impl CacheInner {
         let stop = self.config.flush_stop_clean_pages();
         let mut result = self.issue_pass(state, clean_goal, None);
         let mut passes = 1u32;
-        // A pass was just issued: reap before another, so that a pass that found nothing to
-        // write (every candidate in flight or latched) never spins.
+        // A pass was just issued: it is not followed at once by another, so that a pass that
+        // found nothing to write (every candidate in flight or latched) never spins.
         let mut just_issued = true;
         while result.is_ok() {
             let Some((in_flight, depth)) = state.queue.as_ref().map(|q| (q.in_flight(), q.depth()))
             else {
                 break;
             };
-            if in_flight == 0 {
+            let half = depth / 2;
+            if in_flight == 0 || depth < 2 {
                 break;
             }
+            if in_flight > half {
+                // One wake-up (writer threads) for half the queue, not one per write.
+                just_issued = false;
+                result = self.reap_down_to(state, half);
+                continue;
+            }
             let demand = !just_issued
-                && depth > 1
-                && in_flight <= depth / 2
                 && passes < MAX_CONTINUED_PASSES
                 && self.flush_waiters.load(Ordering::Acquire) == 0
                 && !self.poisoned.load(Ordering::Acquire)
                 && self.clean_pages() + state.in_flight_pages < start;
-            if demand {
-                passes += 1;
-                just_issued = true;
-                result = self.issue_pass(state, stop, None);
-                continue;
+            if !demand {
+                break;
             }
-            just_issued = false;
-            result = self.reap(state, true);
+            passes += 1;
+            just_issued = true;
+            result = self.issue_pass(state, stop, None);
         }
         let drained = self.drain(state);
         result.and(drained)
+    }
+
+    /// Waits until at most `target` writes are in flight and processes the completions.
+    fn reap_down_to(&self, state: &mut FlushState, target: usize) -> Result<()> {
+        let Some(queue) = state.queue.as_mut() else {
+            return Ok(());
+        };
+        let mut done = Vec::new();
+        queue.reap_down_to(target, &mut done);
+        self.complete(state, done)
     }
 }
