@@ -20,6 +20,9 @@
 # CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1),
 # WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
 # the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md).
+# Before/after: with BASE_JETPROOF set (a jetproof binary built from an earlier commit), every
+# point also runs it with each engine, interleaved with the current build (rows "base-ENGINE");
+# compare within a point (the machine is shared).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -31,6 +34,12 @@ sessions_list=${SESSIONS:-4 8 16 32 64}
 duration=${DURATION:-30s}
 cache_max=${CACHE_MAX:-64MiB}
 engines=${ENGINES:-std io_uring}
+base=${BASE_JETPROOF:-}
+if [[ -n $base ]]; then
+  variants=""
+  for e in $engines; do variants="$variants base-$e $e"; done
+  engines=${variants# }
+fi
 rounds=${ROUNDS:-1}
 stalls_max=${STALLS_MAX:-1}
 depth=${WRITE_BACK_DEPTH:-}
@@ -69,7 +78,7 @@ sample_interval = "5s"
 JOB
 }
 
-figures() { # result.json -> "iops writes_per_s stalls_per_s cpu_us read_share"
+figures() { # result.json -> "iops writes_per_s stalls_per_s cpu_us read_share log_write_ms device_queue"
   python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -80,19 +89,30 @@ writes = sum(i["db_write"]["count"] for i in r["instances"] if "db_write" in i)
 stalls = ((r.get("host_counters") or {}).get("database_page_fault_stalls_per_sec") or {}).get("average")
 if stalls is None:
     stalls = sum(i.get("database_page_fault_stalls_per_sec") or 0 for i in r["instances"])
-print("%.0f %.0f %.2f %.3f %.3f" % (r["achieved_iops"], writes / seconds, stalls,
-      r["totals"]["cpu_us_per_transactional_io"], reads / max(reads + writes, 1)))' "$1" "$seconds"
+# Why sessions are not all in a database I/O at once: the durable commits wait for the log
+# write (its mean latency), and the device queue shows how many I/Os were in flight on average
+# (the psync jobs of fio keep N in flight).
+logs = [i["log_write"] for i in r["instances"] if i.get("log_write")]
+log_ms = sum(l["avg_latency_ms"] * l["count"] for l in logs) / max(sum(l["count"] for l in logs), 1)
+queue = sum(d.get("aqu_sz") or 0 for d in (r["totals"].get("devices") or []))
+print("%.0f %.0f %.2f %.3f %.3f %.2f %.1f" % (r["achieved_iops"], writes / seconds, stalls,
+      r["totals"]["cpu_us_per_transactional_io"], reads / max(reads + writes, 1), log_ms, queue))' "$1" "$seconds"
 }
 
-run_jetproof() { # $1: sessions per database, $2: engine -> figures
+run_jetproof() { # $1: sessions per database, $2: engine, or base-ENGINE for BASE_JETPROOF -> figures
   job "$1" >"$dir/job.toml"
   rm -rf "$dir/results"
+  local binary=$jetproof engine=$2
+  if [[ $engine == base-* ]]; then
+    binary=$base
+    engine=${engine#base-}
+  fi
   # Exit 1 is a failed verdict (stalls, latency): still a measured run.
-  "$jetproof" run "$dir/job.toml" --test performance --io-engine "$2" --out "$dir/results" \
+  "$binary" run "$dir/job.toml" --test performance --io-engine "$engine" --out "$dir/results" \
     >/dev/null || [[ $? == 1 ]]
   python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engine" % sys.argv[2])' \
-    "$dir/results/result.json" "$2"
+    "$dir/results/result.json" "$engine"
   figures "$dir/results/result.json"
   rm -rf "$dir/results"
 }
@@ -144,8 +164,8 @@ for round in $(seq 1 "$rounds"); do
       # Command substitution, not `< <(...)`: it waits for the function's clean-up to end
       # before the next run starts in the same directory.
       figures_line=$(run_jetproof "$per" "$engine")
-      read -r iops writes stalls cpu share <<<"$figures_line"
-      rows+=("$round $n $engine $iops $writes $stalls $cpu $share")
+      read -r iops writes stalls cpu share log_ms queue <<<"$figures_line"
+      rows+=("$round $n $engine $iops $writes $stalls $cpu $share $log_ms $queue")
       shares+=("$share")
     done
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
@@ -173,13 +193,13 @@ for r in rows:
     else:
         runs.setdefault((r[2], int(r[1])), []).append((int(r[0]),) + tuple(map(float, r[3:])))
 engines = list(dict.fromkeys(e for e, _ in runs))
-print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | fio IOPS (same N, same share) | fio writes/s | ratio to fio |")
-print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | log write ms | device queue | fio IOPS (same N, same share) | fio writes/s | ratio to fio |")
+print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for (engine, n), points in sorted(runs.items(), key=lambda kv: (kv[0][1], engines.index(kv[0][0]))):
-    for (rnd, iops, writes, stalls, cpu, share) in points:
+    for (rnd, iops, writes, stalls, cpu, share, log_ms, queue) in points:
         f = fio[(rnd, n)]
-        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.0f | %.0f | %.2f |" % (
-            rnd, n, engine, iops, writes, stalls, cpu, share * 100, f[0], f[1], iops / f[0]))
+        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f | %.0f | %.2f |" % (
+            rnd, n, engine, iops, writes, stalls, cpu, share * 100, log_ms, queue, f[0], f[1], iops / f[0]))
 print()
 print("| engine | ceiling: highest transactional IOPS with stalls ≤ %g/s (median over rounds) | at sessions | fio at that N | ratio | highest IOPS at any stall rate (sessions, stalls/s, ratio) |" % stalls_max)
 print("| --- | ---: | ---: | ---: | ---: | --- |")
@@ -211,7 +231,7 @@ for engine in engines:
   echo "## Commands"
   echo
   echo '```'
-  echo "bench/ceiling.sh   # DB_SIZE=$db_size DATABASES=$databases SESSIONS=\"$sessions_list\" DURATION=$duration CACHE_MAX=$cache_max ENGINES=\"$engines\" ROUNDS=$rounds WRITE_BACK_DEPTH=${depth:-default} LABEL=$label"
+  echo "bench/ceiling.sh   # DB_SIZE=$db_size DATABASES=$databases SESSIONS=\"$sessions_list\" DURATION=$duration CACHE_MAX=$cache_max ENGINES=\"${ENGINES:-std io_uring}\" BASE_JETPROOF=${base:-unset} ROUNDS=$rounds WRITE_BACK_DEPTH=${depth:-default} LABEL=$label"
   echo "# once: jetproof init job.toml   ($databases databases of $db_size, direct I/O, cache 8MiB/$cache_max)"
   echo "# each point: jetproof run job.toml --test performance --io-engine ENGINE   (N / $databases sessions per database, unpaced, $duration window)"
   echo "# then: fio --name=mix --filename=fio1.dat:...:fio$databases.dat --size=$databases x $db_size --rw=randrw --rwmixread=SHARE --bs=32k --direct=1 --ioengine=psync --numjobs=N --group_reporting --runtime=$seconds --time_based"

@@ -51,6 +51,9 @@ use crate::error::{EngineError, Result};
 use crate::flushmap::FlushMap;
 use crate::page;
 
+#[path = "cache_writeback.rs"]
+mod writeback;
+
 /// The largest single write (and read-ahead read) the cache issues: `docs/design.md`.
 pub const MAX_IO_BYTES: usize = 512 * 1024;
 
@@ -277,6 +280,9 @@ pub(crate) struct CacheInner {
     counters: Counters,
     gate: RwLock<Arc<dyn WriteAheadGate>>,
     flush_lock: Mutex<FlushState>,
+    /// Callers other than the flusher waiting for (or holding) `flush_lock`: the flusher's
+    /// continued write-back yields to them (`cache_writeback.rs`).
+    flush_waiters: AtomicUsize,
     signal: Mutex<FlushSignal>,
     signal_cv: Condvar,
     poisoned: AtomicBool,
@@ -486,6 +492,7 @@ impl PageCache {
                 in_flight_pages: 0,
                 next_tag: 0,
             }),
+            flush_waiters: AtomicUsize::new(0),
             signal: Mutex::new(FlushSignal {
                 wanted: false,
                 scavenge: false,
@@ -595,7 +602,7 @@ impl PageCache {
     /// Writes every dirty page (adjacent ones coalesced). Used by close.
     pub fn flush_all(&self) -> Result<()> {
         self.inner.check_poisoned()?;
-        let mut guard = self.inner.flush_lock.lock();
+        let mut guard = self.inner.lock_flush();
         for _ in 0..64 {
             if self.inner.dirty_count.load(Ordering::Acquire) == 0 {
                 break;
@@ -631,7 +638,7 @@ impl PageCache {
     /// the log (checkpoint depth, `docs/design.md`).
     pub fn flush_older_than(&self, log_position: u64) -> Result<()> {
         self.inner.check_poisoned()?;
-        let mut guard = self.inner.flush_lock.lock();
+        let mut guard = self.inner.lock_flush();
         self.inner
             .flush_pass_filtered(&mut guard, usize::MAX, Some(log_position))
     }
@@ -639,7 +646,7 @@ impl PageCache {
     /// Runs one threshold flush now, as the flusher would (for tests and for sessions that want
     /// to help).
     pub fn flush_to_threshold(&self) -> Result<()> {
-        let mut guard = self.inner.flush_lock.lock();
+        let mut guard = self.inner.lock_flush();
         let stop = self.inner.config.flush_stop_clean_pages();
         self.inner.flush_pass(&mut guard, stop)
     }
@@ -782,7 +789,7 @@ impl CacheInner {
                 continue;
             }
             let mut guard = self.flush_lock.lock();
-            let _ = self.flush_pass(&mut guard, self.flush_goal(scavenge));
+            let _ = self.background_pass(&mut guard, self.flush_goal(scavenge));
         }
     }
 
@@ -898,7 +905,7 @@ impl CacheInner {
                 frames: self.frames.len(),
             });
         }
-        let mut guard = self.flush_lock.lock();
+        let mut guard = self.lock_flush();
         if self.dirty_count.load(Ordering::Acquire) == 0 {
             // Everything is clean but pinned or just referenced: let others move on.
             drop(guard);

@@ -70,6 +70,15 @@ pub trait WriteQueue: Send + Debug {
             self.reap(true, out);
         }
     }
+    /// Waits until at most `target` writes are in flight and moves the completions into `out`.
+    /// As [`WriteQueue::reap_all`], the thread pool wakes the caller once, when enough writes
+    /// are done, not once per write (the page cache's flusher waits for half its queue this
+    /// way before it looks for more to write).
+    fn reap_down_to(&mut self, target: usize, out: &mut Vec<WriteCompletion>) {
+        while self.in_flight() > target {
+            self.reap(true, out);
+        }
+    }
 }
 
 /// A queue over `file` with up to `depth` writes in flight (at least 1, at most
@@ -255,6 +264,9 @@ impl WriteQueue for ThreadQueue {
     fn reap_all(&mut self, out: &mut Vec<WriteCompletion>) {
         self.reap_at_least(self.in_flight, out);
     }
+    fn reap_down_to(&mut self, target: usize, out: &mut Vec<WriteCompletion>) {
+        self.reap_at_least(self.in_flight.saturating_sub(target), out);
+    }
 }
 
 impl ThreadQueue {
@@ -360,6 +372,34 @@ mod tests {
             // Nothing in flight: returns at once with nothing.
             queue.reap_all(&mut done);
             assert_eq!(done.len(), depth);
+        }
+    }
+
+    #[test]
+    fn reap_down_to_leaves_at_most_the_target_in_flight() {
+        let backend = MemBackend::new();
+        let file = backend
+            .open(Path::new("/q"), &OpenOptions::create().buffered())
+            .expect("open");
+        for depth in [1, 4, 32] {
+            let mut queue = open_write_queue(&file, depth, IoClass::DbWrite).expect("queue");
+            for i in 0..depth as u64 {
+                queue.submit(WriteRequest {
+                    tag: i,
+                    offset: i * 512,
+                    buf: AlignedBuf::zeroed(512),
+                    len: 512,
+                });
+            }
+            let mut done = Vec::new();
+            let target = depth / 2;
+            queue.reap_down_to(target, &mut done);
+            assert!(queue.in_flight() <= target, "depth {depth}");
+            assert_eq!(done.len() + queue.in_flight(), depth, "depth {depth}");
+            queue.reap_all(&mut done);
+            let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+            tags.sort_unstable();
+            assert_eq!(tags, (0..depth as u64).collect::<Vec<_>>(), "depth {depth}");
         }
     }
 
