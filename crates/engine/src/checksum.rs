@@ -32,7 +32,7 @@
 //!
 //! The page's bytes came from disk (or are about to go there), so no index here may panic:
 //! `clippy::indexing_slicing` is denied, as in `node.rs`. Every range below is inside the page
-//! once [`block_count`] accepted its length; a range that is not (never, short of a bug) reads
+//! once `block_count` accepted its length; a range that is not (never, short of a bug) reads
 //! as empty, which fails the CRC and makes the page [`PageCheck::Bad`], and writes nothing.
 #![deny(clippy::indexing_slicing)]
 

@@ -12,15 +12,15 @@
 //! the end) is [`InstanceError::LostLog`] and the database stays dirty (`docs/log.md`, "The log's
 //! end is proved").
 //!
-//! The steps, each a method of [`Replay`], in this order (each crash point leaves a state the
+//! The steps, each a method of `Replay`, in this order (each crash point leaves a state the
 //! next `recover` finishes):
-//! 1. Redo ([`Replay::redo`]), then the log's end checked ([`Replay::check_log_end`]) and every
+//! 1. Redo (`Replay::redo`), then the log's end checked (`Replay::check_log_end`) and every
 //!    loser's replace found on its page matched to an undo record
-//!    ([`Replay::check_undo_logged_before_write`]); the undo values taken from pages logged
-//!    ([`Replay::log_undo_taken_from_pages`]); pages written and synced ([`Replay::write_back`]).
+//!    (`Replay::check_undo_logged_before_write`); the undo values taken from pages logged
+//!    (`Replay::log_undo_taken_from_pages`); pages written and synced (`Replay::write_back`).
 //!    A crash here leaves the header dirty and the checkpoint where it was: the next run replays
 //!    again, and redo skips what already reached the disk.
-//! 2. Undo, then a clean close ([`Replay::undo_and_close`]): the instance is opened over the
+//! 2. Undo, then a clean close (`Replay::undo_and_close`): the instance is opened over the
 //!    still-dirty database (its update stamp advanced past every replayed stamp), every
 //!    transaction with undo records but neither a commit nor a rollback record in the log (a
 //!    loser) is taken back through the engine ([`crate::undo`]: its keys restored to their state
@@ -180,7 +180,7 @@ pub fn recover(
 
 /// [`recover`] with the replay's page reading chosen by `replay` (read-ahead changes which
 /// thread reads a page and when, never what the replay does with it). The steps are
-/// [`Replay`]'s methods, in the module header's order.
+/// `Replay`'s methods, in the module header's order.
 pub fn recover_with(
     backend: Arc<dyn IoBackend>,
     db_path: &Path,
