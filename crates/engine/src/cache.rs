@@ -399,6 +399,107 @@ enum Lookup {
     Stall,
 }
 
+/// How a caller of `CacheInner::acquire` wants its page: latched shared (`read`) or exclusively
+/// (`write`), read from the file if not resident; or latched exclusively and zeroed, never read
+/// (`create`). A type per mode, so that each caller's loop is compiled for its own mode (the
+/// page access every B+tree step makes pays no run-time choice).
+trait Access {
+    type Guard<'a>;
+    /// The page was just handed out by the allocator: no hit or miss is counted, and its frame
+    /// is latched by [`Access::latch`] whether it was resident or not (never read).
+    const CREATE: bool;
+    /// Latches frame `f`, which [`CacheInner::lookup`] found (or, when creating, mapped) and
+    /// pinned for `page`: `None` if the frame no longer holds the page loaded (the caller
+    /// unpins it and looks again); an error leaves the unpinning to the caller too.
+    fn latch(cache: &CacheInner, f: usize, page: u32) -> Result<Option<Self::Guard<'_>>>;
+    /// The latch of a frame this caller has just loaded, held exclusively.
+    fn loaded(guard: RwLockWriteGuard<'_, FrameData>) -> Self::Guard<'_>;
+}
+
+/// `read`: a shared latch.
+struct Shared;
+
+/// `write`: an exclusive latch.
+struct Exclusive;
+
+/// `create`: an exclusive latch on a zeroed buffer.
+struct Created;
+
+impl Access for Shared {
+    type Guard<'a> = RwLockReadGuard<'a, FrameData>;
+    const CREATE: bool = false;
+
+    fn latch(cache: &CacheInner, f: usize, page: u32) -> Result<Option<Self::Guard<'_>>> {
+        let frame = &cache.frames[f];
+        let guard = frame.latch.read();
+        Ok(frame.holds_loaded(page).then_some(guard))
+    }
+
+    fn loaded(guard: RwLockWriteGuard<'_, FrameData>) -> Self::Guard<'_> {
+        RwLockWriteGuard::downgrade(guard)
+    }
+}
+
+impl Access for Exclusive {
+    type Guard<'a> = RwLockWriteGuard<'a, FrameData>;
+    const CREATE: bool = false;
+
+    fn latch(cache: &CacheInner, f: usize, page: u32) -> Result<Option<Self::Guard<'_>>> {
+        let frame = &cache.frames[f];
+        let guard = frame.latch.write();
+        Ok(frame.holds_loaded(page).then_some(guard))
+    }
+
+    fn loaded(guard: RwLockWriteGuard<'_, FrameData>) -> Self::Guard<'_> {
+        guard
+    }
+}
+
+impl Access for Created {
+    type Guard<'a> = RwLockWriteGuard<'a, FrameData>;
+    const CREATE: bool = true;
+
+    fn latch(cache: &CacheInner, f: usize, page: u32) -> Result<Option<Self::Guard<'_>>> {
+        let frame = &cache.frames[f];
+        // A page just handed out by the allocator has no other user. If its latch stays taken,
+        // the space map gave out a page in use (a damaged map, possibly a page this very
+        // session holds): report it instead of waiting forever.
+        let Some(mut guard) = frame.latch.try_write_for(CREATE_LATCH_WAIT) else {
+            return Err(EngineError::Inconsistent {
+                path: cache.path().to_path_buf(),
+                page,
+                what: "the space map handed out a page that is in use".into(),
+            });
+        };
+        if frame.page.load(Ordering::Acquire) != page {
+            return Ok(None);
+        }
+        if guard.buf.is_empty() {
+            if let Err(error) = cache.ensure_buffer(f, &mut guard) {
+                cache.abandon(f, page);
+                return Err(error);
+            }
+        } else {
+            guard.buf.fill(0);
+        }
+        frame.valid.store(true, Ordering::Release);
+        Ok(Some(guard))
+    }
+
+    fn loaded(guard: RwLockWriteGuard<'_, FrameData>) -> Self::Guard<'_> {
+        // Never called: a created page is not loaded (`CREATE` skips the load).
+        guard
+    }
+}
+
+impl Frame {
+    /// Whether the frame holds `page`, loaded (checked under its latch: a frame changes page
+    /// only unlatched and unpinned, and a failed load leaves it invalid).
+    fn holds_loaded(&self, page: u32) -> bool {
+        self.valid.load(Ordering::Acquire) && self.page.load(Ordering::Acquire) == page
+    }
+}
+
 impl PageCache {
     /// A cache over `file`. Starts the flusher thread if the config asks for it.
     pub fn new(file: Arc<dyn IoFile>, config: CacheConfig) -> Result<PageCache> {
@@ -993,160 +1094,92 @@ impl CacheInner {
     }
 
     fn read(&self, page: u32) -> Result<PageRef<'_>> {
-        self.check_poisoned()?;
-        let mut attempt = 0;
-        loop {
-            let lookup = self.lookup(page, false);
-            self.maybe_scavenge();
-            match lookup {
-                Lookup::Hit(f) => {
-                    let frame = &self.frames[f];
-                    let guard = frame.latch.read();
-                    if frame.valid.load(Ordering::Acquire)
-                        && frame.page.load(Ordering::Acquire) == page
-                    {
-                        return Ok(PageRef {
-                            cache: self,
-                            frame: f,
-                            guard: Some(guard),
-                            page,
-                        });
-                    }
-                    // Its loader failed; try again (and likely fail the same way, reporting it).
-                    drop(guard);
-                    frame.pins.fetch_sub(1, Ordering::AcqRel);
-                }
-                Lookup::Load(f) => {
-                    let frame = &self.frames[f];
-                    let mut guard = frame.latch.write();
-                    match self.load_into(f, &mut guard, page) {
-                        Ok(()) => {
-                            frame.valid.store(true, Ordering::Release);
-                            return Ok(PageRef {
-                                cache: self,
-                                frame: f,
-                                guard: Some(RwLockWriteGuard::downgrade(guard)),
-                                page,
-                            });
-                        }
-                        Err(e) => {
-                            self.abandon(f, page);
-                            drop(guard);
-                            frame.pins.fetch_sub(1, Ordering::AcqRel);
-                            return Err(e);
-                        }
-                    }
-                }
-                Lookup::Stall => {
-                    attempt += 1;
-                    self.stall(attempt)?;
-                }
-            }
-        }
+        let (frame, guard) = self.acquire::<Shared>(page)?;
+        Ok(PageRef {
+            cache: self,
+            frame,
+            guard: Some(guard),
+            page,
+        })
     }
 
     fn write(&self, page: u32) -> Result<PageMut<'_>> {
+        let (frame, guard) = self.acquire::<Exclusive>(page)?;
+        Ok(PageMut {
+            cache: self,
+            frame,
+            guard: Some(guard),
+            page,
+            modified: false,
+        })
+    }
+
+    fn create(&self, page: u32) -> Result<PageMut<'_>> {
+        let (frame, guard) = self.acquire::<Created>(page)?;
+        Ok(PageMut {
+            cache: self,
+            frame,
+            guard: Some(guard),
+            page,
+            modified: true,
+        })
+    }
+
+    /// The one lookup/latch/load loop behind `read`, `write` and `create` (`A` says which):
+    /// the page's frame found or mapped and pinned ([`CacheInner::lookup`]), then latched, and
+    /// read from the file if it was not resident; a stall (no free buffer) flushes and tries
+    /// again, and so does a frame that changed page or lost its load while this waited for its
+    /// latch. Returns the frame, pinned, and its latch.
+    #[inline]
+    fn acquire<A: Access>(&self, page: u32) -> Result<(usize, A::Guard<'_>)> {
         self.check_poisoned()?;
         let mut attempt = 0;
         loop {
-            let lookup = self.lookup(page, false);
+            let lookup = self.lookup(page, A::CREATE);
             self.maybe_scavenge();
-            match lookup {
-                Lookup::Hit(f) => {
-                    let frame = &self.frames[f];
-                    let guard = frame.latch.write();
-                    if frame.valid.load(Ordering::Acquire)
-                        && frame.page.load(Ordering::Acquire) == page
-                    {
-                        return Ok(PageMut {
-                            cache: self,
-                            frame: f,
-                            guard: Some(guard),
-                            page,
-                            modified: false,
-                        });
-                    }
-                    drop(guard);
-                    frame.pins.fetch_sub(1, Ordering::AcqRel);
-                }
-                Lookup::Load(f) => {
-                    let frame = &self.frames[f];
-                    let mut guard = frame.latch.write();
-                    match self.load_into(f, &mut guard, page) {
-                        Ok(()) => {
-                            frame.valid.store(true, Ordering::Release);
-                            return Ok(PageMut {
-                                cache: self,
-                                frame: f,
-                                guard: Some(guard),
-                                page,
-                                modified: false,
-                            });
-                        }
-                        Err(e) => {
-                            self.abandon(f, page);
-                            drop(guard);
-                            frame.pins.fetch_sub(1, Ordering::AcqRel);
-                            return Err(e);
-                        }
-                    }
-                }
+            let f = match lookup {
                 Lookup::Stall => {
                     attempt += 1;
                     self.stall(attempt)?;
+                    continue;
+                }
+                Lookup::Load(f) if !A::CREATE => {
+                    let guard = self.load(f, page)?;
+                    return Ok((f, A::loaded(guard)));
+                }
+                Lookup::Hit(f) | Lookup::Load(f) => f,
+            };
+            match A::latch(self, f, page) {
+                Ok(Some(guard)) => return Ok((f, guard)),
+                // Its loader failed, or the frame changed page: try again (after a failed
+                // load, likely failing the same way and reporting it).
+                Ok(None) => {
+                    self.frames[f].pins.fetch_sub(1, Ordering::AcqRel);
+                }
+                Err(error) => {
+                    self.frames[f].pins.fetch_sub(1, Ordering::AcqRel);
+                    return Err(error);
                 }
             }
         }
     }
 
-    fn create(&self, page: u32) -> Result<PageMut<'_>> {
-        self.check_poisoned()?;
-        let mut attempt = 0;
-        loop {
-            let lookup = self.lookup(page, true);
-            self.maybe_scavenge();
-            match lookup {
-                Lookup::Hit(f) | Lookup::Load(f) => {
-                    let frame = &self.frames[f];
-                    // A page just handed out by the allocator has no other user. If its latch
-                    // stays taken, the space map gave out a page in use (a damaged map, possibly
-                    // a page this very session holds): report it instead of waiting forever.
-                    let Some(mut guard) = frame.latch.try_write_for(CREATE_LATCH_WAIT) else {
-                        frame.pins.fetch_sub(1, Ordering::AcqRel);
-                        return Err(EngineError::Inconsistent {
-                            path: self.path().to_path_buf(),
-                            page,
-                            what: "the space map handed out a page that is in use".into(),
-                        });
-                    };
-                    if frame.page.load(Ordering::Acquire) != page {
-                        drop(guard);
-                        frame.pins.fetch_sub(1, Ordering::AcqRel);
-                        continue;
-                    }
-                    if guard.buf.is_empty() {
-                        if let Err(error) = self.ensure_buffer(f, &mut guard) {
-                            self.abandon(f, page);
-                            drop(guard);
-                            frame.pins.fetch_sub(1, Ordering::AcqRel);
-                            return Err(error);
-                        }
-                    } else {
-                        guard.buf.fill(0);
-                    }
-                    frame.valid.store(true, Ordering::Release);
-                    return Ok(PageMut {
-                        cache: self,
-                        frame: f,
-                        guard: Some(guard),
-                        page,
-                        modified: true,
-                    });
-                }
-                Lookup::Stall => {
-                    attempt += 1;
-                    self.stall(attempt)?;
-                }
+    /// Reads `page` into frame `f` (just mapped to it by [`CacheInner::lookup`], pinned) under
+    /// its exclusive latch, and marks the frame valid. On failure the frame is given up and
+    /// unpinned.
+    fn load(&self, f: usize, page: u32) -> Result<RwLockWriteGuard<'_, FrameData>> {
+        let frame = &self.frames[f];
+        let mut guard = frame.latch.write();
+        match self.load_into(f, &mut guard, page) {
+            Ok(()) => {
+                frame.valid.store(true, Ordering::Release);
+                Ok(guard)
+            }
+            Err(e) => {
+                self.abandon(f, page);
+                drop(guard);
+                frame.pins.fetch_sub(1, Ordering::AcqRel);
+                Err(e)
             }
         }
     }

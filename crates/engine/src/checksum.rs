@@ -29,6 +29,12 @@
 //!   `ecc` bit gives halves whose XOR has 15 bits set; one `ecc` bit gives a one-bit syndrome.
 //!   These cases never overlap, so a repair is only attempted on a single-bit pattern, and every
 //!   repair is confirmed by the CRC before it is accepted.
+//!
+//! The page's bytes came from disk (or are about to go there), so no index here may panic:
+//! `clippy::indexing_slicing` is denied, as in `node.rs`. Every range below is inside the page
+//! once `block_count` accepted its length; a range that is not (never, short of a bug) reads
+//! as empty, which fails the CRC and makes the page [`PageCheck::Bad`], and writes nothing.
+#![deny(clippy::indexing_slicing)]
 
 use crate::page::{BLOCK_SIZE, CHECKSUM_AREA, OFFSET_PAGE_NUMBER};
 
@@ -100,7 +106,9 @@ fn read_u32(page: &[u8], offset: usize) -> Option<u32> {
 }
 
 fn write_u32(page: &mut [u8], offset: usize, value: u32) {
-    page[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
+    if let Some(field) = page.get_mut(offset..offset + 4) {
+        field.copy_from_slice(&value.to_le_bytes());
+    }
 }
 
 /// The page number stored in the header (not necessarily the page's position); `None` if the
@@ -147,8 +155,12 @@ fn block_crc(page: &[u8], block: usize, page_number: u32) -> u32 {
     let range = block_range(page.len(), block);
     let data_start = if block == 0 { SLOT_SIZE } else { range.start };
     let ecc_at = block * SLOT_SIZE + 4;
-    let crc = crc32c::crc32c_append(crc_seed(page_number, block), &page[data_start..range.end]);
-    crc32c::crc32c_append(crc, &page[ecc_at..ecc_at + 4])
+    let data = page.get(data_start..range.end).unwrap_or_default();
+    let ecc = page.get(ecc_at..ecc_at + 4).unwrap_or_default();
+    crc32c::crc32c_append(
+        crc32c::crc32c_append(crc_seed(page_number, block), data),
+        ecc,
+    )
 }
 
 fn parity(word: u64) -> u16 {
@@ -190,11 +202,9 @@ fn xor_of_set_bit_indices(bytes: &[u8], skip_first_word: bool) -> (u16, bool) {
             *acc ^= sum & select;
         }
     }
-    if skip_first_word && bytes.len() >= 8 {
+    if skip_first_word && let Some(first) = bytes.first_chunk::<8>() {
         // Word 0 has index 0: it contributes only to `all`, so XORing it out removes it.
-        let mut le = [0u8; 8];
-        le.copy_from_slice(&bytes[..8]);
-        all ^= u64::from_le_bytes(le);
+        all ^= u64::from_le_bytes(*first);
     }
     let mut index = 0u16;
     for (b, mask) in WORD_INDEX_MASKS.iter().enumerate() {
@@ -212,7 +222,7 @@ fn xor_of_set_bit_indices(bytes: &[u8], skip_first_word: bool) -> (u16, bool) {
 /// The `ecc` of a block as it should be stored.
 fn block_ecc(page: &[u8], block: usize) -> u32 {
     let range = block_range(page.len(), block);
-    let (index, odd) = xor_of_set_bit_indices(&page[range], block == 0);
+    let (index, odd) = xor_of_set_bit_indices(page.get(range).unwrap_or_default(), block == 0);
     let complement = if odd { index ^ 0xFFFF } else { index };
     ((u32::from(complement) << 16) | u32::from(index)) ^ ECC_WHITENING
 }
@@ -230,7 +240,9 @@ pub fn seal(page: &mut [u8]) {
             page.len()
         );
     };
-    page[blocks * SLOT_SIZE..CHECKSUM_AREA.end].fill(0);
+    if let Some(unused_slots) = page.get_mut(blocks * SLOT_SIZE..CHECKSUM_AREA.end) {
+        unused_slots.fill(0);
+    }
     // Block 0's data holds the other blocks' slots: it is sealed last.
     for block in (1..blocks).chain(std::iter::once(0)) {
         let ecc = block_ecc(page, block);
@@ -313,7 +325,9 @@ enum BlockRepair {
 }
 
 fn flip_bit(page: &mut [u8], bit: usize) {
-    page[bit / BITS_PER_BYTE] ^= 1 << (bit % BITS_PER_BYTE);
+    if let Some(byte) = page.get_mut(bit / BITS_PER_BYTE) {
+        *byte ^= 1 << (bit % BITS_PER_BYTE);
+    }
 }
 
 /// Flips `bit` and keeps the flip only if the block's CRC then matches.
@@ -371,6 +385,7 @@ fn repair_block(page: &mut [u8], block: usize) -> BlockRepair {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::page::{HEADER_SIZE, OFFSET_PAGE_TYPE, OFFSET_UPDATE_STAMP};

@@ -969,10 +969,7 @@ mod tests {
     /// is a valid packed node holding exactly the model's entries, with its free space zeroed.
     #[test]
     fn in_place_changes_keep_the_node_packed_and_equal_to_the_model() {
-        let seed: u64 = std::env::var("JETPROOF_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5eed_0001);
+        let seed = jetproof_test_support::seed_or(0x5eed_0001);
         let mut state = seed | 1;
         let mut next = move |n: u64| {
             state ^= state << 13;

@@ -12,19 +12,25 @@
 //! the end) is [`InstanceError::LostLog`] and the database stays dirty (`docs/log.md`, "The log's
 //! end is proved").
 //!
-//! Why the steps are in this order (each crash point leaves a state the next `recover` finishes):
-//! 1. Redo, pages written and synced. A crash here leaves the header dirty and the checkpoint
-//!    where it was: the next run replays again, and redo skips what already reached the disk.
-//! 2. Undo, then a clean close: the instance is opened over the still-dirty database (its
-//!    update stamp advanced past every replayed stamp), every transaction with undo records but
-//!    neither a commit nor a rollback record in the log (a loser) is taken back through the
-//!    engine ([`crate::undo`]: its keys restored to their state before it, logged as ordinary
-//!    page changes, then a rollback record), and the instance is closed cleanly: pages flushed
-//!    and synced, the log flushed, the checkpoint moved to the log's end, and only then the
-//!    header given that recovery position and marked clean. A crash before the checkpoint moved
-//!    leaves everything to replay again: redo repeats the restores that were logged, and undo
-//!    restores the losers again (a restore sets an absolute state, so repeating it is harmless).
-//!    A crash after it leaves the header dirty with nothing left to replay or undo.
+//! The steps, each a method of `Replay`, in this order (each crash point leaves a state the
+//! next `recover` finishes):
+//! 1. Redo (`Replay::redo`), then the log's end checked (`Replay::check_log_end`) and every
+//!    loser's replace found on its page matched to an undo record
+//!    (`Replay::check_undo_logged_before_write`); the undo values taken from pages logged
+//!    (`Replay::log_undo_taken_from_pages`); pages written and synced (`Replay::write_back`).
+//!    A crash here leaves the header dirty and the checkpoint where it was: the next run replays
+//!    again, and redo skips what already reached the disk.
+//! 2. Undo, then a clean close (`Replay::undo_and_close`): the instance is opened over the
+//!    still-dirty database (its update stamp advanced past every replayed stamp), every
+//!    transaction with undo records but neither a commit nor a rollback record in the log (a
+//!    loser) is taken back through the engine ([`crate::undo`]: its keys restored to their state
+//!    before it, logged as ordinary page changes, then a rollback record), and the instance is
+//!    closed cleanly: pages flushed and synced, the log flushed, the checkpoint moved to the
+//!    log's end, and only then the header given that recovery position and marked clean. A crash
+//!    before the checkpoint moved leaves everything to replay again: redo repeats the restores
+//!    that were logged, and undo restores the losers again (a restore sets an absolute state, so
+//!    repeating it is harmless). A crash after it leaves the header dirty with nothing left to
+//!    replay or undo.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use std::collections::btree_map::Entry;
@@ -173,7 +179,8 @@ pub fn recover(
 }
 
 /// [`recover`] with the replay's page reading chosen by `replay` (read-ahead changes which
-/// thread reads a page and when, never what the replay does with it).
+/// thread reads a page and when, never what the replay does with it). The steps are
+/// `Replay`'s methods, in the module header's order.
 pub fn recover_with(
     backend: Arc<dyn IoBackend>,
     db_path: &Path,
@@ -182,335 +189,425 @@ pub fn recover_with(
     replay: &ReplayOptions,
 ) -> Result<RecoveryReport> {
     let started = Instant::now();
-    let file = backend.open(
-        db_path,
-        &OpenOptions::read_write().with_direct(options.database.direct_io),
-    )?;
-    // The replay's page reads and writes are metered with the log reads, so a soft-recovery
-    // test can report the I/O of the replay (Jetstress's recovery I/O table).
-    let file = match &options.database.stats {
-        Some(stats) => MeteredFile::wrap(file, stats.clone()),
-        None => file,
-    };
-    let header = DbHeader::read_with_class(file.as_ref(), IoClass::DbRead)?;
-    if header.state == DbState::Clean {
+    let Some(mut replay) = Replay::start(backend, db_path, log_dir, options, replay)? else {
         return Ok(RecoveryReport {
             was_clean: true,
             ..RecoveryReport::default()
         });
-    }
-    let Some(checkpoint) = read_checkpoint(&*backend, log_dir, Some(header.database_id))? else {
-        return Err(InstanceError::RecoveryImpossible {
-            path: db_path.to_path_buf(),
-            reason: format!(
-                "it is dirty but {} holds no log checkpoint to replay from",
-                log_dir.display()
-            ),
-        });
     };
+    replay.redo()?;
+    replay.check_log_end()?;
+    replay.check_undo_logged_before_write()?;
+    replay.log_undo_taken_from_pages()?;
+    replay.write_back()?;
+    let mut report = replay.undo_and_close()?;
+    report.seconds = started.elapsed().as_secs_f64();
+    report.seconds_per_log = if report.logs_replayed == 0 {
+        0.0
+    } else {
+        report.seconds / report.logs_replayed as f64
+    };
+    Ok(report)
+}
 
-    let read_options = ReadOptions {
-        direct_io: options.database.direct_io,
-        class: IoClass::LogRead,
-        stats: options.database.stats.clone(),
-        ..ReadOptions::default()
-    };
-    let (mut reader, _) = LogReader::from_checkpoint(
-        backend.clone(),
-        log_dir,
-        Some(header.database_id),
-        read_options,
-    )?;
-    let page_map_limit =
-        usize::try_from(options.database.cache_max_bytes / u64::from(header.page_size))
-            .unwrap_or(usize::MAX)
-            .max(replay.page_map_min)
-            .max(1);
-    let flush_map = open_flush_map(&*backend, db_path, &header, options)?;
-    // A map whose snapshot is older than the checkpoint cannot vouch for the pages the replay
-    // does not read (one of them may have been written after it with no record left to
-    // replay): its "behind" checks stay sound (no page is ever legitimately older than a
-    // committed snapshot), but after the replay its other entries are forgotten.
-    let map_older_than_checkpoint = flush_map
-        .as_ref()
-        .is_some_and(|map| map.persisted_checkpoint() < checkpoint.checkpoint.lsn.to_u64());
-    let mut pages = PageMap::new(
-        file,
-        db_path,
-        header.page_size as usize,
-        replay,
-        page_map_limit,
-        flush_map,
-    )?;
-    let mut report = RecoveryReport::default();
-    let mut open: BTreeSet<u64> = BTreeSet::new();
-    // The undo entries of each transaction not yet ended, in log order.
-    let mut losers: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
-    // Of those, the replaced values taken from the pages (`RecordUndo::OnPage`): not in the log,
-    // and no longer on their pages once these are written, so logged before that (below).
-    let mut from_pages: BTreeMap<u64, Vec<UndoEntry>> = BTreeMap::new();
-    // Keys whose first replace was already on its page (written after the change): the
-    // value must then be in an undo record that the write-ahead gate logged before the write.
-    let mut logged_before_write: BTreeMap<u64, Vec<(Vec<u8>, Lsn)>> = BTreeMap::new();
-    // Parts of each transaction's group (structural change) read so far.
-    let mut groups: BTreeMap<u64, Vec<EngineRecord>> = BTreeMap::new();
-    // Keys marked deleted by the replayed records and not seen removed or brought back since
-    // (a purge, an insert over the mark, its undo): those still marked once the losers are taken
-    // back belong to committed deletes whose purge was lost, and are purged. (A purge that
-    // merged leaves is a node splice, which names no key: that key is looked up for nothing.)
-    let mut marked: HashSet<Vec<u8>> = HashSet::new();
-    let cpu_started = jetproof_io::sample::thread_cpu_time();
-    let mut max_stamp = 0u64;
-    // The records read and decoded ahead of the one being redone, whose pages are asked for
-    // ahead; a record is still redone (or its damage reported) only when its turn comes.
-    let mut window: VecDeque<Ahead> = VecDeque::new();
-    let mut window_bytes = 0usize;
-    let mut log_ended = false;
-    // The log provably ended early (a generation missing or cut short): every record before the
-    // loss is redone in memory, then the loss is reported with the pages it shows on.
-    let mut lost: Option<jetproof_log::LogError> = None;
-    loop {
-        while !log_ended
-            && (window.is_empty()
-                || (window.len() < LOOK_AHEAD_RECORDS
-                    && window_bytes < LOOK_AHEAD_BYTES
-                    && pages.read_ahead_room()))
-        {
-            let ahead = match reader.next_record() {
-                Ok(Some(record)) => Ahead::decode(record),
-                Ok(None) => {
-                    log_ended = true;
-                    break;
-                }
-                Err(e) => {
-                    // Reported when the replay reaches it, after every record before it.
-                    log_ended = true;
-                    Ahead::failed(e.into())
-                }
-            };
-            ahead.for_each_page(|page| pages.read_ahead(page));
-            window_bytes += ahead.bytes;
-            window.push_back(ahead);
-        }
-        let Some(ahead) = window.pop_front() else {
-            break;
+/// One recovery of one dirty database: what the replay has read so far and what it still owes
+/// (the module header gives the steps and why they come in this order).
+struct Replay<'a> {
+    backend: Arc<dyn IoBackend>,
+    db_path: &'a Path,
+    log_dir: &'a Path,
+    options: &'a InstanceOptions,
+    database_id: u128,
+    /// The checkpoint the replay starts from: its position (the flush map's snapshot is paired
+    /// with it) and the engine's update stamp at it (for the lost-log check).
+    checkpoint_lsn: u64,
+    checkpoint_stamp: u64,
+    reader: LogReader,
+    look_ahead: LookAhead,
+    pages: PageMap,
+    /// Pages the replay keeps in memory at most (read ahead included) before writing them.
+    page_map_limit: usize,
+    /// A map whose snapshot is older than the checkpoint cannot vouch for the pages the replay
+    /// does not read (one of them may have been written after it with no record left to
+    /// replay): its "behind" checks stay sound (no page is ever legitimately older than a
+    /// committed snapshot), but after the replay its other entries are forgotten.
+    map_older_than_checkpoint: bool,
+    report: RecoveryReport,
+    /// Transactions with changes read and no commit or rollback read yet.
+    open: BTreeSet<u64>,
+    /// The undo entries of each transaction not yet ended, in log order.
+    losers: BTreeMap<u64, Vec<UndoEntry>>,
+    /// Of those, the replaced values taken from the pages (`RecordUndo::OnPage`): not in the
+    /// log, and no longer on their pages once these are written, so logged before that
+    /// ([`Replay::log_undo_taken_from_pages`]).
+    from_pages: BTreeMap<u64, Vec<UndoEntry>>,
+    /// Keys whose first replace was already on its page (written after the change): the value
+    /// must then be in an undo record that the write-ahead gate logged before the write.
+    logged_before_write: BTreeMap<u64, Vec<(Vec<u8>, Lsn)>>,
+    /// Parts of each transaction's group (structural change) read so far.
+    groups: BTreeMap<u64, Vec<EngineRecord>>,
+    /// Keys marked deleted by the replayed records and not seen removed or brought back since
+    /// (a purge, an insert over the mark, its undo): those still marked once the losers are
+    /// taken back belong to committed deletes whose purge was lost, and are purged. (A purge
+    /// that merged leaves is a node splice, which names no key: that key is looked up for
+    /// nothing.)
+    marked: HashSet<Vec<u8>>,
+    cpu_started: std::time::Duration,
+    /// The highest update stamp of the records read.
+    max_stamp: u64,
+    /// The log provably ended early (a generation missing or cut short): every record before
+    /// the loss is redone in memory, then the loss is reported with the pages it shows on.
+    lost: Option<jetproof_log::LogError>,
+}
+
+/// What the replay does after one record.
+enum Next {
+    Record,
+    /// The log provably lost records here ([`Replay::lost`]): no record after it is redone.
+    Stop,
+}
+
+impl<'a> Replay<'a> {
+    /// Opens the database file and its log from the checkpoint; `None` if the database is
+    /// clean (nothing to replay, nothing written).
+    fn start(
+        backend: Arc<dyn IoBackend>,
+        db_path: &'a Path,
+        log_dir: &'a Path,
+        options: &'a InstanceOptions,
+        replay: &ReplayOptions,
+    ) -> Result<Option<Replay<'a>>> {
+        let file = backend.open(
+            db_path,
+            &OpenOptions::read_write().with_direct(options.database.direct_io),
+        )?;
+        // The replay's page reads and writes are metered with the log reads, so a soft-recovery
+        // test can report the I/O of the replay (Jetstress's recovery I/O table).
+        let file = match &options.database.stats {
+            Some(stats) => MeteredFile::wrap(file, stats.clone()),
+            None => file,
         };
-        window_bytes -= ahead.bytes;
+        let header = DbHeader::read_with_class(file.as_ref(), IoClass::DbRead)?;
+        if header.state == DbState::Clean {
+            return Ok(None);
+        }
+        let Some(checkpoint) = read_checkpoint(&*backend, log_dir, Some(header.database_id))?
+        else {
+            return Err(InstanceError::RecoveryImpossible {
+                path: db_path.to_path_buf(),
+                reason: format!(
+                    "it is dirty but {} holds no log checkpoint to replay from",
+                    log_dir.display()
+                ),
+            });
+        };
+        let read_options = ReadOptions {
+            direct_io: options.database.direct_io,
+            class: IoClass::LogRead,
+            stats: options.database.stats.clone(),
+            ..ReadOptions::default()
+        };
+        let (reader, _) = LogReader::from_checkpoint(
+            backend.clone(),
+            log_dir,
+            Some(header.database_id),
+            read_options,
+        )?;
+        let page_map_limit =
+            usize::try_from(options.database.cache_max_bytes / u64::from(header.page_size))
+                .unwrap_or(usize::MAX)
+                .max(replay.page_map_min)
+                .max(1);
+        let flush_map = open_flush_map(&*backend, db_path, &header, options)?;
+        let checkpoint_lsn = checkpoint.checkpoint.lsn.to_u64();
+        let map_older_than_checkpoint = flush_map
+            .as_ref()
+            .is_some_and(|map| map.persisted_checkpoint() < checkpoint_lsn);
+        let pages = PageMap::new(
+            file,
+            db_path,
+            header.page_size as usize,
+            replay,
+            page_map_limit,
+            flush_map,
+        )?;
+        Ok(Some(Replay {
+            backend,
+            db_path,
+            log_dir,
+            options,
+            database_id: header.database_id,
+            checkpoint_lsn,
+            checkpoint_stamp: checkpoint.checkpoint.engine_stamp,
+            reader,
+            look_ahead: LookAhead::default(),
+            pages,
+            page_map_limit,
+            map_older_than_checkpoint,
+            report: RecoveryReport::default(),
+            open: BTreeSet::new(),
+            losers: BTreeMap::new(),
+            from_pages: BTreeMap::new(),
+            logged_before_write: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            marked: HashSet::new(),
+            cpu_started: jetproof_io::sample::thread_cpu_time(),
+            max_stamp: 0,
+            lost: None,
+        }))
+    }
+
+    /// Step 1, redo: every record from the checkpoint to the log's end (or to the loss that
+    /// ended it early), in log order, the pages its records name read ahead.
+    fn redo(&mut self) -> Result<()> {
+        loop {
+            self.look_ahead.fill(&mut self.reader, &mut self.pages);
+            let Some(ahead) = self.look_ahead.pop() else {
+                return Ok(());
+            };
+            if let Next::Stop = self.redo_record(ahead)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One record: undo and rollback records change the transaction's bookkeeping, a group
+    /// part is held until its last part comes, and page changes and commits are redone.
+    fn redo_record(&mut self, ahead: Ahead) -> Result<Next> {
         let Ahead {
             lsn,
             transaction_id,
             body,
             ..
         } = ahead;
-        let bad = |e: DecodeError| InstanceError::RecoveryImpossible {
-            path: db_path.to_path_buf(),
-            reason: format!("log record at {lsn} in {}: {e}", log_dir.display()),
-        };
         let changes = match body {
             Body::Failed(InstanceError::Log(error @ jetproof_log::LogError::LostLog { .. })) => {
-                lost = Some(error);
-                break;
+                self.lost = Some(error);
+                return Ok(Next::Stop);
             }
             Body::Failed(e) => return Err(e),
             Body::Undo(entry) => {
-                let entry = entry.map_err(|e| InstanceError::RecoveryImpossible {
-                    path: db_path.to_path_buf(),
-                    reason: format!("undo record at {lsn} in {}: {e}", log_dir.display()),
-                })?;
-                open.insert(transaction_id);
-                losers.entry(transaction_id).or_default().push(entry);
-                continue;
+                let entry =
+                    entry.map_err(|e| self.impossible(format!("undo record at {lsn}"), e))?;
+                self.open.insert(transaction_id);
+                self.losers.entry(transaction_id).or_default().push(entry);
+                return Ok(Next::Record);
             }
             Body::Rollback => {
-                open.remove(&transaction_id);
-                losers.remove(&transaction_id);
-                from_pages.remove(&transaction_id);
-                logged_before_write.remove(&transaction_id);
-                pages.unpin(transaction_id);
-                continue;
+                self.end_transaction(transaction_id);
+                return Ok(Next::Record);
             }
             Body::Group(part) => {
                 // A structural change: applied only once its last part is read.
-                let part = part.map_err(bad)?;
-                let held = groups.entry(transaction_id).or_default();
-                held.extend(part.changes);
+                let part = part.map_err(|e| self.impossible(format!("log record at {lsn}"), e))?;
+                self.groups
+                    .entry(transaction_id)
+                    .or_default()
+                    .extend(part.changes);
                 if part.more {
-                    continue;
+                    return Ok(Next::Record);
                 }
-                groups.remove(&transaction_id).unwrap_or_default()
+                self.groups.remove(&transaction_id).unwrap_or_default()
             }
-            Body::Change(decoded) => vec![decoded.map_err(bad)?],
+            Body::Change(decoded) => {
+                vec![decoded.map_err(|e| self.impossible(format!("log record at {lsn}"), e))?]
+            }
         };
         for decoded in changes {
             match decoded {
                 EngineRecord::Commit { .. } => {
-                    report.commits += 1;
-                    open.remove(&transaction_id);
-                    losers.remove(&transaction_id);
-                    from_pages.remove(&transaction_id);
-                    logged_before_write.remove(&transaction_id);
-                    pages.unpin(transaction_id);
+                    self.report.commits += 1;
+                    self.end_transaction(transaction_id);
                 }
                 EngineRecord::PageChange {
                     page,
                     update_stamp,
                     change,
                     undo,
-                } => {
-                    let undo_from_page = undo == RecordUndo::OnPage;
-                    if transaction_id != 0 {
-                        open.insert(transaction_id);
-                        // The record is its own undo (an insert of an absent key, a flag
-                        // delete): the entry an undo record would have given, at its place.
-                        let implied = match (&change, undo) {
-                            (OwnedPageChange::LeafInsert { key, .. }, RecordUndo::Absent) => {
-                                Some((key, Prior::Absent))
-                            }
-                            (OwnedPageChange::LeafMark { key, .. }, RecordUndo::Marked) => {
-                                Some((key, Prior::Marked))
-                            }
-                            _ => None,
-                        };
-                        if let Some((key, before)) = implied {
-                            losers.entry(transaction_id).or_default().push(UndoEntry {
-                                key: key.clone(),
-                                before,
-                            });
-                        }
-                    }
-                    match &change {
-                        OwnedPageChange::LeafMark {
-                            key, deleted: true, ..
-                        } => {
-                            marked.insert(key.clone());
-                        }
-                        OwnedPageChange::LeafMark { key, .. }
-                        | OwnedPageChange::LeafDelete { key, .. }
-                        | OwnedPageChange::LeafReplace { key, .. }
-                            if !marked.is_empty() =>
-                        {
-                            marked.remove(key);
-                        }
-                        _ => {}
-                    }
-                    max_stamp = max_stamp.max(update_stamp);
-                    let bytes = pages.get(page)?;
-                    // The transaction's undo for this key is the value the page holds before
-                    // the change, if the page is older than it (else the page was written after
-                    // the change, and the value was logged before that write).
-                    let before = match &change {
-                        OwnedPageChange::LeafReplace { index, key, .. }
-                            if undo_from_page
-                                && transaction_id != 0
-                                && page::update_stamp(bytes).unwrap_or(0) < update_stamp =>
-                        {
-                            match node::leaf_entry(bytes, *index) {
-                                Some((k, value)) if k == key.as_slice() => Some(UndoEntry {
-                                    key: key.clone(),
-                                    before: Prior::Value(value.to_vec()),
-                                }),
-                                _ => {
-                                    return Err(InstanceError::RecoveryImpossible {
-                                        path: db_path.to_path_buf(),
-                                        reason: format!(
-                                            "page {page}, log record at {lsn} in {}: the replaced \
-                                             record is not at index {index}",
-                                            log_dir.display()
-                                        ),
-                                    });
-                                }
-                            }
-                        }
-                        _ => None,
-                    };
-                    let applied =
-                        change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
-                            .map_err(|e| InstanceError::RecoveryImpossible {
-                                path: db_path.to_path_buf(),
-                                reason: format!(
-                                    "page {page}, log record at {lsn} in {}: {e}",
-                                    log_dir.display()
-                                ),
-                            })?;
-                    if let Some(entry) = before.filter(|_| applied) {
-                        // Kept in memory (pinned) until the transaction's end is read: written
-                        // now, the page would lose the value a crash of this recovery needs.
-                        pages.pin(page, transaction_id);
-                        losers
-                            .entry(transaction_id)
-                            .or_default()
-                            .push(entry.clone());
-                        from_pages.entry(transaction_id).or_default().push(entry);
-                    }
-                    if let OwnedPageChange::LeafReplace { key, .. } = &change
-                        && undo_from_page
-                        && transaction_id != 0
-                        && !applied
-                    {
-                        logged_before_write
-                            .entry(transaction_id)
-                            .or_default()
-                            .push((key.clone(), lsn));
-                    }
-                    if applied {
-                        report.records_applied += 1;
-                        pages.mark_dirty(page);
-                    } else {
-                        report.records_skipped += 1;
-                    }
-                }
+                } => self.redo_change(lsn, transaction_id, page, update_stamp, &change, undo)?,
             }
         }
         // Pages read ahead count against the limit: the pages about to be needed stay, the
         // others are written and forgotten.
-        if pages.held() > page_map_limit {
-            pages.write_all()?;
+        if self.pages.held() > self.page_map_limit {
+            self.pages.write_all()?;
         }
-        pages.visited.settle(lsn, max_stamp);
+        self.pages.visited.settle(lsn, self.max_stamp);
+        Ok(Next::Record)
     }
-    // Before anything is logged, written back or marked: the log's end must be one a crash
-    // can leave, and no page the replay read may carry a change past it.
-    check_log_end(
-        db_path,
-        log_dir,
-        lost,
-        reader.summary().end,
-        &pages.visited,
-        max_stamp,
-        checkpoint.checkpoint.engine_stamp,
-    )?;
-    // A group whose last part never reached the log: its pages were latched until the whole
-    // group was logged, so none of it is on disk and no later record depends on it.
-    report.groups_dropped = groups.len() as u64;
-    // A loser's replace found already on its page must have its value in an undo record:
-    // without it the transaction could not be taken back, and that is damage, not a choice.
-    for (id, keys) in &logged_before_write {
-        let entries = losers.get(id).map(Vec::as_slice).unwrap_or_default();
-        for (key, at) in keys {
-            let found = entries
-                .iter()
-                .any(|e| e.key == *key && matches!(e.before, Prior::Value(_)));
-            if !found {
-                return Err(InstanceError::RecoveryImpossible {
-                    path: db_path.to_path_buf(),
-                    reason: format!(
-                        "the uncommitted replace logged at {at} in {} is on its page, but no \
-                         undo record holds the value it replaced",
-                        log_dir.display()
-                    ),
-                });
+
+    /// A commit or rollback record: the transaction is over, nothing of it is undone.
+    fn end_transaction(&mut self, transaction_id: u64) {
+        self.open.remove(&transaction_id);
+        self.losers.remove(&transaction_id);
+        self.from_pages.remove(&transaction_id);
+        self.logged_before_write.remove(&transaction_id);
+        self.pages.unpin(transaction_id);
+    }
+
+    /// One page change: redone if the page is older than it, and the transaction's undo for
+    /// its key noted (implied by the record, or taken from the page before the change).
+    fn redo_change(
+        &mut self,
+        lsn: Lsn,
+        transaction_id: u64,
+        page: u32,
+        update_stamp: u64,
+        change: &OwnedPageChange,
+        undo: RecordUndo,
+    ) -> Result<()> {
+        let undo_from_page = undo == RecordUndo::OnPage && transaction_id != 0;
+        if transaction_id != 0 {
+            self.open.insert(transaction_id);
+            if let Some(entry) = implied_undo(change, undo) {
+                self.losers.entry(transaction_id).or_default().push(entry);
             }
         }
+        self.track_marked(change);
+        self.max_stamp = self.max_stamp.max(update_stamp);
+        let bytes = self.pages.get(page)?;
+        // The transaction's undo for this key is the value the page holds before the change,
+        // if the page is older than it (else the page was written after the change, and the
+        // value was logged before that write).
+        let before = match change {
+            OwnedPageChange::LeafReplace { index, key, .. }
+                if undo_from_page && page::update_stamp(bytes).unwrap_or(0) < update_stamp =>
+            {
+                match node::leaf_entry(bytes, *index) {
+                    Some((k, value)) if k == key.as_slice() => Some(UndoEntry {
+                        key: key.clone(),
+                        before: Prior::Value(value.to_vec()),
+                    }),
+                    _ => {
+                        return Err(impossible(
+                            self.db_path,
+                            self.log_dir,
+                            format!("page {page}, log record at {lsn}"),
+                            format!("the replaced record is not at index {index}"),
+                        ));
+                    }
+                }
+            }
+            _ => None,
+        };
+        let applied = change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
+            .map_err(|e| {
+                impossible(
+                    self.db_path,
+                    self.log_dir,
+                    format!("page {page}, log record at {lsn}"),
+                    e,
+                )
+            })?;
+        if let Some(entry) = before.filter(|_| applied) {
+            // Kept in memory (pinned) until the transaction's end is read: written now, the
+            // page would lose the value a crash of this recovery needs.
+            self.pages.pin(page, transaction_id);
+            self.losers
+                .entry(transaction_id)
+                .or_default()
+                .push(entry.clone());
+            self.from_pages
+                .entry(transaction_id)
+                .or_default()
+                .push(entry);
+        }
+        if let OwnedPageChange::LeafReplace { key, .. } = change
+            && undo_from_page
+            && !applied
+        {
+            self.logged_before_write
+                .entry(transaction_id)
+                .or_default()
+                .push((key.clone(), lsn));
+        }
+        if applied {
+            self.report.records_applied += 1;
+            self.pages.mark_dirty(page);
+        } else {
+            self.report.records_skipped += 1;
+        }
+        Ok(())
     }
-    // The losers' replaced values taken from pages go to the log (durable) before those pages
-    // are written: a crash from here on, and the next recovery finds them there.
-    if !from_pages.is_empty() {
+
+    /// Keeps [`Replay::marked`]: a delete mark adds its key, a change that removes or brings
+    /// back a key takes it out.
+    fn track_marked(&mut self, change: &OwnedPageChange) {
+        match change {
+            OwnedPageChange::LeafMark {
+                key, deleted: true, ..
+            } => {
+                self.marked.insert(key.clone());
+            }
+            OwnedPageChange::LeafMark { key, .. }
+            | OwnedPageChange::LeafDelete { key, .. }
+            | OwnedPageChange::LeafReplace { key, .. }
+                if !self.marked.is_empty() =>
+            {
+                self.marked.remove(key);
+            }
+            _ => {}
+        }
+    }
+
+    /// Recovery cannot go on: the record at `at` is damaged (`what` says how).
+    fn impossible(&self, at: String, what: impl std::fmt::Display) -> InstanceError {
+        impossible(self.db_path, self.log_dir, at, what)
+    }
+
+    /// Before anything is logged, written back or marked: the log's end must be one a crash
+    /// can leave, and no page the replay read may carry a change past it ([`check_log_end`]).
+    fn check_log_end(&mut self) -> Result<()> {
+        check_log_end(
+            self.db_path,
+            self.log_dir,
+            self.lost.take(),
+            self.reader.summary().end,
+            &self.pages.visited,
+            self.max_stamp,
+            self.checkpoint_stamp,
+        )
+    }
+
+    /// A loser's replace found already on its page must have its value in an undo record:
+    /// without it the transaction could not be taken back, and that is damage, not a choice.
+    fn check_undo_logged_before_write(&mut self) -> Result<()> {
+        // A group whose last part never reached the log: its pages were latched until the
+        // whole group was logged, so none of it is on disk and no later record depends on it.
+        self.report.groups_dropped = self.groups.len() as u64;
+        for (id, keys) in &self.logged_before_write {
+            let entries = self.losers.get(id).map(Vec::as_slice).unwrap_or_default();
+            for (key, at) in keys {
+                let found = entries
+                    .iter()
+                    .any(|e| e.key == *key && matches!(e.before, Prior::Value(_)));
+                if !found {
+                    return Err(InstanceError::RecoveryImpossible {
+                        path: self.db_path.to_path_buf(),
+                        reason: format!(
+                            "the uncommitted replace logged at {at} in {} is on its page, but \
+                             no undo record holds the value it replaced",
+                            self.log_dir.display()
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The losers' replaced values taken from pages go to the log (durable) before those pages
+    /// are written: a crash from here on, and the next recovery finds them there.
+    fn log_undo_taken_from_pages(&mut self) -> Result<()> {
+        if self.from_pages.is_empty() {
+            return Ok(());
+        }
         let (log, _) = jetproof_log::Log::open(
-            backend.clone(),
-            crate::log_options(log_dir, header.database_id, options),
+            self.backend.clone(),
+            crate::log_options(self.log_dir, self.database_id, self.options),
         )?;
         let mut buffer = Vec::new();
-        for (&id, entries) in &from_pages {
+        for (&id, entries) in &self.from_pages {
             for entry in entries {
                 undo::encode_undo(&entry.key, &entry.before, &mut buffer);
                 log.append(&jetproof_log::Record {
@@ -522,62 +619,154 @@ pub fn recover_with(
         }
         log.flush()?;
         drop(log);
-        pages.unpin_all();
+        self.pages.unpin_all();
+        Ok(())
     }
-    pages.write_all()?;
-    pages.sync()?;
-    if let Some(map) = &pages.flush_map {
-        if map_older_than_checkpoint {
-            map.forget_except(&pages.checked);
-            report.flush_map_restarted = true;
+
+    /// The end of step 1: every changed page written and synced, the flush map persisted with
+    /// the checkpoint the replay started from, and the replay's figures reported.
+    fn write_back(&mut self) -> Result<()> {
+        self.pages.write_all()?;
+        self.pages.sync()?;
+        if let Some(map) = &self.pages.flush_map {
+            if self.map_older_than_checkpoint {
+                map.forget_except(&self.pages.checked);
+                self.report.flush_map_restarted = true;
+            }
+            // Paired with the checkpoint the replay started from: the database's open in step
+            // 2 loads this snapshot, and its close persists it clean.
+            map.persist(self.pages.file.as_ref(), Some(self.checkpoint_lsn))?;
+        } else {
+            self.report.flush_map_restarted = true;
         }
-        // Paired with the checkpoint the replay started from: the database's open below loads
-        // this snapshot, and its close persists it clean.
-        map.persist(
-            pages.file.as_ref(),
-            Some(checkpoint.checkpoint.lsn.to_u64()),
-        )?;
-    } else {
-        report.flush_map_restarted = true;
+        let report = &mut self.report;
+        report.pages_corrected = self.pages.corrected.clone();
+        report.pages_written = self.pages.written.len() as u64;
+        report.pages_read = self.pages.reads.synchronous;
+        report.pages_read_ahead = self.pages.reads.ahead;
+        report.read_ahead_waits = self.pages.reads.waits;
+        let summary = self.reader.summary();
+        report.logs_replayed = summary.generations.len() as u64;
+        report.torn_tail = summary.torn_tail.clone();
+        report.uncommitted_transactions = self.open.len() as u64;
+        Ok(())
     }
-    report.pages_corrected = pages.corrected.clone();
-    report.pages_written = pages.written.len() as u64;
-    report.pages_read = pages.reads.synchronous;
-    report.pages_read_ahead = pages.reads.ahead;
-    report.read_ahead_waits = pages.reads.waits;
-    let summary = reader.summary();
-    report.logs_replayed = summary.generations.len() as u64;
-    report.torn_tail = summary.torn_tail.clone();
-    report.uncommitted_transactions = open.len() as u64;
-    drop(pages);
 
-    // Step 2: undo, then a clean close. The database stays dirty until the close, so a crash
-    // in between is finished by the next recovery.
-    let mut instance_options = options.clone();
-    instance_options.checkpoint_interval = None;
-    let instance =
-        Instance::open_for_recovery(backend, db_path, log_dir, instance_options, max_stamp)?;
-    for (&id, entries) in losers.iter().rev() {
-        instance.roll_back_recovered(id, entries)?;
-        report.transactions_rolled_back += 1;
-        report.undo_entries += entries.len() as u64;
+    /// Step 2: undo, then a clean close. The database stays dirty until the close, so a crash
+    /// in between is finished by the next recovery.
+    fn undo_and_close(self) -> Result<RecoveryReport> {
+        let Replay {
+            backend,
+            db_path,
+            log_dir,
+            options,
+            reader,
+            pages,
+            mut report,
+            losers,
+            marked,
+            cpu_started,
+            max_stamp,
+            ..
+        } = self;
+        drop(pages);
+        let mut instance_options = options.clone();
+        instance_options.checkpoint_interval = None;
+        let instance =
+            Instance::open_for_recovery(backend, db_path, log_dir, instance_options, max_stamp)?;
+        for (&id, entries) in losers.iter().rev() {
+            instance.roll_back_recovered(id, entries)?;
+            report.transactions_rolled_back += 1;
+            report.undo_entries += entries.len() as u64;
+        }
+        // No transaction is open now: every record still marked deleted is a committed delete.
+        let mut marked: Vec<Vec<u8>> = marked.into_iter().collect();
+        marked.sort_unstable();
+        report.records_purged = instance.purge(&marked)?;
+        instance.close()?;
+        report.cpu_seconds = jetproof_io::sample::thread_cpu_time()
+            .saturating_sub(cpu_started)
+            .as_secs_f64();
+        // The log reader (its files open) lives until the instance is closed, as it always has.
+        drop(reader);
+        Ok(report)
     }
-    // No transaction is open now: every record still marked deleted is a committed delete.
-    let mut marked: Vec<Vec<u8>> = marked.into_iter().collect();
-    marked.sort_unstable();
-    report.records_purged = instance.purge(&marked)?;
-    instance.close()?;
-    report.cpu_seconds = jetproof_io::sample::thread_cpu_time()
-        .saturating_sub(cpu_started)
-        .as_secs_f64();
+}
 
-    report.seconds = started.elapsed().as_secs_f64();
-    report.seconds_per_log = if report.logs_replayed == 0 {
-        0.0
-    } else {
-        report.seconds / report.logs_replayed as f64
+/// The undo entry a record implies by itself (an insert of an absent key, a flag delete): the
+/// entry an undo record would have given, at its place.
+fn implied_undo(change: &OwnedPageChange, undo: RecordUndo) -> Option<UndoEntry> {
+    let (key, before) = match (change, undo) {
+        (OwnedPageChange::LeafInsert { key, .. }, RecordUndo::Absent) => (key, Prior::Absent),
+        (OwnedPageChange::LeafMark { key, .. }, RecordUndo::Marked) => (key, Prior::Marked),
+        _ => return None,
     };
-    Ok(report)
+    Some(UndoEntry {
+        key: key.clone(),
+        before,
+    })
+}
+
+/// [`InstanceError::RecoveryImpossible`] for damage at `at` (a record's position, and its page
+/// if it has one) in the log directory.
+fn impossible(
+    db_path: &Path,
+    log_dir: &Path,
+    at: String,
+    what: impl std::fmt::Display,
+) -> InstanceError {
+    InstanceError::RecoveryImpossible {
+        path: db_path.to_path_buf(),
+        reason: format!("{at} in {}: {what}", log_dir.display()),
+    }
+}
+
+/// The log records read and decoded ahead of the one being redone, whose pages are asked for
+/// ahead; a record is still redone (or its damage reported) only when its turn comes.
+#[derive(Default)]
+struct LookAhead {
+    window: VecDeque<Ahead>,
+    /// Payload bytes of the records in the window.
+    bytes: usize,
+    /// The reader has no more records (or failed: the failure is the window's last record).
+    log_ended: bool,
+}
+
+impl LookAhead {
+    /// Reads records until the window holds one, then on while it is within
+    /// [`LOOK_AHEAD_RECORDS`] and [`LOOK_AHEAD_BYTES`] and pages may still be read ahead.
+    fn fill(&mut self, reader: &mut LogReader, pages: &mut PageMap) {
+        while !self.log_ended && (self.window.is_empty() || self.has_room(pages)) {
+            let ahead = match reader.next_record() {
+                Ok(Some(record)) => Ahead::decode(record),
+                Ok(None) => {
+                    self.log_ended = true;
+                    return;
+                }
+                Err(e) => {
+                    // Reported when the replay reaches it, after every record before it.
+                    self.log_ended = true;
+                    Ahead::failed(e.into())
+                }
+            };
+            ahead.for_each_page(|page| pages.read_ahead(page));
+            self.bytes += ahead.bytes;
+            self.window.push_back(ahead);
+        }
+    }
+
+    fn has_room(&self, pages: &mut PageMap) -> bool {
+        self.window.len() < LOOK_AHEAD_RECORDS
+            && self.bytes < LOOK_AHEAD_BYTES
+            && pages.read_ahead_room()
+    }
+
+    /// The next record to redo, in log order.
+    fn pop(&mut self) -> Option<Ahead> {
+        let ahead = self.window.pop_front()?;
+        self.bytes -= ahead.bytes;
+        Some(ahead)
+    }
 }
 
 /// The lost-log decision after the replay: `lost` is the reader's proof that the log ended early

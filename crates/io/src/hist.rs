@@ -20,6 +20,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::meter::ClassSnapshot;
+
 /// HdrHistogram precision: 2 significant digits, i.e. relative bucket width ≤ 1/128 < 1%.
 pub const SIGNIFICANT_DIGITS: u8 = 2;
 
@@ -259,6 +261,7 @@ impl LatencyHistogram {
         }
         ClassSummary {
             count: self.count,
+            bytes,
             ops_per_sec: if interval_s > 0.0 {
                 self.count as f64 / interval_s
             } else {
@@ -275,6 +278,7 @@ impl LatencyHistogram {
             p99_ms: ms(values[2]),
             p999_ms: ms(values[3]),
             max_ms: ms(self.max_ns),
+            ..ClassSummary::default()
         }
     }
 
@@ -287,10 +291,16 @@ impl LatencyHistogram {
     }
 }
 
-/// Summary figures of one I/O class, under the names of `docs/results.md`.
+/// The figures of one I/O class, under the names of `docs/results.md`: the one per-class struct
+/// of the whole product (an instance's classes in `result.json`, the aggregate's totals, the
+/// probe's reads and writes). The fields after `max_ms` are filled by the results crate (the
+/// interval maximum, the corrected latencies, the histogram for exact merging); the probe
+/// writes only the latency figures ([`ClassSummary::serialize_latency_figures`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClassSummary {
     pub count: u64,
+    #[serde(default)]
+    pub bytes: u64,
     pub ops_per_sec: f64,
     pub avg_bytes: f64,
     pub avg_latency_ms: f64,
@@ -299,6 +309,60 @@ pub struct ClassSummary {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
+    /// The largest per-sample-interval average: what Jetstress judges the maximum on.
+    pub max_interval_avg_ms: Option<f64>,
+    /// For paced workloads: average and p99 latency measured from each I/O's intended start
+    /// (coordinated omission corrected), so a stalled device is not hidden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intended_avg_latency_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intended_p99_ms: Option<f64>,
+    /// The full latency record in exact-merge form, so results of instances and hosts can be
+    /// combined into true percentiles (never averages of percentiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<ClassSnapshot>,
+}
+
+impl ClassSummary {
+    /// The figures of one class from a snapshot (or an interval's delta) covering `seconds`,
+    /// with the histogram kept for exact merging. None if no I/O of the class occurred.
+    pub fn from_snapshot(snapshot: &ClassSnapshot, seconds: f64) -> Option<ClassSummary> {
+        if snapshot.count == 0 {
+            return None;
+        }
+        let mut summary = snapshot.summary(seconds.max(1e-9));
+        let intended = snapshot
+            .intended_latency
+            .as_ref()
+            .filter(|h| !h.is_empty())
+            .map(|h| h.summary(snapshot.bytes, seconds.max(1e-9)));
+        summary.bytes = snapshot.bytes;
+        summary.intended_avg_latency_ms = intended.as_ref().map(|i| i.avg_latency_ms);
+        summary.intended_p99_ms = intended.as_ref().map(|i| i.p99_ms);
+        summary.histogram = Some(snapshot.clone());
+        Some(summary)
+    }
+
+    /// Serialises only the latency figures (`count`, `ops_per_sec`, `avg_bytes`,
+    /// `avg_latency_ms`, `p50_ms` … `max_ms`), as `jetproof probe --json` has always written
+    /// its reads and writes (`serialize_with`; reading back fills the rest with defaults).
+    pub fn serialize_latency_figures<S: serde::Serializer>(
+        summary: &ClassSummary,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("ClassSummary", 9)?;
+        out.serialize_field("count", &summary.count)?;
+        out.serialize_field("ops_per_sec", &summary.ops_per_sec)?;
+        out.serialize_field("avg_bytes", &summary.avg_bytes)?;
+        out.serialize_field("avg_latency_ms", &summary.avg_latency_ms)?;
+        out.serialize_field("p50_ms", &summary.p50_ms)?;
+        out.serialize_field("p95_ms", &summary.p95_ms)?;
+        out.serialize_field("p99_ms", &summary.p99_ms)?;
+        out.serialize_field("p999_ms", &summary.p999_ms)?;
+        out.serialize_field("max_ms", &summary.max_ms)?;
+        out.end()
+    }
 }
 
 #[cfg(test)]

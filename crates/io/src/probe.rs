@@ -149,7 +149,9 @@ pub struct ProbeReport {
     pub p99_latency_ms: f64,
     pub p999_latency_ms: f64,
     pub max_latency_ms: f64,
+    #[serde(serialize_with = "ClassSummary::serialize_latency_figures")]
     pub reads: ClassSummary,
+    #[serde(serialize_with = "ClassSummary::serialize_latency_figures")]
     pub writes: ClassSummary,
     /// This process's CPU time over the run, as a share of one CPU (as `top` shows it).
     pub cpu_percent: f64,

@@ -40,7 +40,10 @@ pub enum LogError {
     },
 
     #[error("log file {path} has a bad header: {reason}")]
-    BadHeader { path: PathBuf, reason: String },
+    BadHeader {
+        path: PathBuf,
+        reason: crate::format::HeaderError,
+    },
 
     #[error(
         "log file {path} belongs to database {found:#034x}, expected {expected:#034x}; \

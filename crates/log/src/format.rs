@@ -154,8 +154,9 @@ pub const fn frame_bytes(payload_bytes: usize) -> u64 {
     FrameLayout::Compact.frame_bytes(payload_bytes)
 }
 
-/// Why a generation header block is refused. The messages are the sentences
-/// [`crate::LogError::BadHeader`] and the CLI print (tests match on them).
+/// Why a generation header block is refused: by its own bytes, or by what it says against the
+/// file's name and its neighbours. The messages are the sentences [`crate::LogError::BadHeader`]
+/// and the CLI print (tests match on them).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderError {
     #[error("file is shorter than its {GENERATION_HEADER_BYTES}-byte header")]
@@ -170,6 +171,28 @@ pub enum HeaderError {
     UnsupportedVersion { version: u32 },
     #[error("data starts at {data_start}, expected {DATA_START}")]
     WrongDataStart { data_start: u64 },
+    /// A good header in the file of another generation (its name says `expected`).
+    #[error("header says generation {found}")]
+    WrongGeneration { found: u64 },
+    /// The next generation's header names an end of the log before it that is not in this
+    /// generation (the file after `generation` was checked).
+    #[error(
+        "says the log before it ended at {previous_end}, which is not in generation {generation}"
+    )]
+    PreviousEndElsewhere { previous_end: Lsn, generation: u64 },
+    /// Log shipping: the file is not the generation of the database it was sent for.
+    #[error(
+        "it is generation {found_generation} of database {found_database:032x}, not generation {generation} of {database:032x}"
+    )]
+    NotTheGenerationSent {
+        found_generation: u64,
+        found_database: u128,
+        generation: u64,
+        database: u128,
+    },
+    /// Log shipping reads a whole generation into memory: one larger than the address space.
+    #[error("file of {size} bytes does not fit in memory")]
+    TooLargeForMemory { size: u64 },
 }
 
 /// `out` after `header_bytes`: `payload`, then zeros to its end. Callers size `out` with

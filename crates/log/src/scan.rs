@@ -18,8 +18,8 @@ use jetproof_io::{AlignedBuf, IoBackend, IoClass, OpenOptions};
 
 use crate::error::{LogError, Result};
 use crate::format::{
-    DATA_START, Decoded, FlushInfo, Frame, FrameKind, FrameLayout, GenerationHeader, align_down,
-    decode_frame, generation_path, position_matches,
+    DATA_START, Decoded, FlushInfo, Frame, FrameKind, FrameLayout, GenerationHeader, HeaderError,
+    align_down, decode_frame, generation_path, position_matches,
 };
 use crate::lsn::Lsn;
 
@@ -95,7 +95,7 @@ pub(crate) fn load_generation(
     }
     let header = GenerationHeader::decode(&bytes).map_err(|reason| LogError::BadHeader {
         path: path.clone(),
-        reason: reason.to_string(),
+        reason,
     })?;
     check_header(&path, &header, generation, database_id)?;
     Ok(Some(GenerationFile {
@@ -133,7 +133,7 @@ pub(crate) fn load_header(
     file.read_at(&mut block, 0, options.class)?;
     let header = GenerationHeader::decode(&block).map_err(|reason| LogError::BadHeader {
         path: path.clone(),
-        reason: reason.to_string(),
+        reason,
     })?;
     check_header(&path, &header, generation, database_id)?;
     Ok(Some(header))
@@ -162,7 +162,9 @@ fn check_header(
     if header.generation != generation {
         return Err(LogError::BadHeader {
             path: path.to_path_buf(),
-            reason: format!("header says generation {}", header.generation),
+            reason: HeaderError::WrongGeneration {
+                found: header.generation,
+            },
         });
     }
     if let Some(expected) = database_id
@@ -405,10 +407,10 @@ pub(crate) fn analyse_loaded(
         Some(header) if header.previous_end.generation != generation => {
             return Err(LogError::BadHeader {
                 path: generation_path(dir, generation + 1),
-                reason: format!(
-                    "says the log before it ended at {}, which is not in generation {generation}",
-                    header.previous_end
-                ),
+                reason: HeaderError::PreviousEndElsewhere {
+                    previous_end: header.previous_end,
+                    generation,
+                },
             });
         }
         Some(header) => Some(header.previous_end.offset),

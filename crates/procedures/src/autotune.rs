@@ -26,23 +26,8 @@ pub const SATURATION_GAIN: f64 = 1.10;
 /// Most sessions per instance the search tries.
 pub const MAX_SESSIONS: u32 = 256;
 
-/// What one trial measured.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Trial {
-    pub sessions: u32,
-    /// Transactional IOPS (database reads + writes per second) over all instances.
-    pub achieved_iops: f64,
-    /// The slowest instance's transactional IOPS times the number of instances.
-    pub slowest_instance_iops_times_instances: f64,
-    /// The worst instance's database read average latency.
-    pub db_read_avg_ms: f64,
-    /// The worst instance's log write average latency, when log writes occurred.
-    pub log_write_avg_ms: Option<f64>,
-    /// Every instance held the average latency thresholds.
-    pub within_thresholds: bool,
-    /// Reached the target (with the margin) within the thresholds.
-    pub passed: bool,
-}
+/// What one trial measured: the type `result.json` writes (`parameters.autotune.trials[]`).
+pub use jetproof_results::sections::AutotuneTrial as Trial;
 
 /// The search's conclusion.
 #[derive(Clone, Debug, PartialEq)]

@@ -247,10 +247,10 @@ fn mb_per_sec(bytes: u64, seconds: f64) -> f64 {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChecksumError {
-    #[error(
-        "database {path} of instance {instance} does not exist; run `jetproof init` first with the same job and flags"
-    )]
-    MissingDatabase { instance: String, path: PathBuf },
+    /// A database is missing (`crate::database::require_databases`, the check every test
+    /// makes).
+    #[error(transparent)]
+    MissingDatabase(#[from] crate::target::BadInput),
     #[error(
         "{path} (instance {instance}) is a directory, not a database file; check the job's database paths"
     )]
@@ -280,7 +280,7 @@ impl ChecksumError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            ChecksumError::MissingDatabase { .. }
+            ChecksumError::MissingDatabase(_)
                 | ChecksumError::NotAFile { .. }
                 | ChecksumError::Io(IoError::DirectIoUnsupported { .. })
         )
@@ -315,14 +315,9 @@ pub fn preflight(job: &Job, backend: &dyn IoBackend) -> Result<(), ChecksumError
 }
 
 fn check_exist(instances: &[Instance], backend: &dyn IoBackend) -> Result<(), ChecksumError> {
+    crate::database::require_instance_databases(instances, |path| backend.exists(path))?;
     for instance in instances {
         let path = &instance.database_path;
-        if !backend.exists(path) {
-            return Err(ChecksumError::MissingDatabase {
-                instance: instance.name.clone(),
-                path: path.clone(),
-            });
-        }
         if path.is_dir() {
             return Err(ChecksumError::NotAFile {
                 instance: instance.name.clone(),

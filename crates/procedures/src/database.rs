@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use jetproof_engine::header::SIGNATURE;
-use jetproof_job::Job;
+use jetproof_job::{Instance, Job};
 
 use crate::target::{BadInput, bad};
 
@@ -15,13 +15,73 @@ const SIGNATURE_OFFSET: usize = 80;
 /// run's I/O backend, or the file system before a backend is chosen): the one "run `jetproof
 /// init` first" check of every test that reads existing databases.
 pub fn require_databases(job: &Job, exists: impl Fn(&Path) -> bool) -> Result<(), BadInput> {
-    for instance in job.instances() {
+    require_instance_databases(&job.instances(), exists)
+}
+
+/// [`require_databases`] for instances already taken from the job.
+pub fn require_instance_databases(
+    instances: &[Instance],
+    exists: impl Fn(&Path) -> bool,
+) -> Result<(), BadInput> {
+    for instance in instances {
         if !exists(&instance.database_path) {
             return Err(bad(
                 format!("database of {}", instance.name),
                 format!(
                     "{} does not exist; run `jetproof init` first (with the same job and flags)",
                     instance.database_path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A database that is missing while its flush map or log files are there was deleted or lost,
+/// not never made: a run does not initialise over it (that would remove its log, and with it
+/// the evidence, and report a pass). Refused (bad input, nothing done), naming what is left. A
+/// `.partial` file beside it is an interrupted `init`, which the run's init finishes.
+pub fn refuse_lost_databases(job: &Job) -> Result<(), BadInput> {
+    for instance in job.instances() {
+        let db = &instance.database_path;
+        let mut partial = db.as_os_str().to_owned();
+        partial.push(crate::target::PARTIAL_SUFFIX);
+        if db.symlink_metadata().is_ok() || Path::new(&partial).exists() {
+            continue;
+        }
+        let mut left = Vec::new();
+        let map = jetproof_engine::flush_map_path(db);
+        if map.symlink_metadata().is_ok() {
+            left.push(format!("its flush map {}", map.display()));
+        }
+        let log_files = std::fs::read_dir(&instance.log_path)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| {
+                        let name = e.file_name();
+                        let name = name.to_string_lossy();
+                        name == "checkpoint.jpchk"
+                            || (name.starts_with('E') && name.ends_with(".jplog"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        if log_files > 0 {
+            left.push(format!(
+                "{log_files} log file(s) in {}",
+                instance.log_path.display()
+            ));
+        }
+        if !left.is_empty() {
+            return Err(bad(
+                format!("database of {}", instance.name),
+                format!(
+                    "{} is missing, but {} are there: the database was deleted or lost, not \
+                     never made, and a run does not initialise over it; restore it, or start \
+                     afresh with `jetproof init` (which removes jetproof's own files left there)",
+                    db.display(),
+                    left.join(" and ")
                 ),
             ));
         }

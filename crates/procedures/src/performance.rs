@@ -747,11 +747,7 @@ fn parameters(job: &Job, sessions: u32, limits: &Limits, tuning: Option<&Tuning>
             margin: autotune::MARGIN,
             trial_settle_s: t.settle.as_secs_f64(),
             trial_measure_s: t.measure.as_secs_f64(),
-            trials: t
-                .trials
-                .iter()
-                .map(|trial| serde_json::to_value(trial).unwrap_or(serde_json::Value::Null))
-                .collect(),
+            trials: t.trials.clone(),
         }
     });
     Parameters {

@@ -30,7 +30,9 @@ use std::time::Duration;
 
 use jetproof_io::meter::{InstanceStats, MeteredFile};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
-use jetproof_log::format::{DATA_START, Decoded, FrameKind, GenerationHeader, decode_frame};
+use jetproof_log::format::{
+    DATA_START, Decoded, FrameKind, GenerationHeader, HeaderError, decode_frame,
+};
 use jetproof_log::{Lsn, log_file_path};
 
 /// Bytes per replication read: 256 KiB, near the seeds' ~232 KB average (a generation of the
@@ -48,7 +50,7 @@ pub enum ReplicationError {
     #[error("{path}: closed log generation is missing")]
     Missing { path: PathBuf },
     #[error("{path}: bad log header: {reason}")]
-    BadHeader { path: PathBuf, reason: String },
+    BadHeader { path: PathBuf, reason: HeaderError },
     #[error("{path}: offset {offset}: {reason}")]
     Damaged {
         path: PathBuf,
@@ -123,7 +125,7 @@ pub fn read_generation(
     let file = MeteredFile::wrap(file, stats.clone());
     let length = usize::try_from(size).map_err(|_| ReplicationError::BadHeader {
         path: path.clone(),
-        reason: format!("file of {size} bytes does not fit in memory"),
+        reason: HeaderError::TooLargeForMemory { size },
     })?;
     let mut bytes = AlignedBuf::zeroed(length);
     let chunk = (config.read_size / 4096).max(1) * 4096;
@@ -141,15 +143,17 @@ pub fn read_generation(
     let header =
         GenerationHeader::decode(&bytes).map_err(|reason| ReplicationError::BadHeader {
             path: path.clone(),
-            reason: reason.to_string(),
+            reason,
         })?;
     if header.generation != generation || header.database_id != config.database_id {
         return Err(ReplicationError::BadHeader {
             path,
-            reason: format!(
-                "it is generation {} of database {:032x}, not generation {generation} of {:032x}",
-                header.generation, header.database_id, config.database_id
-            ),
+            reason: HeaderError::NotTheGenerationSent {
+                found_generation: header.generation,
+                found_database: header.database_id,
+                generation,
+                database: config.database_id,
+            },
         });
     }
     let frames = verify_frames(&bytes, &header, &path)?;

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 use jetproof_io::meter::ClassSnapshot;
 use serde::{Deserialize, Serialize};
 
-use crate::{ClassResult, HistogramLayout, SCHEMA_VERSION, TestKind, TestResult, Verdict, clock};
+use crate::{ClassSummary, HistogramLayout, SCHEMA_VERSION, TestKind, TestResult, Verdict, clock};
 
 /// Why results cannot be aggregated: every case is bad input and names the file.
 #[derive(Debug, thiserror::Error)]
@@ -255,7 +255,7 @@ pub struct SharedWindow {
 pub struct AggregateInstance {
     pub name: String,
     #[serde(flatten)]
-    pub io: BTreeMap<String, ClassResult>,
+    pub io: BTreeMap<String, ClassSummary>,
 }
 
 /// One host in the aggregate.
@@ -346,7 +346,7 @@ pub struct AggregateResult {
     pub hosts: Vec<AggregateHost>,
     /// Every I/O class over every instance of every host: counts and rates summed, histograms
     /// merged exactly (percentiles of all I/Os), I/O-weighted average latency and size.
-    pub totals: BTreeMap<String, ClassResult>,
+    pub totals: BTreeMap<String, ClassSummary>,
     /// ESRP's "Aggregate Performance Across All Servers" (rates summed, latencies the average
     /// of the server averages).
     pub esrp: EsrpMetrics,
@@ -370,7 +370,7 @@ fn parse_time(
 }
 
 /// The ESRP view of an instance's classes.
-fn esrp_instance(io: &BTreeMap<String, ClassResult>) -> EsrpInstance {
+fn esrp_instance(io: &BTreeMap<String, ClassSummary>) -> EsrpInstance {
     let rate = |k: &str| io.get(k).map_or(0.0, |c| c.ops_per_sec);
     let latency = |k: &str| io.get(k).map(|c| c.avg_latency_ms);
     EsrpInstance {
@@ -594,7 +594,7 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
     for (key, snapshot) in &merged {
         // The rate is the sum of the instances' rates, each over its own host's window (the
         // windows differ by milliseconds); everything else comes from the merged record.
-        if let Some(mut class) = ClassResult::from_snapshot(snapshot, 1.0) {
+        if let Some(mut class) = ClassSummary::from_snapshot(snapshot, 1.0) {
             class.ops_per_sec = rates.get(key).copied().unwrap_or(0.0);
             class.max_interval_avg_ms = interval_max.get(key).copied();
             totals.insert(key.clone(), class);
@@ -734,7 +734,7 @@ pub fn markdown(a: &AggregateResult) -> String {
             );
         }
         let e = &a.esrp;
-        let exact = |k: &str, f: fn(&ClassResult) -> f64| {
+        let exact = |k: &str, f: fn(&ClassSummary) -> f64| {
             a.totals
                 .get(k)
                 .map_or("-".into(), |c| format!("{:.1}", f(c)))
@@ -1072,7 +1072,7 @@ mod tests {
         *state
     }
 
-    fn class(values: &[u64], seconds: f64) -> ClassResult {
+    fn class(values: &[u64], seconds: f64) -> ClassSummary {
         let latency = LatencyHistogram::from_values(values.iter().copied());
         let snapshot = ClassSnapshot {
             count: values.len() as u64,
@@ -1081,10 +1081,10 @@ mod tests {
             intended_latency: None,
             sync_latency: LatencyHistogram::default(),
         };
-        ClassResult::from_snapshot(&snapshot, seconds).expect("not empty")
+        ClassSummary::from_snapshot(&snapshot, seconds).expect("not empty")
     }
 
-    fn host(name: &str, start: &str, end: &str, classes: Vec<(&str, ClassResult)>) -> HostInput {
+    fn host(name: &str, start: &str, end: &str, classes: Vec<(&str, ClassSummary)>) -> HostInput {
         let mut result = TestResult::new(
             TestKind::Performance,
             start.into(),

@@ -26,9 +26,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+/// The figures of one I/O class (one struct for the whole product: `jetproof_io`'s).
+pub use jetproof_io::ClassSummary;
 use jetproof_io::IoClass;
 pub use jetproof_io::hist::HistogramLayout;
-use jetproof_io::meter::{ClassSnapshot, ClassStats, InstanceSnapshot};
+use jetproof_io::meter::InstanceSnapshot;
 use serde::{Deserialize, Serialize};
 
 pub use host::Host;
@@ -363,7 +365,7 @@ pub struct Stat {
 /// In JSON the I/O classes and the test-specific figures sit side by side in the instance object
 /// (`instances[].db_read.p99_ms`, `instances[].pages_seen`, `docs/results.md`); reading it back sorts each
 /// key into `io` when it names an I/O class and into `figures` otherwise, typed by the test
-/// ([`TestResult`]'s `Deserialize`). The classes are read straight into [`ClassResult`] (not
+/// ([`TestResult`]'s `Deserialize`). The classes are read straight into [`ClassSummary`] (not
 /// through a `serde_json::Value` first): their histograms are most of a result's bytes, and
 /// `jetproof aggregate` reads a thousand hosts' results.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -373,7 +375,7 @@ pub struct InstanceResult {
     pub log_path: PathBuf,
     /// One entry per I/O class that occurred, keyed `db_read`, `db_write`, `log_write`, ….
     #[serde(flatten)]
-    pub io: BTreeMap<String, ClassResult>,
+    pub io: BTreeMap<String, ClassSummary>,
     /// Test-specific figures of this instance (checksum per file, transactions, recovery
     /// timings, …).
     #[serde(flatten)]
@@ -385,7 +387,7 @@ struct WireInstance {
     name: String,
     database_path: PathBuf,
     log_path: PathBuf,
-    io: BTreeMap<String, ClassResult>,
+    io: BTreeMap<String, ClassSummary>,
     extra: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -414,7 +416,7 @@ impl<'de> Deserialize<'de> for WireInstance {
                         "database_path" => database_path = Some(map.next_value::<PathBuf>()?),
                         "log_path" => log_path = Some(map.next_value::<PathBuf>()?),
                         class if IoClass::ALL.iter().any(|c| c.key() == class) => {
-                            let figures: ClassResult = map.next_value().map_err(|e| {
+                            let figures: ClassSummary = map.next_value().map_err(|e| {
                                 A::Error::custom(format!(
                                     "instance {}: `{class}`: {e}",
                                     name.as_deref().unwrap_or("?")
@@ -442,105 +444,16 @@ impl<'de> Deserialize<'de> for WireInstance {
     }
 }
 
-/// The figures of one I/O class of one instance.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClassResult {
-    pub count: u64,
-    pub bytes: u64,
-    pub ops_per_sec: f64,
-    pub avg_bytes: f64,
-    pub avg_latency_ms: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
-    /// The largest per-sample-interval average: what Jetstress judges the maximum on.
-    pub max_interval_avg_ms: Option<f64>,
-    /// For paced workloads: average and p99 latency measured from each I/O's intended start
-    /// (coordinated omission corrected), so a stalled device is not hidden.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intended_avg_latency_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intended_p99_ms: Option<f64>,
-    /// The full latency record in exact-merge form, so results of instances and hosts can be
-    /// combined into true percentiles (never averages of percentiles).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub histogram: Option<ClassSnapshot>,
-}
-
-const NS_PER_MS: f64 = 1_000_000.0;
-
-impl ClassResult {
-    /// Figures of one class over a window of `elapsed`. None if no I/O of the class occurred.
-    pub fn from_stats(stats: &ClassStats, elapsed: Duration) -> Option<ClassResult> {
-        let count = stats.count();
-        if count == 0 {
-            return None;
-        }
-        let bytes = stats.bytes();
-        let histogram = stats.histogram();
-        let seconds = elapsed.as_secs_f64().max(1e-9);
-        let at = |q: f64| histogram.value_at_quantile(q) as f64 / NS_PER_MS;
-        Some(ClassResult {
-            count,
-            bytes,
-            ops_per_sec: count as f64 / seconds,
-            avg_bytes: bytes as f64 / count as f64,
-            avg_latency_ms: histogram.mean() / NS_PER_MS,
-            p50_ms: at(0.50),
-            p95_ms: at(0.95),
-            p99_ms: at(0.99),
-            p999_ms: at(0.999),
-            max_ms: histogram.max() as f64 / NS_PER_MS,
-            max_interval_avg_ms: None,
-            intended_avg_latency_ms: None,
-            intended_p99_ms: None,
-            histogram: None,
-        })
-    }
-
-    /// Figures of one class from a snapshot (or an interval's delta) covering `seconds`, with
-    /// the histogram kept for exact merging. None if no I/O of the class occurred.
-    pub fn from_snapshot(snapshot: &ClassSnapshot, seconds: f64) -> Option<ClassResult> {
-        if snapshot.count == 0 {
-            return None;
-        }
-        let s = snapshot.summary(seconds.max(1e-9));
-        let intended = snapshot
-            .intended_latency
-            .as_ref()
-            .filter(|h| !h.is_empty())
-            .map(|h| h.summary(snapshot.bytes, seconds.max(1e-9)));
-        Some(ClassResult {
-            count: s.count,
-            bytes: snapshot.bytes,
-            ops_per_sec: s.ops_per_sec,
-            avg_bytes: s.avg_bytes,
-            avg_latency_ms: s.avg_latency_ms,
-            p50_ms: s.p50_ms,
-            p95_ms: s.p95_ms,
-            p99_ms: s.p99_ms,
-            p999_ms: s.p999_ms,
-            max_ms: s.max_ms,
-            max_interval_avg_ms: None,
-            intended_avg_latency_ms: intended.as_ref().map(|i| i.avg_latency_ms),
-            intended_p99_ms: intended.as_ref().map(|i| i.p99_ms),
-            histogram: Some(snapshot.clone()),
-        })
-    }
-}
-
 /// The per-class figures of an instance snapshot covering `seconds`, keyed as in `result.json`.
 pub fn snapshot_results(
     snapshot: &InstanceSnapshot,
     seconds: f64,
-) -> BTreeMap<String, ClassResult> {
+) -> BTreeMap<String, ClassSummary> {
     snapshot
         .classes
         .iter()
         .filter_map(|(class, snap)| {
-            ClassResult::from_snapshot(snap, seconds).map(|r| (class.key().to_string(), r))
+            ClassSummary::from_snapshot(snap, seconds).map(|r| (class.key().to_string(), r))
         })
         .collect()
 }
@@ -549,12 +462,12 @@ pub fn snapshot_results(
 pub fn io_results(
     stats: &jetproof_io::meter::InstanceStats,
     elapsed: Duration,
-) -> BTreeMap<String, ClassResult> {
+) -> BTreeMap<String, ClassSummary> {
     IoClass::ALL
         .iter()
         .filter_map(|&class| {
             let seconds = elapsed.as_secs_f64();
-            ClassResult::from_snapshot(&stats.class(class).snapshot(), seconds)
+            ClassSummary::from_snapshot(&stats.class(class).snapshot(), seconds)
                 .map(|result| (class.key().to_string(), result))
         })
         .collect()

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::sections::WorkloadInstance;
-use crate::{ClassResult, InstanceResult, TestKind, TestResult, Verdict};
+use crate::{ClassSummary, InstanceResult, TestKind, TestResult, Verdict};
 
 /// A table: a header row and data rows, rendered as Markdown or aligned text.
 struct Table {
@@ -156,7 +156,7 @@ fn rate(value: f64) -> String {
     format!("{value:.3}")
 }
 
-fn class<'a>(instance: &'a InstanceResult, key: &str) -> Option<&'a ClassResult> {
+fn class<'a>(instance: &'a InstanceResult, key: &str) -> Option<&'a ClassSummary> {
     instance.io.get(key)
 }
 
@@ -258,7 +258,7 @@ fn io_table(
     let mut table = Table::new(&header);
     // (rate, average latency, average bytes) of the classes together.
     let merged = |instance: &InstanceResult, keys: &[&str]| {
-        let classes: Vec<&ClassResult> = keys.iter().filter_map(|k| class(instance, k)).collect();
+        let classes: Vec<&ClassSummary> = keys.iter().filter_map(|k| class(instance, k)).collect();
         let count: u64 = classes.iter().map(|c| c.count).sum();
         // A fold from 0.0: an empty float sum is -0.0, which would print "-0.000".
         let rate = classes.iter().fold(0.0, |sum, c| sum + c.ops_per_sec);

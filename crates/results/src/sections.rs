@@ -583,7 +583,26 @@ pub struct Autotune {
     pub trial_settle_s: f64,
     pub trial_measure_s: f64,
     /// Every trial, as the auto-tuner recorded it.
-    pub trials: Vec<serde_json::Value>,
+    pub trials: Vec<AutotuneTrial>,
+}
+
+/// What one auto-tune trial measured. The fields are in alphabetical order because that is the
+/// order `result.json` has always had them in (they were written through a JSON map).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AutotuneTrial {
+    /// Transactional IOPS (database reads + writes per second) over all instances.
+    pub achieved_iops: f64,
+    /// The worst instance's database read average latency.
+    pub db_read_avg_ms: f64,
+    /// The worst instance's log write average latency, when log writes occurred.
+    pub log_write_avg_ms: Option<f64>,
+    /// Reached the target (with the margin) within the thresholds.
+    pub passed: bool,
+    pub sessions: u32,
+    /// The slowest instance's transactional IOPS times the number of instances.
+    pub slowest_instance_iops_times_instances: f64,
+    /// Every instance held the average latency thresholds.
+    pub within_thresholds: bool,
 }
 
 /// The checksum test's reads.

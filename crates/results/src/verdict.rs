@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ClassResult, TestResult};
+use crate::{ClassSummary, TestResult};
 
 /// The limits in force for one run, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -94,7 +94,7 @@ fn judge_class(
     reasons: &mut Vec<String>,
     instance: &str,
     words: &str,
-    class: &ClassResult,
+    class: &ClassSummary,
     avg_limit: f64,
     max_limit: f64,
 ) {
@@ -120,8 +120,8 @@ mod tests {
     use super::*;
     use crate::{Host, InstanceResult, TestKind, Verdict};
 
-    fn class(avg: f64, max_interval: f64) -> ClassResult {
-        ClassResult {
+    fn class(avg: f64, max_interval: f64) -> ClassSummary {
+        ClassSummary {
             count: 100,
             bytes: 3_276_800,
             ops_per_sec: 10.0,
@@ -139,7 +139,7 @@ mod tests {
         }
     }
 
-    fn result(read: ClassResult, log: ClassResult, target: f64, achieved: f64) -> TestResult {
+    fn result(read: ClassSummary, log: ClassSummary, target: f64, achieved: f64) -> TestResult {
         let mut io = BTreeMap::new();
         io.insert("db_read".to_string(), read);
         io.insert("log_write".to_string(), log);

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
 /// Initialises the databases when none exist yet, saying so: a newcomer's first command is a
 /// single `run`. Returns init's owner lock (exclusive on every instance), which the run keeps.
 fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, CliError> {
-    refuse_lost_databases(job)?;
+    jetproof_procedures::database::refuse_lost_databases(job).map_err(CliError::bad_input)?;
     errln!("jetproof: the databases do not exist yet; initialising them first (jetproof init)");
     let init_args = crate::commands::init::Args {
         job: args.job.clone(),
@@ -106,56 +106,6 @@ fn warn_db_size(args: &Args) {
              anew at that size)"
         );
     }
-}
-
-/// A database that is missing while its flush map or log files are there was deleted or lost,
-/// not never made: a run does not initialise over it (that would remove its log, and with it
-/// the evidence, and report a pass). Refused (exit 2, nothing done), naming what is left. A
-/// `.partial` file beside it is an interrupted `init`, which the run's init finishes.
-fn refuse_lost_databases(job: &jetproof_job::Job) -> Result<(), CliError> {
-    for instance in job.instances() {
-        let db = &instance.database_path;
-        let mut partial = db.as_os_str().to_owned();
-        partial.push(".partial");
-        if db.symlink_metadata().is_ok() || std::path::Path::new(&partial).exists() {
-            continue;
-        }
-        let mut left = Vec::new();
-        let map = jetproof_engine::flush_map_path(db);
-        if map.symlink_metadata().is_ok() {
-            left.push(format!("its flush map {}", map.display()));
-        }
-        let log_files = std::fs::read_dir(&instance.log_path)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok())
-                    .filter(|e| {
-                        let name = e.file_name();
-                        let name = name.to_string_lossy();
-                        name == "checkpoint.jpchk"
-                            || (name.starts_with('E') && name.ends_with(".jplog"))
-                    })
-                    .count()
-            })
-            .unwrap_or(0);
-        if log_files > 0 {
-            left.push(format!(
-                "{log_files} log file(s) in {}",
-                instance.log_path.display()
-            ));
-        }
-        if !left.is_empty() {
-            return Err(CliError::bad_input(anyhow::anyhow!(
-                "database of {}: {} is missing, but {} are there: the database was deleted or \
-                 lost, not never made, and a run does not initialise over it; restore it, or \
-                 start afresh with `jetproof init` (which removes jetproof's own files left there)",
-                instance.name,
-                db.display(),
-                left.join(" and ")
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The command as the owner lock names it: "run --test performance".

@@ -11,16 +11,7 @@ use jetproof_io::mem::MemBackend;
 /// The seed of a randomized test: `JETPROOF_SEED` if set, else a fresh one. Printed, so that a
 /// failure can be replayed with `JETPROOF_SEED=<seed> cargo nextest run ...`.
 pub fn seed(test: &str) -> u64 {
-    let seed = std::env::var("JETPROOF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{test}: seed {seed} (replay with JETPROOF_SEED={seed})");
-    seed
+    jetproof_test_support::announced_seed(test)
 }
 
 /// Small options for tests: small cache, inline flushing, no direct I/O.
