@@ -417,8 +417,9 @@ impl Space {
     ///    key range started an extent, or a merge freed a page);
     /// 3. the first page of a wholly free owned extent, whose rest is then left to the new
     ///    page's own later splits;
-    /// 4. any free page, the farthest from other key ranges' pages (`find_free_far`): freed
-    ///    space is reused before the file grows;
+    /// 4. any free page, the farthest from the pages in use (`find_free_far`: the middle of
+    ///    the longest free run in an owned extent): freed space is reused before the file
+    ///    grows;
     /// 5. only then, growth of the file, and the first page of its first new extent.
     ///
     /// See `docs/design.md`, "Where new pages go".
@@ -508,19 +509,20 @@ impl Space {
             .or_else(|| (extent_start..near.min(end)).rev().find(free)))
     }
 
-    /// A free page as far from other key ranges' pages as the file has, for a split whose own
-    /// and neighbours' extents are full when no owned extent is wholly free: the last free page
-    /// of the partly used owned extent with the most free pages (the first such extent if
-    /// several tie). Such free pages are the rests of other mailboxes' extents (their tails'
-    /// room) and pages merges freed. Taking the first free page anywhere (as until 2026-11-27)
-    /// put the new page right after another mailbox's tail page, both hot, so flushes wrote
-    /// them together and database writes grew 10% over 600 s (`docs/design.md`, "Where new
-    /// pages go"); the last page of the largest free rest leaves the owner its room next to
-    /// its tail, and the new page's own later splits take the pages before it (step 1).
+    /// A free page as far from the pages in use as the file has, for a split whose own and
+    /// neighbours' extents are full when no owned extent is wholly free: the middle page of the
+    /// longest run of free pages inside an owned extent (the first such run if several tie).
+    /// Such free pages are the rests of other mailboxes' extents (their tails' room) and pages
+    /// merges freed. Taking the first free page anywhere (as until 2026-11-27) put the new page
+    /// right after another mailbox's tail page, both hot, so flushes wrote them together and
+    /// database writes grew 10% over 600 s; the last page of the largest rest still put the
+    /// next borrower from another mailbox beside the first (`docs/design.md`, "Where new pages
+    /// go"). The middle of the longest run leaves free pages on both sides: the owner's room
+    /// next to its tail, and the new page's own later splits' room after it (step 1).
     fn find_free_far(&self, cache: &PageCache, state: &SpaceState) -> Result<Option<u64>> {
         let count = state.page_count;
         let per_map = pages_per_map(self.page_size);
-        // (free pages, last free page) of the best extent so far.
+        // (run length, first page of the run) of the longest run so far.
         let mut best: Option<(u64, u64)> = None;
         let mut group_start = 0u64;
         while group_start < count {
@@ -538,24 +540,23 @@ impl Space {
                     extent = to;
                     continue;
                 }
-                let mut free = 0u64;
-                let mut last = None;
-                for page in extent..to {
-                    if !get_bit(data, page - group_start) {
-                        free += 1;
-                        last = Some(page);
+                let mut run_start = extent;
+                for page in extent..=to {
+                    let free = page < to && !get_bit(data, page - group_start);
+                    if free {
+                        continue;
                     }
-                }
-                if let Some(last) = last
-                    && best.is_none_or(|(most, _)| free > most)
-                {
-                    best = Some((free, last));
+                    let run = page - run_start;
+                    if run > 0 && best.is_none_or(|(longest, _)| run > longest) {
+                        best = Some((run, run_start));
+                    }
+                    run_start = page + 1;
                 }
                 extent = to;
             }
             group_start += per_map;
         }
-        Ok(best.map(|(_, page)| page))
+        Ok(best.map(|(run, first)| first + run / 2))
     }
 
     /// The first page of the first owned extent, at or after the extent hint (wrapping once),

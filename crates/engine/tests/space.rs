@@ -168,15 +168,15 @@ fn a_split_page_comes_from_the_split_pages_own_extent() {
     // made, a neighbour) takes 49 from 48's extent rather than another extent.
     assert_eq!(space.allocate_near(&cache, 20, &[5, 48]).unwrap(), 49);
     // With no wholly free extent left, a split takes any free page (B's 36..48 and the rest of
-    // 48's extent) before the file grows; only then does it grow. It takes the last free page
-    // of the extent with the most free pages (48's: 14 against B's 12), away from the pages in
-    // use there, and on ties the first such extent.
+    // 48's extent) before the file grows; only then does it grow. It takes the middle page of
+    // the longest free run (48's 50..64: 57, then B's 36..48: 42, then 50..57: 53), away from
+    // the pages in use on both sides, and on ties the first such run (36..42 before 58..64).
     let count = space.page_count();
     assert_eq!(count, 64);
     let rest: Vec<u32> = (0..26)
         .map(|_| space.allocate_near(&cache, 20, &[]).unwrap())
         .collect();
-    assert_eq!(rest[..4], [63, 62, 47, 61]);
+    assert_eq!(rest[..4], [57, 42, 53, 39]);
     let mut sorted = rest.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, (36..48).chain(50..64).collect::<Vec<u32>>());
