@@ -398,7 +398,7 @@ impl<'a> Tree<'a> {
         let page = leaf.page_number();
         node::validate(leaf.data()).ok_or_else(|| self.inconsistent(page, "malformed leaf"))?;
         let ps = leaf.data().len();
-        let threshold = node::merge_threshold(ps);
+        let threshold = node::leaf_merge_threshold(ps);
         let found = node::leaf_search(leaf.data(), op.key())
             .ok_or_else(|| self.inconsistent(page, "bad leaf"))?;
         let used = node::used_bytes(leaf.data());
@@ -506,10 +506,10 @@ impl<'a> Tree<'a> {
     /// Can anything below `data` (a node at `level`) make it split or underflow, given `op`?
     fn is_safe(&self, data: &[u8], level: u16, op: Op<'_>) -> bool {
         let ps = data.len();
-        let threshold = node::merge_threshold(ps);
         let used = node::used_bytes(data);
         let free = node::free_bytes(data);
         if level == 0 {
+            let threshold = node::leaf_merge_threshold(ps);
             let (existing, deleted) = match node::leaf_search(data, op.key()) {
                 Some(Ok(i)) => (
                     node::leaf_entry(data, i)
@@ -537,6 +537,7 @@ impl<'a> Tree<'a> {
                 Op::MarkDeleted { .. } | Op::Unmark { .. } => true,
             };
         }
+        let threshold = node::merge_threshold(ps);
         let worst = node::interior_entry_bytes(node::MAX_KEY_BYTES);
         let no_split = free >= worst;
         let no_underflow = used >= threshold + worst;
@@ -613,6 +614,11 @@ impl<'a> Tree<'a> {
                 };
                 self.check_node(child, child_node.data(), Some(level - 1))?;
                 let safe = self.is_safe(child_node.data(), level - 1, op);
+                let sibling_choice = if safe || level != 1 {
+                    sibling_choice
+                } else {
+                    self.emptier_sibling(&path, index, child, sibling_choice)
+                };
                 let sibling = if safe {
                     None
                 } else if let Some((sibling_page, sibling_index)) = sibling_choice {
@@ -644,6 +650,54 @@ impl<'a> Tree<'a> {
                 level -= 1;
             }
             return self.apply_at_leaf(path, op, log_position);
+        }
+    }
+
+    /// The sibling a leaf that may merge is latched with: of its left and right siblings in
+    /// its parent (the last node of `path`), the one holding fewer bytes if both are in the
+    /// cache, else `choice` (the left one, or the right one of a first child). ESE checks its
+    /// right sibling, then its left (`ErrBTICheckForMultipageOLC`), each only if in the cache;
+    /// the emptier one is the one the leaf's records fit in if either is.
+    fn emptier_sibling(
+        &self,
+        path: &[PathNode<'a>],
+        index: usize,
+        child: u32,
+        choice: Option<(u32, usize)>,
+    ) -> Option<(u32, usize)> {
+        let (Some(parent), Some((left, left_index))) = (path.last(), choice) else {
+            return choice;
+        };
+        if left_index > index {
+            return choice;
+        }
+        let Some((_, right)) = node::interior_entry(parent.node.data(), index + 1) else {
+            return choice;
+        };
+        let held = |p: u32| {
+            p == child
+                || path.iter().any(|n| {
+                    n.node.page_number() == p
+                        || n.sibling
+                            .as_ref()
+                            .is_some_and(|(s, _)| s.page_number() == p)
+                })
+        };
+        if right == left
+            || held(right)
+            || self.check_child(parent.node.page_number(), right).is_err()
+        {
+            return choice;
+        }
+        let used = |p: u32| {
+            self.cache
+                .read_if_resident(p)
+                .filter(|r| node::is_node(r.data()))
+                .map(|r| node::used_bytes(r.data()))
+        };
+        match (used(left), used(right)) {
+            (Some(l), Some(r)) if r < l => Some((right, index + 1)),
+            _ => choice,
         }
     }
 
@@ -865,7 +919,6 @@ impl<'a> Tree<'a> {
     ) -> Result<()> {
         let ps = self.cache.config().page_size;
         let capacity = node::capacity(ps);
-        let threshold = node::merge_threshold(ps);
         loop {
             // A split's new page may come from its neighbours' extents: read them from the
             // parent before the node is borrowed.
@@ -933,6 +986,16 @@ impl<'a> Tree<'a> {
                 pending = parent_entries;
                 continue;
             }
+            // A leaf merges while the sibling it fills keeps the table density's free space
+            // (ESE's merge, `node::leaf_merge_limit`); an interior node, while it fits.
+            // A leaf left empty goes whatever its sibling holds (ESE's empty-page merge).
+            let (threshold, limit) = if level == 0 && !pending.is_empty() {
+                (node::leaf_merge_threshold(ps), node::leaf_merge_limit(ps))
+            } else if level == 0 {
+                (node::leaf_merge_threshold(ps), capacity)
+            } else {
+                (node::merge_threshold(ps), capacity)
+            };
             if pending.bytes() < threshold
                 && !is_root
                 && at > 0
@@ -962,7 +1025,7 @@ impl<'a> Tree<'a> {
                         (pending.clone(), sibling_entries)
                     };
                     combined.append(right_part, &separator);
-                    if combined.bytes() <= capacity {
+                    if combined.bytes() <= limit {
                         let Some(current) = path.get_mut(at) else {
                             return Err(self.inconsistent(page, "path too short"));
                         };

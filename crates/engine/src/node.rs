@@ -64,9 +64,32 @@ pub fn max_leaf_entry_bytes(page_size: usize) -> usize {
     capacity(page_size) / 2
 }
 
-/// Below this many used bytes a node tries to merge with a sibling.
+/// Below this many used bytes an interior node tries to merge with a sibling.
 pub fn merge_threshold(page_size: usize) -> usize {
     capacity(page_size) / 4
+}
+
+/// The table density a leaf merge keeps free in the leaf it fills (ESE's default table density,
+/// `JetCreateTable`'s 80%, as `init` fills leaves by default): ESE moves a leaf's records into a
+/// sibling only while the sibling keeps `100 − density` percent of its page free
+/// (`FBTICheckMergeableOneNode`, `CbBTIFreeDensity`, bt.cxx).
+pub const LEAF_MERGE_DENSITY_PERCENT: usize = 80;
+
+/// The most bytes a leaf may hold after a merge: `LEAF_MERGE_DENSITY_PERCENT` of its capacity.
+pub fn leaf_merge_limit(page_size: usize) -> usize {
+    capacity(page_size) * LEAF_MERGE_DENSITY_PERCENT / 100
+}
+
+/// A leaf left with fewer used bytes than this by a delete, purge or shrinking replace is
+/// checked for a merge with a sibling: half the merge limit, since the smaller of two leaves
+/// that fit together within the limit is at most half of it. ESE checks every leaf its cleanup
+/// purged (`ErrBTISinglePageCleanup`: a leaf merges whenever all its records fit in a sibling
+/// within the density, whatever its own fill); checking only those at most half the limit finds
+/// the same pairs from their smaller side without latching a sibling on every purge. Until
+/// 2026-11-27 leaves used the interior nodes' quarter, so deleted space was reused only once a
+/// leaf fell under a quarter full (`docs/design.md`, "Merges").
+pub fn leaf_merge_threshold(page_size: usize) -> usize {
+    leaf_merge_limit(page_size) / 2
 }
 
 pub fn count(page: &[u8]) -> usize {

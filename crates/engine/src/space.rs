@@ -411,12 +411,14 @@ impl Space {
     /// ([`OWNED_EXTENT_PAGES`]-aligned, which `init` gives each mailbox's pages) and with
     /// `neighbours`, the pages beside `near` in its parent, nearest first (the same key range,
     /// so the same mailbox but at its edges). In order:
-    /// 1. a free page in `near`'s owned extent (the first after `near`, else the first before);
+    /// 1. a free page in `near`'s owned extent (the first after `near`, else the nearest
+    ///    before);
     /// 2. a free page in the owned extent of a neighbour (where an earlier split of the same
     ///    key range started an extent, or a merge freed a page);
     /// 3. the first page of a wholly free owned extent, whose rest is then left to the new
     ///    page's own later splits;
-    /// 4. any free page ([`Space::allocate`]'s search): freed space is reused before the file
+    /// 4. any free page, the farthest from the pages in use (`find_free_far`: the middle of
+    ///    the longest free run in an owned extent): freed space is reused before the file
     ///    grows;
     /// 5. only then, growth of the file, and the first page of its first new extent.
     ///
@@ -448,10 +450,7 @@ impl Space {
             found = self.find_free_extent(cache, &state)?;
             if found.is_none() {
                 counter = &self.counters.anywhere;
-                found = self.find_free(cache, &state)?;
-                if let Some(page) = found {
-                    state.hint = page + 1;
-                }
+                found = self.find_free_far(cache, &state)?;
             }
             if found.is_none() {
                 counter = &self.counters.free_extent;
@@ -507,7 +506,57 @@ impl Space {
         let free = |page: &u64| !get_bit(map.data(), *page - group_start);
         Ok((near + 1..end)
             .find(free)
-            .or_else(|| (extent_start..near.min(end)).find(free)))
+            .or_else(|| (extent_start..near.min(end)).rev().find(free)))
+    }
+
+    /// A free page as far from the pages in use as the file has, for a split whose own and
+    /// neighbours' extents are full when no owned extent is wholly free: the middle page of the
+    /// longest run of free pages inside an owned extent (the first such run if several tie).
+    /// Such free pages are the rests of other mailboxes' extents (their tails' room) and pages
+    /// merges freed. Taking the first free page anywhere (as until 2026-11-27) put the new page
+    /// right after another mailbox's tail page, both hot, so flushes wrote them together and
+    /// database writes grew 10% over 600 s; the last page of the largest rest still put the
+    /// next borrower from another mailbox beside the first (`docs/design.md`, "Where new pages
+    /// go"). The middle of the longest run leaves free pages on both sides: the owner's room
+    /// next to its tail, and the new page's own later splits' room after it (step 1).
+    fn find_free_far(&self, cache: &PageCache, state: &SpaceState) -> Result<Option<u64>> {
+        let count = state.page_count;
+        let per_map = pages_per_map(self.page_size);
+        // (run length, first page of the run) of the longest run so far.
+        let mut best: Option<(u64, u64)> = None;
+        let mut group_start = 0u64;
+        while group_start < count {
+            let map = cache.read(map_page_for(group_start, self.page_size) as u32)?;
+            let data = map.data();
+            let end = (group_start + per_map).min(count);
+            let mut extent = group_start;
+            while extent < end {
+                let to = (extent + OWNED_EXTENT_PAGES).min(end);
+                let index = HEADER_SIZE + ((extent - group_start) / 8) as usize;
+                // Skip a full extent (two whole map bytes) without looking at its pages.
+                if to - extent == OWNED_EXTENT_PAGES
+                    && data.get(index..index + 2) == Some(&[0xFF, 0xFF][..])
+                {
+                    extent = to;
+                    continue;
+                }
+                let mut run_start = extent;
+                for page in extent..=to {
+                    let free = page < to && !get_bit(data, page - group_start);
+                    if free {
+                        continue;
+                    }
+                    let run = page - run_start;
+                    if run > 0 && best.is_none_or(|(longest, _)| run > longest) {
+                        best = Some((run, run_start));
+                    }
+                    run_start = page + 1;
+                }
+                extent = to;
+            }
+            group_start += per_map;
+        }
+        Ok(best.map(|(run, first)| first + run / 2))
     }
 
     /// The first page of the first owned extent, at or after the extent hint (wrapping once),
