@@ -14,6 +14,7 @@
 //! 3 databases is 333), and sizes are computed for the largest database (334) so every volume
 //! fits.
 
+pub mod job_file;
 pub mod render;
 pub mod tables;
 

@@ -6,15 +6,11 @@
 //! and a `--write-job` path that holds a file jetproof did not write (`docs/refusals.md`: never
 //! overwrite what jetproof did not create). Plan takes no job file.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use jetproof_job::{ByteSize, Job};
-use jetproof_plan::{
-    DiskKind, ExchangeVersion, JOB_FILE_MARKER, Overheads, Plan, PlanInputs, RaidLevel,
-    format_bytes, format_number,
-};
+use jetproof_job::ByteSize;
+use jetproof_plan::{DiskKind, ExchangeVersion, JOB_FILE_MARKER, Overheads, PlanInputs, RaidLevel};
 
 use crate::common::{CliError, Outcome};
 
@@ -254,7 +250,13 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     // Everything about the job file is checked before anything is written.
     let job_text = match &args.write_job {
         Some(path) => {
-            let text = job_file_text(&plan, args.data_dir.as_deref(), args.esrp)?;
+            let text = jetproof_plan::job_file::text(
+                &plan,
+                args.data_dir.as_deref(),
+                args.esrp,
+                &command_line(),
+            )
+            .map_err(|e| CliError::bad_input(anyhow!("{e}")))?;
             check_target(path)?;
             Some((path, text))
         }
@@ -278,17 +280,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     Ok(Outcome::Pass)
 }
 
-/// The job file: jetproof's marker, how it was made, then the job as TOML. Parsed back before it
-/// is returned, so a file that `init` would refuse is never written.
-fn job_file_text(plan: &Plan, data_dir: Option<&Path>, esrp: bool) -> Result<String, CliError> {
-    let mut job = plan.job();
-    if esrp {
-        jetproof_plan::apply_esrp(&mut job);
-    }
-    if let Some(dir) = data_dir {
-        job.storage.data_dir = dir.to_path_buf();
-    }
-    let command: Vec<String> = std::env::args()
+/// The command line that made the job file, as its header names it (arguments with spaces quoted).
+fn command_line() -> String {
+    std::env::args()
         .skip(1)
         .map(|arg| {
             if arg.is_empty() || arg.contains(char::is_whitespace) {
@@ -297,57 +291,8 @@ fn job_file_text(plan: &Plan, data_dir: Option<&Path>, esrp: bool) -> Result<Str
                 arg
             }
         })
-        .collect();
-    let mut text = String::new();
-    let _ = writeln!(text, "{JOB_FILE_MARKER}");
-    let _ = writeln!(
-        text,
-        "# jetproof overwrites this file only while the line above is its first line."
-    );
-    let _ = writeln!(
-        text,
-        "# Made by jetproof {} from: jetproof {}",
-        env!("CARGO_PKG_VERSION"),
-        command.join(" ")
-    );
-    let _ = writeln!(
-        text,
-        "# One server of the plan: {} mailboxes × {} IOPS (headroom included) = {} target IOPS,",
-        format_number(plan.mailboxes_per_server as f64),
-        format_number(plan.iops_per_mailbox),
-        format_number(plan.target_iops_per_server)
-    );
-    let _ = writeln!(
-        text,
-        "# {} databases of {} each ({} mailboxes × {} quota × {}% capacity). Rerun the command for the arithmetic.",
-        plan.inputs.databases_per_server,
-        format_bytes(plan.test_database_size_bytes),
-        format_number(plan.mailboxes_largest_database as f64),
-        format_bytes(plan.mailbox_quota_bytes),
-        plan.inputs.capacity_percent
-    );
-    if esrp {
-        let _ = writeln!(
-            text,
-            "# ESRP test set (--esrp): run.duration 2h and run.stress_duration 24h, a checksum pass after each\n\
-             # (run.checksum_after_performance, run.checksum_after_stress), 500 log files per instance for\n\
-             # soft recovery (run.recovery_log_files). On every host, with one --start-at TIME per test:\n\
-             #   jetproof init JOB\n\
-             #   jetproof run JOB --test performance --start-at TIME --out results/HOST/performance\n\
-             #   jetproof run JOB --test stress --start-at TIME --out results/HOST/stress\n\
-             #   jetproof run JOB --test backup --start-at TIME --out results/HOST/backup\n\
-             #   jetproof run JOB --test soft-recovery --start-at TIME --out results/HOST/soft-recovery\n\
-             # then `jetproof esrp SOLUTION results/` writes the solution document (docs/esrp.md)."
-        );
-    }
-    text.push('\n');
-    text.push_str(&job.to_toml());
-    Job::parse(&text, "the job plan would write").map_err(|e| {
-        CliError::bad_input(anyhow!(
-            "the plan makes a job that init would refuse: {e}; adjust --mailbox-size, --capacity-percent or --databases-per-server"
-        ))
-    })?;
-    Ok(text)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Refuses a path that holds something jetproof did not write, or whose directory is missing.
