@@ -421,6 +421,10 @@ fn report_html_renders_in_headless_chromium() {
         recovery.contains("data-chart=\"instance-replay-rate\""),
         "the replay rate"
     );
+    assert!(
+        recovery.contains("data-chart=\"replay-log-read\""),
+        "the replay rate over time"
+    );
     let stress = std::fs::read_to_string(dir.path().join("stress/report.html")).expect("page");
     assert!(
         stress.contains("data-chart=\"instance-pages\""),

@@ -34,7 +34,7 @@ use jetproof_job::{Job, Threads};
 use jetproof_results::checksum::Position;
 use jetproof_results::sections::{
     CorrectedPage, LostLog, RecoverParameters, RecoveryInstance, RecoveryTotals, ReplayFigures,
-    SoftRecoveryParameters,
+    ReplaySample, SoftRecoveryParameters,
 };
 use jetproof_results::{
     InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
@@ -400,6 +400,61 @@ pub struct Replay {
     /// When the replay failed on a lost log (`docs/log.md`, "The log's end is proved"): the
     /// log file, where the log left ends, and the pages on disk carrying changes past it.
     pub lost_log: Option<LostLog>,
+    /// The replay's rates per sample interval (`replay_samples` of `result.json`).
+    pub samples: Vec<ReplaySample>,
+}
+
+/// Samples one replay's counters every sample interval, and once more when it ends.
+struct ReplaySampler {
+    stats: Arc<InstanceStats>,
+    /// When the last sample was taken, and the counters then: log bytes read, database reads
+    /// and writes.
+    last: (Instant, u64, u64, u64),
+    samples: Vec<ReplaySample>,
+    finished: bool,
+}
+
+impl ReplaySampler {
+    fn new(stats: Arc<InstanceStats>, started: Instant) -> ReplaySampler {
+        ReplaySampler {
+            stats,
+            last: (started, 0, 0, 0),
+            samples: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// Records the interval since the last sample (nothing once the replay has finished).
+    fn sample(&mut self, started: Instant) {
+        if self.finished {
+            return;
+        }
+        let now = Instant::now();
+        let interval_s = now.duration_since(self.last.0).as_secs_f64();
+        if interval_s <= 0.0 {
+            return;
+        }
+        let log_read = self.stats.class(IoClass::LogRead).bytes();
+        let db_reads = self.stats.class(IoClass::DbRead).count();
+        let db_writes = self.stats.class(IoClass::DbWrite).count();
+        let per_sec = |now: u64, then: u64| now.saturating_sub(then) as f64 / interval_s;
+        self.samples.push(ReplaySample {
+            elapsed_s: now.duration_since(started).as_secs_f64(),
+            interval_s,
+            log_read_mb_per_sec: per_sec(log_read, self.last.1) / 1e6,
+            db_reads_per_sec: per_sec(db_reads, self.last.2),
+            db_writes_per_sec: per_sec(db_writes, self.last.3),
+        });
+        self.last = (now, log_read, db_reads, db_writes);
+    }
+
+    /// The replay ended: its last, shorter interval, once.
+    fn finish(&mut self, started: Instant) {
+        if !self.finished {
+            self.sample(started);
+            self.finished = true;
+        }
+    }
 }
 
 /// The `lost_log` object of an instance's `result.json` entry, for a lost-log failure.
@@ -494,6 +549,7 @@ impl Replay {
     ) -> (InstanceResult, Option<String>) {
         let mut io = BTreeMap::new();
         let mut reason = None;
+        figures.replay_samples = self.samples.clone();
         match &self.outcome {
             Ok(report) => {
                 io = jetproof_results::io_results(
@@ -595,12 +651,15 @@ pub fn replay(
     // disk (the replay starts at the checkpoint, so it may end short of 100%).
     let log_bytes: u64 = instances.iter().map(|i| log_files_bytes(&i.log_path)).sum();
     let started = Instant::now();
-    // Each replay says when it ends, so the watcher wakes at once (the replay is timed).
-    let (ended, ends) = std::sync::mpsc::channel::<()>();
+    let interval = job.run.sample_interval.as_duration();
+    // Each replay says when it ends (its index), so the watcher wakes at once: it records the
+    // replay's last, shorter interval then, and adds no time to the timed replay.
+    let (ended, ends) = std::sync::mpsc::channel::<usize>();
     std::thread::scope(|scope| {
         let handles: Vec<_> = instances
             .iter()
-            .map(|instance| {
+            .enumerate()
+            .map(|(index, instance)| {
                 let stats = InstanceStats::new(instance.name.clone());
                 let recovery_options = crate::options::recovery_options(job, stats.clone());
                 let backend = backend.clone();
@@ -613,34 +672,46 @@ pub fn replay(
                         &recovery_options,
                     )
                     .map_err(|e| (e.to_string(), lost_log_json(&e)));
-                    let _ = ended.send(());
+                    let _ = ended.send(index);
                     outcome
                 });
                 (instance.name.clone(), stats, handle)
             })
             .collect();
-        if let Some(live) = live {
-            let mut said_ended = 0;
-            loop {
-                while ends.try_recv().is_ok() {
-                    said_ended += 1;
+        let mut samplers: Vec<ReplaySampler> = handles
+            .iter()
+            .map(|(_, stats, _)| ReplaySampler::new(stats.clone(), started))
+            .collect();
+        let mut next_sample = started + interval;
+        let mut next_status = started;
+        loop {
+            while let Ok(index) = ends.try_recv() {
+                if let Some(sampler) = samplers.get_mut(index) {
+                    sampler.finish(started);
                 }
-                // A thread that panicked never says so; it is finished all the same.
-                let running = handles
-                    .iter()
-                    .filter(|(_, _, h)| !h.is_finished())
-                    .count()
-                    .min(handles.len().saturating_sub(said_ended));
+            }
+            // A thread that panicked never says so; it is finished all the same.
+            for ((_, _, handle), sampler) in handles.iter().zip(samplers.iter_mut()) {
+                if handle.is_finished() {
+                    sampler.finish(started);
+                }
+            }
+            let running = samplers.iter().filter(|s| !s.finished).count();
+            let now = Instant::now();
+            if now >= next_sample {
+                for sampler in samplers.iter_mut() {
+                    sampler.sample(started);
+                }
+                while next_sample <= now {
+                    next_sample += interval;
+                }
+            }
+            if let Some(live) = live
+                && (now >= next_status || running == 0)
+            {
                 let read: u64 = handles
                     .iter()
-                    .map(|(_, stats, _)| {
-                        stats
-                            .snapshot()
-                            .classes
-                            .get(&IoClass::LogRead)
-                            .map(|c| c.bytes)
-                            .unwrap_or(0)
-                    })
+                    .map(|(_, stats, _)| stats.class(IoClass::LogRead).bytes())
                     .sum();
                 let elapsed_s = started.elapsed().as_secs_f64();
                 let (bytes, eta_s) =
@@ -655,17 +726,26 @@ pub fn replay(
                     ),
                     milestone: running == 0,
                 });
-                if running == 0 {
-                    break;
-                }
-                if ends.recv_timeout(Duration::from_millis(100)).is_ok() {
-                    said_ended += 1;
-                }
+                next_status = now + Duration::from_millis(100);
+            }
+            if running == 0 {
+                break;
+            }
+            let mut wake = next_sample;
+            if live.is_some() {
+                wake = wake.min(next_status);
+            }
+            let timeout = wake.saturating_duration_since(Instant::now());
+            if let Ok(index) = ends.recv_timeout(timeout)
+                && let Some(sampler) = samplers.get_mut(index)
+            {
+                sampler.finish(started);
             }
         }
         handles
             .into_iter()
-            .map(|(name, stats, handle)| {
+            .zip(samplers)
+            .map(|((name, stats, handle), sampler)| {
                 let (outcome, lost_log) = match handle.join() {
                     Ok(Ok(report)) => (Ok(report), None),
                     Ok(Err((error, lost_log))) => (Err(error), lost_log),
@@ -676,6 +756,7 @@ pub fn replay(
                     stats,
                     outcome,
                     lost_log,
+                    samples: sampler.samples,
                 }
             })
             .collect()

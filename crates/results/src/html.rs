@@ -409,6 +409,49 @@ fn charts_over_time(result: &TestResult, samples: &[SampleRow], out: &mut String
     }
 }
 
+/// Recovery: each instance's log MB read per second per sample interval (`replay_samples`),
+/// one series per instance; nothing for results without them (older ones, other tests).
+fn replay_over_time(result: &TestResult, out: &mut String) {
+    if result.test != TestKind::Recovery {
+        return;
+    }
+    let series: Vec<Series> = result
+        .instances
+        .iter()
+        .filter_map(|i| {
+            let samples = &i.figures.recovery()?.replay_samples;
+            (!samples.is_empty()).then(|| Series {
+                name: i.name.clone(),
+                points: samples
+                    .iter()
+                    .map(|s| (s.elapsed_s, s.log_read_mb_per_sec))
+                    .collect(),
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return;
+    }
+    // A short replay has a few intervals: a dot on each, or a lone one would not show.
+    let few = series.iter().all(|s| s.points.len() <= 30);
+    let chart = LineChart {
+        id: "replay-log-read".into(),
+        title: "Replay: log MB read per second per sample interval".into(),
+        x_label: "seconds into the replay".into(),
+        y_label: "MB/s".into(),
+        series,
+        lines: Vec::new(),
+        band: None,
+        percentile_x: false,
+    };
+    out.push_str("<h2>Replay Over Time</h2>\n");
+    out.push_str(&if few {
+        chart.svg_with_markers(MAX_POINTS)
+    } else {
+        chart.svg(MAX_POINTS)
+    });
+}
+
 /// A histogram's percentile curve: (nines, ms), x = -log10(1 - q) in steps of 0.05, up to the
 /// quantile one I/O in the record stands for (at most 99.999%).
 pub(crate) fn percentile_points(hist: &jetproof_io::hist::LatencyHistogram) -> Vec<(f64, f64)> {
@@ -611,6 +654,7 @@ pub fn report(result: &TestResult, samples: Option<&str>) -> String {
         body.push_str("</table>\n");
     }
     charts_over_time(result, &samples, &mut body);
+    replay_over_time(result, &mut body);
     let mut merged: BTreeMap<String, jetproof_io::hist::LatencyHistogram> = BTreeMap::new();
     for instance in &result.instances {
         for (key, class) in &instance.io {
@@ -859,5 +903,55 @@ mod tests {
         assert!(html.contains("class=\"band\""));
         // The 5 ms limit is drawn on the reads' chart (the data is near it).
         assert!(html.contains("average limit 5 ms"));
+    }
+
+    #[test]
+    fn a_recovery_with_replay_samples_draws_each_instances_log_read_rate_over_time() {
+        use crate::sections::{RecoveryInstance, ReplaySample};
+        let mut r = TestResult::new(
+            TestKind::Recovery,
+            "2026-11-27T00:00:00Z".into(),
+            3.0,
+            crate::Parameters::default(),
+        );
+        let instance = |name: &str, samples: Vec<ReplaySample>| crate::InstanceResult {
+            name: name.into(),
+            database_path: format!("/{name}").into(),
+            log_path: format!("/{name}-log").into(),
+            io: BTreeMap::new(),
+            figures: crate::InstanceFigures::Recovery(Box::new(RecoveryInstance {
+                replay_samples: samples,
+                ..RecoveryInstance::default()
+            })),
+        };
+        let sample = |elapsed_s: f64, mbps: f64| ReplaySample {
+            elapsed_s,
+            interval_s: 1.0,
+            log_read_mb_per_sec: mbps,
+            ..ReplaySample::default()
+        };
+        // An older result: no samples, no chart.
+        r.instances = vec![instance("db1", Vec::new())];
+        assert!(!report(&r, None).contains("data-chart=\"replay-log-read\""));
+        r.instances = vec![
+            instance("db1", vec![sample(1.0, 12.5), sample(1.4, 3.25)]),
+            instance("db2", vec![sample(0.6, 7.75)]),
+        ];
+        let html = report(&r, None);
+        let chart = html
+            .split("data-chart=\"replay-log-read\"")
+            .nth(1)
+            .and_then(|c| c.split("</svg>").next())
+            .expect("the replay chart");
+        assert!(
+            chart.contains("data-series=\"db1\" data-points=\"2\""),
+            "{chart}"
+        );
+        assert!(
+            chart.contains("data-series=\"db2\" data-points=\"1\""),
+            "{chart}"
+        );
+        // The lone interval of db2 still shows: a dot on each point.
+        assert_eq!(chart.matches("class=\"marker\"").count(), 3, "{chart}");
     }
 }

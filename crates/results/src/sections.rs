@@ -440,6 +440,23 @@ pub struct RecoveryInstance {
     /// The log provably lost records (`docs/log.md`): where it ends and the pages past it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_log: Option<LostLog>,
+    /// The replay's rates per sample interval (the job's `run.sample_interval`), the last one
+    /// ending when the replay did. Absent in results older than schema 5's 2026-11-27 addition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay_samples: Vec<ReplaySample>,
+}
+
+/// One sample interval of a replay: its I/O rates over that interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplaySample {
+    /// Seconds from the replays' start to the interval's end.
+    pub elapsed_s: f64,
+    /// The interval's length in seconds (the last one is shorter: it ends with the replay).
+    pub interval_s: f64,
+    /// Log MB (10^6 bytes) read per second.
+    pub log_read_mb_per_sec: f64,
+    pub db_reads_per_sec: f64,
+    pub db_writes_per_sec: f64,
 }
 
 /// The figures of one replay.
