@@ -248,6 +248,12 @@ pub struct LogStats {
     pub format_writes: AtomicU64,
     pub format_latency_ns_total: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Rollovers, and their time from the start of the generation-end write until the next
+    /// generation is installed and recorded in the checkpoint file: what a durable commit that
+    /// arrives during a rollover waits for besides its own log write (`docs/log.md`,
+    /// "Generations").
+    pub rollovers: AtomicU64,
+    pub rollover_latency_ns_total: AtomicU64,
     /// Bytes of log space given to sector fill (ESE: `cbLGBytesWasted`): zeros ending durable
     /// commits' writes on a sector boundary ([`LogOptions::fill_partial_sector`]). Part of
     /// `write_bytes`, not of `record_bytes`.
@@ -987,76 +993,50 @@ impl Inner {
                 // The generation file is written through (O_DSYNC, as ESE writes its logs):
                 // the write returns once durable, so its latency is the log write's whole cost
                 // and no fdatasync follows.
-                let write_log = || -> Result<(), IoError> {
-                    let begun = std::time::Instant::now();
-                    file.write_at(&write_buffer[from..from + length], first, IoClass::LogWrite)?;
-                    self.stats
-                        .write_latency_ns_total
-                        .fetch_add(nanos_since(begun), Ordering::Relaxed);
-                    Ok(())
-                };
-                if !rollover {
-                    write_log()?;
-                    return Ok(None);
-                }
-                // Hold the spare's lock through the install, so the background flusher cannot
-                // format a spare at the same path while it is stamped and renamed into place.
-                let mut spare = self.spare.lock();
-                let taken = spare.take();
-                let to_io = |error: LogError| match error {
-                    LogError::Io(io) => io,
-                    other => IoError::Injected {
-                        op: "create generation",
-                        path: generation_path(&self.options.dir, generation + 1),
-                        offset: 0,
-                        what: other.to_string(),
-                    },
-                };
-                // The next generation's header (its `previous_end` is known once the
-                // generation-end frame is in the buffer) is written and synced into the spare
-                // on a helper thread while the generation-end write is in flight: the spare is
-                // not at a generation's name yet, so a crash leaves at most a stale spare, which
-                // is never read and is removed at open (`docs/log.md`, crash table row 12). ESE
-                // likewise prepares `edbtmp.log` apart from the log write. The rename, which
-                // makes it generation g+1, still waits for both.
-                let (written, stamped) = std::thread::scope(|scope| {
-                    let stamp = scope.spawn(|| {
-                        stamp_spare(
-                            &*self.backend,
-                            &self.options,
-                            taken,
-                            generation + 1,
-                            previous_end,
-                            Some(&self.stats),
-                        )
-                    });
-                    let written = write_log();
-                    let stamped = stamp.join().unwrap_or_else(|_| {
-                        Err(LogError::Io(IoError::Injected {
+                let begun = std::time::Instant::now();
+                file.write_at(&write_buffer[from..from + length], first, IoClass::LogWrite)?;
+                self.stats
+                    .write_latency_ns_total
+                    .fetch_add(nanos_since(begun), Ordering::Relaxed);
+                if rollover {
+                    // Hold the spare's lock through the install, so the background flusher
+                    // cannot format a spare at the same path while it is renamed into place.
+                    let mut spare = self.spare.lock();
+                    let next = install_generation(
+                        &*self.backend,
+                        &self.options,
+                        spare.take(),
+                        generation + 1,
+                        previous_end,
+                        Some(&self.stats),
+                    )
+                    .map_err(|error| match error {
+                        LogError::Io(io) => io,
+                        other => IoError::Injected {
                             op: "create generation",
-                            path: spare_path(&self.options.dir),
+                            path: generation_path(&self.options.dir, generation + 1),
                             offset: 0,
-                            what: "the thread writing the next generation's header panicked".into(),
-                        }))
-                    });
-                    (written, stamped)
-                });
-                written?;
-                let stamped = stamped.map_err(to_io)?;
-                let next = name_generation(&*self.backend, &self.options, stamped, generation + 1)
-                    .map_err(to_io)?;
-                // The spare's lock is released before the checkpoint's is taken:
-                // `write_checkpoint` holds the checkpoint's lock while retention takes the
-                // spare's.
-                drop(spare);
-                // The checkpoint file records the new generation before any record can be
-                // durable in it (appends wait until this write returns), so a log found ending
-                // before it has lost files (`docs/log.md`, "The log's end is proved"). One 4 KiB
-                // write and one fdatasync per generation.
-                self.checkpoint
-                    .lock()
-                    .record_installed(generation + 1, previous_end)?;
-                Ok(Some(next))
+                            what: other.to_string(),
+                        },
+                    })?;
+                    // The spare's lock is released before the checkpoint's is taken:
+                    // `write_checkpoint` holds the checkpoint's lock while retention takes
+                    // the spare's.
+                    drop(spare);
+                    // The checkpoint file records the new generation before any record can be
+                    // durable in it (appends wait until this write returns), so a log found
+                    // ending before it has lost files (`docs/log.md`, "The log's end is
+                    // proved"). One 4 KiB write and one fdatasync per generation.
+                    self.checkpoint
+                        .lock()
+                        .record_installed(generation + 1, previous_end)?;
+                    self.stats.rollovers.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .rollover_latency_ns_total
+                        .fetch_add(nanos_since(begun), Ordering::Relaxed);
+                    return Ok(Some(next));
+                }
+                Ok(None)
             },
         );
         state.write_buffer = Some(write_buffer);
@@ -1326,21 +1306,7 @@ fn install_generation(
     previous_end: Lsn,
     stats: Option<&LogStats>,
 ) -> Result<Arc<dyn IoFile>> {
-    let stamped = stamp_spare(backend, options, spare, generation, previous_end, stats)?;
-    name_generation(backend, options, stamped, generation)
-}
-
-/// Writes generation `generation`'s header into the spare (formatting one if none is given) and
-/// syncs it. The spare keeps its spare name: until [`name_generation`] it is never read, and a
-/// crash leaves it to be removed at open.
-fn stamp_spare(
-    backend: &dyn IoBackend,
-    options: &LogOptions,
-    spare: Option<Arc<dyn IoFile>>,
-    generation: u64,
-    previous_end: Lsn,
-    stats: Option<&LogStats>,
-) -> Result<Arc<dyn IoFile>> {
+    let dir = &options.dir;
     let spare = match spare {
         Some(spare) => spare,
         None => format_spare(backend, options, stats)?,
@@ -1364,19 +1330,7 @@ fn stamp_spare(
             .format_latency_ns_total
             .fetch_add(nanos_since(begun), Ordering::Relaxed);
     }
-    Ok(spare)
-}
-
-/// Renames the stamped spare to generation `generation`'s name, syncs the directory, and reopens
-/// it for writing (write-through).
-fn name_generation(
-    backend: &dyn IoBackend,
-    options: &LogOptions,
-    stamped: Arc<dyn IoFile>,
-    generation: u64,
-) -> Result<Arc<dyn IoFile>> {
-    let dir = &options.dir;
-    drop(stamped);
+    drop(spare);
     let path = generation_path(dir, generation);
     // Never over a file that appeared at the generation's name (a foreign file, or a gap in the
     // numbering that a later generation fills): that stops the log instead.
