@@ -254,6 +254,10 @@ pub struct LogStats {
     /// "Generations").
     pub rollovers: AtomicU64,
     pub rollover_latency_ns_total: AtomicU64,
+    /// Of that, the time waiting for the spare's lock (held by the background while it formats
+    /// the next spare), and the rollovers that found no spare ready and formatted one inline.
+    pub rollover_spare_wait_ns_total: AtomicU64,
+    pub rollovers_without_spare: AtomicU64,
     /// Bytes of log space given to sector fill (ESE: `cbLGBytesWasted`): zeros ending durable
     /// commits' writes on a sector boundary ([`LogOptions::fill_partial_sector`]). Part of
     /// `write_bytes`, not of `record_bytes`.
@@ -1001,11 +1005,21 @@ impl Inner {
                 if rollover {
                     // Hold the spare's lock through the install, so the background flusher
                     // cannot format a spare at the same path while it is renamed into place.
+                    let waited = std::time::Instant::now();
                     let mut spare = self.spare.lock();
+                    self.stats
+                        .rollover_spare_wait_ns_total
+                        .fetch_add(nanos_since(waited), Ordering::Relaxed);
+                    let ready = spare.take();
+                    if ready.is_none() {
+                        self.stats
+                            .rollovers_without_spare
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                     let next = install_generation(
                         &*self.backend,
                         &self.options,
-                        spare.take(),
+                        ready,
                         generation + 1,
                         previous_end,
                         Some(&self.stats),
