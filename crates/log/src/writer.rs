@@ -305,6 +305,10 @@ struct State {
     /// The background flusher was woken to write and has not taken the mutex since: appends
     /// need not wake it again.
     flusher_woken: bool,
+    /// A rollover took the spare: the background flusher is woken to prepare the next one at
+    /// once (as ESE starts creating `edbtmp.log` right after a switch), not at its next timer,
+    /// which may be a second away while generations fill many times a second.
+    spare_wanted: bool,
     /// A record did not fit in this generation: the next write ends it.
     rollover_requested: bool,
     poisoned: Option<String>,
@@ -564,6 +568,7 @@ impl Log {
             durable: start,
             flushing: false,
             flusher_woken: false,
+            spare_wanted: false,
             rollover_requested: false,
             poisoned: None,
             closed: false,
@@ -1091,6 +1096,8 @@ impl Inner {
                 self.stats
                     .generations_created
                     .fetch_add(1, Ordering::Relaxed);
+                state.spare_wanted = true;
+                self.wake_flusher.notify_one();
             }
             None => {
                 // The buffer already starts at the sector holding the durable end.
@@ -1218,6 +1225,11 @@ impl Inner {
 }
 
 fn background_flusher(inner: &Inner) {
+    let interval = inner.options.lazy_flush_interval;
+    // The lazy timer runs from the last write or capacity wake-up, as before; a wake-up only to
+    // prepare the spare does not restart it, so a lazy commit is still written within the
+    // interval.
+    let mut deadline = std::time::Instant::now() + interval;
     loop {
         {
             let mut state = inner.state.lock();
@@ -1226,25 +1238,29 @@ fn background_flusher(inner: &Inner) {
             }
             // Woken while it was busy (formatting the spare, or writing): the wake-up found no
             // waiter, so do not sleep through it.
-            if !state.flusher_woken {
-                inner
-                    .wake_flusher
-                    .wait_for(&mut state, inner.options.lazy_flush_interval);
+            if !state.flusher_woken && !state.spare_wanted {
+                inner.wake_flusher.wait_until(&mut state, deadline);
             }
-            let trigger = if state.flusher_woken {
+            let timer_due = std::time::Instant::now() >= deadline;
+            let woken = state.flusher_woken;
+            let trigger = if woken {
                 WriteTrigger::Capacity
             } else {
                 WriteTrigger::LazyTimer
             };
             state.flusher_woken = false;
+            state.spare_wanted = false;
             if state.closed || state.poisoned.is_some() {
                 return;
             }
-            let pending = state.append_end > state.durable.offset
-                && state.durable.generation == state.generation;
-            if !state.flushing && (pending || state.rollover_requested) {
-                // A failure poisons the log; the waiting sessions see it.
-                let _ = inner.write(&mut state, trigger);
+            if woken || timer_due {
+                deadline = std::time::Instant::now() + interval;
+                let pending = state.append_end > state.durable.offset
+                    && state.durable.generation == state.generation;
+                if !state.flushing && (pending || state.rollover_requested) {
+                    // A failure poisons the log; the waiting sessions see it.
+                    let _ = inner.write(&mut state, trigger);
+                }
             }
         }
         // Outside the state lock: formatting takes a while and appends must not wait for it.
