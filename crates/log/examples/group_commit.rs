@@ -122,6 +122,10 @@ fn run(arguments: &Arguments, committers: usize) -> Result<(), String> {
         / LogStats::get(&log.stats().writes).max(1) as f64
         / 1000.0;
     let generations = log.end_lsn().generation;
+    let rollovers = LogStats::get(&log.stats().rollovers);
+    let rollover_us_mean = LogStats::get(&log.stats().rollover_latency_ns_total) as f64
+        / rollovers.max(1) as f64
+        / 1000.0;
     match Arc::try_unwrap(log) {
         Ok(log) => log.close().map_err(|e| format!("close: {e}"))?,
         Err(_) => return Err("log still shared after the run".into()),
@@ -130,7 +134,8 @@ fn run(arguments: &Arguments, committers: usize) -> Result<(), String> {
         "committers={committers} seconds={elapsed_s:.2} commits={commits} log_writes={writes} \
          commits_per_s={:.0} log_writes_per_s={:.0} commits_per_write={:.2} \
          mean_commit_latency_us={:.0} mean_write_bytes={:.0} \
-         log_io_latency_us_p50={:.0} log_io_latency_us_p99={:.0} mean_fdatasync_us={sync_us_mean:.0} generations={generations}",
+         log_io_latency_us_p50={:.0} log_io_latency_us_p99={:.0} mean_fdatasync_us={sync_us_mean:.0} generations={generations} \
+         rollovers={rollovers} mean_rollover_us={rollover_us_mean:.0}",
         commits as f64 / elapsed_s,
         writes as f64 / elapsed_s,
         commits as f64 / writes.max(1) as f64,

@@ -248,6 +248,16 @@ pub struct LogStats {
     pub format_writes: AtomicU64,
     pub format_latency_ns_total: AtomicU64,
     pub checkpoints: AtomicU64,
+    /// Rollovers, and their time from the start of the generation-end write until the next
+    /// generation is installed and recorded in the checkpoint file: what a durable commit that
+    /// arrives during a rollover waits for besides its own log write (`docs/log.md`,
+    /// "Generations").
+    pub rollovers: AtomicU64,
+    pub rollover_latency_ns_total: AtomicU64,
+    /// Of that, the time waiting for the spare's lock (held by the background while it formats
+    /// the next spare), and the rollovers that found no spare ready and formatted one inline.
+    pub rollover_spare_wait_ns_total: AtomicU64,
+    pub rollovers_without_spare: AtomicU64,
     /// Bytes of log space given to sector fill (ESE: `cbLGBytesWasted`): zeros ending durable
     /// commits' writes on a sector boundary ([`LogOptions::fill_partial_sector`]). Part of
     /// `write_bytes`, not of `record_bytes`.
@@ -295,6 +305,10 @@ struct State {
     /// The background flusher was woken to write and has not taken the mutex since: appends
     /// need not wake it again.
     flusher_woken: bool,
+    /// A rollover took the spare: the background flusher is woken to prepare the next one at
+    /// once (as ESE starts creating `edbtmp.log` right after a switch), not at its next timer,
+    /// which may be a second away while generations fill many times a second.
+    spare_wanted: bool,
     /// A record did not fit in this generation: the next write ends it.
     rollover_requested: bool,
     poisoned: Option<String>,
@@ -554,6 +568,7 @@ impl Log {
             durable: start,
             flushing: false,
             flusher_woken: false,
+            spare_wanted: false,
             rollover_requested: false,
             poisoned: None,
             closed: false,
@@ -995,11 +1010,21 @@ impl Inner {
                 if rollover {
                     // Hold the spare's lock through the install, so the background flusher
                     // cannot format a spare at the same path while it is renamed into place.
+                    let waited = std::time::Instant::now();
                     let mut spare = self.spare.lock();
+                    self.stats
+                        .rollover_spare_wait_ns_total
+                        .fetch_add(nanos_since(waited), Ordering::Relaxed);
+                    let ready = spare.take();
+                    if ready.is_none() {
+                        self.stats
+                            .rollovers_without_spare
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                     let next = install_generation(
                         &*self.backend,
                         &self.options,
-                        spare.take(),
+                        ready,
                         generation + 1,
                         previous_end,
                         Some(&self.stats),
@@ -1024,6 +1049,10 @@ impl Inner {
                     self.checkpoint
                         .lock()
                         .record_installed(generation + 1, previous_end)?;
+                    self.stats.rollovers.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .rollover_latency_ns_total
+                        .fetch_add(nanos_since(begun), Ordering::Relaxed);
                     return Ok(Some(next));
                 }
                 Ok(None)
@@ -1067,6 +1096,8 @@ impl Inner {
                 self.stats
                     .generations_created
                     .fetch_add(1, Ordering::Relaxed);
+                state.spare_wanted = true;
+                self.wake_flusher.notify_one();
             }
             None => {
                 // The buffer already starts at the sector holding the durable end.
@@ -1194,6 +1225,11 @@ impl Inner {
 }
 
 fn background_flusher(inner: &Inner) {
+    let interval = inner.options.lazy_flush_interval;
+    // The lazy timer runs from the last write or capacity wake-up, as before; a wake-up only to
+    // prepare the spare does not restart it, so a lazy commit is still written within the
+    // interval.
+    let mut deadline = std::time::Instant::now() + interval;
     loop {
         {
             let mut state = inner.state.lock();
@@ -1202,25 +1238,29 @@ fn background_flusher(inner: &Inner) {
             }
             // Woken while it was busy (formatting the spare, or writing): the wake-up found no
             // waiter, so do not sleep through it.
-            if !state.flusher_woken {
-                inner
-                    .wake_flusher
-                    .wait_for(&mut state, inner.options.lazy_flush_interval);
+            if !state.flusher_woken && !state.spare_wanted {
+                inner.wake_flusher.wait_until(&mut state, deadline);
             }
-            let trigger = if state.flusher_woken {
+            let timer_due = std::time::Instant::now() >= deadline;
+            let woken = state.flusher_woken;
+            let trigger = if woken {
                 WriteTrigger::Capacity
             } else {
                 WriteTrigger::LazyTimer
             };
             state.flusher_woken = false;
+            state.spare_wanted = false;
             if state.closed || state.poisoned.is_some() {
                 return;
             }
-            let pending = state.append_end > state.durable.offset
-                && state.durable.generation == state.generation;
-            if !state.flushing && (pending || state.rollover_requested) {
-                // A failure poisons the log; the waiting sessions see it.
-                let _ = inner.write(&mut state, trigger);
+            if woken || timer_due {
+                deadline = std::time::Instant::now() + interval;
+                let pending = state.append_end > state.durable.offset
+                    && state.durable.generation == state.generation;
+                if !state.flushing && (pending || state.rollover_requested) {
+                    // A failure poisons the log; the waiting sessions see it.
+                    let _ = inner.write(&mut state, trigger);
+                }
             }
         }
         // Outside the state lock: formatting takes a while and appends must not wait for it.

@@ -65,7 +65,7 @@ pub(super) fn log_summary(a: &Attached) -> String {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
-         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted), {} checkpoints, {} checkpoint-depth flushes, \
+         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted; rollovers {:.2} ms each, generation-end write to install recorded, {:.2} ms of it waiting for the spare's lock, {} formatting the spare inline), {} checkpoints, {} checkpoint-depth flushes, \
          {} undo records, {} undo entries carried by their change's record, {} replaced values kept as undo in memory ({} of them logged at a page write), \
          {} write conflicts rolled back; log writes by trigger: {}.",
         a.name,
@@ -78,6 +78,9 @@ pub(super) fn log_summary(a: &Attached) -> String {
         mb(get(&log.fill_bytes)),
         get(&log.generations_created),
         mb(get(&log.format_bytes)),
+        get(&log.rollover_latency_ns_total) as f64 / 1e6 / get(&log.rollovers).max(1) as f64,
+        get(&log.rollover_spare_wait_ns_total) as f64 / 1e6 / get(&log.rollovers).max(1) as f64,
+        get(&log.rollovers_without_spare),
         get(&log.checkpoints),
         get(&counters.depth_flushes),
         get(&counters.undo_records),
