@@ -13,7 +13,8 @@
 //!   deadlock.
 //! * No latch is held across a read from disk on the descent: when a child is not resident, the
 //!   session releases everything, reads the child with no latch held, and starts again from the
-//!   root (after a few restarts it reads with the parent latched, so progress is guaranteed). A
+//!   root (after a few restarts it reads with the parent latched, so progress is guaranteed);
+//!   reads and the optimistic path share that shared-latched step (`Tree::descend`). A
 //!   split may still wait on a stall flush or on file growth while holding the latches of the
 //!   nodes it is splitting; both are rare and both are waits every session would share.
 //! * The root page never moves: a root split moves the root's entries into two new pages, and a
