@@ -13,7 +13,8 @@
 //!   deadlock.
 //! * No latch is held across a read from disk on the descent: when a child is not resident, the
 //!   session releases everything, reads the child with no latch held, and starts again from the
-//!   root (after a few restarts it reads with the parent latched, so progress is guaranteed). A
+//!   root (after a few restarts it reads with the parent latched, so progress is guaranteed);
+//!   reads and the optimistic path share that shared-latched step (`Tree::descend`). A
 //!   split may still wait on a stall flush or on file growth while holding the latches of the
 //!   nodes it is splitting; both are rare and both are waits every session would share.
 //! * The root page never moves: a root split moves the root's entries into two new pages, and a
@@ -36,6 +37,15 @@ use crate::space::{LeafSplit, Space};
 const READ_AHEAD_PAGES: usize = 16;
 /// Restarts (after reading a missing child with no latch) before reading under the latch.
 const MAX_RESTARTS: u32 = 8;
+
+/// How one shared-latched descent ([`Tree::descend`]) ended.
+enum Descent<'a> {
+    /// The node at the level asked for (or the root, if the tree is lower), share-latched.
+    Reached { node: PageRef<'a>, level: u16 },
+    /// A child was not in the cache: every latch was released and the child read in; start
+    /// again from the root.
+    Restart,
+}
 
 /// A change to one record.
 ///
@@ -236,16 +246,11 @@ impl<'a> Tree<'a> {
     /// to read ahead.
     fn read_leaf(&self, key: &[u8], scan: &mut Option<ScanHints>) -> Result<PageRef<'a>> {
         let mut restarts = 0;
-        'restart: loop {
+        loop {
             if let Some(hints) = scan.as_mut() {
                 *hints = ScanHints::default();
             }
-            let mut node = self.cache.read(self.root)?;
-            let mut level = self.check_node(self.root, node.data(), None)?;
-            while level > 0 {
-                let page = node.page_number();
-                let data = node.data();
-                let (index, child) = self.child_of(page, data, key)?;
+            let visit = |level: u16, index: usize, data: &[u8]| {
                 if let Some(hints) = scan.as_mut() {
                     if let Some((upper, _)) = node::interior_entry(data, index + 1) {
                         hints.upper = Some(upper.to_vec());
@@ -256,22 +261,54 @@ impl<'a> Tree<'a> {
                             .collect();
                     }
                 }
-                let child_ref = match self.cache.read_if_resident(child) {
-                    Some(child_ref) => child_ref,
-                    None if restarts < MAX_RESTARTS => {
-                        drop(node);
-                        drop(self.cache.read(child)?);
-                        restarts += 1;
-                        continue 'restart;
-                    }
-                    None => self.cache.read(child)?,
-                };
-                self.check_node(child, child_ref.data(), Some(level - 1))?;
-                node = child_ref;
-                level -= 1;
+            };
+            match self.descend(key, 0, &mut restarts, visit)? {
+                Descent::Reached { node, .. } => return Ok(node),
+                Descent::Restart => continue,
             }
-            return Ok(node);
         }
+    }
+
+    /// One shared-latched descent from the root along `key`, down to the node at level `to`
+    /// (or the root, if the root is lower), latch coupling on the way: each child is latched
+    /// before its parent's latch is released. `visit(level, index, data)` sees each interior
+    /// node passed through, with the index of the entry followed. A child not in the cache, while
+    /// `restarts` is under [`MAX_RESTARTS`], releases every latch, is read with no latch held,
+    /// counts a restart and returns [`Descent::Restart`]: the caller starts again from the root.
+    /// Past that, the child is read with its parent latched, so progress is guaranteed.
+    ///
+    /// Used by reads ([`Self::read_leaf`]) and by the optimistic write down to the leaf's parent.
+    /// The pessimistic path descends with exclusive latches, keeps a path of unsafe ancestors and
+    /// latches siblings on the way, so it has its own loop ([`Self::modify_pessimistic`]).
+    fn descend(
+        &self,
+        key: &[u8],
+        to: u16,
+        restarts: &mut u32,
+        mut visit: impl FnMut(u16, usize, &[u8]),
+    ) -> Result<Descent<'a>> {
+        let mut node = self.cache.read(self.root)?;
+        let mut level = self.check_node(self.root, node.data(), None)?;
+        while level > to {
+            let page = node.page_number();
+            let data = node.data();
+            let (index, child) = self.child_of(page, data, key)?;
+            visit(level, index, data);
+            let child_ref = match self.cache.read_if_resident(child) {
+                Some(child_ref) => child_ref,
+                None if *restarts < MAX_RESTARTS => {
+                    drop(node);
+                    drop(self.cache.read(child)?);
+                    *restarts += 1;
+                    return Ok(Descent::Restart);
+                }
+                None => self.cache.read(child)?,
+            };
+            self.check_node(child, child_ref.data(), Some(level - 1))?;
+            node = child_ref;
+            level -= 1;
+        }
+        Ok(Descent::Reached { node, level })
     }
 
     /// Up to `limit` records with keys at or above `start`, in key order, appended to `out`.
@@ -342,8 +379,10 @@ impl<'a> Tree<'a> {
         let key = op.key();
         let mut restarts = 0;
         'restart: loop {
-            let mut node = self.cache.read(self.root)?;
-            let mut level = self.check_node(self.root, node.data(), None)?;
+            let (node, level) = match self.descend(key, 1, &mut restarts, |_, _, _| {})? {
+                Descent::Reached { node, level } => (node, level),
+                Descent::Restart => continue 'restart,
+            };
             if level == 0 {
                 drop(node);
                 let mut leaf = self.cache.write(self.root)?;
@@ -352,38 +391,23 @@ impl<'a> Tree<'a> {
                 }
                 return self.leaf_try(&mut leaf, op, true, log_position);
             }
-            loop {
-                let page = node.page_number();
-                let (_, child) = self.child_of(page, node.data(), key)?;
-                if level == 1 {
-                    let mut leaf = match self.cache.write_if_resident(child) {
-                        Some(leaf) => leaf,
-                        None if restarts < MAX_RESTARTS => {
-                            drop(node);
-                            drop(self.cache.read(child)?);
-                            restarts += 1;
-                            continue 'restart;
-                        }
-                        None => self.cache.write(child)?,
-                    };
+            // The leaf's parent (level 1), shared; the leaf is latched exclusively, still
+            // before the parent's latch is released.
+            let page = node.page_number();
+            let (_, child) = self.child_of(page, node.data(), key)?;
+            let mut leaf = match self.cache.write_if_resident(child) {
+                Some(leaf) => leaf,
+                None if restarts < MAX_RESTARTS => {
                     drop(node);
-                    self.check_node(child, leaf.data(), Some(0))?;
-                    return self.leaf_try(&mut leaf, op, false, log_position);
+                    drop(self.cache.read(child)?);
+                    restarts += 1;
+                    continue 'restart;
                 }
-                let child_ref = match self.cache.read_if_resident(child) {
-                    Some(child_ref) => child_ref,
-                    None if restarts < MAX_RESTARTS => {
-                        drop(node);
-                        drop(self.cache.read(child)?);
-                        restarts += 1;
-                        continue 'restart;
-                    }
-                    None => self.cache.read(child)?,
-                };
-                self.check_node(child, child_ref.data(), Some(level - 1))?;
-                node = child_ref;
-                level -= 1;
-            }
+                None => self.cache.write(child)?,
+            };
+            drop(node);
+            self.check_node(child, leaf.data(), Some(0))?;
+            return self.leaf_try(&mut leaf, op, false, log_position);
         }
     }
 
@@ -549,6 +573,11 @@ impl<'a> Tree<'a> {
         }
     }
 
+    /// The pessimistic path. Its descent restarts as [`Self::descend`] does (same
+    /// [`MAX_RESTARTS`], same unlatched read of a missing page), but is not that step: it latches
+    /// exclusively from the root, keeps every unsafe ancestor latched on a path (releasing the
+    /// path when a node is safe), latches a sibling of each unsafe node (which can miss too),
+    /// and refuses pages already on the path; so it keeps its own loop.
     fn modify_pessimistic(&self, op: Op<'_>, log_position: u64) -> Result<bool> {
         let key = op.key();
         let mut restarts = 0;
