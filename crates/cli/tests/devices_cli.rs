@@ -10,64 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use common::jetproof;
-
-/// A loop device over a file, detached when dropped (also when the test fails).
-struct LoopDevice {
-    device: PathBuf,
-}
-
-impl LoopDevice {
-    /// A loop device over a new file of `mib` MiB in `dir`, or None (with the reason printed)
-    /// where loop devices cannot be made.
-    fn new(dir: &Path, name: &str, mib: u64) -> Option<LoopDevice> {
-        Self::with_head(dir, name, mib, &[])
-    }
-
-    /// As [`LoopDevice::new`], the file starting with `head`; the kernel scans it for
-    /// partitions (`losetup -P`).
-    fn with_head(dir: &Path, name: &str, mib: u64, head: &[u8]) -> Option<LoopDevice> {
-        use std::io::Write;
-        let backing = dir.join(name);
-        let mut file = std::fs::File::create(&backing).expect("backing file");
-        file.set_len(mib << 20).expect("size the backing file");
-        file.write_all(head).expect("write the head");
-        drop(file);
-        let output = Process::new("losetup")
-            .args(["-P", "-f", "--show"])
-            .arg(&backing)
-            .output();
-        match output {
-            Ok(out) if out.status.success() => {
-                let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                Some(LoopDevice {
-                    device: PathBuf::from(device),
-                })
-            }
-            Ok(out) => {
-                eprintln!(
-                    "skipped: the kernel refuses a loop device here (losetup: {})",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: no losetup ({e})");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &str {
-        self.device.to_str().expect("utf-8")
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Process::new("losetup").arg("-d").arg(&self.device).status();
-    }
-}
+use common::{LoopDevice, jetproof};
 
 /// A mount, unmounted when dropped.
 struct Mounted {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{LENIENT_THRESHOLDS, jetproof, result, spawn_jetproof};
+use common::{LENIENT_THRESHOLDS, chromium_or_skip, jetproof, result, spawn_jetproof};
 
 /// The hosts: three by default; `JETPROOF_ESRP_HOSTS=16` runs the Hitachi solution's sixteen
 /// (the plan's `--servers` and `--mailboxes` follow).
@@ -489,20 +489,8 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
         .code(2);
 }
 
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| ["chromium", "chromium-browser"].map(|n| dir.join(n)))
-        .find(|p| p.is_file())
-}
-
 fn render_in_chromium(root: &Path, page: &Path, sums: &[f64; 3]) {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("JETPROOF_REQUIRE_CHROMIUM").is_none(),
-            "JETPROOF_REQUIRE_CHROMIUM is set and no chromium is on the PATH"
-        );
-        eprintln!("skipped: no chromium on the PATH");
+    let Some(browser) = chromium_or_skip() else {
         return;
     };
     let browse = |what: &[&str]| {

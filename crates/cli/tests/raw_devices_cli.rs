@@ -8,65 +8,12 @@ mod common;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command as Process;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::jetproof;
+use common::{LoopDevice, jetproof};
 
 const PAGE: u64 = 8192;
-
-/// A loop device over a sparse file, detached when dropped (also when the test fails).
-struct LoopDevice {
-    device: PathBuf,
-}
-
-impl LoopDevice {
-    fn new(dir: &Path, name: &str, mib: u64) -> Option<LoopDevice> {
-        let backing = dir.join(name);
-        std::fs::File::create(&backing)
-            .and_then(|f| f.set_len(mib << 20))
-            .expect("backing file");
-        match Process::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&backing)
-            .output()
-        {
-            Ok(out) if out.status.success() => Some(LoopDevice {
-                device: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
-            }),
-            Ok(out) => {
-                eprintln!(
-                    "skipped: the kernel refuses a loop device here (losetup: {})",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: no losetup ({e})");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &str {
-        self.device.to_str().expect("utf-8")
-    }
-
-    fn name(&self) -> String {
-        self.device
-            .file_name()
-            .and_then(|n| n.to_str())
-            .expect("name")
-            .to_string()
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Process::new("losetup").arg("-d").arg(&self.device).status();
-    }
-}
 
 /// A job of one 16 MiB database on `device`, its log in `logs`; `duration` of the window.
 fn job(dir: &Path, device: &str, duration: &str) -> String {

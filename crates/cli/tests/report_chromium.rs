@@ -12,23 +12,10 @@
 mod common;
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{jetproof, small_job};
-
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    for dir in std::env::split_paths(&path) {
-        for name in ["chromium", "chromium-browser"] {
-            let candidate = dir.join(name);
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-        }
-    }
-    None
-}
+use common::{chromium_or_skip, jetproof, small_job};
 
 /// The browser on `page` with a fresh profile: `--screenshot` or `--dump-dom`.
 fn browse(browser: &Path, page: &Path, profile: &Path, what: &[&str]) -> std::process::Output {
@@ -343,12 +330,7 @@ fn check_page(browser: &Path, dir: &Path, scratch: &Path, what: &str) {
 
 #[test]
 fn report_html_renders_in_headless_chromium() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("JETPROOF_REQUIRE_CHROMIUM").is_none(),
-            "chromium is required (apt-get install chromium)"
-        );
-        eprintln!("skipped: no chromium on PATH (apt-get install chromium)");
+    let Some(browser) = chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -474,12 +456,7 @@ fn chart_series(dom: &str) -> Vec<(String, Vec<String>)> {
 /// damaged page, each rendered by headless Chromium: not blank, every chart drew.
 #[test]
 fn compare_aggregate_and_damaged_checksum_render_in_headless_chromium() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("JETPROOF_REQUIRE_CHROMIUM").is_none(),
-            "chromium is required (apt-get install chromium)"
-        );
-        eprintln!("skipped: no chromium on PATH (apt-get install chromium)");
+    let Some(browser) = chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");

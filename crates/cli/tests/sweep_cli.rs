@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{interrupt, jetproof, result, small_job, spawn_jetproof};
+use common::{chromium_or_skip, interrupt, jetproof, result, small_job, spawn_jetproof};
 
 fn sweep_json(dir: &Path) -> serde_json::Value {
     result(&dir.join("sweep.json"))
@@ -196,22 +196,10 @@ fn a_four_point_sweep_runs_end_to_end_and_renders() {
     assert!(!dir.path().join("cmp-link/sweep-compare.html").exists());
 }
 
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| ["chromium", "chromium-browser"].map(|n| dir.join(n)))
-        .find(|p| p.is_file())
-}
-
 /// Headless Chromium takes a screenshot (not blank: many colours) and dumps the DOM, in which
 /// each of the three charts drew every point it says it has; like `report_chromium.rs`.
 fn renders_in_chromium(page: &Path, scratch: &Path) {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("JETPROOF_REQUIRE_CHROMIUM").is_none(),
-            "chromium is required (apt-get install chromium)"
-        );
-        eprintln!("skipped the rendering: no chromium on PATH (apt-get install chromium)");
+    let Some(browser) = chromium_or_skip() else {
         return;
     };
     let browse = |what: &[&str]| {

@@ -253,7 +253,9 @@ pub fn check_wipe_names(wipe: &[PathBuf], used: &[PathBuf]) -> Result<(), BadInp
     Ok(())
 }
 
-fn open_exclusive(path: &Path) -> std::io::Result<std::fs::File> {
+/// Opens the device at `path` with `O_EXCL`: `EBUSY` when anyone (a mount, an MD/LVM/dm stack,
+/// another program) claims it exclusively.
+pub(crate) fn open_exclusive(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)

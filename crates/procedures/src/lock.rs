@@ -251,11 +251,7 @@ pub fn lock_instances(job: &Job, access: Access, command: &str) -> Result<OwnerL
             instance.name,
             instance.database_path.display()
         );
-        if crate::target::is_block_device(&instance.database_path) {
-            take_device(&mut lock, &instance.database_path, &what)?;
-        } else {
-            take(&mut lock, &db_lock, &what, &holder)?;
-        }
+        take_database(&mut lock, &instance.database_path, &what, &holder)?;
         if instance.log_path.is_dir() {
             let what = format!(
                 "the log of {} ({})",
@@ -305,16 +301,7 @@ pub fn lock_for_init(job: &Job, command: &str) -> Result<OwnerLock, LockError> {
         for dir in crate::target::instance_dirs(&instance) {
             make_dir(&dir, &what)?;
         }
-        if crate::target::is_block_device(&instance.database_path) {
-            take_device(&mut lock, &instance.database_path, &what)?;
-        } else {
-            take(
-                &mut lock,
-                &database_lock_path(&instance.database_path),
-                &what,
-                &holder,
-            )?;
-        }
+        take_database(&mut lock, &instance.database_path, &what, &holder)?;
         let what = format!(
             "the log of {} ({})",
             instance.name,
@@ -389,6 +376,21 @@ pub fn refuse_if_written(job: &Job) -> Result<(), LockError> {
         // Closing the file releases the probe.
     }
     Ok(())
+}
+
+/// The owner lock of one database: `<database>.jplock` beside a file, an `O_EXCL` hold of a
+/// block device.
+fn take_database(
+    lock: &mut OwnerLock,
+    database: &Path,
+    what: &str,
+    holder: &Holder,
+) -> Result<(), LockError> {
+    if crate::target::is_block_device(database) {
+        take_device(lock, database, what)
+    } else {
+        take(lock, &database_lock_path(database), what, holder)
+    }
 }
 
 /// The owner lock of a database on a block device: the device opened with `O_EXCL` for the

@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,35 +35,17 @@ use jetproof_job::Job;
 
 use crate::device::{DevNum, dev_num};
 
-/// `BLKGETSIZE64`: `_IOR(0x12, 114, size_t)` on the architectures with the generic ioctl
-/// numbering and a 64-bit `size_t` (x86_64, aarch64, riscv64).
-#[cfg(all(
-    target_pointer_width = "64",
-    not(any(
-        target_arch = "mips64",
-        target_arch = "powerpc64",
-        target_arch = "sparc64"
-    ))
-))]
-const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
+/// `BLKGETSIZE64`: `_IOR(0x12, 114, size_t)`, numbered for this architecture by libc's `_IOR`
+/// (libc has the request's number for the block sizes, not for this one).
+const BLKGETSIZE64: libc::Ioctl = libc::_IOR::<libc::size_t>(0x12, 114);
 
 /// The size of the block device open as `file`, in bytes: `BLKGETSIZE64`, else its end.
 pub fn device_bytes(file: &std::fs::File) -> Option<u64> {
-    #[cfg(all(
-        target_pointer_width = "64",
-        not(any(
-            target_arch = "mips64",
-            target_arch = "powerpc64",
-            target_arch = "sparc64"
-        ))
-    ))]
-    {
-        let mut size: u64 = 0;
-        // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
-        let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size) };
-        if rc == 0 {
-            return Some(size);
-        }
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size) };
+    if rc == 0 {
+        return Some(size);
     }
     // SAFETY: lseek on a valid fd has no memory effects (positional I/O never uses the offset).
     let end = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_END) };
@@ -149,10 +130,7 @@ impl Drop for ExclusiveHold {
 /// Opens the device at `path` with `O_EXCL` and keeps it so: no mount, `mkfs`, MD/LVM assembly
 /// or other jetproof can claim it while the hold lives (`EBUSY` when someone already does).
 pub fn hold_exclusive(path: &Path) -> std::io::Result<ExclusiveHold> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
-        .open(path)?;
+    let file = crate::device::open_exclusive(path)?;
     let dev = dev_num(path).ok_or_else(|| std::io::Error::other("not a block device"))?;
     if let Ok(mut held) = HELD.lock() {
         held.push(dev);
@@ -577,6 +555,21 @@ pub fn check_for_init(
 mod tests {
     use super::*;
     use jetproof_engine::{Database, DatabaseOptions};
+
+    /// libc's `_IOR` gives the number `<linux/fs.h>` has on the generic-ioctl 64-bit
+    /// architectures.
+    #[cfg(all(
+        target_env = "gnu",
+        any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        )
+    ))]
+    #[test]
+    fn blkgetsize64_has_the_kernels_number() {
+        assert_eq!(BLKGETSIZE64, 0x8008_1272);
+    }
     use jetproof_io::mem::MemBackend;
 
     const DEVICE: &str = "/dev/fake0";

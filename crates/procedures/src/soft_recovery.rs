@@ -649,7 +649,11 @@ pub fn replay(
 ) -> Vec<Replay> {
     // What a live view is told: the log bytes the replays have read against the log files on
     // disk (the replay starts at the checkpoint, so it may end short of 100%).
-    let log_bytes: u64 = instances.iter().map(|i| log_files_bytes(&i.log_path)).sum();
+    let log_bytes: u64 = if live.is_some() {
+        instances.iter().map(|i| log_files_bytes(&i.log_path)).sum()
+    } else {
+        0
+    };
     let started = Instant::now();
     let interval = job.run.sample_interval.as_duration();
     // Each replay says when it ends (its index), so the watcher wakes at once: it records the
@@ -921,16 +925,18 @@ fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &
     });
 }
 
-/// Bytes of the log generation files (`E*.jplog`) in `dir`; 0 when it cannot be read.
+/// Bytes of the log generation files (named as the log names them) in `dir`; 0 when it cannot
+/// be read.
 fn log_files_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok())
                 .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    name.starts_with('E') && name.ends_with(".jplog")
+                    e.file_name()
+                        .to_str()
+                        .and_then(jetproof_log::format::parse_generation_file_name)
+                        .is_some()
                 })
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())

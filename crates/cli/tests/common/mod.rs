@@ -219,3 +219,91 @@ pub fn same_json(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
         _ => assert_eq!(a, b, "{at}: differ"),
     }
 }
+
+/// Headless Chromium on the PATH (Debian's `chromium`), or None with the skip printed: a missing
+/// browser fails the calling test when `JETPROOF_REQUIRE_CHROMIUM` is set (`.ci/run` sets it).
+pub fn chromium_or_skip() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .flat_map(|dir| ["chromium", "chromium-browser"].map(|n| dir.join(n)))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("JETPROOF_REQUIRE_CHROMIUM").is_none(),
+            "chromium is required (apt-get install chromium)"
+        );
+        eprintln!("skipped: no chromium on PATH (apt-get install chromium)");
+    }
+    found
+}
+
+/// A loop device over a file, detached when dropped (also when the test fails).
+pub struct LoopDevice {
+    /// The device node (`/dev/loop3`).
+    pub device: PathBuf,
+}
+
+impl LoopDevice {
+    /// A loop device over a new file of `mib` MiB in `dir`, or None (with the reason printed)
+    /// where loop devices cannot be made.
+    pub fn new(dir: &Path, name: &str, mib: u64) -> Option<LoopDevice> {
+        Self::with_head(dir, name, mib, &[])
+    }
+
+    /// As [`LoopDevice::new`], the file starting with `head`; the kernel scans it for
+    /// partitions (`losetup -P`).
+    pub fn with_head(dir: &Path, name: &str, mib: u64, head: &[u8]) -> Option<LoopDevice> {
+        use std::io::Write;
+        let backing = dir.join(name);
+        let mut file = std::fs::File::create(&backing).expect("backing file");
+        file.set_len(mib << 20).expect("size the backing file");
+        file.write_all(head).expect("write the head");
+        drop(file);
+        let output = std::process::Command::new("losetup")
+            .args(["-P", "-f", "--show"])
+            .arg(&backing)
+            .output();
+        match output {
+            Ok(out) if out.status.success() => {
+                let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                Some(LoopDevice {
+                    device: PathBuf::from(device),
+                })
+            }
+            Ok(out) => {
+                eprintln!(
+                    "skipped: the kernel refuses a loop device here (losetup: {})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: no losetup ({e})");
+                None
+            }
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        self.device.to_str().expect("utf-8")
+    }
+
+    /// The device's name (`loop3`).
+    pub fn name(&self) -> String {
+        self.device
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_string()
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .arg("-d")
+            .arg(&self.device)
+            .status();
+    }
+}
