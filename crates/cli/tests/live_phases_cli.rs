@@ -232,3 +232,26 @@ fn a_terminal_sees_soft_recovery_redrawn_not_plain_lines() {
         "no plain lines on a terminal: {screen}"
     );
 }
+
+/// `--quiet` is a switch on `init`, `checksum` and `recover` (new there): given a value it is
+/// bad input, exit 2, naming the flag, before anything is made.
+#[test]
+fn quiet_with_a_value_is_refused_before_any_io() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = job(dir.path(), "threads = 2");
+    for command in ["init", "checksum", "recover"] {
+        let out = jetproof(dir.path())
+            .args([command, &job, "--quiet=yes"])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{command}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--quiet"), "{command}: {stderr}");
+        let mut entries: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        entries.sort();
+        assert_eq!(entries, ["job.toml"], "{command} made something");
+    }
+}
