@@ -7,9 +7,16 @@
 //! replication, one database), `run --test stress` (with its checksum pass), `checksum`,
 //! `run --test backup` and `run --test soft-recovery`. The CLI tests check the same round trip on
 //! every result they read (`crates/cli/tests/common`), damaged and failed runs included.
+//!
+//! The `aggregate-*.json` fixtures are `jetproof aggregate`'s result of two hosts (`vm`: the
+//! fixture of that test; `vm2`: the same with its totals changed, so that the hosts' rows differ),
+//! written by the binary before the aggregate's per-host totals were typed; `aggregate-*.md` is
+//! the `report.md` written beside each. Reading one back and serialising it gives the same
+//! document, and its report is made again from what was read, byte for byte.
 
 use std::path::Path;
 
+use jetproof_results::aggregate::{self, AggregateResult};
 use jetproof_results::{TestKind, TestResult};
 
 fn round_trip(name: &str, kind: TestKind) {
@@ -130,4 +137,68 @@ fn the_sections_carry_the_figures() {
 
     let init = read("init");
     assert!(init.totals.init().expect("init totals").bytes_written > 0);
+}
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
+fn first_difference(name: &str, written: &str, again: &str) {
+    if again != written {
+        let first = written
+            .lines()
+            .zip(again.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        panic!(
+            "{name}: line {} differs:\n  written: {:?}\n  again:   {:?}",
+            first + 1,
+            written.lines().nth(first),
+            again.lines().nth(first)
+        );
+    }
+}
+
+fn aggregate_round_trip(name: &str, kind: TestKind) -> AggregateResult {
+    let text = fixture(&format!("aggregate-{name}.json"));
+    let result: AggregateResult = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(result.test, kind);
+    assert_eq!(result.hosts.len(), 2);
+    let again = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
+    first_difference(&format!("aggregate-{name}.json"), &text, &again);
+    let report = fixture(&format!("aggregate-{name}.md"));
+    first_difference(
+        &format!("aggregate-{name}.md"),
+        &report,
+        &aggregate::markdown(&result),
+    );
+    result
+}
+
+#[test]
+fn performance_aggregate_round_trips() {
+    aggregate_round_trip("performance", TestKind::Performance);
+}
+
+#[test]
+fn stress_aggregate_round_trips() {
+    aggregate_round_trip("stress", TestKind::Stress);
+}
+
+#[test]
+fn checksum_aggregate_round_trips() {
+    aggregate_round_trip("checksum", TestKind::Checksum);
+}
+
+#[test]
+fn backup_aggregate_round_trips() {
+    aggregate_round_trip("backup", TestKind::Backup);
+}
+
+#[test]
+fn soft_recovery_aggregate_round_trips() {
+    aggregate_round_trip("soft-recovery", TestKind::Recovery);
 }
