@@ -25,7 +25,10 @@ use std::time::SystemTime;
 use jetproof_io::meter::ClassSnapshot;
 use serde::{Deserialize, Serialize};
 
-use crate::{ClassSummary, HistogramLayout, SCHEMA_VERSION, TestKind, TestResult, Verdict, clock};
+use crate::checksum::ChecksumTotals;
+use crate::{
+    ClassSummary, HistogramLayout, SCHEMA_VERSION, TestKind, TestResult, Totals, Verdict, clock,
+};
 
 /// Why results cannot be aggregated: every case is bad input and names the file.
 #[derive(Debug, thiserror::Error)]
@@ -259,7 +262,10 @@ pub struct AggregateInstance {
 }
 
 /// One host in the aggregate.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Its `totals` are typed by the aggregate's test, so it is read only as part of an
+/// [`AggregateResult`] (whose `Deserialize` knows the test).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AggregateHost {
     pub name: String,
     pub result_file: PathBuf,
@@ -278,9 +284,10 @@ pub struct AggregateHost {
     /// ESRP's "Individual Server Metrics" of this host.
     pub server: EsrpMetrics,
     pub instances: Vec<AggregateInstance>,
-    /// The host's test-specific totals (backup MB/s, recovery seconds, checksum sums, …).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub totals: BTreeMap<String, serde_json::Value>,
+    /// The host's test-specific totals (backup MB/s, recovery seconds, checksum sums, …): its
+    /// `result.json`'s `totals`, as they were.
+    #[serde(skip_serializing_if = "Totals::is_none")]
+    pub totals: Totals,
     /// Test-specific per-instance figures the report's tables need (backup MB/s per database,
     /// seconds per log), by instance name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -295,7 +302,10 @@ impl AggregateHost {
             .values()
             .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
             .collect();
-        (per_database, number(self.totals.get("mb_per_sec")))
+        (
+            per_database,
+            self.totals.backup().map_or(0.0, |t| t.mb_per_sec),
+        )
     }
 }
 
@@ -327,7 +337,9 @@ impl HostInstanceFigures {
 }
 
 /// The aggregate's `result.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Reading one back types each host's `totals` by `test`, as [`TestResult`]'s `Deserialize` does.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AggregateResult {
     pub schema_version: u32,
     pub tool_version: String,
@@ -353,6 +365,101 @@ pub struct AggregateResult {
     /// For every class: the plain average of the servers' average latencies (each server's the
     /// average of its instances'), what ESRP prints, beside `totals.<class>.avg_latency_ms`.
     pub average_of_server_averages_ms: BTreeMap<String, f64>,
+}
+
+/// `AggregateResult` as read, before its hosts' totals are typed by `test`.
+#[derive(Deserialize)]
+struct AggregateResultWire {
+    schema_version: u32,
+    tool_version: String,
+    test: TestKind,
+    aggregate: bool,
+    verdict: Verdict,
+    reasons: Vec<String>,
+    failing_hosts: Vec<String>,
+    window: SharedWindow,
+    histogram_layout: Option<HistogramLayout>,
+    target_iops: Option<f64>,
+    achieved_iops: Option<f64>,
+    hosts: Vec<AggregateHostWire>,
+    totals: BTreeMap<String, ClassSummary>,
+    esrp: EsrpMetrics,
+    average_of_server_averages_ms: BTreeMap<String, f64>,
+}
+
+/// `AggregateHost` as read: its totals not yet typed.
+#[derive(Deserialize)]
+struct AggregateHostWire {
+    name: String,
+    result_file: PathBuf,
+    verdict: Verdict,
+    reasons: Vec<String>,
+    target_iops: Option<f64>,
+    achieved_iops: Option<f64>,
+    measured_start: String,
+    measured_end: String,
+    #[serde(default)]
+    requested_start: Option<String>,
+    #[serde(default)]
+    start_skew_ms: Option<f64>,
+    #[serde(default)]
+    ready_at_start: Option<bool>,
+    server: EsrpMetrics,
+    instances: Vec<AggregateInstance>,
+    #[serde(default)]
+    totals: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    instance_figures: BTreeMap<String, HostInstanceFigures>,
+}
+
+impl<'de> Deserialize<'de> for AggregateResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let wire = AggregateResultWire::deserialize(deserializer)?;
+        let test = wire.test;
+        let hosts = wire
+            .hosts
+            .into_iter()
+            .map(|h| {
+                let totals = crate::typed_totals(test, h.totals)
+                    .map_err(|e| D::Error::custom(format!("host {}: totals: {e}", h.name)))?;
+                Ok(AggregateHost {
+                    name: h.name,
+                    result_file: h.result_file,
+                    verdict: h.verdict,
+                    reasons: h.reasons,
+                    target_iops: h.target_iops,
+                    achieved_iops: h.achieved_iops,
+                    measured_start: h.measured_start,
+                    measured_end: h.measured_end,
+                    requested_start: h.requested_start,
+                    start_skew_ms: h.start_skew_ms,
+                    ready_at_start: h.ready_at_start,
+                    server: h.server,
+                    instances: h.instances,
+                    totals,
+                    instance_figures: h.instance_figures,
+                })
+            })
+            .collect::<Result<Vec<_>, D::Error>>()?;
+        Ok(AggregateResult {
+            schema_version: wire.schema_version,
+            tool_version: wire.tool_version,
+            test,
+            aggregate: wire.aggregate,
+            verdict: wire.verdict,
+            reasons: wire.reasons,
+            failing_hosts: wire.failing_hosts,
+            window: wire.window,
+            histogram_layout: wire.histogram_layout,
+            target_iops: wire.target_iops,
+            achieved_iops: wire.achieved_iops,
+            hosts,
+            totals: wire.totals,
+            esrp: wire.esrp,
+            average_of_server_averages_ms: wire.average_of_server_averages_ms,
+        })
+    }
 }
 
 fn parse_time(
@@ -583,10 +690,7 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
             ready_at_start: r.ready_at_start,
             server: EsrpMetrics::server(&esrp),
             instances,
-            totals: match serde_json::to_value(&r.totals) {
-                Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
-                _ => BTreeMap::new(),
-            },
+            totals: r.totals.clone(),
             instance_figures: instance_figures(r),
         });
     }
@@ -860,13 +964,14 @@ pub fn markdown(a: &AggregateResult) -> String {
                 .values()
                 .filter_map(|f| f.seconds_per_log)
                 .collect();
-            let replayed = number(h.totals.get("logs_replayed"));
+            let recovery = h.totals.recovery();
+            let replayed = recovery.map_or(0.0, |t| t.logs_replayed as f64);
             logs += replayed;
             let _ = writeln!(
                 m,
                 "| {} | {replayed:.0} | {:.3} | {:.3} |",
                 h.name,
-                number(h.totals.get("recovery_seconds")),
+                recovery.map_or(0.0, |t| t.recovery_seconds),
                 mean(per_log.iter().copied())
             );
             all.extend(per_log);
@@ -878,11 +983,12 @@ pub fn markdown(a: &AggregateResult) -> String {
         );
     }
 
-    let checksum_totals = |h: &AggregateHost| -> Option<serde_json::Value> {
+    let checksum_totals = |h: &AggregateHost| -> Option<ChecksumTotals> {
         match a.test {
-            TestKind::Checksum => Some(serde_json::to_value(&h.totals).unwrap_or_default()),
+            // A checksum host without totals (stopped before its pass) still has its row.
+            TestKind::Checksum => Some(h.totals.checksum().cloned().unwrap_or_default()),
             // A stress test's pass, or a performance test's with run.checksum_after_performance.
-            TestKind::Stress | TestKind::Performance => h.totals.get("checksum").cloned(),
+            TestKind::Stress | TestKind::Performance => h.totals.checksum().cloned(),
             _ => None,
         }
     };
@@ -897,12 +1003,12 @@ pub fn markdown(a: &AggregateResult) -> String {
                 continue;
             };
             let row = [
-                number(t.get("pages_seen")),
-                number(t.get("pages_bad")),
-                number(t.get("pages_correctable")),
-                number(t.get("pages_wrong_number")),
-                number(t.get("checked_bytes")) / 1_048_576.0,
-                number(t.get("seconds")),
+                t.pages_seen as f64,
+                t.pages_bad as f64,
+                t.pages_correctable as f64,
+                t.pages_wrong_number as f64,
+                t.checked_bytes as f64 / 1_048_576.0,
+                t.seconds,
             ];
             for (s, v) in sum.iter_mut().zip(row) {
                 *s += v;

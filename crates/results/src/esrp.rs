@@ -210,12 +210,8 @@ pub struct Requirement {
 
 /// A host's checksum pass (after performance or stress): Some(clean) when there was one.
 fn checksum_clean(host: &AggregateHost) -> Option<bool> {
-    let c = host.totals.get("checksum")?;
-    Some(
-        number(c.get("pages_seen")) > 0.0
-            && number(c.get("pages_bad")) == 0.0
-            && number(c.get("pages_wrong_number")) == 0.0,
-    )
+    let c = host.totals.workload()?.checksum.as_ref()?;
+    Some(c.pages_seen > 0 && c.pages_bad == 0 && c.pages_wrong_number == 0)
 }
 
 fn hours(seconds: f64) -> String {
@@ -793,7 +789,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 "\n| Server | Stress verdict | Pages verified after the test | Bad pages | Wrong page-number pages |\n|---|---|---:|---:|---:|"
             );
             for h in &a.hosts {
-                let c = h.totals.get("checksum");
+                let c = h.totals.workload().and_then(|w| w.checksum.as_ref());
                 let _ = writeln!(
                     m,
                     "| {} | {} | {} | {} | {} |",
@@ -802,9 +798,9 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                         Verdict::Pass => "pass",
                         Verdict::Fail => "**fail**",
                     },
-                    c.map_or("no checksum pass".into(), |c| whole(c.get("pages_seen"))),
-                    c.map_or("-".into(), |c| whole(c.get("pages_bad"))),
-                    c.map_or("-".into(), |c| whole(c.get("pages_wrong_number")))
+                    c.map_or("no checksum pass".into(), |c| c.pages_seen.to_string()),
+                    c.map_or("-".into(), |c| c.pages_bad.to_string()),
+                    c.map_or("-".into(), |c| c.pages_wrong_number.to_string())
                 );
             }
         }
@@ -894,7 +890,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                     .values()
                     .filter_map(|f| f.seconds_per_log)
                     .collect();
-                let replayed = number(h.totals.get("logs_replayed"));
+                let replayed = h.totals.recovery().map_or(0.0, |t| t.logs_replayed as f64);
                 logs += replayed;
                 let _ = writeln!(
                     m,

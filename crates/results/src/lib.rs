@@ -230,8 +230,8 @@ impl<'de> Deserialize<'de> for TestResult {
     }
 }
 
-/// The totals object of a `test` result as its type.
-fn typed_totals(
+/// The totals object of a `test` result as its type (also each host's in an aggregate).
+pub(crate) fn typed_totals(
     test: TestKind,
     map: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Totals, serde_json::Error> {

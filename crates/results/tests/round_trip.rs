@@ -178,27 +178,42 @@ fn aggregate_round_trip(name: &str, kind: TestKind) -> AggregateResult {
     result
 }
 
+// Each also checks that the hosts' totals were read into their test's type (`vm2`'s integers
+// are `vm`'s + 3).
+
 #[test]
 fn performance_aggregate_round_trips() {
-    aggregate_round_trip("performance", TestKind::Performance);
+    let a = aggregate_round_trip("performance", TestKind::Performance);
+    let [vm, vm2] = [0, 1].map(|i| a.hosts[i].totals.workload().expect("workload totals"));
+    assert_eq!(vm2.transactions, vm.transactions + 3);
 }
 
 #[test]
 fn stress_aggregate_round_trips() {
-    aggregate_round_trip("stress", TestKind::Stress);
+    let a = aggregate_round_trip("stress", TestKind::Stress);
+    let [vm, vm2] = [0, 1].map(|i| a.hosts[i].totals.checksum().expect("checksum pass"));
+    assert!(vm.pages_seen > 0);
+    assert_eq!(vm2.pages_bad, vm.pages_bad + 3);
 }
 
 #[test]
 fn checksum_aggregate_round_trips() {
-    aggregate_round_trip("checksum", TestKind::Checksum);
+    let a = aggregate_round_trip("checksum", TestKind::Checksum);
+    let [vm, vm2] = [0, 1].map(|i| a.hosts[i].totals.checksum().expect("checksum totals"));
+    assert_eq!(vm2.pages_seen, vm.pages_seen + 3);
 }
 
 #[test]
 fn backup_aggregate_round_trips() {
-    aggregate_round_trip("backup", TestKind::Backup);
+    let a = aggregate_round_trip("backup", TestKind::Backup);
+    let [vm, vm2] = [0, 1].map(|i| a.hosts[i].totals.backup().expect("backup totals"));
+    assert_eq!(vm2.bytes, vm.bytes + 3);
+    assert_eq!(a.hosts[1].backup_mb_per_sec().1, vm2.mb_per_sec);
 }
 
 #[test]
 fn soft_recovery_aggregate_round_trips() {
-    aggregate_round_trip("soft-recovery", TestKind::Recovery);
+    let a = aggregate_round_trip("soft-recovery", TestKind::Recovery);
+    let [vm, vm2] = [0, 1].map(|i| a.hosts[i].totals.recovery().expect("recovery totals"));
+    assert_eq!((vm.logs_replayed, vm2.logs_replayed), (10, 13));
 }
