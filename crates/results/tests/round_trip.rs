@@ -10,9 +10,10 @@
 //!
 //! The `aggregate-*.json` fixtures are `jetproof aggregate`'s result of two hosts (`vm`: the
 //! fixture of that test; `vm2`: the same with its totals changed, so that the hosts' rows differ),
-//! written by the binary before the aggregate's per-host totals were typed; `aggregate-*.md` is
-//! the `report.md` written beside each. Reading one back and serialising it gives the same
-//! document, and its report is made again from what was read, byte for byte.
+//! written by the binary before the aggregate's per-host totals were typed; `aggregate-*.md` and
+//! `aggregate-*.html` are the `report.md` and `report.html` written beside each. Reading one back
+//! and serialising it gives the same document, and its reports are made again from what was
+//! read, byte for byte.
 
 use std::path::Path;
 
@@ -174,6 +175,13 @@ fn aggregate_round_trip(name: &str, kind: TestKind) -> AggregateResult {
         &format!("aggregate-{name}.md"),
         &report,
         &aggregate::markdown(&result),
+    );
+    // `jetproof report` reads an aggregate's text the same way (`html::report_from_json`).
+    let html = jetproof_results::html::report_from_json(&text, None).expect("reads back");
+    first_difference(
+        &format!("aggregate-{name}.html"),
+        &fixture(&format!("aggregate-{name}.html")),
+        &html,
     );
     result
 }
