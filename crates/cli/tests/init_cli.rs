@@ -22,6 +22,44 @@ fn small_job(dir: &Path) -> std::path::PathBuf {
     job
 }
 
+/// A job that places its instances itself names their paths in init's summary, not the
+/// `data_dir` it does not use.
+#[test]
+fn init_names_the_instances_paths_when_the_job_lists_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "[storage]\ndb_size = \"4MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
+         [[storage.instance]]\nname = \"alpha\"\ndatabase_path = \"vol-a/alpha.jpdb\"\nlog_path = \"vol-a/logs\"\n\
+         [[storage.instance]]\nname = \"beta\"\ndatabase_path = \"vol-b/beta.jpdb\"\nlog_path = \"vol-b/logs\"\n\
+         [workload]\nrecord_size = \"1KiB\"\n[cache]\nmin_size = \"1MiB\"\nmax_size = \"2MiB\"\n",
+    )
+    .expect("write job");
+    let out = jetproof(dir.path())
+        .args(["init", job.to_str().expect("utf-8"), "--out", "r"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).expect("utf-8");
+    assert!(
+        out.contains("Initialised 2 database(s) of 4MiB at the instances' paths:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  alpha: vol-a/alpha.jpdb (logs vol-a/logs)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  beta: vol-b/beta.jpdb (logs vol-b/logs)"),
+        "{out}"
+    );
+    assert!(!out.contains("jetproof-data"), "{out}");
+    assert!(dir.path().join("vol-b/beta.jpdb").is_file());
+}
+
 #[test]
 fn init_creates_filled_databases_and_a_result() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -30,7 +68,9 @@ fn init_creates_filled_databases_and_a_result() {
         .args(["init", job.to_str().expect("utf-8"), "--out", "r"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("Initialised 2 database(s)"));
+        .stdout(predicate::str::contains(
+            "Initialised 2 database(s) of 4MiB under ./jetproof-data",
+        ));
     for n in [1, 2] {
         let db = dir.path().join(format!("jetproof-data/db{n}/db{n}.jpdb"));
         let size = std::fs::metadata(&db).expect("database exists").len();

@@ -98,12 +98,29 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     let summary =
         jetproof_procedures::init::init(&job, &out, &log, &options).map_err(init_error)?;
     let totals = summary.result.totals.init().cloned().unwrap_or_default();
-    outln!(
-        "Initialised {} database(s) of {} under {}",
-        summary.result.instances.len(),
-        job.db_size(),
-        job.storage.data_dir.display()
-    );
+    if job.storage.instance.is_empty() {
+        outln!(
+            "Initialised {} database(s) of {} under {}",
+            summary.result.instances.len(),
+            job.db_size(),
+            job.storage.data_dir.display()
+        );
+    } else {
+        // `[[storage.instance]]` places each database itself; `data_dir` is not used.
+        outln!(
+            "Initialised {} database(s) of {} at the instances' paths:",
+            summary.result.instances.len(),
+            job.db_size()
+        );
+        for instance in &summary.result.instances {
+            outln!(
+                "  {}: {} (logs {})",
+                instance.name,
+                instance.database_path.display(),
+                instance.log_path.display()
+            );
+        }
+    }
     if totals.resumed.is_some() {
         outln!(
             "  resumed:     an interrupted init's leftovers removed; its complete databases kept"
