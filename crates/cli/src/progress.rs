@@ -19,12 +19,19 @@ impl Bar {
     }
 }
 
-fn style() -> ProgressStyle {
-    ProgressStyle::with_template(
-        "{msg:28} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-    )
+/// A byte bar's style after `label` (init's, checksum's and backup's bars): the amounts in
+/// binary units (the job's), the rate in MB/s of 10^6 bytes, as `result.json` and the reports
+/// give it (`mb_per_sec`), so that screen and paper agree.
+pub fn bytes_style(label: &str) -> ProgressStyle {
+    ProgressStyle::with_template(&format!(
+        "{label} [{{bar:30}}] {{binary_bytes}}/{{binary_total_bytes}} {{decimal_bytes_per_sec}} ETA {{eta}}"
+    ))
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ")
+}
+
+fn style() -> ProgressStyle {
+    bytes_style("{msg:28}")
 }
 
 impl jetproof_procedures::init::Progress for Bar {

@@ -95,8 +95,8 @@ fn init_backup_checksum_and_soft_recovery_print_their_progress_on_a_pipe_and_qui
     assert!(
         progress
             .iter()
-            .all(|l| l.contains(" s") && l.contains("MiB/s")),
-        "elapsed and rate on every line: {backup}"
+            .all(|l| l.contains(" s") && l.contains(" MB/s") && !l.contains("MiB/s")),
+        "elapsed and rate (MB/s of 10^6 bytes, as in result.json) on every line: {backup}"
     );
 
     let checksum = stderr_of(dir.path(), &["checksum", &job, "--out", "c"]);
@@ -231,6 +231,47 @@ fn a_terminal_sees_soft_recovery_redrawn_not_plain_lines() {
         !screen.contains("jetproof: log generation") && !screen.contains("jetproof: replay"),
         "no plain lines on a terminal: {screen}"
     );
+}
+
+/// A terminal's progress bars give the rate in MB/s of 10^6 bytes, as `result.json` and the
+/// reports do, never MiB/s.
+#[test]
+fn a_terminal_sees_init_checksum_and_backup_rates_in_mb_per_second() {
+    let Some(script) = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("script"))
+            .find(|p| p.is_file())
+    }) else {
+        panic!("`script` (util-linux) is needed to run jetproof under a pseudo-terminal");
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = job(dir.path(), "threads = 2");
+    let binary = assert_cmd::cargo::cargo_bin("jetproof");
+    for (what, command) in [
+        (
+            "init",
+            format!("{} init {job} --out init", binary.display()),
+        ),
+        (
+            "checksum",
+            format!("{} checksum {job} --out c", binary.display()),
+        ),
+        (
+            "backup",
+            format!("{} run {job} --test backup --out b", binary.display()),
+        ),
+    ] {
+        let out = Command::new(&script)
+            .current_dir(dir.path())
+            .args(["-qfec", &command, "/dev/null"])
+            .output()
+            .expect("script");
+        assert!(out.status.success(), "{what}: {out:?}");
+        let screen = String::from_utf8_lossy(&out.stdout);
+        // The bar's rate, before its ETA (the final summary says MB/s too).
+        assert!(screen.contains(" MB/s ETA "), "{what}: {screen}");
+        assert!(!screen.contains("MiB/s"), "{what}: {screen}");
+    }
 }
 
 /// `--quiet` is a switch on `init`, `checksum` and `recover` (new there): given a value it is

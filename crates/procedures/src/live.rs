@@ -95,7 +95,7 @@ pub struct PhaseStatus {
     pub elapsed_s: f64,
     /// Seconds left by the phase's own rate, when it can be told.
     pub eta_s: Option<f64>,
-    /// The phase's figures in words ("42.0% (1.1 of 2.6 GiB), 310.2 MiB/s").
+    /// The phase's figures in words ("42.0% (1.1 of 2.6 GiB), 325.3 MB/s").
     pub detail: String,
     /// A step's result (an auto-tune trial's figures, a phase's end): a plain view prints it
     /// even when a line was printed within the sample interval.
@@ -117,7 +117,9 @@ impl PhaseStatus {
 }
 
 /// A fraction done in words with the ETA from the rate so far: "42.0% (1.10 of 2.60 GiB),
-/// 310.2 MiB/s" (MiB below a GiB) and the seconds left, or None before anything is done.
+/// 325.3 MB/s" and the seconds left, or None before anything is done. The amounts are in the
+/// job's binary units (MiB below a GiB), the rate in MB/s of 10^6 bytes as `result.json` and
+/// the reports give it (`mb_per_sec`), so that screen and paper agree.
 pub fn bytes_detail(done: u64, total: u64, elapsed_s: f64) -> (String, Option<f64>) {
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
     const MIB: f64 = 1024.0 * 1024.0;
@@ -139,10 +141,10 @@ pub fn bytes_detail(done: u64, total: u64, elapsed_s: f64) -> (String, Option<f6
     };
     (
         format!(
-            "{percent:.1}% ({:.2} of {:.2} {name}), {:.1} MiB/s",
+            "{percent:.1}% ({:.2} of {:.2} {name}), {:.1} MB/s",
             done as f64 / unit,
             total as f64 / unit,
-            rate / MIB
+            rate / 1e6
         ),
         eta,
     )
@@ -318,7 +320,7 @@ mod tests {
         assert!(
             bytes_detail(3 << 19, 1 << 21, 1.0)
                 .0
-                .starts_with("75.0% (1.50 of 2.00 MiB), 1.5 MiB/s")
+                .starts_with("75.0% (1.50 of 2.00 MiB), 1.6 MB/s")
         );
     }
 }

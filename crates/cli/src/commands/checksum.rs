@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, ChecksumTest};
 use jetproof_procedures::lock;
 use jetproof_results::{OutDir, TestKind, TestLog};
@@ -177,13 +177,8 @@ struct Bar {
 
 impl Bar {
     fn new() -> Bar {
-        let style = ProgressStyle::with_template(
-            "Checksum [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
         let bar = ProgressBar::hidden();
-        bar.set_style(style);
+        bar.set_style(crate::progress::bytes_style("Checksum"));
         Bar { bar }
     }
 }

@@ -338,13 +338,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
     } else {
         indicatif::ProgressBar::new(0)
     };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "Backup [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
+    bar.set_style(crate::progress::bytes_style("Backup"));
     let progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
