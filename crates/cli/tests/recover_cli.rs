@@ -288,3 +288,83 @@ fn a_corrupted_log_in_the_needed_range_fails_recovery_with_file_and_offset() {
         .collect();
     assert_eq!(names, ["db1"], "{again}");
 }
+
+/// A log file with a garbage header: `recover` names that file once in its error, with what is
+/// wrong and that the database stays dirty (said once); a generation cut short (a lost log,
+/// whose message says already that the database stays dirty and what to do) says so once too.
+#[test]
+fn a_bad_log_header_is_reported_naming_the_file_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "60s", "");
+    let job_arg = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job_arg])
+        .assert()
+        .success();
+    let mut child = spawn_jetproof(
+        dir.path(),
+        &["run", job_arg, "--test", "performance", "--out", "killed"],
+        false,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().expect("child status").is_none(),
+        "the run ended before it was killed"
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+
+    // The oldest generation is where db1's replay starts reading.
+    let files = generation_files(&dir.path().join("jetproof-data/db1/logs"));
+    let victim = files.first().expect("a generation file").clone();
+    let victim_text = victim
+        .strip_prefix(dir.path())
+        .expect("under the test directory")
+        .display()
+        .to_string();
+    let original = std::fs::read(&victim).expect("read the generation");
+    let mut garbage = original.clone();
+    for (i, byte) in garbage.iter_mut().take(4096).enumerate() {
+        *byte = b"garbage!"[i % 8];
+    }
+    std::fs::write(&victim, &garbage).expect("write garbage over the header");
+
+    let failed_line = |out: &std::process::Output| -> String {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        stderr
+            .lines()
+            .find(|l| l.contains("db1: recovery failed"))
+            .unwrap_or_else(|| panic!("no failure line: {stderr}"))
+            .to_string()
+    };
+    let out = jetproof(dir.path())
+        .args(["recover", job_arg, "--out", "bad-header", "--quiet"])
+        .output()
+        .expect("recover");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let line = failed_line(&out);
+    assert_eq!(line.matches(victim_text.as_str()).count(), 1, "{line}");
+    assert!(
+        line.contains("has a bad header: not a jetproof log file"),
+        "{line}"
+    );
+    assert_eq!(line.matches("stays dirty").count(), 1, "{line}");
+    let result = common::result(&dir.path().join("bad-header/result.json"));
+    let reason = result["reasons"][0].as_str().expect("reason");
+    assert_eq!(reason.matches(victim_text.as_str()).count(), 1, "{reason}");
+
+    // The header put back, the generation cut short of it: a lost log.
+    std::fs::write(&victim, &original[..100]).expect("cut the generation short");
+    let out = jetproof(dir.path())
+        .args(["recover", job_arg, "--out", "cut", "--quiet"])
+        .output()
+        .expect("recover");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let line = failed_line(&out);
+    assert!(line.contains("lost log"), "{line}");
+    assert!(line.contains(victim_text.as_str()), "{line}");
+    assert_eq!(line.matches("stays dirty").count(), 1, "{line}");
+    let result = common::result(&dir.path().join("cut/result.json"));
+    let reason = result["reasons"][0].as_str().expect("reason");
+    assert_eq!(reason.matches("stays dirty").count(), 1, "{reason}");
+}

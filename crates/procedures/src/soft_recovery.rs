@@ -604,10 +604,14 @@ impl Replay {
                 }
             }
             Err(error) => {
-                reason = Some(format!(
-                    "{}: recovery failed: {error} (the database stays dirty)",
-                    self.name
-                ));
+                // A lost log's message says already that the database stays dirty, and what to
+                // do about it.
+                let dirty = if self.lost_log.is_some() {
+                    ""
+                } else {
+                    " (the database stays dirty)"
+                };
+                reason = Some(format!("{}: recovery failed: {error}{dirty}", self.name));
                 figures.error = Some(format!("recovery failed: {error}"));
                 figures.lost_log = self.lost_log.clone();
             }
