@@ -114,3 +114,98 @@ fn compare_and_report_never_write_over_or_through_what_jetproof_did_not_make() {
         "keep"
     );
 }
+
+/// Two aggregates (`jetproof aggregate`'s results, as the binary wrote them: the fixtures of
+/// `crates/results/tests/fixtures`): the whole solution and each server side by side, with the
+/// whole solution's latency distributions overlaid; an aggregate against one server's result, or
+/// aggregates of different tests, refused with exit 2 and nothing written.
+#[test]
+fn two_aggregates_side_by_side_and_an_aggregate_against_a_host_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/tests/fixtures");
+    let place = |name: &str, fixture: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut value: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures.join(fixture)).expect("fixture"),
+        )
+        .expect("JSON");
+        edit(&mut value);
+        std::fs::create_dir(dir.path().join(name)).expect("dir");
+        std::fs::write(
+            dir.path().join(name).join("result.json"),
+            serde_json::to_string_pretty(&value).expect("JSON"),
+        )
+        .expect("write");
+        value
+    };
+    let base = place("base", "aggregate-performance.json", &|_| {});
+    let new = place("new", "aggregate-performance.json", &|v| {
+        let doubled = v["achieved_iops"].as_f64().expect("iops") * 2.0;
+        v["achieved_iops"] = doubled.into();
+        let slower = v["hosts"][1]["achieved_iops"].as_f64().expect("iops") / 2.0;
+        v["hosts"][1]["achieved_iops"] = slower.into();
+    });
+    place("backups", "aggregate-backup.json", &|_| {});
+    place("host", "performance.json", &|_| {});
+
+    let out = jetproof(dir.path())
+        .args(["compare", "base", "new", "--out", "cmp"])
+        .output()
+        .expect("compare");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let md = std::fs::read_to_string(dir.path().join("cmp/compare.md")).expect("compare.md");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(md.as_str()),
+        "compare.md is what was printed"
+    );
+    let iops = base["achieved_iops"].as_f64().expect("iops");
+    assert_eq!(new["achieved_iops"].as_f64(), Some(iops * 2.0));
+    assert!(
+        md.contains(&format!(
+            "| Achieved Transactional I/O per Second | {iops:.3} | {:.3} | +100.0% | - |",
+            iops * 2.0
+        )),
+        "{md}"
+    );
+    let vm2 = md.split("### vm2\n").nth(1).expect("vm2's section");
+    let host_iops = base["hosts"][1]["achieved_iops"].as_f64().expect("iops");
+    assert!(
+        vm2.contains(&format!(
+            "| Achieved Transactional I/O per Second | {host_iops:.3} | {:.3} | -50.0% | - |",
+            host_iops / 2.0
+        )),
+        "{md}"
+    );
+    let read = &base["totals"]["db_read"];
+    assert!(
+        md.contains(&format!(
+            "| db_read p99 latency (msec) | {0:.3} | {0:.3} | +0.0% | - |",
+            read["p99_ms"].as_f64().expect("p99")
+        )),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("cmp/compare.html")).expect("html");
+    assert!(html.contains("default-src 'none'") && html.contains("<table>"));
+    let charts = html.matches("<svg").count();
+    assert!(
+        html.contains("data-chart=\"compare-distribution-db_read\"") && charts >= 3,
+        "{charts} charts"
+    );
+    assert_eq!(html.matches("data-series=\"BASE\"").count(), charts);
+    assert_eq!(html.matches("data-series=\"NEW\"").count(), charts);
+
+    for (other, words) in [
+        ("host", ["base is an aggregate", "host one server's result"]),
+        ("backups", ["backup aggregate", "performance aggregate"]),
+    ] {
+        let out_dir = format!("refused-{other}");
+        let refused = jetproof(dir.path())
+            .args(["compare", "base", other, "--out", &out_dir])
+            .output()
+            .expect("compare");
+        assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(words.iter().all(|w| stderr.contains(w)), "{stderr}");
+        assert!(!dir.path().join(&out_dir).exists(), "nothing written");
+    }
+}

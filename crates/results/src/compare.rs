@@ -1,12 +1,14 @@
 //! `jetproof compare BASE NEW`: two results of the same test side by side (`docs/report.md`,
 //! "compare"): each figure of both, the change in percent, and whether the change is inside the
-//! base run's own interval-to-interval noise (from its `samples.csv`).
+//! base run's own interval-to-interval noise (from its `samples.csv`). Two aggregates
+//! ([`aggregate_markdown`]): the whole solution's figures, then each server's.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::aggregate::AggregateResult;
 use crate::html::{SampleRow, parse_samples};
-use crate::{TestResult, Verdict};
+use crate::{ClassSummary, TestResult, Verdict};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -26,10 +28,18 @@ struct Class {
 }
 
 fn classes(result: &TestResult) -> BTreeMap<String, Class> {
+    classes_of(result.instances.iter().map(|i| &i.io))
+}
+
+/// [`classes`] of instances given by their I/O classes (a result's, or an aggregate host's,
+/// whose histograms stay in the host's own result: its p99 is the highest instance p99).
+fn classes_of<'a>(
+    instances: impl Iterator<Item = &'a BTreeMap<String, ClassSummary>>,
+) -> BTreeMap<String, Class> {
     let mut sums: BTreeMap<String, (Class, f64, Option<jetproof_io::hist::LatencyHistogram>)> =
         BTreeMap::new();
-    for instance in &result.instances {
-        for (key, c) in &instance.io {
+    for io in instances {
+        for (key, c) in io {
             let e = sums.entry(key.clone()).or_insert((
                 Class::default(),
                 0.0,
@@ -188,12 +198,24 @@ pub fn markdown(
             noise(&iops_series),
         );
     }
-    let (b, n) = (classes(base), classes(new));
-    for (key, bc) in &b {
+    class_rows(&mut out, &classes(base), &classes(new), &latency_series);
+    out.push('\n');
+    Ok(out)
+}
+
+/// The rows of every class both have (I/Os, rate, average and p99), then a row for each class
+/// only one has; a class's average latency gets a noise note from `latency_series`.
+fn class_rows(
+    out: &mut String,
+    b: &BTreeMap<String, Class>,
+    n: &BTreeMap<String, Class>,
+    latency_series: &BTreeMap<String, Vec<f64>>,
+) {
+    for (key, bc) in b {
         let Some(nc) = n.get(key) else { continue };
         let class_noise = latency_series.get(key).and_then(|v| noise(v));
         row(
-            &mut out,
+            out,
             &format!("{key} I/Os"),
             bc.count as f64,
             nc.count as f64,
@@ -201,7 +223,7 @@ pub fn markdown(
             None,
         );
         row(
-            &mut out,
+            out,
             &format!("{key} I/O per second"),
             bc.ops_per_sec,
             nc.ops_per_sec,
@@ -209,7 +231,7 @@ pub fn markdown(
             None,
         );
         row(
-            &mut out,
+            out,
             &format!("{key} average latency (msec)"),
             bc.avg_ms,
             nc.avg_ms,
@@ -217,7 +239,7 @@ pub fn markdown(
             class_noise,
         );
         row(
-            &mut out,
+            out,
             &format!("{key} p99 latency (msec)"),
             bc.p99_ms,
             nc.p99_ms,
@@ -231,7 +253,148 @@ pub fn markdown(
     for (key, _) in b.iter().filter(|(k, _)| !n.contains_key(*k)) {
         let _ = writeln!(out, "| {key} | present | - | - | - |");
     }
+}
+
+const FIGURES_HEADER: &str =
+    "| Figure | BASE | NEW | Change | Noise |\n| --- | ---: | ---: | ---: | --- |";
+
+fn verdict_name(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Pass => "Pass",
+        Verdict::Fail => "Fail",
+    }
+}
+
+/// Two aggregates (`jetproof aggregate`) side by side: the runs, the whole solution (achieved
+/// IOPS summed over the servers, every class of the aggregate's `totals`: histograms merged
+/// exactly over every instance of every server), then each server both have (matched by name:
+/// its achieved IOPS and its classes over its instances). An aggregate has no `samples.csv`,
+/// so there is no noise note. Refuses aggregates of different tests.
+pub fn aggregate_markdown(
+    base: &AggregateResult,
+    new: &AggregateResult,
+    names: (&str, &str),
+) -> Result<String, CompareError> {
+    if base.test != new.test {
+        return Err(CompareError::DifferentTests {
+            base: format!("{} aggregate", base.test.name()),
+            new: format!("{} aggregate", new.test.name()),
+        });
+    }
+    let servers = |a: &AggregateResult| {
+        let names: Vec<&str> = a.hosts.iter().map(|h| h.name.as_str()).collect();
+        format!("{} ({})", a.hosts.len(), names.join(", "))
+    };
+    let window = |a: &AggregateResult| format!("{} ({:.1} s)", a.window.start, a.window.seconds);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# jetproof aggregate {} test: comparison\n",
+        base.test.name()
+    );
+    let _ = writeln!(out, "## Runs\n");
+    let _ = writeln!(out, "| | BASE | NEW |\n| --- | --- | --- |");
+    let _ = writeln!(out, "| Results | {} | {} |", names.0, names.1);
+    let _ = writeln!(out, "| Servers | {} | {} |", servers(base), servers(new));
+    let _ = writeln!(
+        out,
+        "| Shared window | {} | {} |",
+        window(base),
+        window(new)
+    );
+    let _ = writeln!(
+        out,
+        "| Overall Test Result | {} | {} |",
+        verdict_name(base.verdict),
+        verdict_name(new.verdict)
+    );
     out.push('\n');
+    let _ = writeln!(out, "## Whole solution\n");
+    let _ = writeln!(
+        out,
+        "Every server together: achieved IOPS summed, each class's figures from the aggregate's \
+         totals (the histograms of every instance of every server merged exactly). An aggregate \
+         has no samples.csv, so no change is judged against noise.\n"
+    );
+    let _ = writeln!(out, "{FIGURES_HEADER}");
+    if let (Some(b), Some(n)) = (base.achieved_iops, new.achieved_iops) {
+        row(
+            &mut out,
+            "Achieved Transactional I/O per Second",
+            b,
+            n,
+            3,
+            None,
+        );
+    }
+    let totals = |a: &AggregateResult| -> BTreeMap<String, Class> {
+        a.totals
+            .iter()
+            .map(|(k, c)| {
+                (
+                    k.clone(),
+                    Class {
+                        count: c.count,
+                        ops_per_sec: c.ops_per_sec,
+                        avg_ms: c.avg_latency_ms,
+                        p99_ms: c.p99_ms,
+                    },
+                )
+            })
+            .collect()
+    };
+    let no_noise = BTreeMap::new();
+    class_rows(&mut out, &totals(base), &totals(new), &no_noise);
+    out.push('\n');
+    let _ = writeln!(out, "## Per server\n");
+    let _ = writeln!(
+        out,
+        "Each server both aggregates have, by name: its achieved IOPS and its classes over its \
+         instances (I/O-weighted average; p99 the highest instance's, the histograms being in the \
+         server's own result.json).\n"
+    );
+    for b in &base.hosts {
+        let Some(n) = new.hosts.iter().find(|n| n.name == b.name) else {
+            continue;
+        };
+        let _ = writeln!(out, "### {}\n", b.name);
+        let _ = writeln!(
+            out,
+            "Overall Test Result: BASE {}, NEW {}.\n",
+            verdict_name(b.verdict),
+            verdict_name(n.verdict)
+        );
+        let _ = writeln!(out, "{FIGURES_HEADER}");
+        if let (Some(bi), Some(ni)) = (b.achieved_iops, n.achieved_iops) {
+            row(
+                &mut out,
+                "Achieved Transactional I/O per Second",
+                bi,
+                ni,
+                3,
+                None,
+            );
+        }
+        class_rows(
+            &mut out,
+            &classes_of(b.instances.iter().map(|i| &i.io)),
+            &classes_of(n.instances.iter().map(|i| &i.io)),
+            &no_noise,
+        );
+        out.push('\n');
+    }
+    let only = |a: &AggregateResult, other: &AggregateResult| -> Vec<String> {
+        a.hosts
+            .iter()
+            .filter(|h| !other.hosts.iter().any(|o| o.name == h.name))
+            .map(|h| h.name.clone())
+            .collect()
+    };
+    for (which, names) in [("BASE", only(base, new)), ("NEW", only(new, base))] {
+        if !names.is_empty() {
+            let _ = writeln!(out, "Only in {which}: {}.\n", names.join(", "));
+        }
+    }
     Ok(out)
 }
 
@@ -262,6 +425,86 @@ mod tests {
         .expect_err("refused");
         assert!(
             e.to_string().contains("backup") && e.to_string().contains("performance"),
+            "{e}"
+        );
+    }
+
+    fn aggregate(name: &str) -> AggregateResult {
+        let text = match name {
+            "performance" => include_str!("../tests/fixtures/aggregate-performance.json"),
+            _ => include_str!("../tests/fixtures/aggregate-backup.json"),
+        };
+        serde_json::from_str(text).expect("an aggregate")
+    }
+
+    #[test]
+    fn two_aggregates_whole_solution_and_per_server() {
+        let base = aggregate("performance");
+        let mut new = base.clone();
+        new.achieved_iops = base.achieved_iops.map(|i| i * 1.5);
+        new.hosts[0].achieved_iops = base.hosts[0].achieved_iops.map(|i| i * 2.0);
+        if let Some(c) = new.totals.get_mut("db_read") {
+            c.avg_latency_ms *= 3.0;
+        }
+        new.hosts[1].name = "vm3".into();
+        let md = aggregate_markdown(&base, &new, ("a", "b")).expect("same test");
+        let iops = base.achieved_iops.expect("iops");
+        assert!(
+            md.contains(&format!(
+                "| Achieved Transactional I/O per Second | {iops:.3} | {:.3} | +50.0% | - |",
+                iops * 1.5
+            )),
+            "{md}"
+        );
+        let read = &base.totals["db_read"];
+        assert!(
+            md.contains(&format!(
+                "| db_read average latency (msec) | {:.3} | {:.3} | +200.0% | - |",
+                read.avg_latency_ms,
+                read.avg_latency_ms * 3.0
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!(
+                "| db_read I/Os | {0} | {0} | +0.0% | - |",
+                read.count
+            )),
+            "{md}"
+        );
+        // vm in both: its own IOPS and its instances' classes; vm2 and vm3 in one each.
+        let vm = md.split("### vm\n").nth(1).expect("vm's section");
+        let host_iops = base.hosts[0].achieved_iops.expect("vm's iops");
+        assert!(
+            vm.contains(&format!(
+                "| Achieved Transactional I/O per Second | {host_iops:.3} | {:.3} | +100.0% | - |",
+                host_iops * 2.0
+            )),
+            "{md}"
+        );
+        let vm_reads: u64 = base.hosts[0]
+            .instances
+            .iter()
+            .map(|i| i.io["db_read"].count)
+            .sum();
+        assert!(
+            vm.contains(&format!("| db_read I/Os | {vm_reads} | {vm_reads} |")),
+            "{md}"
+        );
+        assert!(!md.contains("### vm2") && !md.contains("### vm3"), "{md}");
+        assert!(
+            md.contains("Only in BASE: vm2.") && md.contains("Only in NEW: vm3."),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Servers | 2 (vm, vm2) | 2 (vm, vm3) |"),
+            "{md}"
+        );
+
+        let e = aggregate_markdown(&base, &aggregate("backup"), ("a", "b")).expect_err("refused");
+        assert!(
+            e.to_string().contains("backup aggregate")
+                && e.to_string().contains("performance aggregate"),
             "{e}"
         );
     }

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use jetproof_io::hist::LatencyHistogram;
 
 use crate::TestResult;
+use crate::aggregate::AggregateResult;
 use crate::html::{
     CLASS_NAMES, MAX_POINTS, SampleRow, over_time, page, parse_samples, percentile_points,
 };
@@ -173,7 +174,13 @@ pub fn charts(
             }
         }
     }
-    let hists = [merged(base), merged(new)];
+    out.push_str(&distributions(&[merged(base), merged(new)]));
+    out
+}
+
+/// BASE's and NEW's latency by percentile, one chart per class both have a histogram of.
+fn distributions(hists: &[BTreeMap<String, LatencyHistogram>; 2]) -> String {
+    let mut out = String::new();
     let both: Vec<&String> = hists[0]
         .keys()
         .filter(|k| hists[1].contains_key(*k))
@@ -203,8 +210,44 @@ pub fn charts(
     out
 }
 
-/// `compare.html`: the title, the overlaid charts, then the comparison's Markdown (`markdown`,
-/// from [`crate::compare::markdown`]) as HTML, title left out.
+/// The `compare.html` of two aggregates: the comparison's tables (`markdown`, from
+/// [`crate::compare::aggregate_markdown`]), then the whole solution's latency by percentile,
+/// BASE and NEW overlaid (each aggregate's `totals`: the histograms of every instance of every
+/// server merged exactly). An aggregate keeps no samples, so there are no charts over time.
+pub fn aggregate_page_html(
+    base: &AggregateResult,
+    new: &AggregateResult,
+    markdown: &str,
+) -> String {
+    let title = format!("jetproof aggregate {} test: comparison", base.test.name());
+    let hists = [base, new].map(|a| {
+        a.totals
+            .iter()
+            .filter_map(|(k, c)| c.histogram.as_ref().map(|h| (k.clone(), h.latency.clone())))
+            .filter(|(_, h)| h.count > 0)
+            .collect::<BTreeMap<_, _>>()
+    });
+    tables_page(&title, markdown, &distributions(&hists))
+}
+
+/// A comparison page: the title, the Markdown's tables (its title left out), then the charts.
+fn tables_page(title: &str, markdown: &str, charts: &str) -> String {
+    let mut body = String::new();
+    let _ = writeln!(body, "<h1>{}</h1>", escape(title));
+    let tables = crate::html::markdown_to_html(
+        &markdown
+            .lines()
+            .skip_while(|l| l.starts_with("# ") || l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    body.push_str(&tables);
+    body.push_str(charts);
+    page(title, &body)
+}
+
+/// `compare.html`: the title, the comparison's Markdown (`markdown`, from
+/// [`crate::compare::markdown`]) as HTML, title left out, then the overlaid charts.
 pub fn page_html(
     base: &TestResult,
     new: &TestResult,
@@ -213,19 +256,12 @@ pub fn page_html(
     markdown: &str,
 ) -> String {
     let title = format!("jetproof {} test: comparison", base.test.name());
-    let mut body = String::new();
-    let _ = writeln!(body, "<h1>{}</h1>", escape(&title));
-    let tables = crate::html::markdown_to_html(
-        &markdown
-            .lines()
-            .skip_while(|l| l.starts_with("# ") || l.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
     // The runs and figures first, as in compare.md; the charts after them.
-    body.push_str(&tables);
-    body.push_str(&charts(base, new, base_samples, new_samples));
-    page(&title, &body)
+    tables_page(
+        &title,
+        markdown,
+        &charts(base, new, base_samples, new_samples),
+    )
 }
 
 #[cfg(test)]
