@@ -756,10 +756,6 @@ const CLASS_ORDER: [(&str, &str); 10] = [
     ("flush_map", "Flush Map I/O"),
 ];
 
-pub(crate) fn number(value: Option<&serde_json::Value>) -> f64 {
-    value.and_then(|v| v.as_f64()).unwrap_or(0.0)
-}
-
 /// The aggregate's `report.md`: the reference reports' tables, made from the result alone.
 pub fn markdown(a: &AggregateResult) -> String {
     use std::fmt::Write as _;

@@ -8,7 +8,6 @@
 //! requirement ([`Requirement`]) is checked against the results and listed as met or not, and
 //! one not met marks the whole document "not a complete ESRP test set".
 
-use crate::aggregate::number;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -212,6 +211,11 @@ pub struct Requirement {
 fn checksum_clean(host: &AggregateHost) -> Option<bool> {
     let c = host.totals.workload()?.checksum.as_ref()?;
     Some(c.pages_seen > 0 && c.pages_bad == 0 && c.pages_wrong_number == 0)
+}
+
+/// A number of the plan (an untyped JSON document, `jetproof plan --esrp`'s), 0 when absent.
+fn number(value: Option<&serde_json::Value>) -> f64 {
+    value.and_then(|v| v.as_f64()).unwrap_or(0.0)
 }
 
 fn hours(seconds: f64) -> String {
