@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::aggregate::AggregateResult;
 use crate::html::{SampleRow, parse_samples};
-use crate::{ClassSummary, TestResult, Verdict};
+use crate::{ClassSummary, TestResult, Totals, Verdict};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -255,6 +255,56 @@ fn class_rows(
     }
 }
 
+/// One of a test's own figures (backup's rate, recovery's logs, a checksum pass's pages).
+struct Figure {
+    name: &'static str,
+    value: f64,
+    digits: usize,
+    /// A sum over servers means something (a rate, a count; not seconds).
+    additive: bool,
+}
+
+/// A server's test-specific figures, from its typed totals.
+fn test_figures(totals: &Totals) -> Vec<Figure> {
+    let figure = |name, value, digits, additive| Figure {
+        name,
+        value,
+        digits,
+        additive,
+    };
+    let mut figures = Vec::new();
+    if let Some(b) = totals.backup() {
+        figures.push(figure("Backup MB read per second", b.mb_per_sec, 1, true));
+        figures.push(figure("Backup seconds", b.seconds, 3, false));
+    }
+    if let Some(r) = totals.recovery() {
+        figures.push(figure("Logs replayed", r.logs_replayed as f64, 0, true));
+        figures.push(figure("Recovery seconds", r.recovery_seconds, 3, false));
+    }
+    if let Some(c) = totals.checksum() {
+        figures.push(figure("Checksum pages seen", c.pages_seen as f64, 0, true));
+        figures.push(figure("Checksum bad pages", c.pages_bad as f64, 0, true));
+        figures.push(figure("Checksum seconds", c.seconds, 3, false));
+    }
+    figures
+}
+
+/// A row for each figure both have, its name followed by `suffix`.
+fn figure_rows(out: &mut String, b: &[Figure], n: &[Figure], suffix: &str) {
+    for bf in b {
+        if let Some(nf) = n.iter().find(|f| f.name == bf.name) {
+            row(
+                out,
+                &format!("{}{suffix}", bf.name),
+                bf.value,
+                nf.value,
+                bf.digits,
+                None,
+            );
+        }
+    }
+}
+
 const FIGURES_HEADER: &str =
     "| Figure | BASE | NEW | Change | Noise |\n| --- | ---: | ---: | ---: | --- |";
 
@@ -267,9 +317,11 @@ fn verdict_name(verdict: Verdict) -> &'static str {
 
 /// Two aggregates (`jetproof aggregate`) side by side: the runs, the whole solution (achieved
 /// IOPS summed over the servers, every class of the aggregate's `totals`: histograms merged
-/// exactly over every instance of every server), then each server both have (matched by name:
-/// its achieved IOPS and its classes over its instances). An aggregate has no `samples.csv`,
-/// so there is no noise note. Refuses aggregates of different tests.
+/// exactly over every instance of every server; the test's own rates and counts summed), then
+/// each server both have (matched by name: its achieved IOPS, its classes over its instances,
+/// its test's own figures: backup MB/s and seconds, logs replayed and recovery seconds, a
+/// checksum pass's pages and seconds). An aggregate has no `samples.csv`, so there is no noise
+/// note. Refuses aggregates of different tests.
 pub fn aggregate_markdown(
     base: &AggregateResult,
     new: &AggregateResult,
@@ -345,6 +397,23 @@ pub fn aggregate_markdown(
     };
     let no_noise = BTreeMap::new();
     class_rows(&mut out, &totals(base), &totals(new), &no_noise);
+    // The test's own figures, summed over the servers where a sum means something.
+    let solution = |a: &AggregateResult| -> Vec<Figure> {
+        let mut sums: Vec<Figure> = Vec::new();
+        for host in &a.hosts {
+            for f in test_figures(&host.totals)
+                .into_iter()
+                .filter(|f| f.additive)
+            {
+                match sums.iter_mut().find(|s| s.name == f.name) {
+                    Some(s) => s.value += f.value,
+                    None => sums.push(f),
+                }
+            }
+        }
+        sums
+    };
+    figure_rows(&mut out, &solution(base), &solution(new), " (all servers)");
     out.push('\n');
     let _ = writeln!(out, "## Per server\n");
     let _ = writeln!(
@@ -380,6 +449,12 @@ pub fn aggregate_markdown(
             &classes_of(b.instances.iter().map(|i| &i.io)),
             &classes_of(n.instances.iter().map(|i| &i.io)),
             &no_noise,
+        );
+        figure_rows(
+            &mut out,
+            &test_figures(&b.totals),
+            &test_figures(&n.totals),
+            "",
         );
         out.push('\n');
     }
@@ -429,9 +504,20 @@ mod tests {
         );
     }
 
+    /// A server's section of an aggregates' comparison, up to the next one.
+    fn section<'a>(md: &'a str, server: &str) -> &'a str {
+        let start = md
+            .find(&format!("### {server}\n"))
+            .unwrap_or_else(|| panic!("no section of {server}: {md}"));
+        let rest = &md[start + 4..];
+        rest.find("### ").map_or(rest, |end| &rest[..end])
+    }
+
     fn aggregate(name: &str) -> AggregateResult {
         let text = match name {
             "performance" => include_str!("../tests/fixtures/aggregate-performance.json"),
+            "stress" => include_str!("../tests/fixtures/aggregate-stress.json"),
+            "soft-recovery" => include_str!("../tests/fixtures/aggregate-soft-recovery.json"),
             _ => include_str!("../tests/fixtures/aggregate-backup.json"),
         };
         serde_json::from_str(text).expect("an aggregate")
@@ -473,7 +559,7 @@ mod tests {
             "{md}"
         );
         // vm in both: its own IOPS and its instances' classes; vm2 and vm3 in one each.
-        let vm = md.split("### vm\n").nth(1).expect("vm's section");
+        let vm = section(&md, "vm");
         let host_iops = base.hosts[0].achieved_iops.expect("vm's iops");
         assert!(
             vm.contains(&format!(
@@ -506,6 +592,49 @@ mod tests {
             e.to_string().contains("backup aggregate")
                 && e.to_string().contains("performance aggregate"),
             "{e}"
+        );
+    }
+
+    /// The test's own figures: per server from its typed totals, summed over the servers where
+    /// a sum means something (logs, pages; not seconds).
+    #[test]
+    fn two_aggregates_compare_their_tests_own_figures() {
+        let base = aggregate("soft-recovery");
+        let mut new = base.clone();
+        if let Totals::Recovery(r) = &mut new.hosts[1].totals {
+            r.logs_replayed = 26;
+        }
+        let md = aggregate_markdown(&base, &new, ("a", "b")).expect("same test");
+        // vm replayed 10 and vm2 13 logs in both fixtures' hosts.
+        assert!(
+            md.contains("| Logs replayed (all servers) | 23 | 36 | +56.5% | - |"),
+            "{md}"
+        );
+        let vm2 = section(&md, "vm2");
+        assert!(
+            vm2.contains("| Logs replayed | 13 | 26 | +100.0% | - |"),
+            "{md}"
+        );
+        assert!(vm2.contains("| Recovery seconds | 0.620 | 0.620 |"), "{md}");
+        assert!(!md.contains("Recovery seconds (all servers)"), "{md}");
+
+        let base = aggregate("stress");
+        let mut new = base.clone();
+        if let Totals::Workload(w) = &mut new.hosts[0].totals
+            && let Some(c) = &mut w.checksum
+        {
+            c.pages_bad = 5;
+        }
+        let md = aggregate_markdown(&base, &new, ("a", "b")).expect("same test");
+        // vm: 0 bad pages, vm2: 3 (the fixture's `vm2` has its integers + 3).
+        assert!(
+            md.contains("| Checksum bad pages (all servers) | 3 | 8 | +166.7% | - |"),
+            "{md}"
+        );
+        let vm = section(&md, "vm");
+        assert!(
+            vm.contains("| Checksum bad pages | 0 | 5 | - | - |"),
+            "{md}"
         );
     }
 
