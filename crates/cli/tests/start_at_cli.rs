@@ -57,8 +57,9 @@ fn three_runs_launched_two_seconds_apart_measure_one_window() {
     for job in &jobs {
         init(root.path(), job);
     }
-    // Launched 2 s apart; the last one has ~3 s to attach and warm its 1 MiB caches.
-    let time = rfc3339(SystemTime::now() + Duration::from_secs(7));
+    // Launched 2 s apart; the last one has ~8 s to attach and warm its 1 MiB caches (3 s was too
+    // little on a machine at load 24: the window then starts when the warm-up ends, not on time).
+    let time = rfc3339(SystemTime::now() + Duration::from_secs(12));
     let start = parse(&time);
     let mut children = Vec::new();
     for (index, (name, job)) in names.iter().zip(&jobs).enumerate() {
