@@ -300,7 +300,8 @@ fn a_blank_device_is_taken_by_init_alone_and_a_log_on_a_device_is_not_built() {
         );
         assert!(!message.contains("allow_devices"), "{message}");
     }
-    // A log on a device (a log region) is not built: refused with the same words by init.
+    // A log on a device beside a database on a device (the database's flush map lives in its
+    // log directory; `docs/devices.md`) is not built: refused with the same words by init.
     let text = std::fs::read_to_string(&job).expect("job");
     let log_job = dir.path().join("log-device.toml");
     std::fs::write(

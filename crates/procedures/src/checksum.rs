@@ -651,6 +651,14 @@ fn verify_logs(
     // in memory and are probed instead.
     let listed = if instance.log_path.is_dir() {
         Some(list_generations(&instance.log_path)?)
+    } else if crate::target::is_block_device(&instance.log_path) {
+        // A log region's name table is its listing (`crate::logregion`).
+        Some(
+            crate::logregion::list_names(&instance.log_path)?
+                .iter()
+                .filter_map(|name| jetproof_log::format::parse_generation_file_name(name))
+                .collect(),
+        )
     } else {
         None
     };

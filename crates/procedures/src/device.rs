@@ -200,7 +200,9 @@ pub fn check_device(
     let (head, tail, size) =
         read_ends(&file).map_err(|e| bad(field, format!("{shown} cannot be read: {e}")))?;
     drop(file);
-    let ours = crate::database::looks_like_database(&head);
+    // A database header, or the layout header of a log region (`crate::logregion`).
+    let ours =
+        crate::database::looks_like_database(&head) || crate::logregion::looks_like_layout(&head);
     let foreign = if ours {
         None
     } else {

@@ -476,6 +476,11 @@ fn prepare_directories(
         for dir in target::instance_dirs(instance) {
             own_dir(&dir)?;
         }
+        // A log on a device is laid out anew (`crate::logregion`): what log was there is gone,
+        // and the first attach creates the new one in the region.
+        if target::is_block_device(&instance.log_path) {
+            crate::logregion::format_for_init(job, &instance.log_path)?;
+        }
         // check_init_targets (run again under the owner lock) made sure each file removed here
         // is jetproof's by its own content; the log's removal checks once more.
         let partial = partial_path(&instance.database_path);

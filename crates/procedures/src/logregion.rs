@@ -15,8 +15,9 @@
 //! Paths: the device path is the log's directory; `<device>/<name>` is the file `name` in the
 //! region. Every other path goes to the wrapped backend unchanged.
 //!
-//! Not reachable from the commands yet: a `log_path` that is a block device is still refused
-//! (`docs/devices.md` lists what is missing).
+//! The commands reach it through [`wrap`] for a log device beside a database in a file; a log
+//! device beside a database on a device, and the shared device, are refused (not built,
+//! `docs/devices.md`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -840,6 +841,221 @@ impl IoFile for RegionFile {
 
     fn logical_block_size(&self) -> usize {
         self.device.logical_block_size()
+    }
+}
+
+/// The job's instances whose `log_path` is a block device (a log region), with their log
+/// paths.
+pub fn device_logs(job: &jetproof_job::Job) -> Vec<PathBuf> {
+    job.instances()
+        .into_iter()
+        .filter(|i| crate::target::is_block_device(&i.log_path))
+        .map(|i| i.log_path)
+        .collect()
+}
+
+/// Wraps `inner` so that the job's log devices open as log regions (each read when first
+/// used); `inner` itself when there is none or devices are not allowed.
+pub fn wrap(job: &jetproof_job::Job, inner: Arc<dyn IoBackend>) -> Arc<dyn IoBackend> {
+    let devices = device_logs(job);
+    if devices.is_empty() || !job.storage.allow_devices {
+        return inner;
+    }
+    Arc::new(LogDevices {
+        inner,
+        regions: devices
+            .into_iter()
+            .map(|device| (device, Mutex::new(None)))
+            .collect(),
+    })
+}
+
+/// The names in the log region of `device` (what a listing of a log directory gives).
+pub fn list_names(device: &Path) -> Result<Vec<String>, IoError> {
+    let backend: Arc<dyn IoBackend> = jetproof_io::std_backend::StdBackend::new();
+    Ok(LogRegion::open(backend, device)?.names())
+}
+
+/// The layout `init` gives the log device of a job.
+pub fn layout_for(job: &jetproof_job::Job, device_bytes: u64) -> Result<Layout, LayoutError> {
+    Layout::for_log_device(device_bytes, job.log.file_size.bytes())
+}
+
+/// A database on a device keeps its flush map in its log directory (`crate::raw`), and a
+/// database sharing its device with its log needs the shared layout: neither is built, so a log
+/// on a device is taken only beside a database in a file.
+pub fn log_device_supported(instance: &jetproof_job::Instance) -> bool {
+    !crate::target::is_block_device(&instance.database_path)
+}
+
+/// Does the device at `path` start with a layout header (valid or damaged)?
+pub fn looks_like_layout(head: &[u8]) -> bool {
+    array_at::<8>(head, 0).as_ref() == Some(LAYOUT_MAGIC)
+}
+
+/// `init`'s checks of a log path that is a block device, before anything is written: the safety
+/// checks of [`crate::device`], a database in a file beside it, room for the ring, and an
+/// earlier layout of jetproof's replaced only with `--recreate`.
+pub fn check_for_init(
+    job: &jetproof_job::Job,
+    permissions: &crate::target::Permissions,
+    instance: &jetproof_job::Instance,
+) -> Result<(), crate::target::BadInput> {
+    use crate::target::bad;
+    let path = &instance.log_path;
+    let field = format!("log_path of {}", instance.name);
+    let found = crate::device::check_device(
+        path,
+        &field,
+        crate::device::DeviceUse::Init,
+        crate::device::rules(job, &permissions.wipe_devices),
+    )?;
+    if !log_device_supported(instance) {
+        return Err(crate::device::not_built(path, &field));
+    }
+    let shown = path.display();
+    let geometry = crate::raw::geometry(path)
+        .map_err(|e| bad(&field, format!("{shown} cannot be sized: {e}")))?;
+    layout_for(job, geometry.bytes).map_err(|e| bad(&field, format!("{shown}: {e}")))?;
+    if found.ours && !permissions.recreate {
+        return Err(bad(
+            "--recreate",
+            format!(
+                "{shown} already holds a jetproof log region; run the tests with it, or pass --recreate to lay it out anew (its log is then lost)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The checks of every later command (`run`, `checksum`, `recover`) of a log path that is a
+/// block device, after [`crate::device::check_device`]: a database in a file beside it and a
+/// layout that reads.
+pub fn check_existing(instance: &jetproof_job::Instance) -> Result<(), crate::target::BadInput> {
+    let field = format!("log_path of {}", instance.name);
+    if !log_device_supported(instance) {
+        return Err(crate::device::not_built(&instance.log_path, &field));
+    }
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    read_layout(backend.as_ref(), &instance.log_path)
+        .map(|_| ())
+        .map_err(|e| {
+            crate::target::bad(
+                &field,
+                format!("{e}; make the log region with `jetproof init`"),
+            )
+        })
+}
+
+/// Lays out the log device of `instance` for `init` (after [`check_for_init`], under the owner
+/// lock): whatever log was there is gone.
+pub fn format_for_init(job: &jetproof_job::Job, device: &Path) -> Result<Layout, IoError> {
+    let geometry = crate::raw::geometry(device).map_err(|e| IoError::Path {
+        op: "size",
+        path: device.to_path_buf(),
+        source: e,
+    })?;
+    let layout = layout_for(job, geometry.bytes)
+        .map_err(|e| region_error(device, "lay out", e.to_string()))?;
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    format(backend.as_ref(), device, &layout)?;
+    Ok(layout)
+}
+
+/// The job's log devices as log regions over the job's backend.
+#[derive(Debug)]
+struct LogDevices {
+    inner: Arc<dyn IoBackend>,
+    regions: Vec<(PathBuf, Mutex<Option<Arc<LogRegion>>>)>,
+}
+
+impl LogDevices {
+    /// The region `path` is in (the device, or a name in it), opened when first used.
+    fn region(&self, path: &Path) -> Option<Result<Arc<LogRegion>, IoError>> {
+        let (device, slot) = self
+            .regions
+            .iter()
+            .find(|(device, _)| path == device || path.parent() == Some(device.as_path()))?;
+        let mut slot = match slot.lock() {
+            Ok(slot) => slot,
+            Err(_) => {
+                return Some(Err(region_error(
+                    device,
+                    "open the log region on",
+                    "a panic poisoned its lock".into(),
+                )));
+            }
+        };
+        if let Some(region) = slot.as_ref() {
+            return Some(Ok(region.clone()));
+        }
+        Some(
+            LogRegion::open(self.inner.clone(), device).inspect(|region| {
+                *slot = Some(region.clone());
+            }),
+        )
+    }
+
+    fn is_device(&self, path: &Path) -> bool {
+        self.regions.iter().any(|(device, _)| path == device)
+    }
+}
+
+impl IoBackend for LogDevices {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn IoFile>, IoError> {
+        match self.region(path) {
+            Some(region) => region?.open(path, options),
+            None => self.inner.open(path, options),
+        }
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        if self.is_device(path) {
+            return true;
+        }
+        match self.region(path) {
+            Some(region) => region.is_ok_and(|r| r.exists(path)),
+            None => self.inner.exists(path),
+        }
+    }
+
+    fn remove(&self, path: &Path) -> Result<(), IoError> {
+        match self.region(path) {
+            Some(region) => region?.remove(path),
+            None => self.inner.remove(path),
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        match self.region(from) {
+            Some(region) => region?.rename(from, to),
+            None => self.inner.rename(from, to),
+        }
+    }
+
+    fn rename_new(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        match self.region(from) {
+            Some(region) => region?.rename_new(from, to),
+            None => self.inner.rename_new(from, to),
+        }
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
+        match self.region(dir) {
+            Some(region) => region?.sync_dir(dir),
+            None => self.inner.sync_dir(dir),
+        }
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<(), IoError> {
+        if self.is_device(dir) {
+            return Ok(());
+        }
+        self.inner.create_dir_all(dir)
     }
 }
 

@@ -22,7 +22,8 @@
 //!   the job's database paths, which passed [`crate::device::check_device`], are opened with
 //!   `allow_device`.
 //!
-//! Logs on a device (a log region) are not built: a `log_path` that is a block device is refused.
+//! Logs on a device are [`crate::logregion`]'s; one beside a database on a device is not built
+//! (refused).
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
