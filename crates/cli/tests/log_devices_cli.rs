@@ -242,10 +242,15 @@ fn a_log_device_too_small_for_its_ring_or_carrying_a_file_system_is_refused() {
         0,
     );
     assert_eq!(&read_at(ext4.path(), 0, 8), b"JPDEVLAY");
+    // The region logs the database in db/: with that database gone it belongs to none, and
+    // init lays it out anew without --recreate (as it removes a log directory's files then).
+    std::fs::remove_dir_all(dir.path().join("db")).expect("remove the database");
+    run(dir.path(), &["init", &job_ext4, "--out", "again"], 0);
+    assert_eq!(&read_at(ext4.path(), 0, 8), b"JPDEVLAY");
 }
 
 #[test]
-fn a_log_device_beside_a_database_on_a_device_is_not_built_and_refused() {
+fn a_log_device_beside_a_database_on_a_device_or_sharing_it_is_not_built_and_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(database) = LoopDevice::new(dir.path(), "db.img", 64) else {
         return;
@@ -253,8 +258,13 @@ fn a_log_device_beside_a_database_on_a_device_is_not_built_and_refused() {
     let Some(log) = LoopDevice::new(dir.path(), "log.img", 64) else {
         return;
     };
-    let job = job(dir.path(), database.path(), log.path(), "2s");
-    let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i"], 2);
+    let job_two = job(dir.path(), database.path(), log.path(), "2s");
+    let (_, stderr) = run(dir.path(), &["init", &job_two, "--out", "i"], 2);
+    assert!(stderr.contains("log_path of ld"), "{stderr}");
+    assert!(stderr.contains("not built yet"), "{stderr}");
+    // The shared device (database and log on one device): not built either.
+    let job_shared = job(dir.path(), database.path(), database.path(), "2s");
+    let (_, stderr) = run(dir.path(), &["init", &job_shared, "--out", "i"], 2);
     assert!(stderr.contains("not built yet"), "{stderr}");
     for device in [&database, &log] {
         assert!(

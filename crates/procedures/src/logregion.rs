@@ -917,7 +917,10 @@ pub fn check_for_init(
     let geometry = crate::raw::geometry(path)
         .map_err(|e| bad(&field, format!("{shown} cannot be sized: {e}")))?;
     layout_for(job, geometry.bytes).map_err(|e| bad(&field, format!("{shown}: {e}")))?;
-    if found.ours && !permissions.recreate {
+    // The region holds the log of the database at the database path: kept unless --recreate.
+    // With no database there it belongs to none (an init cut short, a database removed), and is
+    // laid out anew, as a log directory's files are removed then.
+    if found.ours && !permissions.recreate && instance.database_path.symlink_metadata().is_ok() {
         return Err(bad(
             "--recreate",
             format!(
