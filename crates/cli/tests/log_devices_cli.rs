@@ -1,7 +1,7 @@
 //! Logs on raw block devices (`docs/devices.md`, "A log on a device"): the log region on a loop
-//! device of its own beside a database in a file, through init, a performance test, checksum,
-//! kill -9 then recover; and the refusals (a ring too small, a foreign signature, a log device
-//! beside a database on a device). Needs root and loop devices; where the kernel refuses them,
+//! device of its own beside a database in a file or on another device, through init, a
+//! performance test, checksum, kill -9 then recover, backup and soft recovery; and the refusals
+//! (a ring too small, a foreign signature, a database sharing the log's device). Needs root and loop devices; where the kernel refuses them,
 //! each test says so and returns.
 
 mod common;
@@ -249,30 +249,102 @@ fn a_log_device_too_small_for_its_ring_or_carrying_a_file_system_is_refused() {
     assert_eq!(&read_at(ext4.path(), 0, 8), b"JPDEVLAY");
 }
 
+/// The database on one device, its log on another: init, a performance test killed -9, recover
+/// replaying from the log device, checksum of both; the database's flush map in the data
+/// directory (a log region has no room for it).
 #[test]
-fn a_log_device_beside_a_database_on_a_device_or_sharing_it_is_not_built_and_refused() {
+fn a_database_and_its_log_on_two_devices_run_and_recover_after_kill_9() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(database) = LoopDevice::new(dir.path(), "db.img", 64) else {
+    let Some(database) = LoopDevice::new(dir.path(), "db.img", 128) else {
         return;
     };
     let Some(log) = LoopDevice::new(dir.path(), "log.img", 64) else {
         return;
     };
-    let job_two = job(dir.path(), database.path(), log.path(), "2s");
-    let (_, stderr) = run(dir.path(), &["init", &job_two, "--out", "i"], 2);
-    assert!(stderr.contains("log_path of ld"), "{stderr}");
-    assert!(stderr.contains("not built yet"), "{stderr}");
-    // The shared device (database and log on one device): not built either.
-    let job_shared = job(dir.path(), database.path(), database.path(), "2s");
-    let (_, stderr) = run(dir.path(), &["init", &job_shared, "--out", "i"], 2);
-    assert!(stderr.contains("not built yet"), "{stderr}");
-    for device in [&database, &log] {
+    let job = job(dir.path(), database.path(), log.path(), "60s");
+    run(dir.path(), &["init", &job, "--out", "i"], 0);
+    assert_eq!(&read_at(database.path(), 80, 8), b"JETPRFDB");
+    assert_eq!(&read_at(log.path(), 0, 8), b"JPDEVLAY");
+    assert!(
+        dir.path()
+            .join(format!("jetproof-data/{}.jpfm", database.name()))
+            .is_file(),
+        "the flush map in the data directory"
+    );
+    let mut child = common::spawn_jetproof(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p"],
+        false,
+    );
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
+        if text.contains("Sample at 1 s") {
+            break;
+        }
         assert!(
-            read_at(device.path(), 0, 64 << 10).iter().all(|b| *b == 0),
-            "nothing written to {}",
+            started.elapsed() < Duration::from_secs(120),
+            "no sample within 120 s: {text}"
+        );
+        assert!(
+            child.try_wait().expect("poll").is_none(),
+            "ended early: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Both devices held exclusively while the run lives.
+    for device in [&database, &log] {
+        let claim = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_EXCL)
+            .open(&device.device);
+        assert_eq!(
+            claim.err().and_then(|e| e.raw_os_error()),
+            Some(libc::EBUSY),
+            "{} held",
             device.path()
         );
     }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    let (_, stderr) = run(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p2"],
+        2,
+    );
+    assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    let (stdout, _) = run(dir.path(), &["recover", &job, "--out", "r"], 0);
+    assert!(stdout.contains("log_read"), "{stdout}");
+    let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "c"], 0);
+    assert!(stdout.contains("Verdict: pass"), "{stdout}");
+    let checksum = common::result(&dir.path().join("c/result.json"));
+    let instance = &checksum["instances"][0];
+    assert_eq!(instance["log_files"]["log_path"], log.path(), "{instance}");
+    assert_eq!(instance["log_files"]["files_bad"], 0, "{instance}");
+    assert_eq!(instance["flush_map_state"]["status"], "ok", "{instance}");
+    assert!(
+        instance["flush_map_state"]["path"]
+            .as_str()
+            .expect("path")
+            .ends_with(&format!("jetproof-data/{}.jpfm", database.name())),
+        "{instance}"
+    );
+}
+
+#[test]
+fn a_database_sharing_its_device_with_its_log_is_not_built_and_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "shared.img", 128) else {
+        return;
+    };
+    let job = job(dir.path(), device.path(), device.path(), "2s");
+    let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i"], 2);
+    assert!(stderr.contains("log_path of ld"), "{stderr}");
+    assert!(stderr.contains("not built yet"), "{stderr}");
+    assert!(
+        read_at(device.path(), 0, 64 << 10).iter().all(|b| *b == 0),
+        "nothing written"
+    );
 }
 
 /// Soft recovery keeps every generation it makes (32 by default): on a log device of 16 MiB

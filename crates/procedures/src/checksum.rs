@@ -361,7 +361,9 @@ fn open_targets(
         // A database on a device keeps its flush map in its log directory (`crate::raw`): name
         // the real file.
         let map_path = if crate::target::is_block_device(&instance.database_path) {
-            crate::raw::flush_map_of(&instance.database_path, &instance.log_path)
+            crate::raw::real_flush_map(&instance.database_path).unwrap_or_else(|| {
+                crate::raw::flush_map_of(&instance.database_path, &instance.log_path)
+            })
         } else {
             flush_map_path(&instance.database_path)
         };

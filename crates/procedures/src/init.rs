@@ -480,6 +480,10 @@ fn prepare_directories(
         // and the first attach creates the new one in the region.
         if target::is_block_device(&instance.log_path) {
             crate::logregion::format_for_init(job, &instance.log_path)?;
+            // A database on a device then keeps its flush map in the data directory.
+            if target::is_block_device(&instance.database_path) {
+                own_dir(&crate::raw::flush_map_dir(job, instance))?;
+            }
         }
         // check_init_targets (run again under the owner lock) made sure each file removed here
         // is jetproof's by its own content; the log's removal checks once more.

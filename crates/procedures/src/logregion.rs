@@ -15,8 +15,8 @@
 //! Paths: the device path is the log's directory; `<device>/<name>` is the file `name` in the
 //! region. Every other path goes to the wrapped backend unchanged.
 //!
-//! The commands reach it through [`wrap`] for a log device beside a database in a file; a log
-//! device beside a database on a device, and the shared device, are refused (not built,
+//! The commands reach it through [`wrap`] for a log device beside a database in a file or on
+//! another device; the shared device (database and log on one) is refused (not built,
 //! `docs/devices.md`).
 
 use std::path::{Path, PathBuf};
@@ -881,11 +881,11 @@ pub fn layout_for(job: &jetproof_job::Job, device_bytes: u64) -> Result<Layout, 
     Layout::for_log_device(device_bytes, job.log.file_size.bytes())
 }
 
-/// A database on a device keeps its flush map in its log directory (`crate::raw`), and a
-/// database sharing its device with its log needs the shared layout: neither is built, so a log
-/// on a device is taken only beside a database in a file.
+/// A database sharing its device with its log needs the shared layout, which is not built: a
+/// log device is taken beside a database in a file or on another device.
 pub fn log_device_supported(instance: &jetproof_job::Instance) -> bool {
-    !crate::target::is_block_device(&instance.database_path)
+    let log = crate::device::dev_num(&instance.log_path);
+    log.is_none() || log != crate::device::dev_num(&instance.database_path)
 }
 
 /// Does the device at `path` start with a layout header (valid or damaged)?

@@ -14,7 +14,8 @@
 //!   into place; on a device both names are the device, the rename does nothing, and removing
 //!   either never removes the device node.
 //! * **The flush map** (lost-write detection, `<database>.jpfm` beside a file) lives in the
-//!   instance's log directory, on a file system: `<log_path>/<device name>.jpfm`.
+//!   instance's log directory, on a file system: `<log_path>/<device name>.jpfm` (in
+//!   `storage.data_dir` when the log is on a device too).
 //! * **The owner lock** is an `O_EXCL` open of the device held for the command's life
 //!   ([`hold_exclusive`]), which also keeps a mount or `mkfs` from taking the device after the
 //!   safety checks; the log directory keeps its lock file.
@@ -22,8 +23,8 @@
 //!   the job's database paths, which passed [`crate::device::check_device`], are opened with
 //!   `allow_device`.
 //!
-//! Logs on a device are [`crate::logregion`]'s; one beside a database on a device is not built
-//! (refused).
+//! Logs on a device are [`crate::logregion`]'s (the flush map then goes to `storage.data_dir`,
+//! [`flush_map_dir`]); a database sharing its device with its log is not built (refused).
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -187,13 +188,38 @@ pub struct RawBackend {
 /// Each device database's size as the engine last set it.
 type Sizes = Arc<Mutex<HashMap<PathBuf, u64>>>;
 
-/// The job's database paths that are block devices, with their log directories.
+/// The job's database paths that are block devices, each with the directory of its flush map
+/// ([`flush_map_dir`]).
 pub fn device_databases(job: &Job) -> Vec<(PathBuf, PathBuf)> {
     job.instances()
         .into_iter()
         .filter(|i| crate::target::is_block_device(&i.database_path))
-        .map(|i| (i.database_path, i.log_path))
+        .map(|i| (i.database_path.clone(), flush_map_dir(job, &i)))
         .collect()
+}
+
+/// Where the flush map of a database on a device is kept: its log directory, or, when the log
+/// is on a device too (a log region has no room for a map that grows with the database), the
+/// job's `storage.data_dir` on a file system.
+pub fn flush_map_dir(job: &Job, instance: &jetproof_job::Instance) -> PathBuf {
+    if crate::target::is_block_device(&instance.log_path) {
+        job.storage.data_dir.clone()
+    } else {
+        instance.log_path.clone()
+    }
+}
+
+/// The real flush map of each device database a [`RawBackend`] of this process opens, so that
+/// reports name the file (`checksum`).
+static REAL_MAPS: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+
+/// The real flush map of the database on `device`, as this process's [`RawBackend`] keeps it.
+pub fn real_flush_map(device: &Path) -> Option<PathBuf> {
+    REAL_MAPS.lock().ok().and_then(|maps| {
+        maps.iter()
+            .find(|(d, _)| d == device)
+            .map(|(_, map)| map.clone())
+    })
 }
 
 /// Wraps `inner` so that the job's device databases open as files; `inner` itself when the job
@@ -215,6 +241,10 @@ impl RawBackend {
                 let partial = crate::init::partial_path(&device);
                 let real_map = flush_map_of(&device, &log_path);
                 let real_partial_map = crate::init::partial_path(&real_map);
+                if let Ok(mut maps) = REAL_MAPS.lock() {
+                    maps.retain(|(d, _)| *d != device);
+                    maps.push((device.clone(), real_map.clone()));
+                }
                 RawDb {
                     map: jetproof_engine::flush_map_path(&device),
                     partial_map: jetproof_engine::flush_map_path(&partial),
@@ -537,7 +567,7 @@ pub fn check_for_init(
             ),
         ));
     }
-    let map = flush_map_of(path, &instance.log_path);
+    let map = flush_map_of(path, &flush_map_dir(job, instance));
     for map in [map.clone(), crate::init::partial_path(&map)] {
         if map.symlink_metadata().is_ok() && !crate::target::flush_map_is_ours(&map) {
             return Err(bad(
