@@ -277,7 +277,7 @@ fn a_device_under_device_mapper_is_refused_naming_the_holder() {
 }
 
 #[test]
-fn a_blank_device_is_taken_by_init_alone_and_a_log_sharing_its_device_is_not_built() {
+fn a_blank_device_is_taken_by_init_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(device) = LoopDevice::new(dir.path(), "disk.img", 16) else {
         return;
@@ -297,33 +297,6 @@ fn a_blank_device_is_taken_by_init_alone_and_a_log_sharing_its_device_is_not_bui
         );
         assert!(!message.contains("allow_devices"), "{message}");
     }
-    // A log sharing its database's device (the shared layout, `docs/devices.md`) is not built:
-    // refused with the same words by init.
-    let text = std::fs::read_to_string(&job).expect("job");
-    let log_job = dir.path().join("log-device.toml");
-    std::fs::write(
-        &log_job,
-        text.replace(
-            "log_path = \"logs\"",
-            &format!("log_path = {:?}", device.path()),
-        ),
-    )
-    .expect("job");
-    let log_job = log_job.to_str().expect("utf-8");
-    refused(
-        dir.path(),
-        &["init", log_job, "--out", "r"],
-        &[
-            "log_path of dev",
-            "passed jetproof's safety checks",
-            "not built yet",
-            "docs/devices.md",
-        ],
-    );
-    assert!(
-        head(device.path(), 8192).iter().all(|b| *b == 0),
-        "the device untouched"
-    );
     // An ext4 signature named by --wipe-device is destroyed by init, which leaves its marker.
     mkfs_ext4(device.path());
     let output = jetproof(dir.path())

@@ -1,7 +1,7 @@
 //! Logs on raw block devices (`docs/devices.md`, "A log on a device"): the log region on a loop
 //! device of its own beside a database in a file or on another device, through init, a
 //! performance test, checksum, kill -9 then recover, backup and soft recovery; and the refusals
-//! (a ring too small, a foreign signature, a database sharing the log's device). Needs root and loop devices; where the kernel refuses them,
+//! (a ring too small, a foreign signature); and the database and its log sharing one device. Needs root and loop devices; where the kernel refuses them,
 //! each test says so and returns.
 
 mod common;
@@ -331,16 +331,87 @@ fn a_database_and_its_log_on_two_devices_run_and_recover_after_kill_9() {
     );
 }
 
+/// The database and its log sharing one device (`docs/devices.md`, the shared layout): the
+/// layout header at byte 0, the log's slots, the database from its region's offset; init, a
+/// performance test killed -9, recover replaying from the device, checksum; a device too small
+/// for both refused before any write.
 #[test]
-fn a_database_sharing_its_device_with_its_log_is_not_built_and_refused() {
+fn a_database_and_its_log_sharing_one_device_run_and_recover_after_kill_9() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let Some(device) = LoopDevice::new(dir.path(), "shared.img", 128) else {
+    // 64 slots of 1 MiB after 2 MiB: the database region starts at 66 MiB.
+    let Some(device) = LoopDevice::new(dir.path(), "shared.img", 192) else {
+        return;
+    };
+    let job = job(dir.path(), device.path(), device.path(), "60s");
+    run(dir.path(), &["init", &job, "--out", "i"], 0);
+    assert_eq!(&read_at(device.path(), 0, 8), b"JPDEVLAY");
+    let region = 66u64 << 20;
+    assert_eq!(&read_at(device.path(), region + 80, 8), b"JETPRFDB");
+    assert!(
+        read_at(device.path(), 80, 8) != b"JETPRFDB",
+        "no database header at byte 0"
+    );
+    let mut child = common::spawn_jetproof(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p"],
+        false,
+    );
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
+        if text.contains("Sample at 1 s") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no sample within 120 s: {text}"
+        );
+        assert!(
+            child.try_wait().expect("poll").is_none(),
+            "ended early: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    let names = region_names(device.path());
+    assert!(names.iter().any(|n| n == "checkpoint.jpchk"), "{names:?}");
+    let (_, stderr) = run(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p2"],
+        2,
+    );
+    assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    let (stdout, _) = run(dir.path(), &["recover", &job, "--out", "r"], 0);
+    assert!(stdout.contains("log_read"), "{stdout}");
+    let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "c"], 0);
+    assert!(stdout.contains("Verdict: pass"), "{stdout}");
+    let checksum = common::result(&dir.path().join("c/result.json"));
+    let instance = &checksum["instances"][0];
+    assert_eq!(instance["log_files"]["files_bad"], 0, "{instance}");
+    assert_eq!(instance["pages_bad"], 0, "{instance}");
+    // A clean run after the recovery.
+    let job = self::job(dir.path(), device.path(), device.path(), "2s");
+    run(
+        dir.path(),
+        &["run", &job, "--test", "performance", "--out", "p3"],
+        0,
+    );
+    let perf = common::result(&dir.path().join("p3/result.json"));
+    assert_eq!(perf["verdict"], "pass", "{perf}");
+}
+
+#[test]
+fn a_shared_device_too_small_for_the_log_ring_and_the_database_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 66 MiB of header, table and slots leave 14 MiB, and the database needs 16 MiB.
+    let Some(device) = LoopDevice::new(dir.path(), "shared.img", 80) else {
         return;
     };
     let job = job(dir.path(), device.path(), device.path(), "2s");
     let (_, stderr) = run(dir.path(), &["init", &job, "--out", "i"], 2);
     assert!(stderr.contains("log_path of ld"), "{stderr}");
-    assert!(stderr.contains("not built yet"), "{stderr}");
+    assert!(stderr.contains("do not fit"), "{stderr}");
     assert!(
         read_at(device.path(), 0, 64 << 10).iter().all(|b| *b == 0),
         "nothing written"

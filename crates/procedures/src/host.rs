@@ -263,7 +263,7 @@ pub fn check_database_files(job: &Job) -> Result<(), BadInput> {
     for instance in job.instances() {
         // A block device gets the same safety checks and words from every command
         // (`crate::device`), and must hold jetproof's marker; a database there opens as a file
-        // (`crate::raw`), a log there is not built.
+        // (`crate::raw`), a log there is a log region (`crate::logregion`).
         if crate::target::is_block_device(&instance.log_path) {
             let field = format!("log_path of {}", instance.name);
             crate::device::check_device(

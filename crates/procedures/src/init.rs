@@ -479,7 +479,7 @@ fn prepare_directories(
         // A log on a device is laid out anew (`crate::logregion`): what log was there is gone,
         // and the first attach creates the new one in the region.
         if target::is_block_device(&instance.log_path) {
-            crate::logregion::format_for_init(job, &instance.log_path)?;
+            crate::logregion::format_for_init(job, instance)?;
             // A database on a device then keeps its flush map in the data directory.
             if target::is_block_device(&instance.database_path) {
                 own_dir(&crate::raw::flush_map_dir(job, instance))?;

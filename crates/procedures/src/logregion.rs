@@ -15,9 +15,9 @@
 //! Paths: the device path is the log's directory; `<device>/<name>` is the file `name` in the
 //! region. Every other path goes to the wrapped backend unchanged.
 //!
-//! The commands reach it through [`wrap`] for a log device beside a database in a file or on
-//! another device; the shared device (database and log on one) is refused (not built,
-//! `docs/devices.md`).
+//! The commands reach it through [`wrap`], for a log device beside a database in a file or on
+//! another device, or shared with its database (the database then in the layout's database
+//! region, which `crate::raw` opens at its offset).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -881,11 +881,37 @@ pub fn layout_for(job: &jetproof_job::Job, device_bytes: u64) -> Result<Layout, 
     Layout::for_log_device(device_bytes, job.log.file_size.bytes())
 }
 
-/// A database sharing its device with its log needs the shared layout, which is not built: a
-/// log device is taken beside a database in a file or on another device.
-pub fn log_device_supported(instance: &jetproof_job::Instance) -> bool {
+/// Does the instance's database share its log's device (the shared layout)?
+pub fn is_shared(instance: &jetproof_job::Instance) -> bool {
     let log = crate::device::dev_num(&instance.log_path);
-    log.is_none() || log != crate::device::dev_num(&instance.database_path)
+    log.is_some() && log == crate::device::dev_num(&instance.database_path)
+}
+
+/// The layout `init` gives the log device of `instance`: a log device's, or the shared one.
+pub fn layout_of(
+    job: &jetproof_job::Job,
+    instance: &jetproof_job::Instance,
+    device_bytes: u64,
+) -> Result<Layout, LayoutError> {
+    if is_shared(instance) {
+        Layout::for_shared_device(
+            device_bytes,
+            job.log.file_size.bytes(),
+            job.db_size().bytes(),
+        )
+    } else {
+        layout_for(job, device_bytes)
+    }
+}
+
+/// Does a database of jetproof's exist at the instance's database path (a file, or a header on
+/// its device)?
+fn database_exists(instance: &jetproof_job::Instance) -> bool {
+    if crate::target::is_block_device(&instance.database_path) {
+        crate::raw::looks_like_database_at(&instance.database_path)
+    } else {
+        instance.database_path.symlink_metadata().is_ok()
+    }
 }
 
 /// Does the device at `path` start with a layout header (valid or damaged)?
@@ -910,17 +936,14 @@ pub fn check_for_init(
         crate::device::DeviceUse::Init,
         crate::device::rules(job, &permissions.wipe_devices),
     )?;
-    if !log_device_supported(instance) {
-        return Err(crate::device::not_built(path, &field));
-    }
     let shown = path.display();
     let geometry = crate::raw::geometry(path)
         .map_err(|e| bad(&field, format!("{shown} cannot be sized: {e}")))?;
-    layout_for(job, geometry.bytes).map_err(|e| bad(&field, format!("{shown}: {e}")))?;
+    layout_of(job, instance, geometry.bytes).map_err(|e| bad(&field, format!("{shown}: {e}")))?;
     // The region holds the log of the database at the database path: kept unless --recreate.
     // With no database there it belongs to none (an init cut short, a database removed), and is
     // laid out anew, as a log directory's files are removed then.
-    if found.ours && !permissions.recreate && instance.database_path.symlink_metadata().is_ok() {
+    if found.ours && !permissions.recreate && database_exists(instance) {
         return Err(bad(
             "--recreate",
             format!(
@@ -936,9 +959,6 @@ pub fn check_for_init(
 /// layout that reads.
 pub fn check_existing(instance: &jetproof_job::Instance) -> Result<(), crate::target::BadInput> {
     let field = format!("log_path of {}", instance.name);
-    if !log_device_supported(instance) {
-        return Err(crate::device::not_built(&instance.log_path, &field));
-    }
     let backend = jetproof_io::std_backend::StdBackend::new();
     read_layout(backend.as_ref(), &instance.log_path)
         .map(|_| ())
@@ -952,13 +972,17 @@ pub fn check_existing(instance: &jetproof_job::Instance) -> Result<(), crate::ta
 
 /// Lays out the log device of `instance` for `init` (after [`check_for_init`], under the owner
 /// lock): whatever log was there is gone.
-pub fn format_for_init(job: &jetproof_job::Job, device: &Path) -> Result<Layout, IoError> {
+pub fn format_for_init(
+    job: &jetproof_job::Job,
+    instance: &jetproof_job::Instance,
+) -> Result<Layout, IoError> {
+    let device = instance.log_path.as_path();
     let geometry = crate::raw::geometry(device).map_err(|e| IoError::Path {
         op: "size",
         path: device.to_path_buf(),
         source: e,
     })?;
-    let layout = layout_for(job, geometry.bytes)
+    let layout = layout_of(job, instance, geometry.bytes)
         .map_err(|e| region_error(device, "lay out", e.to_string()))?;
     let backend = jetproof_io::std_backend::StdBackend::new();
     format(backend.as_ref(), device, &layout)?;

@@ -24,7 +24,8 @@
 //!   `allow_device`.
 //!
 //! Logs on a device are [`crate::logregion`]'s (the flush map then goes to `storage.data_dir`,
-//! [`flush_map_dir`]); a database sharing its device with its log is not built (refused).
+//! [`flush_map_dir`]); a database sharing its device with its log starts at the layout's
+//! database region ([`database_region`]), and every offset is moved by it.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -65,13 +66,59 @@ pub fn block_sizes(file: &std::fs::File) -> (Option<u32>, Option<u32>) {
     (ask(libc::BLKSSZGET), ask(libc::BLKPBSZGET))
 }
 
-/// Does the device (or file) at `path` start with a jetproof database header (the marker)?
+/// Does the device (or file) at `path` start with a jetproof database header (the marker)? On a
+/// device shared with its log, the database region's start.
 pub fn looks_like_database_at(path: &Path) -> bool {
-    use std::io::Read;
+    use std::io::{Read, Seek, SeekFrom};
+    let base = database_region(path).map_or(0, |(offset, _)| offset);
     let mut head = vec![0u8; 4096];
     std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
+        .and_then(|mut f| {
+            f.seek(SeekFrom::Start(base))?;
+            f.read_exact(&mut head)
+        })
         .is_ok_and(|()| crate::database::looks_like_database(&head))
+}
+
+/// The database region (offset, length) of a device laid out to share a database and its log
+/// (`crate::logregion`), if it is one.
+pub fn database_region(path: &Path) -> Option<(u64, u64)> {
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    crate::logregion::read_layout(backend.as_ref(), path)
+        .ok()
+        .filter(|layout| layout.database_offset != 0)
+        .map(|layout| (layout.database_offset, layout.database_bytes))
+}
+
+/// A file seen from `base` on (a header read at a shared device's database region).
+#[derive(Debug)]
+struct Based {
+    inner: Arc<dyn IoFile>,
+    base: u64,
+}
+
+impl IoFile for Based {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+        self.inner.read_at(buf, self.base + offset, class)
+    }
+    fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+        self.inner.write_at(data, self.base + offset, class)
+    }
+    fn sync_data(&self, class: IoClass) -> Result<(), IoError> {
+        self.inner.sync_data(class)
+    }
+    fn size(&self) -> Result<u64, IoError> {
+        Ok(self.inner.size()?.saturating_sub(self.base))
+    }
+    fn set_size(&self, _size: u64) -> Result<(), IoError> {
+        Ok(())
+    }
+    fn logical_block_size(&self) -> usize {
+        self.inner.logical_block_size()
+    }
 }
 
 /// What jetproof knows of a device at a database path.
@@ -294,9 +341,14 @@ impl RawBackend {
         };
         let file = self.inner.open(&db.device, &device_options)?;
         // BLKGETSIZE64 where the device is real; the I/O layer's size (its end) otherwise.
-        let device_bytes = match geometry(&db.device) {
+        let whole_device = match geometry(&db.device) {
             Ok(geometry) => geometry.bytes,
             Err(_) => file.size()?,
+        };
+        // A device shared with the log (`crate::logregion`): the database is its region.
+        let (base, device_bytes) = match database_region(&db.device) {
+            Some((offset, length)) => (offset, length.min(whole_device.saturating_sub(offset))),
+            None => (0, whole_device),
         };
         // A database made anew (`create_new`, as `init` makes one under its `.partial` name).
         let fresh = options.create_new;
@@ -313,7 +365,11 @@ impl RawBackend {
         } else if let Some(size) = known {
             size
         } else {
-            match jetproof_engine::DbHeader::read(file.as_ref()) {
+            let at_base = Based {
+                inner: file.clone(),
+                base,
+            };
+            match jetproof_engine::DbHeader::read(&at_base) {
                 Ok(header) => header
                     .page_count
                     .saturating_mul(u64::from(header.page_size))
@@ -323,6 +379,7 @@ impl RawBackend {
         };
         Ok(Arc::new(DeviceFile {
             inner: file,
+            base,
             device: db.device.clone(),
             device_bytes,
             logical: AtomicU64::new(logical),
@@ -336,6 +393,8 @@ impl RawBackend {
 #[derive(Debug)]
 pub struct DeviceFile {
     inner: Arc<dyn IoFile>,
+    /// Where the database starts on the device: 0, or the shared layout's database region.
+    base: u64,
     device: PathBuf,
     device_bytes: u64,
     logical: AtomicU64,
@@ -385,12 +444,12 @@ impl IoFile for DeviceFile {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
-        self.inner.read_at(buf, offset, class)
+        self.inner.read_at(buf, self.base + offset, class)
     }
 
     fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
         self.written_to(offset + data.len() as u64)?;
-        self.inner.write_at(data, offset, class)
+        self.inner.write_at(data, self.base + offset, class)
     }
 
     fn sync_data(&self, class: IoClass) -> Result<(), IoError> {
@@ -415,14 +474,34 @@ impl IoFile for DeviceFile {
     }
 
     fn read_batch(&self, ops: &mut [ReadOp<'_>], class: IoClass) -> Result<(), IoError> {
-        self.inner.read_batch(ops, class)
+        if self.base == 0 {
+            return self.inner.read_batch(ops, class);
+        }
+        let mut moved: Vec<ReadOp<'_>> = ops
+            .iter_mut()
+            .map(|op| ReadOp {
+                offset: self.base + op.offset,
+                buf: &mut *op.buf,
+            })
+            .collect();
+        self.inner.read_batch(&mut moved, class)
     }
 
     fn write_batch(&self, ops: &[WriteOp<'_>], class: IoClass) -> Result<(), IoError> {
         if let Some(end) = ops.iter().map(|op| op.offset + op.data.len() as u64).max() {
             self.written_to(end)?;
         }
-        self.inner.write_batch(ops, class)
+        if self.base == 0 {
+            return self.inner.write_batch(ops, class);
+        }
+        let moved: Vec<WriteOp<'_>> = ops
+            .iter()
+            .map(|op| WriteOp {
+                offset: self.base + op.offset,
+                data: op.data,
+            })
+            .collect();
+        self.inner.write_batch(&moved, class)
     }
 
     fn native_write_queue(
@@ -430,6 +509,11 @@ impl IoFile for DeviceFile {
         depth: usize,
         class: IoClass,
     ) -> Option<Result<Box<dyn WriteQueue>, IoError>> {
+        // A queue's offsets are the device's: only where the database starts at byte 0 (a
+        // shared device's database uses writer threads over `write_at`).
+        if self.base != 0 {
+            return None;
+        }
         self.inner.native_write_queue(depth, class)
     }
 }
@@ -489,13 +573,14 @@ impl IoBackend for RawBackend {
 /// Does the database header on the device at `path` say dirty?
 fn header_is_dirty(path: &Path) -> bool {
     let backend = jetproof_io::std_backend::StdBackend::new();
+    let base = database_region(path).map_or(0, |(offset, _)| offset);
     backend
         .open(
             path,
             &OpenOptions::read_only().buffered().with_allow_device(true),
         )
         .ok()
-        .and_then(|file| jetproof_engine::DbHeader::read(file.as_ref()).ok())
+        .and_then(|file| jetproof_engine::DbHeader::read(&Based { inner: file, base }).ok())
         .is_some_and(|header| header.state == jetproof_engine::DbState::Dirty)
 }
 
@@ -552,7 +637,8 @@ pub fn check_for_init(
             ),
         ));
     }
-    if found.ours && !permissions.recreate {
+    // Ours when a database header is there (at the database region of a shared device).
+    if found.ours && looks_like_database_at(path) && !permissions.recreate {
         // An init interrupted on a device leaves its dirty header (there is no `.partial` name
         // to tell it from a database a run left dirty): say so.
         let why = if header_is_dirty(path) {
