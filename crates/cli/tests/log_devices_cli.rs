@@ -399,6 +399,38 @@ fn a_database_and_its_log_sharing_one_device_run_and_recover_after_kill_9() {
     );
     let perf = common::result(&dir.path().join("p3/result.json"));
     assert_eq!(perf["verdict"], "pass", "{perf}");
+    // Backup and soft recovery through the region.
+    let (stdout, _) = run(
+        dir.path(),
+        &["run", &job, "--test", "backup", "--out", "b"],
+        0,
+    );
+    assert!(stdout.contains("Database backup statistics"), "{stdout}");
+    run(
+        dir.path(),
+        &["run", &job, "--test", "soft-recovery", "--out", "s"],
+        0,
+    );
+    // Damage written to a page through the device is found at that page: the offsets are the
+    // region's.
+    let page = 200u64;
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&device.device)
+            .expect("open device for writing");
+        file.seek(SeekFrom::Start(region + page * 8192))
+            .expect("seek");
+        let garbage: Vec<u8> = (0..8192u64).map(|i| (i * 7 + 13) as u8).collect();
+        file.write_all(&garbage).expect("damage");
+        file.sync_all().expect("sync");
+    }
+    let (stdout, _) = run(dir.path(), &["checksum", &job, "--out", "d"], 1);
+    assert!(
+        stdout.contains(&format!("page {page} (byte offset {})", page * 8192)),
+        "{stdout}"
+    );
 }
 
 #[test]
