@@ -374,6 +374,10 @@ impl Shared {
     }
 }
 
+/// How many times this process laid a device out: a region read before the latest [`format`]
+/// is read again.
+static FORMATS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Reads the layout header at byte 0 of `device` through `backend`.
 pub fn read_layout(backend: &dyn IoBackend, device: &Path) -> Result<Layout, IoError> {
     let file = backend.open(
@@ -389,6 +393,8 @@ pub fn read_layout(backend: &dyn IoBackend, device: &Path) -> Result<Layout, IoE
 /// then the header, synced. A crash before the header leaves no layout (`docs/devices.md`,
 /// rows L1 and L2).
 pub fn format(backend: &dyn IoBackend, device: &Path, layout: &Layout) -> Result<(), IoError> {
+    // Every region this process read before is stale now (`LogDevices` reads it again).
+    FORMATS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     let file = backend.open(
         device,
         &OpenOptions::read_write().buffered().with_allow_device(true),
@@ -993,8 +999,12 @@ pub fn format_for_init(
 #[derive(Debug)]
 struct LogDevices {
     inner: Arc<dyn IoBackend>,
-    regions: Vec<(PathBuf, Mutex<Option<Arc<LogRegion>>>)>,
+    /// Each device's region as read, with the [`FORMATS`] count it was read at.
+    regions: Vec<(PathBuf, Mutex<Option<ReadRegion>>)>,
 }
+
+/// A region as read, and the [`FORMATS`] count then.
+type ReadRegion = (u64, Arc<LogRegion>);
 
 impl LogDevices {
     /// The region `path` is in (the device, or a name in it), opened when first used.
@@ -1013,12 +1023,15 @@ impl LogDevices {
                 )));
             }
         };
-        if let Some(region) = slot.as_ref() {
+        let formats = FORMATS.load(std::sync::atomic::Ordering::Acquire);
+        if let Some((read_at, region)) = slot.as_ref()
+            && *read_at == formats
+        {
             return Some(Ok(region.clone()));
         }
         Some(
             LogRegion::open(self.inner.clone(), device).inspect(|region| {
-                *slot = Some(region.clone());
+                *slot = Some((formats, region.clone()));
             }),
         )
     }
@@ -1163,6 +1176,29 @@ mod tests {
                 .expect("append")
             })
             .collect()
+    }
+
+    #[test]
+    fn a_device_laid_out_again_is_read_again_by_the_backend_that_read_it_before() {
+        let (mem, layout) = device();
+        let devices = LogDevices {
+            inner: mem.clone(),
+            regions: vec![(PathBuf::from(DEVICE), Mutex::new(None))],
+        };
+        let name = Path::new(DEVICE).join("E00000001.jplog");
+        devices
+            .open(&name, &OpenOptions::create_new().buffered())
+            .expect("create");
+        devices.sync_dir(Path::new(DEVICE)).expect("sync dir");
+        assert!(devices.exists(&name));
+        // init lays the device out anew (as `run` does when it initialises first): the region
+        // read before is stale, and is read again.
+        format(mem.as_ref(), Path::new(DEVICE), &layout).expect("format");
+        assert!(!devices.exists(&name), "the old table is not used");
+        assert!(
+            devices.exists(Path::new(DEVICE)),
+            "the device is the log's directory"
+        );
     }
 
     #[test]
