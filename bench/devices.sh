@@ -17,7 +17,12 @@
 #      on the raw device itself (docs/devices.md, "A database on a device"), its log in a
 #      directory of DIR; beside it the same one-database job with the database in a file of
 #      DIR ("raw-file"): both on the same backing file system, ROUNDS alternating.
-# SECTIONS (default "fs raw probe") picks which of 1-2 ("fs"), 4 ("raw") and 3 ("probe") run.
+#   5. ("log") the log on a raw loop device of its own (docs/devices.md, "A log on a device"),
+#      the database in a file of DIR ("log-raw"); the database and its log sharing one raw loop
+#      device ("shared"); and the same job with database and log in DIR ("log-file"); ROUNDS,
+#      the order rotating each round.
+# SECTIONS (default "fs raw probe") picks which of 1-2 ("fs"), 4 ("raw"), 3 ("probe") and 5
+# ("log") run.
 #
 # Usage: bench/devices.sh [DIR]   (default /var/tmp/jetproof-bench-devices; removed after)
 # Environment: SECTIONS (fs raw probe), RAW_DEVICE_SIZE (1G), DB_SIZE (default 256MiB), DURATION (30s), ROUNDS (2), PROBE_SIZE (1G),
@@ -52,9 +57,11 @@ if [ -z "$bin" ]; then
   bin=$here/../target/release/jetproof
 fi
 
-loop_db= loop_probe= loop_raw=
+loop_db= loop_probe= loop_raw= loop_log= loop_shared=
 cleanup() {
   mountpoint -q "$dir/mnt" 2>/dev/null && umount "$dir/mnt"
+  [ -n "$loop_log" ] && losetup -d "$loop_log" 2>/dev/null
+  [ -n "$loop_shared" ] && losetup -d "$loop_shared" 2>/dev/null
   [ -n "$loop_raw" ] && losetup -d "$loop_raw" 2>/dev/null
   [ -n "$loop_db" ] && losetup -d "$loop_db" 2>/dev/null
   [ -n "$loop_probe" ] && losetup -d "$loop_probe" 2>/dev/null
@@ -175,6 +182,72 @@ PY
 )
 fi
 
+# 5. the log on a raw loop device (its own, or shared with the database) against files.
+log_rows=()
+log_ratio=
+if has log; then
+  truncate -s "${RAW_DEVICE_SIZE:-1G}" "$dir/log.img"
+  loop_log=$(loop_for "$dir/log.img")
+  truncate -s "${RAW_DEVICE_SIZE:-1G}" "$dir/shared.img"
+  loop_shared=$(loop_for "$dir/shared.img")
+  log_job() { # DATABASE_PATH LOG_PATH DATA_DIR -> job file
+    cat <<EOF
+[storage]
+db_size = "$db_size"
+direct_io = true
+allow_devices = true
+data_dir = "$3"
+[[storage.instance]]
+name = "db1"
+database_path = "$1"
+log_path = "$2"
+[run]
+duration = "$duration"
+sample_interval = "1s"
+EOF
+  }
+  mkdir -p "$dir/log-raw-data" "$dir/log-file-data"
+  log_job "$dir/log-raw-data/db1.jpdb" "$loop_log" "$dir/log-raw-data" > "$dir/log-raw.toml"
+  log_job "$loop_shared" "$loop_shared" "$dir/shared-data" > "$dir/shared.toml"
+  log_job "$dir/log-file-data/db1.jpdb" "$dir/log-file-logs" "$dir/log-file-data" > "$dir/log-file.toml"
+  for kind in log-raw shared log-file; do
+    "$bin" init "$dir/$kind.toml" --out "$dir/init-$kind" >/dev/null
+  done
+  for round in $(seq 1 "$rounds"); do
+    case $((round % 3)) in
+      1) order="log-raw shared log-file" ;;
+      2) order="shared log-file log-raw" ;;
+      0) order="log-file log-raw shared" ;;
+    esac
+    for kind in $order; do
+      res="$dir/run-$kind-$round"
+      "$bin" run "$dir/$kind.toml" --test performance --out "$res" --quiet >/dev/null || true
+      log_rows+=("$(row "$res/result.json" "$kind" "$round")")
+      cp "$res/result.json" "$dir/$kind-$round.json"
+    done
+  done
+  log_ratio=$(python3 - "$dir" "$rounds" <<'PY'
+import json, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def load(k, r):
+    return json.load(open(f"{d}/{k}-{r}.json"))
+def avg(res, cls):
+    n = sum(i.get(cls, {}).get("count", 0) for i in res["instances"])
+    s = sum(i.get(cls, {}).get("count", 0) * i.get(cls, {}).get("avg_latency_ms", 0) for i in res["instances"])
+    return s / n if n else 0.0
+def ratio(a, b):
+    return a / b if b else 0.0
+for r in range(1, rounds + 1):
+    f = load("log-file", r)
+    for k in ("log-raw", "shared"):
+        x = load(k, r)
+        print(f"- round {r}: {k} / log-file: achieved IOPS {ratio(x.get('achieved_iops') or 0, f.get('achieved_iops') or 0):.2f}, "
+              f"db_read avg {ratio(avg(x, 'db_read'), avg(f, 'db_read')):.2f}, "
+              f"log_write avg {ratio(avg(x, 'log_write'), avg(f, 'log_write')):.2f}")
+PY
+)
+fi
+
 probe_rows=()
 if has probe; then
 # 3. probe against fio on a loop device full of random bytes.
@@ -223,6 +296,22 @@ fi
   printf '%s\n' "${raw_rows[@]}"
   echo
   echo "$raw_ratio"
+  echo
+  fi
+  if has log; then
+  echo "## Performance test: the log on a raw loop device (its own, or shared with the database) against files"
+  echo
+  echo "Job: 1 database of $db_size, direct I/O, $duration window, defaults otherwise (1 MiB log files)."
+  echo "\"log-raw\": the log in the log region of \`$loop_log\` (over the sparse \`$dir/log.img\`, direct I/O to it: $(cat /sys/block/$(basename "$loop_log")/loop/dio 2>/dev/null || echo unknown)), the database in a file of $dir;"
+  echo "\"shared\": the database and its log on \`$loop_shared\` (the shared layout: 64 log slots, the database region from 66 MiB);"
+  echo "\"log-file\": the database and its log in files of $dir. The order rotates each round."
+  echo "Command: \`SECTIONS=\"${sections# }\" bench/devices.sh\` (DB_SIZE=$db_size DURATION=$duration ROUNDS=$rounds)."
+  echo
+  echo "| target | round | achieved IOPS | db_read avg (ms) | log_write avg (ms) | verdict | the device's view of the window (totals.devices) |"
+  echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
+  printf '%s\n' "${log_rows[@]}"
+  echo
+  echo "$log_ratio"
   echo
   fi
   if has fs; then

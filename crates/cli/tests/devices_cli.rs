@@ -277,12 +277,9 @@ fn a_device_under_device_mapper_is_refused_naming_the_holder() {
 }
 
 #[test]
-fn a_blank_device_is_taken_by_init_alone_and_a_log_on_a_device_is_not_built() {
+fn a_blank_device_is_taken_by_init_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(device) = LoopDevice::new(dir.path(), "disk.img", 16) else {
-        return;
-    };
-    let Some(log_device) = LoopDevice::new(dir.path(), "log.img", 16) else {
         return;
     };
     let job = device_job(dir.path(), device.path(), true);
@@ -300,32 +297,6 @@ fn a_blank_device_is_taken_by_init_alone_and_a_log_on_a_device_is_not_built() {
         );
         assert!(!message.contains("allow_devices"), "{message}");
     }
-    // A log on a device (a log region) is not built: refused with the same words by init.
-    let text = std::fs::read_to_string(&job).expect("job");
-    let log_job = dir.path().join("log-device.toml");
-    std::fs::write(
-        &log_job,
-        text.replace(
-            "log_path = \"logs\"",
-            &format!("log_path = {:?}", log_device.path()),
-        ),
-    )
-    .expect("job");
-    let log_job = log_job.to_str().expect("utf-8");
-    refused(
-        dir.path(),
-        &["init", log_job, "--out", "r"],
-        &[
-            "log_path of dev",
-            "passed jetproof's safety checks",
-            "not built yet",
-            "docs/devices.md",
-        ],
-    );
-    assert!(
-        head(log_device.path(), 8192).iter().all(|b| *b == 0),
-        "the log device untouched"
-    );
     // An ext4 signature named by --wipe-device is destroyed by init, which leaves its marker.
     mkfs_ext4(device.path());
     let output = jetproof(dir.path())

@@ -221,3 +221,130 @@ fn a_database_larger_than_its_device_is_refused_before_any_write() {
         "nothing written"
     );
 }
+
+/// Two instances, each database on its own loop device (done by hand before, now in the
+/// suite): init fills the first and duplicates it onto the second, a performance test runs on
+/// both, and checksum passes both.
+#[test]
+fn two_databases_on_two_devices_init_run_and_checksum() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(first) = LoopDevice::new(dir.path(), "one.img", 128) else {
+        return;
+    };
+    let Some(second) = LoopDevice::new(dir.path(), "two.img", 128) else {
+        return;
+    };
+    let job = dir.path().join("two.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[storage]\ndb_size = \"16MiB\"\npage_size = \"8KiB\"\ndirect_io = true\nallow_devices = true\n\
+             [[storage.instance]]\nname = \"one\"\ndatabase_path = {:?}\nlog_path = \"logs1\"\n\
+             [[storage.instance]]\nname = \"two\"\ndatabase_path = {:?}\nlog_path = \"logs2\"\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n[cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
+             [run]\nduration = \"2s\"\nsample_interval = \"500ms\"\n{}",
+            first.path(),
+            second.path(),
+            common::LENIENT_THRESHOLDS
+        ),
+    )
+    .expect("job");
+    let job = job.to_str().expect("utf-8");
+    run(dir.path(), &["init", job, "--out", "i"], 0);
+    // Both carry the marker; the second is a copy of the first (the same header bytes).
+    for device in [&first, &second] {
+        assert_eq!(
+            &read_at(device.path(), 80, 8),
+            b"JETPRFDB",
+            "{}",
+            device.path()
+        );
+    }
+    assert!(
+        read_at(first.path(), 0, 2 * PAGE as usize) == read_at(second.path(), 0, 2 * PAGE as usize),
+        "the second database is a copy of the first"
+    );
+    let init = common::result(&dir.path().join("i/result.json"));
+    assert_eq!(init["verdict"], "pass", "{init}");
+    assert_eq!(
+        init["instances"].as_array().map(Vec::len),
+        Some(2),
+        "{init}"
+    );
+
+    run(
+        dir.path(),
+        &["run", job, "--test", "performance", "--out", "p"],
+        0,
+    );
+    let perf = common::result(&dir.path().join("p/result.json"));
+    assert_eq!(perf["verdict"], "pass", "{perf}");
+    let devices = perf["totals"]["devices"].as_array().expect("devices");
+    for (device, instance) in [(&first, "one"), (&second, "two")] {
+        let seen = devices
+            .iter()
+            .find(|d| d["device"] == device.name().as_str())
+            .unwrap_or_else(|| panic!("{} in {devices:?}", device.name()));
+        assert_eq!(seen["databases"], serde_json::json!([instance]), "{seen}");
+        assert!(seen["w_s"].as_f64().expect("w_s") > 0.0, "{seen}");
+    }
+    let (stdout, _) = run(dir.path(), &["checksum", job, "--out", "c"], 0);
+    assert!(stdout.contains("Verdict: pass"), "{stdout}");
+    let checksum = common::result(&dir.path().join("c/result.json"));
+    assert_eq!(
+        checksum["instances"].as_array().map(Vec::len),
+        Some(2),
+        "{checksum}"
+    );
+}
+
+/// Ctrl-C during init on a device: the message names no `.partial` file (a device has no
+/// second name), says the database is left dirty and that `init --recreate` makes it anew; and
+/// it does.
+#[test]
+fn an_interrupted_init_on_a_device_says_recreate_not_partial() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "disk.img", 512) else {
+        return;
+    };
+    // Big enough that the fill is still running when the signal comes.
+    let small = job(dir.path(), device.path(), "2s");
+    let big = dir.path().join("big.toml");
+    let text = std::fs::read_to_string(&small).expect("job");
+    std::fs::write(
+        &big,
+        text.replace("db_size = \"16MiB\"", "db_size = \"448MiB\""),
+    )
+    .expect("job");
+    let big = big.to_str().expect("utf-8");
+    let child = common::spawn_jetproof(dir.path(), &["init", big, "--out", "i"], true);
+    let started = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(dir.path().join("i/test.log")).unwrap_or_default();
+        if log.contains("Creating and filling") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the fill did not start: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, stdout, stderr) = common::interrupt(child);
+    assert_ne!(status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("left dirty and half-filled"), "{stderr}");
+    assert!(stderr.contains("init --recreate"), "{stderr}");
+    assert!(!stderr.contains(".partial"), "{stderr}");
+    assert!(stderr.contains(device.path()), "{stderr}");
+    // What it says is so: without --recreate init refuses the dirty database, with it makes
+    // it anew.
+    let (_, stderr) = run(dir.path(), &["init", big, "--out", "i2"], 2);
+    assert!(stderr.contains("not shut down cleanly"), "{stderr}");
+    run(
+        dir.path(),
+        &["init", &small, "--recreate", "--out", "i3"],
+        0,
+    );
+    let (stdout, _) = run(dir.path(), &["checksum", &small, "--out", "c"], 0);
+    assert!(stdout.contains("Verdict: pass"), "{stdout}");
+}

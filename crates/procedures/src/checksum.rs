@@ -361,7 +361,9 @@ fn open_targets(
         // A database on a device keeps its flush map in its log directory (`crate::raw`): name
         // the real file.
         let map_path = if crate::target::is_block_device(&instance.database_path) {
-            crate::raw::flush_map_of(&instance.database_path, &instance.log_path)
+            crate::raw::real_flush_map(&instance.database_path).unwrap_or_else(|| {
+                crate::raw::flush_map_of(&instance.database_path, &instance.log_path)
+            })
         } else {
             flush_map_path(&instance.database_path)
         };
@@ -651,6 +653,14 @@ fn verify_logs(
     // in memory and are probed instead.
     let listed = if instance.log_path.is_dir() {
         Some(list_generations(&instance.log_path)?)
+    } else if crate::target::is_block_device(&instance.log_path) {
+        // A log region's name table is its listing (`crate::logregion`).
+        Some(
+            crate::logregion::list_names(&instance.log_path)?
+                .iter()
+                .filter_map(|name| jetproof_log::format::parse_generation_file_name(name))
+                .collect(),
+        )
     } else {
         None
     };

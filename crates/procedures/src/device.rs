@@ -120,18 +120,6 @@ pub fn rules<'a>(job: &jetproof_job::Job, wipe: &'a [PathBuf]) -> DeviceRules<'a
     }
 }
 
-/// The refusal of a device that passed every safety check, at a path where this build keeps
-/// files only (`docs/devices.md`): the same words from every command.
-pub fn not_built(path: &Path, field: &str) -> BadInput {
-    bad(
-        field,
-        format!(
-            "{} is a block device and passed jetproof's safety checks, but databases and logs on raw devices are not built yet (docs/devices.md); put a file system on the device and give a path on it (`jetproof probe --allow-device` measures the raw device)",
-            path.display()
-        ),
-    )
-}
-
 /// Checks the block device at `path` (the job's `field`) for `purpose`. Reads, never writes.
 pub fn check_device(
     path: &Path,
@@ -200,7 +188,9 @@ pub fn check_device(
     let (head, tail, size) =
         read_ends(&file).map_err(|e| bad(field, format!("{shown} cannot be read: {e}")))?;
     drop(file);
-    let ours = crate::database::looks_like_database(&head);
+    // A database header, or the layout header of a log region (`crate::logregion`).
+    let ours =
+        crate::database::looks_like_database(&head) || crate::logregion::looks_like_layout(&head);
     let foreign = if ours {
         None
     } else {

@@ -263,7 +263,7 @@ pub fn check_database_files(job: &Job) -> Result<(), BadInput> {
     for instance in job.instances() {
         // A block device gets the same safety checks and words from every command
         // (`crate::device`), and must hold jetproof's marker; a database there opens as a file
-        // (`crate::raw`), a log there is not built.
+        // (`crate::raw`), a log there is a log region (`crate::logregion`).
         if crate::target::is_block_device(&instance.log_path) {
             let field = format!("log_path of {}", instance.name);
             crate::device::check_device(
@@ -272,7 +272,9 @@ pub fn check_database_files(job: &Job) -> Result<(), BadInput> {
                 crate::device::DeviceUse::Existing,
                 crate::device::rules(job, &[]),
             )?;
-            return Err(crate::device::not_built(&instance.log_path, &field));
+            // A log region beside a database in a file (`crate::logregion`); the rest is not
+            // built.
+            crate::logregion::check_existing(&instance)?;
         }
         if crate::target::is_block_device(&instance.database_path) {
             crate::device::check_device(
@@ -301,10 +303,12 @@ pub fn check_before_lock(job: &Job, writes: bool) -> Result<(), BadInput> {
                     &instance.database_path,
                     &format!("database of {}", instance.name),
                 )?;
-                check_writable_dir(
-                    &instance.log_path,
-                    &format!("log directory of {}", instance.name),
-                )?;
+                if !crate::target::is_block_device(&instance.log_path) {
+                    check_writable_dir(
+                        &instance.log_path,
+                        &format!("log directory of {}", instance.name),
+                    )?;
+                }
             }
         }
     }
@@ -560,7 +564,10 @@ pub fn check_existing(job: &Job, instances: &[Instance], writes: bool) -> Result
             check_page_size(job, devices.as_ref(), instance)?;
             if writes {
                 let log_field = format!("log directory of {}", instance.name);
-                probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
+                // A log device was checked by its own rules (`crate::logregion::check_existing`).
+                if !crate::target::is_block_device(&instance.log_path) {
+                    probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
+                }
             }
             continue;
         }
@@ -589,7 +596,10 @@ pub fn check_existing(job: &Job, instances: &[Instance], writes: bool) -> Result
             }
         }
         let log_field = format!("log directory of {}", instance.name);
-        probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
+        // A log device was checked by its own rules (`crate::logregion::check_existing`).
+        if !crate::target::is_block_device(&instance.log_path) {
+            probe_dir(&instance.log_path, &log_field, job.storage.direct_io)?;
+        }
     }
     Ok(())
 }

@@ -99,12 +99,72 @@ pub enum InitError {
     Io(#[from] IoError),
     #[error("{path}: {message}")]
     Engine { path: PathBuf, message: String },
-    #[error(
-        "interrupted; the partial databases are left under *{PARTIAL_SUFFIX} names; the next `jetproof init` removes them and makes what is missing"
-    )]
-    Interrupted,
+    /// Stopped by a signal. `on_devices`: the job's databases on block devices, which have no
+    /// `.partial` name (`docs/devices.md`, "Crash behaviour"); `in_files`: whether any database
+    /// is a file. [`init`] fills both in; the fill and the copies return it empty.
+    #[error("{}", interrupted_message(on_devices, *in_files))]
+    Interrupted {
+        on_devices: Vec<PathBuf>,
+        in_files: bool,
+    },
     #[error("{0}")]
     Results(String),
+}
+
+impl InitError {
+    fn interrupted() -> Self {
+        InitError::Interrupted {
+            on_devices: Vec::new(),
+            in_files: true,
+        }
+    }
+
+    /// An interruption says what it left of this job's databases: `.partial` files, or dirty
+    /// databases on devices.
+    fn naming(self, job: &Job) -> Self {
+        match self {
+            InitError::Interrupted { .. } => {
+                let (on_devices, in_files) = interrupted_targets(job);
+                InitError::Interrupted {
+                    on_devices,
+                    in_files,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The job's database paths that are block devices, and whether any database is a file.
+pub fn interrupted_targets(job: &Job) -> (Vec<PathBuf>, bool) {
+    let devices: Vec<PathBuf> = crate::raw::device_databases(job)
+        .into_iter()
+        .map(|(device, _)| device)
+        .collect();
+    let in_files = job.instances().len() > devices.len();
+    (devices, in_files)
+}
+
+/// What an interrupted init left, and what makes it whole: a database in a file is left under
+/// its `.partial` name, which the next init removes; one on a device is built in place and left
+/// dirty and half-filled, which only `init --recreate` makes anew.
+pub fn interrupted_message(on_devices: &[PathBuf], in_files: bool) -> String {
+    let devices = on_devices
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let files = format!(
+        "the partial databases in files are left under *{PARTIAL_SUFFIX} names, which the next `jetproof init` removes before making what is missing"
+    );
+    let on_device = format!(
+        "the database(s) on {devices} are left dirty and half-filled (a device has no second name for a partial database), and only `jetproof init --recreate` makes them anew"
+    );
+    match (on_devices.is_empty(), in_files) {
+        (true, _) => format!("interrupted; {files}"),
+        (false, false) => format!("interrupted; {on_device}"),
+        (false, true) => format!("interrupted; {files}; {on_device}"),
+    }
 }
 
 /// What init did.
@@ -264,7 +324,7 @@ pub fn init(
             first.database_path.display(),
             job.storage.table_density
         ));
-        let fill = fill_database(job, first, &fill_stats, options)?;
+        let fill = fill_database(job, first, &fill_stats, options).map_err(|e| e.naming(job))?;
         log.line(format!(
             "Filled {}: {} records, {} written in {:.1} s ({:.1} MB/s)",
             first.name,
@@ -306,7 +366,8 @@ pub fn init(
                 &stats,
                 options,
                 base,
-            )?;
+            )
+            .map_err(|e| e.naming(job))?;
             copy_stats.push(((*instance).clone(), stats));
         }
         let elapsed = copy_started.elapsed();
@@ -414,6 +475,15 @@ fn prepare_directories(
     for instance in instances {
         for dir in target::instance_dirs(instance) {
             own_dir(&dir)?;
+        }
+        // A log on a device is laid out anew (`crate::logregion`): what log was there is gone,
+        // and the first attach creates the new one in the region.
+        if target::is_block_device(&instance.log_path) {
+            crate::logregion::format_for_init(job, instance)?;
+            // A database on a device then keeps its flush map in the data directory.
+            if target::is_block_device(&instance.database_path) {
+                own_dir(&crate::raw::flush_map_dir(job, instance))?;
+            }
         }
         // check_init_targets (run again under the owner lock) made sure each file removed here
         // is jetproof's by its own content; the log's removal checks once more.
@@ -564,7 +634,7 @@ fn fill_database(
     );
     loop {
         if options.stop.load(Ordering::Relaxed) {
-            return Err(InitError::Interrupted);
+            return Err(InitError::interrupted());
         }
         // The database is full when the pages in use reach the target; the file is then at
         // most one extent larger, every page of it formatted.
@@ -658,7 +728,7 @@ fn copy_database(
                     let mut chunk = stream;
                     while chunk < chunks {
                         if options.stop.load(Ordering::Relaxed) {
-                            return Err(InitError::Interrupted);
+                            return Err(InitError::interrupted());
                         }
                         let offset = chunk * COPY_CHUNK as u64;
                         let length = (size - offset).min(COPY_CHUNK as u64) as usize;
@@ -688,4 +758,25 @@ fn copy_database(
     copy_small_file(&flush_map_path(from), &flush_map_path(&partial), options)?;
     rename_into_place(&partial, to, options)?;
     Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interruption_names_partial_files_only_for_databases_in_files() {
+        let files = interrupted_message(&[], true);
+        assert!(files.contains(".partial"), "{files}");
+        assert!(!files.contains("--recreate"), "{files}");
+        let device = interrupted_message(&[PathBuf::from("/dev/loop3")], false);
+        assert!(!device.contains(".partial"), "{device}");
+        assert!(device.contains("/dev/loop3"), "{device}");
+        assert!(device.contains("init --recreate"), "{device}");
+        let both = interrupted_message(&[PathBuf::from("/dev/loop3")], true);
+        assert!(
+            both.contains(".partial") && both.contains("init --recreate"),
+            "{both}"
+        );
+    }
 }

@@ -12,6 +12,7 @@ pub mod host;
 pub mod init;
 pub mod live;
 pub mod lock;
+pub mod logregion;
 pub mod maintenance;
 pub mod options;
 pub mod performance;

@@ -252,7 +252,14 @@ pub fn lock_instances(job: &Job, access: Access, command: &str) -> Result<OwnerL
             instance.database_path.display()
         );
         take_database(&mut lock, &instance.database_path, &what, &holder)?;
-        if instance.log_path.is_dir() {
+        if crate::target::is_block_device(&instance.log_path) {
+            let what = format!(
+                "the log of {} ({})",
+                instance.name,
+                instance.log_path.display()
+            );
+            take_device(&mut lock, &instance.log_path, &what)?;
+        } else if instance.log_path.is_dir() {
             let what = format!(
                 "the log of {} ({})",
                 instance.name,
@@ -307,12 +314,17 @@ pub fn lock_for_init(job: &Job, command: &str) -> Result<OwnerLock, LockError> {
             instance.name,
             instance.log_path.display()
         );
-        take(
-            &mut lock,
-            &instance.log_path.join(LOG_LOCK_NAME),
-            &what,
-            &holder,
-        )?;
+        // A log on a device: the device held with O_EXCL, as a database's (`crate::logregion`).
+        if crate::target::is_block_device(&instance.log_path) {
+            take_device(&mut lock, &instance.log_path, &what)?;
+        } else {
+            take(
+                &mut lock,
+                &instance.log_path.join(LOG_LOCK_NAME),
+                &what,
+                &holder,
+            )?;
+        }
     }
     if let Some((dir, what)) = &data_dir {
         take(&mut lock, &dir.join(INIT_LOCK_NAME), what, &holder)?;

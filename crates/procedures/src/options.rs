@@ -78,7 +78,8 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, BadInput> {
         },
     };
     // The job's databases on block devices open as files through it (`crate::raw`).
-    let backend = crate::raw::wrap(job, backend);
+    // And its logs on block devices open as log regions (`crate::logregion`).
+    let backend = crate::raw::wrap(job, crate::logregion::wrap(job, backend));
     Ok(SelectedBackend { backend, fallback })
 }
 

@@ -14,7 +14,8 @@
 //!   into place; on a device both names are the device, the rename does nothing, and removing
 //!   either never removes the device node.
 //! * **The flush map** (lost-write detection, `<database>.jpfm` beside a file) lives in the
-//!   instance's log directory, on a file system: `<log_path>/<device name>.jpfm`.
+//!   instance's log directory, on a file system: `<log_path>/<device name>.jpfm` (in
+//!   `storage.data_dir` when the log is on a device too).
 //! * **The owner lock** is an `O_EXCL` open of the device held for the command's life
 //!   ([`hold_exclusive`]), which also keeps a mount or `mkfs` from taking the device after the
 //!   safety checks; the log directory keeps its lock file.
@@ -22,7 +23,9 @@
 //!   the job's database paths, which passed [`crate::device::check_device`], are opened with
 //!   `allow_device`.
 //!
-//! Logs on a device (a log region) are not built: a `log_path` that is a block device is refused.
+//! Logs on a device are [`crate::logregion`]'s (the flush map then goes to `storage.data_dir`,
+//! [`flush_map_dir`]); a database sharing its device with its log starts at the layout's
+//! database region ([`database_region`]), and every offset is moved by it.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -63,13 +66,59 @@ pub fn block_sizes(file: &std::fs::File) -> (Option<u32>, Option<u32>) {
     (ask(libc::BLKSSZGET), ask(libc::BLKPBSZGET))
 }
 
-/// Does the device (or file) at `path` start with a jetproof database header (the marker)?
+/// Does the device (or file) at `path` start with a jetproof database header (the marker)? On a
+/// device shared with its log, the database region's start.
 pub fn looks_like_database_at(path: &Path) -> bool {
-    use std::io::Read;
+    use std::io::{Read, Seek, SeekFrom};
+    let base = database_region(path).map_or(0, |(offset, _)| offset);
     let mut head = vec![0u8; 4096];
     std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
+        .and_then(|mut f| {
+            f.seek(SeekFrom::Start(base))?;
+            f.read_exact(&mut head)
+        })
         .is_ok_and(|()| crate::database::looks_like_database(&head))
+}
+
+/// The database region (offset, length) of a device laid out to share a database and its log
+/// (`crate::logregion`), if it is one.
+pub fn database_region(path: &Path) -> Option<(u64, u64)> {
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    crate::logregion::read_layout(backend.as_ref(), path)
+        .ok()
+        .filter(|layout| layout.database_offset != 0)
+        .map(|layout| (layout.database_offset, layout.database_bytes))
+}
+
+/// A file seen from `base` on (a header read at a shared device's database region).
+#[derive(Debug)]
+struct Based {
+    inner: Arc<dyn IoFile>,
+    base: u64,
+}
+
+impl IoFile for Based {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+        self.inner.read_at(buf, self.base + offset, class)
+    }
+    fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+        self.inner.write_at(data, self.base + offset, class)
+    }
+    fn sync_data(&self, class: IoClass) -> Result<(), IoError> {
+        self.inner.sync_data(class)
+    }
+    fn size(&self) -> Result<u64, IoError> {
+        Ok(self.inner.size()?.saturating_sub(self.base))
+    }
+    fn set_size(&self, _size: u64) -> Result<(), IoError> {
+        Ok(())
+    }
+    fn logical_block_size(&self) -> usize {
+        self.inner.logical_block_size()
+    }
 }
 
 /// What jetproof knows of a device at a database path.
@@ -186,13 +235,38 @@ pub struct RawBackend {
 /// Each device database's size as the engine last set it.
 type Sizes = Arc<Mutex<HashMap<PathBuf, u64>>>;
 
-/// The job's database paths that are block devices, with their log directories.
+/// The job's database paths that are block devices, each with the directory of its flush map
+/// ([`flush_map_dir`]).
 pub fn device_databases(job: &Job) -> Vec<(PathBuf, PathBuf)> {
     job.instances()
         .into_iter()
         .filter(|i| crate::target::is_block_device(&i.database_path))
-        .map(|i| (i.database_path, i.log_path))
+        .map(|i| (i.database_path.clone(), flush_map_dir(job, &i)))
         .collect()
+}
+
+/// Where the flush map of a database on a device is kept: its log directory, or, when the log
+/// is on a device too (a log region has no room for a map that grows with the database), the
+/// job's `storage.data_dir` on a file system.
+pub fn flush_map_dir(job: &Job, instance: &jetproof_job::Instance) -> PathBuf {
+    if crate::target::is_block_device(&instance.log_path) {
+        job.storage.data_dir.clone()
+    } else {
+        instance.log_path.clone()
+    }
+}
+
+/// The real flush map of each device database a [`RawBackend`] of this process opens, so that
+/// reports name the file (`checksum`).
+static REAL_MAPS: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+
+/// The real flush map of the database on `device`, as this process's [`RawBackend`] keeps it.
+pub fn real_flush_map(device: &Path) -> Option<PathBuf> {
+    REAL_MAPS.lock().ok().and_then(|maps| {
+        maps.iter()
+            .find(|(d, _)| d == device)
+            .map(|(_, map)| map.clone())
+    })
 }
 
 /// Wraps `inner` so that the job's device databases open as files; `inner` itself when the job
@@ -214,6 +288,10 @@ impl RawBackend {
                 let partial = crate::init::partial_path(&device);
                 let real_map = flush_map_of(&device, &log_path);
                 let real_partial_map = crate::init::partial_path(&real_map);
+                if let Ok(mut maps) = REAL_MAPS.lock() {
+                    maps.retain(|(d, _)| *d != device);
+                    maps.push((device.clone(), real_map.clone()));
+                }
                 RawDb {
                     map: jetproof_engine::flush_map_path(&device),
                     partial_map: jetproof_engine::flush_map_path(&partial),
@@ -263,9 +341,14 @@ impl RawBackend {
         };
         let file = self.inner.open(&db.device, &device_options)?;
         // BLKGETSIZE64 where the device is real; the I/O layer's size (its end) otherwise.
-        let device_bytes = match geometry(&db.device) {
+        let whole_device = match geometry(&db.device) {
             Ok(geometry) => geometry.bytes,
             Err(_) => file.size()?,
+        };
+        // A device shared with the log (`crate::logregion`): the database is its region.
+        let (base, device_bytes) = match database_region(&db.device) {
+            Some((offset, length)) => (offset, length.min(whole_device.saturating_sub(offset))),
+            None => (0, whole_device),
         };
         // A database made anew (`create_new`, as `init` makes one under its `.partial` name).
         let fresh = options.create_new;
@@ -282,7 +365,11 @@ impl RawBackend {
         } else if let Some(size) = known {
             size
         } else {
-            match jetproof_engine::DbHeader::read(file.as_ref()) {
+            let at_base = Based {
+                inner: file.clone(),
+                base,
+            };
+            match jetproof_engine::DbHeader::read(&at_base) {
                 Ok(header) => header
                     .page_count
                     .saturating_mul(u64::from(header.page_size))
@@ -292,6 +379,7 @@ impl RawBackend {
         };
         Ok(Arc::new(DeviceFile {
             inner: file,
+            base,
             device: db.device.clone(),
             device_bytes,
             logical: AtomicU64::new(logical),
@@ -305,6 +393,8 @@ impl RawBackend {
 #[derive(Debug)]
 pub struct DeviceFile {
     inner: Arc<dyn IoFile>,
+    /// Where the database starts on the device: 0, or the shared layout's database region.
+    base: u64,
     device: PathBuf,
     device_bytes: u64,
     logical: AtomicU64,
@@ -354,12 +444,12 @@ impl IoFile for DeviceFile {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
-        self.inner.read_at(buf, offset, class)
+        self.inner.read_at(buf, self.base + offset, class)
     }
 
     fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
         self.written_to(offset + data.len() as u64)?;
-        self.inner.write_at(data, offset, class)
+        self.inner.write_at(data, self.base + offset, class)
     }
 
     fn sync_data(&self, class: IoClass) -> Result<(), IoError> {
@@ -384,14 +474,34 @@ impl IoFile for DeviceFile {
     }
 
     fn read_batch(&self, ops: &mut [ReadOp<'_>], class: IoClass) -> Result<(), IoError> {
-        self.inner.read_batch(ops, class)
+        if self.base == 0 {
+            return self.inner.read_batch(ops, class);
+        }
+        let mut moved: Vec<ReadOp<'_>> = ops
+            .iter_mut()
+            .map(|op| ReadOp {
+                offset: self.base + op.offset,
+                buf: &mut *op.buf,
+            })
+            .collect();
+        self.inner.read_batch(&mut moved, class)
     }
 
     fn write_batch(&self, ops: &[WriteOp<'_>], class: IoClass) -> Result<(), IoError> {
         if let Some(end) = ops.iter().map(|op| op.offset + op.data.len() as u64).max() {
             self.written_to(end)?;
         }
-        self.inner.write_batch(ops, class)
+        if self.base == 0 {
+            return self.inner.write_batch(ops, class);
+        }
+        let moved: Vec<WriteOp<'_>> = ops
+            .iter()
+            .map(|op| WriteOp {
+                offset: self.base + op.offset,
+                data: op.data,
+            })
+            .collect();
+        self.inner.write_batch(&moved, class)
     }
 
     fn native_write_queue(
@@ -399,6 +509,11 @@ impl IoFile for DeviceFile {
         depth: usize,
         class: IoClass,
     ) -> Option<Result<Box<dyn WriteQueue>, IoError>> {
+        // A queue's offsets are the device's: only where the database starts at byte 0 (a
+        // shared device's database uses writer threads over `write_at`).
+        if self.base != 0 {
+            return None;
+        }
         self.inner.native_write_queue(depth, class)
     }
 }
@@ -458,13 +573,14 @@ impl IoBackend for RawBackend {
 /// Does the database header on the device at `path` say dirty?
 fn header_is_dirty(path: &Path) -> bool {
     let backend = jetproof_io::std_backend::StdBackend::new();
+    let base = database_region(path).map_or(0, |(offset, _)| offset);
     backend
         .open(
             path,
             &OpenOptions::read_only().buffered().with_allow_device(true),
         )
         .ok()
-        .and_then(|file| jetproof_engine::DbHeader::read(file.as_ref()).ok())
+        .and_then(|file| jetproof_engine::DbHeader::read(&Based { inner: file, base }).ok())
         .is_some_and(|header| header.state == jetproof_engine::DbState::Dirty)
 }
 
@@ -521,7 +637,8 @@ pub fn check_for_init(
             ),
         ));
     }
-    if found.ours && !permissions.recreate {
+    // Ours when a database header is there (at the database region of a shared device).
+    if found.ours && looks_like_database_at(path) && !permissions.recreate {
         // An init interrupted on a device leaves its dirty header (there is no `.partial` name
         // to tell it from a database a run left dirty): say so.
         let why = if header_is_dirty(path) {
@@ -536,7 +653,7 @@ pub fn check_for_init(
             ),
         ));
     }
-    let map = flush_map_of(path, &instance.log_path);
+    let map = flush_map_of(path, &flush_map_dir(job, instance));
     for map in [map.clone(), crate::init::partial_path(&map)] {
         if map.symlink_metadata().is_ok() && !crate::target::flush_map_is_ours(&map) {
             return Err(bad(

@@ -190,13 +190,7 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
     for instance in &instances {
         let path = &instance.database_path;
         if is_block_device(&instance.log_path) {
-            check_device_for_init(
-                job,
-                permissions,
-                &instance.log_path,
-                &instance.name,
-                "log_path",
-            )?;
+            crate::logregion::check_for_init(job, permissions, instance)?;
         }
         if is_block_device(path) {
             crate::raw::check_for_init(job, permissions, instance)?;
@@ -315,25 +309,6 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
         }
     }
     Ok(())
-}
-
-/// A block device at an instance's path, for `init`: the safety checks of [`crate::device`], then
-/// the refusal of what is not built yet (`docs/devices.md`).
-fn check_device_for_init(
-    job: &Job,
-    permissions: &Permissions,
-    path: &Path,
-    instance: &str,
-    what: &str,
-) -> Result<(), BadInput> {
-    let field = format!("{what} of {instance}");
-    crate::device::check_device(
-        path,
-        &field,
-        crate::device::DeviceUse::Init,
-        crate::device::rules(job, &permissions.wipe_devices),
-    )?;
-    Err(crate::device::not_built(path, &field))
 }
 
 fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {

@@ -71,9 +71,20 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     log_owner_lock(&log, &owner);
 
     // Init checks the flag between records and chunks; what it left under `.partial` names is
-    // removed by the next init, which then goes on.
+    // removed by the next init, which then goes on. A database on a device has no `.partial`
+    // name: it is left dirty, and only `--recreate` makes it anew (`docs/devices.md`).
     let stop = crate::signals::stop_flag(
-        "interrupted: stopping init; the next `jetproof init` removes the partial databases and goes on",
+        match jetproof_procedures::init::interrupted_targets(&job) {
+            (devices, _) if devices.is_empty() => {
+                "interrupted: stopping init; the next `jetproof init` removes the partial databases and goes on"
+            }
+            (_, false) => {
+                "interrupted: stopping init; the databases on devices are left dirty and half-filled, and only `jetproof init --recreate` makes them anew"
+            }
+            (_, true) => {
+                "interrupted: stopping init; the next `jetproof init` removes the partial databases in files, and those on devices are left dirty and half-filled: only `jetproof init --recreate` makes them anew"
+            }
+        },
     );
 
     // A terminal gets the bars (indicatif hides them elsewhere), a pipe one plain line per
