@@ -29,13 +29,16 @@
 # LOG_SECTOR (log.sector_size; unset: the job's default, 4KiB), BASE_JETPROOF, BASE_LABEL (before),
 # NOW_JETPROOF (a binary to measure instead of building the working tree), NOW_LABEL (now),
 # ANATOMY (1: also run log_anatomy on each run's logs; ANATOMY_BIN: a built log_anatomy binary),
-# SEEDS (the reference JSON),
+# SEEDS (the reference JSON), DATABASES (2: each database gets 1,000 mailboxes at 0.15 IOPS and its own
+# cache, so DATABASES=1 measures the same per-database load on half the disk space),
 # OUT (default bench/results/<date>-faithfulness.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 dir=${1:-$PWD/bench-faith-data}
 rounds=${ROUNDS:-2}
+databases=${DATABASES:-2}
+mailboxes=$((databases * 1000))
 duration=${DURATION:-600s}
 db_size=${DB_SIZE:-16GiB}
 cache_min=${CACHE_MIN:-32MiB}
@@ -70,11 +73,11 @@ notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1
 job() {
   cat <<JOB
 [simulation]
-mailboxes = 2000
+mailboxes = $mailboxes
 iops_per_mailbox = 0.15
 [storage]
 data_dir = "$dir/data"
-databases = 2
+databases = $databases
 db_size = "$db_size"
 direct_io = true
 [workload]
@@ -175,8 +178,8 @@ PY
 {
   echo "# Faithfulness: the I/O shape beside the reference reports"
   echo
-  echo "\`bench/faithfulness.sh\`: the performance test paced at 300 transactional IOPS (2000 mailboxes"
-  echo "x 0.15), 2 databases of $db_size, 32 KiB pages, 4 sessions each, cache $cache_min min / $cache_max max,"
+  echo "\`bench/faithfulness.sh\`: the performance test paced at $((mailboxes * 15 / 100)) transactional IOPS ($mailboxes mailboxes"
+  echo "x 0.15), $databases database(s) of $db_size, 32 KiB pages, 4 sessions each, cache $cache_min min / $cache_max max,"
   echo "$duration measured, direct I/O, default mix, log sectors ${log_sector:-4KiB (default)}; fresh databases for every run. Variants: ${variants[*]}."
   echo
   echo "$notes"

@@ -98,3 +98,71 @@ fn space_freed_by_deletes_is_reused_before_the_file_grows() {
          in the second half of the run"
     );
 }
+
+/// The placement the workload uses (`crates/workload`, `Mailboxes::new_item`: an insert takes
+/// back the item number of its mailbox's latest committed delete): the new record lands in the
+/// leaf the purged delete made room in, so the pages in use do not grow, while the same records
+/// inserted at the mailbox's tail take new pages. Deletes go the instance's way: flag delete,
+/// then the purge its commit does.
+#[test]
+fn inserts_taking_back_deleted_keys_reuse_the_purged_room() {
+    let seed = seed("inserts_taking_back_deleted_keys_reuse_the_purged_room");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let page_size = 4096;
+    let (backend, path) = mem();
+    let db = Database::create(backend.as_ref(), path, small_options(page_size, 256)).unwrap();
+    let records = 2_000u32;
+    let value = vec![7u8; 300];
+    for item in 0..records {
+        assert!(db.insert(&key(0, item), &value).unwrap(), "seed {seed}");
+    }
+    // Deletes of random items, about one in ten (no leaf falls near the merge threshold).
+    let mut victims: Vec<u32> = (0..records).filter(|_| rng.random_ratio(1, 10)).collect();
+    let delete_all = |victims: &[u32]| {
+        for &item in victims {
+            assert!(db.mark_deleted(&key(0, item)).unwrap(), "seed {seed}");
+            assert!(db.purge(&key(0, item)).unwrap(), "seed {seed}");
+        }
+    };
+    let (used_before, pages_before) = (db.used_pages(), db.page_count());
+    delete_all(&victims);
+    // Taken back in the order the workload hands them out (latest first).
+    victims.reverse();
+    for &item in &victims {
+        assert!(db.insert(&key(0, item), &value).unwrap(), "seed {seed}");
+    }
+    let (used_back, pages_back) = (db.used_pages(), db.page_count());
+    assert!(
+        used_back <= used_before && pages_back <= pages_before,
+        "seed {seed}: {} records taken back into the room their deletes freed grew the pages in \
+         use from {used_before} to {used_back} (file: {pages_before} to {pages_back})",
+        victims.len()
+    );
+    // The same deletes, then as many new records at the tail: the freed room stays unused and
+    // the tail takes new pages (what every insert did before the workload took keys back).
+    delete_all(&victims);
+    for n in 0..victims.len() as u32 {
+        assert!(
+            db.insert(&key(0, records + n), &value).unwrap(),
+            "seed {seed}"
+        );
+    }
+    let used_tail = db.used_pages();
+    let per_leaf = (page_size / (300 + 8 + 8)) as u64;
+    assert!(
+        used_tail >= used_back + victims.len() as u64 / per_leaf / 2,
+        "seed {seed}: {} records at the tail took only {} new pages",
+        victims.len(),
+        used_tail.saturating_sub(used_back)
+    );
+    assert_eq!(
+        db.check().unwrap().records,
+        u64::from(records),
+        "seed {seed}"
+    );
+    eprintln!(
+        "seed {seed}: {} deletes; pages in use {used_before} before, {used_back} after taking \
+         their keys back, {used_tail} after as many tail inserts",
+        victims.len()
+    );
+}

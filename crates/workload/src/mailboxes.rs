@@ -1,13 +1,19 @@
 //! Which items each mailbox holds, found from the data itself at the start of a run, and
 //! handed out to sessions while it runs.
 //!
-//! Each mailbox holds a range of item numbers `[first, next)`; inserts take `next` (an atomic
-//! counter, so two sessions never insert the same key), deletes, replaces and reads pick an item
-//! uniformly in the range. Deletes leave holes: a later read or delete of a hole still walks the
-//! tree to the leaf (the same I/O), and is counted as a miss. The ranges are not stored anywhere:
-//! they are found by binary search over the tree at attach time, which also warms the upper
-//! levels of the tree in the cache.
+//! Each mailbox holds a range of item numbers `[first, next)`; deletes, replaces and reads pick an
+//! item uniformly in the range. An insert first takes back the item number of the mailbox's most
+//! recent committed delete, if one is waiting, and otherwise `next` (an atomic counter, so two
+//! sessions never insert the same key): the new record lands in the leaf the delete freed room in,
+//! so freed space is reused at once, as the reference reports' growth (about the net of inserts
+//! and deletes) and their I/O shape (random deletes, inserts coalesced in cached leaves) together
+//! require (`docs/faithfulness.md`, "Where inserts go against deletes"). A hole not yet taken back
+//! is read or deleted like any key (the same walk to the leaf) and counted as a miss. The ranges
+//! are not stored anywhere: they are found by binary search over the tree at attach time, which
+//! also warms the upper levels of the tree in the cache; the freed numbers live only in memory
+//! (a run starts with none).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rand::Rng;
@@ -19,7 +25,15 @@ use crate::store::{Store, StoreError};
 pub struct Mailboxes {
     first: Vec<AtomicU32>,
     next: Vec<AtomicU32>,
+    /// Per mailbox, item numbers whose delete committed and that no insert has taken back yet,
+    /// most recent last (at most [`FREED_PER_MAILBOX`]).
+    freed: Vec<Mutex<Vec<u32>>>,
 }
+
+/// How many freed item numbers a mailbox remembers. Inserts outnumber deletes in every mix the
+/// job accepts, so the list stays short; the bound only keeps memory flat under a mix that
+/// deletes more than it inserts (the oldest numbers are then forgotten and stay holes).
+pub const FREED_PER_MAILBOX: usize = 32;
 
 impl Mailboxes {
     /// Finds the item range of every mailbox `0..count` in `store`.
@@ -41,7 +55,8 @@ impl Mailboxes {
             first.push(AtomicU32::new(lo));
             next.push(AtomicU32::new(hi));
         }
-        Ok(Mailboxes { first, next })
+        let freed = (0..count).map(|_| Mutex::new(Vec::new())).collect();
+        Ok(Mailboxes { first, next, freed })
     }
 
     pub fn count(&self) -> u32 {
@@ -62,13 +77,34 @@ impl Mailboxes {
         }
     }
 
-    /// A key for a new item of `mailbox`; None if the mailbox's item numbers are exhausted.
+    /// A key for a new item of `mailbox`: the item number its most recent committed delete
+    /// freed, if one is waiting, else the next number; None if the mailbox's item numbers are
+    /// exhausted.
     pub fn new_item(&self, mailbox: u32) -> Option<MailKey> {
+        if let Some(item) = self
+            .freed
+            .get(mailbox as usize)
+            .and_then(|freed| freed.lock().ok()?.pop())
+        {
+            return Some(MailKey::new(mailbox, item));
+        }
         let next = self.next.get(mailbox as usize)?;
         let item = next
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
             .ok()?;
         Some(MailKey::new(mailbox, item))
+    }
+
+    /// Hands back the item number of a deleted record, once its delete has committed, for a
+    /// later insert into the same mailbox to take (and so land in the leaf the delete freed room
+    /// in). Keys outside the mailboxes are ignored.
+    pub fn freed(&self, key: MailKey) {
+        if let Some(Ok(mut freed)) = self.freed.get(key.mailbox as usize).map(Mutex::lock) {
+            if freed.len() >= FREED_PER_MAILBOX {
+                freed.remove(0);
+            }
+            freed.push(key.item);
+        }
     }
 
     /// A key of an existing (or deleted) item of `mailbox`, uniformly; None if it never had any.
