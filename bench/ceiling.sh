@@ -19,7 +19,8 @@
 # Environment: DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
 # CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1),
 # WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
-# the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md).
+# the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md), ROLLOVER_LOG (a
+# file to append each run's log summary of generations and rollovers to, per database).
 # Before/after: with BASE_JETPROOF set (a jetproof binary built from an earlier commit), every
 # point also runs it with each engine, interleaved with the current build (rows "base-ENGINE");
 # compare within a point (the machine is shared).
@@ -114,6 +115,11 @@ run_jetproof() { # $1: sessions per database, $2: engine, or base-ENGINE for BAS
 sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engine" % sys.argv[2])' \
     "$dir/results/result.json" "$engine"
   figures "$dir/results/result.json"
+  # ROLLOVER_LOG (a file): the log summary's generations and rollover figures of each run.
+  if [[ -n ${ROLLOVER_LOG:-} ]]; then
+    grep -o '[0-9]* generations ([^)]*)' "$dir/results/test.log" | sed "s|^|$2 $1/db: |" \
+      >>"$ROLLOVER_LOG" || true
+  fi
   rm -rf "$dir/results"
 }
 

@@ -98,6 +98,11 @@ pub(crate) fn load_generation(
         reason,
     })?;
     check_header(&path, &header, generation, database_id)?;
+    // A generation named ahead and never begun holds no record: readers take it as absent
+    // (`docs/log.md`, "Naming the next generation ahead").
+    if !header.begun {
+        return Ok(None);
+    }
     Ok(Some(GenerationFile {
         path,
         header,
@@ -105,8 +110,23 @@ pub(crate) fn load_generation(
     }))
 }
 
-/// Reads only the header block of a generation. `Ok(None)` when the file does not exist.
+/// Reads only the header block of a generation. `Ok(None)` when the file does not exist or
+/// was never begun (named ahead: it holds no record).
 pub(crate) fn load_header(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    generation: u64,
+    database_id: Option<u128>,
+    options: &ReadOptions,
+) -> Result<Option<GenerationHeader>> {
+    Ok(
+        load_header_any(backend, dir, generation, database_id, options)?
+            .filter(|header| header.begun),
+    )
+}
+
+/// [`load_header`], begun or not.
+pub(crate) fn load_header_any(
     backend: &dyn IoBackend,
     dir: &Path,
     generation: u64,
@@ -392,9 +412,19 @@ pub(crate) fn analyse_loaded(
     next: Option<GenerationHeader>,
 ) -> Result<Analysis> {
     let generation = file.header.generation;
-    if next.is_none() {
+    // With no next header, a later file means a gap, unless the next file is there (named
+    // ahead and not begun, or cut inside its header: both judged by the caller).
+    if next.is_none() && !backend.exists(&generation_path(dir, generation + 1)) {
         for later in generation + 2..=generation + 1 + GAP_PROBE_GENERATIONS {
-            if backend.exists(&generation_path(dir, later)) {
+            // A later file named ahead and never begun holds nothing: what is missing before
+            // it is judged as the newest generations' loss (the checkpoint file names it).
+            let not_begun = || {
+                matches!(
+                    load_header_any(backend, dir, later, None, &ReadOptions::default()),
+                    Ok(Some(header)) if !header.begun
+                )
+            };
+            if backend.exists(&generation_path(dir, later)) && !not_begun() {
                 return Err(LogError::MissingGeneration {
                     generation: generation + 1,
                     path: generation_path(dir, generation + 1),
