@@ -91,6 +91,17 @@ pub(crate) fn load_generation(
         if let Some(chunk) = bytes.get_mut(offset..end) {
             file.read_at(chunk, offset as u64, options.class)?;
         }
+        // A generation named ahead and not begun is not read past its first chunk.
+        if offset == 0
+            && let Ok(header) = GenerationHeader::decode(bytes.get(..end).unwrap_or_default())
+            && !header.begun
+        {
+            check_header(&path, &header, generation, database_id)?;
+            return match cut_not_begun(&path, &header, size) {
+                Some(lost) => Err(lost),
+                None => Ok(None),
+            };
+        }
         offset = end;
     }
     let header = GenerationHeader::decode(&bytes).map_err(|reason| LogError::BadHeader {
@@ -99,9 +110,12 @@ pub(crate) fn load_generation(
     })?;
     check_header(&path, &header, generation, database_id)?;
     // A generation named ahead and never begun holds no record: readers take it as absent
-    // (`docs/log.md`, "Naming the next generation ahead").
+    // (`docs/log.md`, "Naming the next generation ahead"), unless it was cut short.
     if !header.begun {
-        return Ok(None);
+        return match cut_not_begun(&path, &header, size) {
+            Some(lost) => Err(lost),
+            None => Ok(None),
+        };
     }
     Ok(Some(GenerationFile {
         path,
@@ -156,7 +170,27 @@ pub(crate) fn load_header_any(
         reason,
     })?;
     check_header(&path, &header, generation, database_id)?;
+    if !header.begun
+        && let Some(lost) = cut_not_begun(&path, &header, size)
+    {
+        return Err(lost);
+    }
     Ok(Some(header))
+}
+
+/// A generation not begun that is shorter than its header's size: it holds no record, but a
+/// crash cannot cut a file (generations are preformatted to full size before they are named),
+/// so the log's files were damaged, and that is reported as for any generation cut short.
+fn cut_not_begun(path: &Path, header: &GenerationHeader, size: u64) -> Option<LogError> {
+    (size < header.file_size_bytes).then(|| LogError::LostLog {
+        path: path.to_path_buf(),
+        log_end: Lsn::new(header.generation, 0),
+        reason: format!(
+            "the generation file (named ahead, not begun) is {size} bytes but its header says \
+             {} (generation files are preformatted to full size, so it was truncated)",
+            header.file_size_bytes
+        ),
+    })
 }
 
 /// A generation file cut shorter than its header block: lost log (the writer installs only
