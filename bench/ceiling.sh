@@ -19,7 +19,8 @@
 # Environment: DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
 # CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1),
 # WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
-# the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md).
+# the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md), ROLLOVER_LOG (a
+# file to append each run's log summary of generations and rollovers to, per database).
 # Before/after: with BASE_JETPROOF set (a jetproof binary built from an earlier commit), every
 # point also runs it with each engine, interleaved with the current build (rows "base-ENGINE");
 # compare within a point (the machine is shared).
@@ -57,10 +58,10 @@ seconds=$(python3 -c "
 import sys; t = sys.argv[1]
 print(int(float(t[:-1]) * {'s': 1, 'm': 60}[t[-1]]))" "$duration")
 
-job() { # $1: sessions per database
+job() { # $1: sessions per database, $2: data directory (default $dir/data)
   cat <<JOB
 [storage]
-data_dir = "$dir/data"
+data_dir = "${2:-$dir/data}"
 databases = $databases
 db_size = "$db_size"
 direct_io = true
@@ -100,13 +101,14 @@ print("%.0f %.0f %.2f %.3f %.3f %.2f %.1f" % (r["achieved_iops"], writes / secon
 }
 
 run_jetproof() { # $1: sessions per database, $2: engine, or base-ENGINE for BASE_JETPROOF -> figures
-  job "$1" >"$dir/job.toml"
   rm -rf "$dir/results"
-  local binary=$jetproof engine=$2
+  local binary=$jetproof engine=$2 data=$dir/data
   if [[ $engine == base-* ]]; then
     binary=$base
     engine=${engine#base-}
+    data=$dir/data-base
   fi
+  job "$1" "$data" >"$dir/job.toml"
   # Exit 1 is a failed verdict (stalls, latency): still a measured run.
   "$binary" run "$dir/job.toml" --test performance --io-engine "$engine" --out "$dir/results" \
     >/dev/null || [[ $? == 1 ]]
@@ -114,6 +116,11 @@ run_jetproof() { # $1: sessions per database, $2: engine, or base-ENGINE for BAS
 sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engine" % sys.argv[2])' \
     "$dir/results/result.json" "$engine"
   figures "$dir/results/result.json"
+  # ROLLOVER_LOG (a file): the log summary's generations and rollover figures of each run.
+  if [[ -n ${ROLLOVER_LOG:-} ]]; then
+    grep -o '[0-9]* generations ([^)]*)' "$dir/results/test.log" | sed "s|^|$2 $1/db: |" \
+      >>"$ROLLOVER_LOG" || true
+  fi
   rm -rf "$dir/results"
 }
 
@@ -135,10 +142,17 @@ print("%.0f %.0f" % (j["read"]["iops"] + j["write"]["iops"], j["write"]["iops"])
 }
 
 echo "init: $databases databases of $db_size ..." >&2
-rm -rf "$dir/data"
+rm -rf "$dir/data" "$dir/data-base"
 job 1 >"$dir/job.toml"
 "$jetproof" init "$dir/job.toml" --out "$dir/init" >/dev/null
 rm -rf "$dir/init"
+# BASE_JETPROOF runs get databases and logs of their own, made by the base build: a build may
+# write a log format the other does not read (log format 4, 2026-11-28).
+if [[ -n $base ]]; then
+  job 1 "$dir/data-base" >"$dir/job.toml"
+  "$base" init "$dir/job.toml" --out "$dir/init" >/dev/null
+  rm -rf "$dir/init"
+fi
 echo "laying out fio's files ..." >&2
 for n in $(seq 1 "$databases"); do
   fio --name=layout --filename="$dir/fio$n.dat" --rw=write --bs=1M --size="$fio_bytes" \
@@ -175,7 +189,7 @@ for round in $(seq 1 "$rounds"); do
     rows+=("$round $n fio $fio_iops $fio_writes $read_percent")
   done
 done
-rm -rf "$dir/data" "$dir"/fio*.dat "$dir/job.toml"
+rm -rf "$dir/data" "$dir/data-base" "$dir"/fio*.dat "$dir/job.toml"
 rmdir "$dir" 2>/dev/null || true
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 

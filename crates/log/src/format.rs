@@ -23,8 +23,15 @@ pub const GENERATION_MAGIC: [u8; 8] = *b"JPLOGGEN";
 /// lets a flush frame's payload run past its 32 bytes of [`FlushInfo`] with zeros, to fill the
 /// last sector of a durable commit's write (`docs/log.md`, "Filling the partial sector").
 /// Version 3 (2026-11-24) has the compact 22-byte frame header and no alignment padding
-/// ([`FrameLayout::Compact`]).
-pub const FORMAT_VERSION: u32 = 3;
+/// ([`FrameLayout::Compact`]). Version 4 (2026-11-28) names a generation ahead of its use: the
+/// header at offset 0 ("copy A", written when the file is named) says nothing of the log before
+/// it, and a second copy at [`HEADER_COPY_OFFSET`] ("copy B", written with the generation's first
+/// log write) carries `previous_end`; a generation without a valid copy B is "not begun" and
+/// holds no record (`docs/log.md`, "Naming the next generation ahead").
+pub const FORMAT_VERSION: u32 = 4;
+/// Offset of a version 4 header's second copy (copy B) in the header block: in another 512-byte
+/// sector than copy A, so a torn write of the block that begins the generation leaves copy A.
+pub const HEADER_COPY_OFFSET: usize = 2048;
 /// The oldest version this build reads (version 1 logs are version 2 logs without sector fill).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The generation header occupies the first 4 KiB block; frames start after it, so that the
@@ -229,11 +236,16 @@ pub struct GenerationHeader {
     /// Where the log ended before this generation: the previous generation's end frame, or the
     /// end of its valid data when the log was reopened after a crash. A reader must find the
     /// previous generation valid up to exactly here.
+    /// Meaningful only when `begun` (a generation not begun decodes with [`Lsn::ZERO`]).
     pub previous_end: Lsn,
     pub created_unix_ms: u64,
     /// The format version the generation was written in ([`FORMAT_VERSION`] for a new one); it
     /// gives the generation's [`FrameLayout`].
     pub format_version: u32,
+    /// The generation's first log write has made it part of the log (version 4: copy B is
+    /// valid; versions 1 to 3 are always begun). A generation not begun was named ahead and
+    /// holds no record; readers take it as empty.
+    pub begun: bool,
 }
 
 impl GenerationHeader {
@@ -242,9 +254,8 @@ impl GenerationHeader {
         FrameLayout::of_version(self.format_version)
     }
 
-    /// Writes the header into the start of `block` (which must be at least
-    /// [`GENERATION_HEADER_BYTES`] long and is otherwise left as is).
-    pub fn encode(&self, block: &mut [u8]) {
+    /// The 76 bytes of one header copy, naming `previous_end`.
+    fn encode_copy(&self, previous_end: Lsn) -> [u8; GENERATION_HEADER_BYTES] {
         let mut header = [0u8; GENERATION_HEADER_BYTES];
         header[0..8].copy_from_slice(&GENERATION_MAGIC);
         header[8..12].copy_from_slice(&self.format_version.to_le_bytes());
@@ -252,19 +263,72 @@ impl GenerationHeader {
         header[16..32].copy_from_slice(&self.database_id.to_le_bytes());
         header[32..40].copy_from_slice(&self.generation.to_le_bytes());
         header[40..48].copy_from_slice(&self.file_size_bytes.to_le_bytes());
-        header[48..56].copy_from_slice(&self.previous_end.generation.to_le_bytes());
-        header[56..64].copy_from_slice(&self.previous_end.offset.to_le_bytes());
+        header[48..56].copy_from_slice(&previous_end.generation.to_le_bytes());
+        header[56..64].copy_from_slice(&previous_end.offset.to_le_bytes());
         header[64..72].copy_from_slice(&self.created_unix_ms.to_le_bytes());
         let crc = crc32c::crc32c(&header[..72]);
         header[72..76].copy_from_slice(&crc.to_le_bytes());
-        put_header(block, &header);
+        header
+    }
+
+    /// Writes the header into the start of `block` (at least [`GENERATION_HEADER_BYTES`] long;
+    /// for version 4, [`DATA_START`] long, and otherwise left as is). Version 4: copy A (no
+    /// `previous_end`) at offset 0, and copy B (with it) at [`HEADER_COPY_OFFSET`] when `begun`,
+    /// zeros there when not. Versions 1 to 3: the one copy, with `previous_end`.
+    pub fn encode(&self, block: &mut [u8]) {
+        if self.format_version < 4 {
+            put_header(block, &self.encode_copy(self.previous_end));
+            return;
+        }
+        put_header(block, &self.encode_copy(Lsn::ZERO));
+        if let Some(copy) =
+            block.get_mut(HEADER_COPY_OFFSET..HEADER_COPY_OFFSET + GENERATION_HEADER_BYTES)
+        {
+            if self.begun {
+                copy.copy_from_slice(&self.encode_copy(self.previous_end));
+            } else {
+                copy.fill(0);
+            }
+        }
+    }
+
+    /// Begins a version 4 generation in its header block: writes copy B with `previous_end`
+    /// and leaves copy A (the block's first bytes) as it is.
+    pub fn encode_begun(&mut self, block: &mut [u8], previous_end: Lsn) {
+        self.previous_end = previous_end;
+        self.begun = true;
+        if let Some(copy) =
+            block.get_mut(HEADER_COPY_OFFSET..HEADER_COPY_OFFSET + GENERATION_HEADER_BYTES)
+        {
+            copy.copy_from_slice(&self.encode_copy(previous_end));
+        }
     }
 
     /// Parses and checks a header; the error's message is a sentence for
-    /// [`crate::LogError::BadHeader`].
+    /// [`crate::LogError::BadHeader`]. A version 4 header whose copy B is missing, torn or not
+    /// this generation's decodes as not begun (copy A alone identifies the file).
     pub fn decode(block: &[u8]) -> Result<GenerationHeader, HeaderError> {
+        let mut header = Self::decode_copy(block, 0)?;
+        if header.format_version < 4 {
+            return Ok(header);
+        }
+        header.previous_end = Lsn::ZERO;
+        header.begun = false;
+        if let Ok(copy) = Self::decode_copy(block, HEADER_COPY_OFFSET)
+            && copy.format_version == header.format_version
+            && copy.database_id == header.database_id
+            && copy.generation == header.generation
+            && copy.file_size_bytes == header.file_size_bytes
+        {
+            header.previous_end = copy.previous_end;
+            header.begun = true;
+        }
+        Ok(header)
+    }
+
+    fn decode_copy(block: &[u8], at: usize) -> Result<GenerationHeader, HeaderError> {
         let header: [u8; GENERATION_HEADER_BYTES] =
-            bytes::array_at(block, 0).ok_or(HeaderError::Short)?;
+            bytes::array_at(block, at).ok_or(HeaderError::Short)?;
         if header[0..8] != GENERATION_MAGIC {
             return Err(HeaderError::BadMagic);
         }
@@ -292,6 +356,7 @@ impl GenerationHeader {
             previous_end: Lsn::new(field64(48)?, field64(56)?),
             created_unix_ms: field64(64)?,
             format_version: version,
+            begun: true,
         })
     }
 }
@@ -671,6 +736,7 @@ mod tests {
             previous_end: Lsn::new(8, 5000),
             created_unix_ms: 1_700_000_000_000,
             format_version: FORMAT_VERSION,
+            begun: true,
         }
     }
 
@@ -863,11 +929,58 @@ mod tests {
             previous_end: Lsn::new(16, 1000),
             created_unix_ms: 5,
             format_version: FORMAT_VERSION,
+            begun: true,
         };
         let mut block = vec![0u8; 4096];
         header.encode(&mut block);
         assert_eq!(GenerationHeader::decode(&block), Ok(header));
         block[20] ^= 0x10;
         assert!(GenerationHeader::decode(&block).is_err());
+    }
+
+    /// Version 4: a generation named ahead decodes as not begun; copy B begins it; a torn or
+    /// foreign copy B leaves it not begun (copy A alone still identifies the file), never an
+    /// error and never a wrong `previous_end`.
+    #[test]
+    fn a_header_not_begun_is_begun_by_its_second_copy_and_a_torn_copy_leaves_it_not_begun() {
+        let mut named = sample_header();
+        named.begun = false;
+        named.previous_end = Lsn::ZERO;
+        let mut block = vec![0u8; 4096];
+        named.encode(&mut block);
+        assert_eq!(GenerationHeader::decode(&block), Ok(named));
+        let copy_a = block[..HEADER_COPY_OFFSET].to_vec();
+        let mut begun = named;
+        begun.encode_begun(&mut block, Lsn::new(8, 5000));
+        assert_eq!(
+            &block[..HEADER_COPY_OFFSET],
+            &copy_a[..],
+            "copy A unchanged"
+        );
+        assert_eq!(GenerationHeader::decode(&block), Ok(sample_header()));
+        // Every torn state of copy B (a prefix of its bytes new, the rest zero, as the old
+        // block had) reads as not begun.
+        for cut in 0..GENERATION_HEADER_BYTES {
+            let mut torn = block.clone();
+            torn[HEADER_COPY_OFFSET + cut..HEADER_COPY_OFFSET + GENERATION_HEADER_BYTES].fill(0);
+            assert_eq!(GenerationHeader::decode(&torn), Ok(named), "cut {cut}");
+        }
+        // A copy B of another generation (a recycled file's old header) does not begin it.
+        let mut other = sample_header();
+        other.generation = 3;
+        let mut stale = vec![0u8; 4096];
+        other.encode(&mut stale);
+        let mut recycled = block.clone();
+        recycled[HEADER_COPY_OFFSET..HEADER_COPY_OFFSET + GENERATION_HEADER_BYTES].copy_from_slice(
+            &stale[HEADER_COPY_OFFSET..HEADER_COPY_OFFSET + GENERATION_HEADER_BYTES],
+        );
+        assert_eq!(GenerationHeader::decode(&recycled), Ok(named));
+        // A damaged copy A is still an error, whatever copy B says.
+        let mut bad = block.clone();
+        bad[40] ^= 1;
+        assert!(matches!(
+            GenerationHeader::decode(&bad),
+            Err(HeaderError::ChecksumMismatch { .. })
+        ));
     }
 }

@@ -14,7 +14,7 @@ use jetproof_io::IoBackend;
 
 use crate::checkpoint::{Checkpoint, CheckpointRead, read_checkpoint};
 use crate::error::{LogError, Result};
-use crate::format::{DATA_START, FrameKind, checkpoint_path, generation_path};
+use crate::format::{DATA_START, FrameKind, HEADER_COPY_OFFSET, checkpoint_path, generation_path};
 use crate::lsn::{LogRecord, Lsn};
 use crate::scan::{
     Analysis, GAP_PROBE_GENERATIONS, GenerationFile, ReadOptions, TornTail, analyse_generation,
@@ -165,7 +165,12 @@ impl LogReader {
                         })
                         .or_else(|| {
                             self.checkpoint.as_ref().and_then(|checkpoint| {
-                                before_proved_end(&self.dir, analysis.end, checkpoint)
+                                before_proved_end(
+                                    &*self.backend,
+                                    &self.dir,
+                                    analysis.end,
+                                    checkpoint,
+                                )
                             })
                         });
                     if let Some(lost) = lost {
@@ -262,8 +267,32 @@ impl LogReader {
 /// A crash during rollover or open leaves the log ending in the generation before the one being
 /// installed only while the checkpoint file does not name that one yet; once it does, the
 /// generation was on disk, and only its removal (or a lost directory entry) can make it missing.
-pub(crate) fn missing_newest(dir: &Path, end: Lsn, newest_installed: u64) -> Option<LogError> {
+///
+/// Since format version 4 the checkpoint file names a generation as soon as it is named ahead
+/// (before it is begun): a log ending in g while the checkpoint file names g+1 is whole when
+/// g+1's file is there and not begun (it holds no record). Deleted, it is a loss like any.
+pub(crate) fn missing_newest(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    database_id: u128,
+    end: Lsn,
+    newest_installed: u64,
+) -> Option<LogError> {
     if end.generation >= newest_installed {
+        return None;
+    }
+    if newest_installed == end.generation + 1
+        && matches!(
+            crate::scan::load_header_any(
+                backend,
+                dir,
+                newest_installed,
+                Some(database_id),
+                &ReadOptions::default()
+            ),
+            Ok(Some(header)) if !header.begun
+        )
+    {
         return None;
     }
     let first_missing = end.generation + 1;
@@ -288,11 +317,19 @@ pub(crate) fn missing_newest(dir: &Path, end: Lsn, newest_installed: u64) -> Opt
 /// reached: a generation it records as installed ([`missing_newest`]), or the durable end it
 /// recorded when it was last written (synced log data gone: a zeroed or lost tail).
 pub(crate) fn before_proved_end(
+    backend: &dyn IoBackend,
     dir: &Path,
     end: Lsn,
     checkpoint: &crate::checkpoint::Checkpoint,
 ) -> Option<LogError> {
-    missing_newest(dir, end, checkpoint.newest_generation).or_else(|| {
+    missing_newest(
+        backend,
+        dir,
+        checkpoint.database_id,
+        end,
+        checkpoint.newest_generation,
+    )
+    .or_else(|| {
         (end < checkpoint.durable_end).then(|| LogError::LostLog {
             path: generation_path(dir, end.generation),
             log_end: end,
@@ -500,10 +537,27 @@ pub fn verify_log_dir_listed(
         first_present
     };
     let last = last_present.max(newest_installed);
+    // A newest generation named ahead and not begun holds no record: the log ends in the one
+    // before it, which gets the end-of-log checks.
+    let not_begun = |generation: u64| {
+        matches!(
+            crate::scan::load_header_any(backend, dir, generation, database_id, options),
+            Ok(Some(header)) if !header.begun
+        )
+    };
+    let last_begun = if not_begun(last_present) {
+        present
+            .range(..last_present)
+            .next_back()
+            .copied()
+            .unwrap_or(last_present)
+    } else {
+        last_present
+    };
     for generation in first..=last {
         if !present.contains(&generation) {
             // Reported, and what lies beyond is verified, so one lost file hides nothing.
-            let reason = if generation > last_present {
+            let reason = if generation > last_begun {
                 format!(
                     "the checkpoint file records generation {newest_installed} as installed \
                      (lost log)"
@@ -516,8 +570,36 @@ pub fn verify_log_dir_listed(
             report.files.push(missing_report(dir, generation, &reason));
             continue;
         }
+        if not_begun(generation) {
+            let path = generation_path(dir, generation);
+            let size_bytes = backend
+                .open(&path, &jetproof_io::OpenOptions::read_only())
+                .and_then(|file| file.size())
+                .unwrap_or(0);
+            report.files.push(FileReport {
+                path,
+                generation,
+                size_bytes,
+                blocks: size_bytes.div_ceil(4096),
+                frames: 0,
+                records: 0,
+                log_writes: 0,
+                used_bytes: 0,
+                status: if generation == last_present {
+                    FileStatus::Good
+                } else {
+                    FileStatus::Bad {
+                        offset: Some(HEADER_COPY_OFFSET as u64),
+                        reason: "never begun (its header's second copy is not valid), but later \
+                                 generations exist"
+                            .into(),
+                    }
+                },
+            });
+            continue;
+        }
         let file_report = match analyse_generation(backend, dir, generation, database_id, options) {
-            Ok(Some(analysis)) if generation == last_present && analysis.lost.is_none() => {
+            Ok(Some(analysis)) if generation == last_begun && analysis.lost.is_none() => {
                 let mut file = good_report(&analysis);
                 let lost = checkpoint
                     .as_ref()
@@ -526,7 +608,7 @@ pub fn verify_log_dir_listed(
                         newest_generation: 0,
                         ..*c
                     })
-                    .and_then(|c| before_proved_end(dir, analysis.end, &c));
+                    .and_then(|c| before_proved_end(backend, dir, analysis.end, &c));
                 if let Some(lost) = lost {
                     file.status = FileStatus::Bad {
                         offset: Some(analysis.end.offset),

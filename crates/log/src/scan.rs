@@ -91,6 +91,17 @@ pub(crate) fn load_generation(
         if let Some(chunk) = bytes.get_mut(offset..end) {
             file.read_at(chunk, offset as u64, options.class)?;
         }
+        // A generation named ahead and not begun is not read past its first chunk.
+        if offset == 0
+            && let Ok(header) = GenerationHeader::decode(bytes.get(..end).unwrap_or_default())
+            && !header.begun
+        {
+            check_header(&path, &header, generation, database_id)?;
+            return match cut_not_begun(&path, &header, size) {
+                Some(lost) => Err(lost),
+                None => Ok(None),
+            };
+        }
         offset = end;
     }
     let header = GenerationHeader::decode(&bytes).map_err(|reason| LogError::BadHeader {
@@ -98,6 +109,14 @@ pub(crate) fn load_generation(
         reason,
     })?;
     check_header(&path, &header, generation, database_id)?;
+    // A generation named ahead and never begun holds no record: readers take it as absent
+    // (`docs/log.md`, "Naming the next generation ahead"), unless it was cut short.
+    if !header.begun {
+        return match cut_not_begun(&path, &header, size) {
+            Some(lost) => Err(lost),
+            None => Ok(None),
+        };
+    }
     Ok(Some(GenerationFile {
         path,
         header,
@@ -105,8 +124,23 @@ pub(crate) fn load_generation(
     }))
 }
 
-/// Reads only the header block of a generation. `Ok(None)` when the file does not exist.
+/// Reads only the header block of a generation. `Ok(None)` when the file does not exist or
+/// was never begun (named ahead: it holds no record).
 pub(crate) fn load_header(
+    backend: &dyn IoBackend,
+    dir: &Path,
+    generation: u64,
+    database_id: Option<u128>,
+    options: &ReadOptions,
+) -> Result<Option<GenerationHeader>> {
+    Ok(
+        load_header_any(backend, dir, generation, database_id, options)?
+            .filter(|header| header.begun),
+    )
+}
+
+/// [`load_header`], begun or not.
+pub(crate) fn load_header_any(
     backend: &dyn IoBackend,
     dir: &Path,
     generation: u64,
@@ -136,7 +170,27 @@ pub(crate) fn load_header(
         reason,
     })?;
     check_header(&path, &header, generation, database_id)?;
+    if !header.begun
+        && let Some(lost) = cut_not_begun(&path, &header, size)
+    {
+        return Err(lost);
+    }
     Ok(Some(header))
+}
+
+/// A generation not begun that is shorter than its header's size: it holds no record, but a
+/// crash cannot cut a file (generations are preformatted to full size before they are named),
+/// so the log's files were damaged, and that is reported as for any generation cut short.
+fn cut_not_begun(path: &Path, header: &GenerationHeader, size: u64) -> Option<LogError> {
+    (size < header.file_size_bytes).then(|| LogError::LostLog {
+        path: path.to_path_buf(),
+        log_end: Lsn::new(header.generation, 0),
+        reason: format!(
+            "the generation file (named ahead, not begun) is {size} bytes but its header says \
+             {} (generation files are preformatted to full size, so it was truncated)",
+            header.file_size_bytes
+        ),
+    })
 }
 
 /// A generation file cut shorter than its header block: lost log (the writer installs only
@@ -392,9 +446,19 @@ pub(crate) fn analyse_loaded(
     next: Option<GenerationHeader>,
 ) -> Result<Analysis> {
     let generation = file.header.generation;
-    if next.is_none() {
+    // With no next header, a later file means a gap, unless the next file is there (named
+    // ahead and not begun, or cut inside its header: both judged by the caller).
+    if next.is_none() && !backend.exists(&generation_path(dir, generation + 1)) {
         for later in generation + 2..=generation + 1 + GAP_PROBE_GENERATIONS {
-            if backend.exists(&generation_path(dir, later)) {
+            // A later file named ahead and never begun holds nothing: what is missing before
+            // it is judged as the newest generations' loss (the checkpoint file names it).
+            let not_begun = || {
+                matches!(
+                    load_header_any(backend, dir, later, None, &ReadOptions::default()),
+                    Ok(Some(header)) if !header.begun
+                )
+            };
+            if backend.exists(&generation_path(dir, later)) && !not_begun() {
                 return Err(LogError::MissingGeneration {
                     generation: generation + 1,
                     path: generation_path(dir, generation + 1),

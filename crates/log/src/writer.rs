@@ -15,9 +15,13 @@
 //!   and only the one write in flight can be torn by a crash.
 //! * Committers that find a write in flight wait for it and then one of them writes everything
 //!   appended meanwhile: that is group commit; no timer is needed for it.
-//! * A generation is finished by a write that ends with a generation-end frame, is synced, and
-//!   only then is the next generation's file given its header, renamed into place and the
-//!   directory synced. Records of generation g+1 are never durable unless g is complete.
+//! * A generation is finished by a write that ends with a generation-end frame. The next
+//!   generation's file was named ahead in the background (format version 4: zero-filled, its
+//!   header's first copy saying "not begun", synced, renamed into place, the directory synced,
+//!   and recorded in the checkpoint file), so the rollover itself does no I/O; the first log
+//!   write of g+1 rewrites its header block with the second copy naming `previous_end` in the
+//!   same write as its first frames. Records of generation g+1 are never durable unless g is
+//!   complete, and never before the checkpoint file names g+1.
 //! * A failed write or sync poisons the log: the durable end is then unknown, so every later call
 //!   fails with [`LogError::Poisoned`] instead of acknowledging commits it cannot vouch for.
 
@@ -249,13 +253,15 @@ pub struct LogStats {
     pub format_latency_ns_total: AtomicU64,
     pub checkpoints: AtomicU64,
     /// Rollovers, and their time from the start of the generation-end write until the next
-    /// generation is installed and recorded in the checkpoint file: what a durable commit that
+    /// generation is taken (named ahead by the background since format version 4; named and
+    /// recorded in the checkpoint file inline when none was ready): what a durable commit that
     /// arrives during a rollover waits for besides its own log write (`docs/log.md`,
     /// "Generations").
     pub rollovers: AtomicU64,
     pub rollover_latency_ns_total: AtomicU64,
     /// Of that, the time waiting for the spare's lock (held by the background while it formats
-    /// the next spare), and the rollovers that found no spare ready and formatted one inline.
+    /// or names the next spare), and the rollovers that found no generation named ahead and
+    /// named one inline (formatting it too when no spare was formatted).
     pub rollover_spare_wait_ns_total: AtomicU64,
     pub rollovers_without_spare: AtomicU64,
     /// Bytes of log space given to sector fill (ESE: `cbLGBytesWasted`): zeros ending durable
@@ -305,10 +311,18 @@ struct State {
     /// The background flusher was woken to write and has not taken the mutex since: appends
     /// need not wake it again.
     flusher_woken: bool,
-    /// A rollover took the spare: the background flusher is woken to prepare the next one at
-    /// once (as ESE starts creating `edbtmp.log` right after a switch), not at its next timer,
-    /// which may be a second away while generations fill many times a second.
+    /// A rollover took the spare, or the generation was just begun: the background flusher is
+    /// woken to prepare (format, then name ahead) the next one at once (as ESE starts creating
+    /// `edbtmp.log` right after a switch), not at its next timer, which may be a second away
+    /// while generations fill many times a second.
     spare_wanted: bool,
+    /// The current generation's first log write has written its header's second copy (format
+    /// version 4). Until then `durable` stays at `previous_end` (the end of the generation
+    /// before), the header block sits at the buffer's start (`buffer_start` 0), and the next
+    /// write begins at offset 0.
+    begun: bool,
+    /// Where the log ended before the current generation.
+    previous_end: Lsn,
     /// A record did not fit in this generation: the next write ends it.
     rollover_requested: bool,
     poisoned: Option<String>,
@@ -341,10 +355,36 @@ struct Inner {
     changed: Condvar,
     /// Wakes the background flusher.
     wake_flusher: Condvar,
-    /// The preformatted next generation file, if ready.
-    spare: Mutex<Option<Arc<dyn IoFile>>>,
+    /// The preformatted next generation file, and the next generation named ahead.
+    spare: Mutex<Spares>,
     checkpoint: Mutex<CheckpointWriter>,
+    /// Serialises retention (it runs after a checkpoint write, outside the checkpoint's lock,
+    /// which the background takes while holding the spare's).
+    retention: Mutex<()>,
     stats: LogStats,
+}
+
+/// The files the background prepares for the next rollover.
+struct Spares {
+    /// A zero-filled (or recycled) file at the spare's path, not named yet.
+    staged: Option<Arc<dyn IoFile>>,
+    /// The next generation, named ahead (its header not begun, its name durable) and recorded
+    /// in the checkpoint file: a rollover takes it without any I/O.
+    named: Option<NamedGeneration>,
+    /// The newest generation this log has given a name to: a spare is named ahead only when
+    /// the current generation is that one and is begun, so at most one generation is ever not
+    /// begun, and it is the newest.
+    newest_named: u64,
+}
+
+/// A generation named ahead, not begun.
+struct NamedGeneration {
+    generation: u64,
+    /// Open for writing, write-through, metered like every generation file.
+    file: Arc<dyn IoFile>,
+    header: GenerationHeader,
+    /// The header block as written (copy A, zeros where copy B goes).
+    block: AlignedBuf,
 }
 
 impl std::fmt::Debug for Inner {
@@ -479,17 +519,41 @@ impl Log {
             stats: options.stats.clone(),
             ..ReadOptions::default()
         };
+        // A newest generation named ahead and never begun (format version 4) holds no record:
+        // the log ends in the one before it, and the log continues in it (begun here).
+        let not_begun = matches!(
+            crate::scan::load_header_any(
+                &*backend,
+                &dir,
+                last,
+                Some(options.database_id),
+                &read_options,
+            )?,
+            Some(header) if !header.begun
+        );
+        if not_begun && last == start {
+            return Err(LogError::Corrupt {
+                path: generation_path(&dir, last),
+                offset: crate::format::HEADER_COPY_OFFSET as u64,
+                reason: format!(
+                    "the checkpoint names {}, but this generation was never begun (its header's \
+                     second copy is not valid)",
+                    checkpoint.lsn
+                ),
+            });
+        }
+        let end_generation = if not_begun { last - 1 } else { last };
         let Some(analysis) = analyse_generation(
             &*backend,
             &dir,
-            last,
+            end_generation,
             Some(options.database_id),
             &read_options,
         )?
         else {
             return Err(LogError::MissingGeneration {
-                generation: last,
-                path: generation_path(&dir, last),
+                generation: end_generation,
+                path: generation_path(&dir, end_generation),
                 reason: "it disappeared while the log was being opened".into(),
             });
         };
@@ -506,10 +570,12 @@ impl Log {
                 log_end: analysis.end,
             });
         }
-        if let Some(lost) = crate::reader::before_proved_end(&dir, analysis.end, &checkpoint) {
+        if let Some(lost) =
+            crate::reader::before_proved_end(&*backend, &dir, analysis.end, &checkpoint)
+        {
             return Err(lost);
         }
-        let generation = last + 1;
+        let generation = if not_begun { last } else { last + 1 };
         // A spare left by the previous run is formatted anew; one jetproof did not make (or a
         // link) is refused and left as it is.
         owned::remove_owned(
@@ -519,7 +585,11 @@ impl Log {
             Some(options.database_id),
             Some(options.file_size_bytes),
         )?;
-        let file = install_generation(&*backend, &options, None, generation, analysis.end, None)?;
+        let file = if not_begun {
+            begin_in_place(&*backend, &options, generation, analysis.end)?
+        } else {
+            install_generation(&*backend, &options, None, generation, analysis.end, None)?
+        };
         let mut checkpoint_writer =
             CheckpointWriter::open(&*backend, &dir, options.direct_io, checkpoint)?;
         // Recorded before any record can be durable in it, as at rollover.
@@ -556,9 +626,11 @@ impl Log {
         let mut options = options;
         options.sector_size_bytes = sector as usize;
         // Room for a whole buffer rounded up to sectors, plus the sector a write's end is rounded
-        // up into (the generation-end frame may sit there).
-        let capacity =
-            align_up(options.buffer_size_bytes as u64, sector) as usize + sector as usize;
+        // up into (the generation-end frame may sit there), plus the header block that a
+        // generation's first write carries before its frames.
+        let capacity = align_up(options.buffer_size_bytes as u64, sector) as usize
+            + sector as usize
+            + DATA_START as usize;
         let state = State {
             generation: start.generation,
             file,
@@ -568,7 +640,10 @@ impl Log {
             durable: start,
             flushing: false,
             flusher_woken: false,
-            spare_wanted: false,
+            // The next generation is prepared (formatted and named ahead) at once.
+            spare_wanted: true,
+            begun: true,
+            previous_end: Lsn::ZERO,
             rollover_requested: false,
             poisoned: None,
             closed: false,
@@ -587,8 +662,13 @@ impl Log {
             unusable: AtomicBool::new(false),
             changed: Condvar::new(),
             wake_flusher: Condvar::new(),
-            spare: Mutex::new(None),
+            spare: Mutex::new(Spares {
+                staged: None,
+                named: None,
+                newest_named: start.generation,
+            }),
             checkpoint: Mutex::new(checkpoint),
+            retention: Mutex::new(()),
             stats: LogStats::default(),
         });
         let thread_inner = inner.clone();
@@ -629,9 +709,12 @@ impl Log {
                 state.rollover_requested = true;
                 continue;
             }
-            let end_in_buffer = state.append_end + size + FLUSH_FRAME_BYTES - state.buffer_start;
+            // The header block a generation's first write carries (buffer_start 0) has room of
+            // its own in the buffer.
+            let end_in_buffer =
+                state.append_end + size + FLUSH_FRAME_BYTES - state.buffer_start.max(DATA_START);
             if end_in_buffer > inner.options.buffer_size_bytes as u64 {
-                if !state.flushing && state.durable.offset >= state.append_end {
+                if !state.flushing && unwritten_bytes(&state) == 0 {
                     // Nothing left to write, and still no room: the record can never fit.
                     return Err(LogError::RecordTooLarge {
                         size_bytes: record.payload.len(),
@@ -665,11 +748,7 @@ impl Log {
             // lazy commits ride on those writes; the background flusher's timer is only a
             // bound. (Until 2026-11-22 a single full sector woke the flusher: about two log
             // writes in three at the seeds' rate, which ESE does not issue.)
-            let unwritten = if state.durable.generation == state.generation {
-                state.append_end.saturating_sub(state.durable.offset)
-            } else {
-                state.append_end
-            };
+            let unwritten = unwritten_bytes(&state);
             if !state.flushing && !state.flusher_woken && unwritten >= inner.write_threshold {
                 state.flusher_woken = true;
                 inner.wake_flusher.notify_one();
@@ -740,7 +819,7 @@ impl Log {
                     dir: inner.options.dir.clone(),
                 });
             }
-            if Lsn::new(state.generation, state.append_end) <= lsn {
+            if end_of(&state) <= lsn {
                 return Err(LogError::InvalidOptions {
                     field: "lsn",
                     reason: format!(
@@ -761,7 +840,7 @@ impl Log {
     pub fn flush(&self) -> Result<()> {
         let inner = &*self.inner;
         let mut state = inner.state.lock();
-        let target = Lsn::new(state.generation, state.append_end);
+        let target = end_of(&state);
         loop {
             if let Some(cause) = &state.poisoned {
                 return Err(inner.poisoned(cause));
@@ -839,10 +918,12 @@ impl Log {
             return Err(inner.poison(error));
         }
         inner.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
-        // Still under the checkpoint's lock, so two checkpoints never delete the same files.
-        let result = inner.apply_retention(lsn.generation);
+        // Outside the checkpoint's lock (the background takes it while holding the spare's,
+        // which retention takes), under retention's own, so two checkpoints never delete the
+        // same files.
         drop(checkpoint);
-        result
+        let _retention = inner.retention.lock();
+        inner.apply_retention(lsn.generation)
     }
 
     pub fn stats(&self) -> &LogStats {
@@ -935,14 +1016,19 @@ impl Inner {
         trigger: WriteTrigger,
     ) -> Result<()> {
         let rollover = state.rollover_requested;
-        if state.durable.generation == state.generation
-            && state.durable.offset >= state.append_end
-            && !rollover
-        {
+        if unwritten_bytes(state) == 0 && !rollover {
             return Ok(());
         }
         state.flushing = true;
-        let write_start = state.durable.offset;
+        // A generation not begun: its first write starts at offset 0 with the header block
+        // (copy A as written when it was named, copy B naming `previous_end`), which sits at the
+        // buffer's start, and its new data at the data start.
+        let begins = !state.begun;
+        let write_start = if begins {
+            DATA_START
+        } else {
+            state.durable.offset
+        };
         // Room: every append leaves space for a flush frame and a generation-end frame after it,
         // and every write's flush frame leaves space for a generation-end frame. So a rollover
         // write with new records has room for both, and one without new records (the previous
@@ -971,7 +1057,11 @@ impl Inner {
             "log write would end at {end}, past the {}-byte generation",
             self.options.file_size_bytes
         );
-        let first = align_down(write_start, self.sector);
+        let first = if begins {
+            0
+        } else {
+            align_down(write_start, self.sector)
+        };
         let last = align_up(end, self.sector);
         let from = (first - state.buffer_start) as usize;
         let length = (last - first) as usize;
@@ -998,7 +1088,7 @@ impl Inner {
 
         let result = parking_lot::MutexGuard::unlocked(
             state,
-            || -> Result<Option<Arc<dyn IoFile>>, IoError> {
+            || -> Result<Option<NamedGeneration>, IoError> {
                 // The generation file is written through (O_DSYNC, as ESE writes its logs):
                 // the write returns once durable, so its latency is the log write's whole cost
                 // and no fdatasync follows.
@@ -1008,47 +1098,60 @@ impl Inner {
                     .write_latency_ns_total
                     .fetch_add(nanos_since(begun), Ordering::Relaxed);
                 if rollover {
-                    // Hold the spare's lock through the install, so the background flusher
-                    // cannot format a spare at the same path while it is renamed into place.
+                    // The next generation was named ahead (and recorded in the checkpoint file)
+                    // by the background; the spare's lock is held only while it is taken, or,
+                    // when none is ready, while one is formatted, named and recorded here.
                     let waited = std::time::Instant::now();
-                    let mut spare = self.spare.lock();
+                    let mut spares = self.spare.lock();
                     self.stats
                         .rollover_spare_wait_ns_total
                         .fetch_add(nanos_since(waited), Ordering::Relaxed);
-                    let ready = spare.take();
-                    if ready.is_none() {
-                        self.stats
-                            .rollovers_without_spare
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                    let next = install_generation(
-                        &*self.backend,
-                        &self.options,
-                        ready,
-                        generation + 1,
-                        previous_end,
-                        Some(&self.stats),
-                    )
-                    .map_err(|error| match error {
-                        LogError::Io(io) => io,
-                        other => IoError::Injected {
-                            op: "create generation",
-                            path: generation_path(&self.options.dir, generation + 1),
-                            offset: 0,
-                            what: other.to_string(),
-                        },
-                    })?;
-                    // The spare's lock is released before the checkpoint's is taken:
-                    // `write_checkpoint` holds the checkpoint's lock while retention takes
-                    // the spare's.
-                    drop(spare);
-                    // The checkpoint file records the new generation before any record can be
-                    // durable in it (appends wait until this write returns), so a log found
-                    // ending before it has lost files (`docs/log.md`, "The log's end is
-                    // proved"). One 4 KiB write and one fdatasync per generation.
-                    self.checkpoint
-                        .lock()
-                        .record_installed(generation + 1, previous_end)?;
+                    let next = match spares.named.take() {
+                        Some(named) if named.generation == generation + 1 => named,
+                        Some(named) => {
+                            return Err(IoError::Injected {
+                                op: "create generation",
+                                path: generation_path(&self.options.dir, generation + 1),
+                                offset: 0,
+                                what: format!(
+                                    "the generation named ahead is {}, not {} (a bug)",
+                                    named.generation,
+                                    generation + 1
+                                ),
+                            });
+                        }
+                        None => {
+                            self.stats
+                                .rollovers_without_spare
+                                .fetch_add(1, Ordering::Relaxed);
+                            let as_io = |error: LogError| match error {
+                                LogError::Io(io) => io,
+                                other => IoError::Injected {
+                                    op: "create generation",
+                                    path: generation_path(&self.options.dir, generation + 1),
+                                    offset: 0,
+                                    what: other.to_string(),
+                                },
+                            };
+                            let staged = spares.staged.take();
+                            let named = name_generation(
+                                &*self.backend,
+                                &self.options,
+                                staged,
+                                generation + 1,
+                                Some(&self.stats),
+                            )
+                            .map_err(as_io)?;
+                            // Recorded before any record can be durable in it (`docs/log.md`,
+                            // "The log's end is proved").
+                            self.checkpoint
+                                .lock()
+                                .record_installed(generation + 1, previous_end)?;
+                            spares.newest_named = generation + 1;
+                            named
+                        }
+                    };
+                    drop(spares);
                     self.stats.rollovers.fetch_add(1, Ordering::Relaxed);
                     self.stats
                         .rollover_latency_ns_total
@@ -1084,18 +1187,34 @@ impl Inner {
         state.write_sequence += 1;
         match next_file {
             Some(next) => {
+                // The new generation is not begun: its header block goes at the buffer's start
+                // (copy A exactly as written when it was named, copy B naming where this
+                // generation ended), and its first write carries it. Until then the durable
+                // end stays here, at the end of the generation-end frame.
+                let NamedGeneration {
+                    file: next_file,
+                    mut header,
+                    block,
+                    ..
+                } = next;
                 state.generation = generation + 1;
-                state.file = next;
-                state.buffer_start = DATA_START;
+                state.file = next_file;
+                state.begun = false;
+                state.previous_end = previous_end;
+                state.buffer_start = 0;
+                let header_block = &mut state.buffer[..DATA_START as usize];
+                header_block.copy_from_slice(&block);
+                header.encode_begun(header_block, previous_end);
                 state.append_end = DATA_START;
                 self.publish_end(state);
-                state.durable = Lsn::new(generation + 1, DATA_START);
+                state.durable = previous_end;
                 self.durable_packed
                     .store(state.durable.to_u64(), Ordering::Release);
                 state.rollover_requested = false;
                 self.stats
                     .generations_created
                     .fetch_add(1, Ordering::Relaxed);
+                // The next spare can be formatted now; it is named once this one is begun.
                 state.spare_wanted = true;
                 self.wake_flusher.notify_one();
             }
@@ -1104,6 +1223,12 @@ impl Inner {
                 state.durable = Lsn::new(generation, end);
                 self.durable_packed
                     .store(state.durable.to_u64(), Ordering::Release);
+                if begins {
+                    // Begun: the next generation may be named ahead now.
+                    state.begun = true;
+                    state.spare_wanted = true;
+                    self.wake_flusher.notify_one();
+                }
             }
         }
         self.changed.notify_all();
@@ -1150,10 +1275,8 @@ impl Inner {
     /// Mirrors the end of the log for [`Log::end_lsn`]; called with the mutex held, so the
     /// value only grows.
     fn publish_end(&self, state: &State) {
-        self.end_packed.store(
-            Lsn::new(state.generation, state.append_end).to_u64(),
-            Ordering::Release,
-        );
+        self.end_packed
+            .store(end_of(state).to_u64(), Ordering::Release);
     }
 
     fn apply_retention(&self, checkpoint_generation: u64) -> Result<()> {
@@ -1186,7 +1309,7 @@ impl Inner {
                 self.state.lock().oldest_generation = generation + 1;
                 continue;
             }
-            if self.options.retention == Retention::Circular && spare.is_none() {
+            if self.options.retention == Retention::Circular && spare.staged.is_none() {
                 // Reuse the file as the next generation: its old frames carry an older
                 // generation number, so readers treat them as unwritten space.
                 self.backend.rename_new(&path, &spare_path(dir))?;
@@ -1197,7 +1320,7 @@ impl Inner {
                         .no_follow(),
                 )?;
                 // Not metered: installing it is file creation, not a log write.
-                *spare = Some(file);
+                spare.staged = Some(file);
             } else {
                 self.backend.remove(&path)?;
             }
@@ -1208,19 +1331,71 @@ impl Inner {
         Ok(())
     }
 
-    /// Preformats the next generation's file ahead of time, so rollover costs one header write,
-    /// a rename and two syncs instead of writing a whole file.
+    /// Prepares the next generation ahead of time: formats the spare (zeros, synced), and once
+    /// the current generation is begun, names it as the next generation (its header not begun,
+    /// renamed into place, the directory synced) and records that name in the checkpoint file.
+    /// A rollover then takes it without any I/O of its own (`docs/log.md`, "Naming the next
+    /// generation ahead").
     fn prepare_spare(&self) -> Result<()> {
-        let mut spare = self.spare.lock();
-        if spare.is_some() {
+        let mut spares = self.spare.lock();
+        if spares.named.is_some() {
             return Ok(());
         }
-        *spare = Some(format_spare(
+        if spares.staged.is_none() {
+            spares.staged = Some(format_spare(
+                &*self.backend,
+                &self.options,
+                Some(&self.stats),
+            )?);
+        }
+        let (generation, begun, durable) = {
+            let state = self.state.lock();
+            if state.closed || state.poisoned.is_some() {
+                return Ok(());
+            }
+            (state.generation, state.begun, state.durable)
+        };
+        // At most one generation is not begun, and it is the newest: the next is named only
+        // once the current one (the newest named) has been begun. (A rollover that took the
+        // named spare may not have moved `state.generation` yet: `newest_named` is ahead then.)
+        if !begun || spares.newest_named != generation {
+            return Ok(());
+        }
+        let named = name_generation(
             &*self.backend,
             &self.options,
+            spares.staged.take(),
+            generation + 1,
             Some(&self.stats),
-        )?);
+        )?;
+        // Its name is durable: the checkpoint file may name it now, before any record can be
+        // durable in it (a rollover cannot take it before this returns: it waits for the
+        // spare's lock). The durable end recorded is a real one, the current generation's.
+        self.checkpoint
+            .lock()
+            .record_installed(generation + 1, durable)?;
+        spares.newest_named = generation + 1;
+        spares.named = Some(named);
         Ok(())
+    }
+}
+
+/// Bytes appended past the durable end (in a generation not begun, past its data start).
+fn unwritten_bytes(state: &State) -> u64 {
+    if state.begun {
+        state.append_end.saturating_sub(state.durable.offset)
+    } else {
+        state.append_end.saturating_sub(DATA_START)
+    }
+}
+
+/// The end of the log: where the next record goes, or, in a generation not begun that holds
+/// nothing yet, the end of the generation before (the same position: nothing lies between).
+fn end_of(state: &State) -> Lsn {
+    if !state.begun && state.append_end <= DATA_START {
+        state.previous_end
+    } else {
+        Lsn::new(state.generation, state.append_end)
     }
 }
 
@@ -1255,8 +1430,7 @@ fn background_flusher(inner: &Inner) {
             }
             if woken || timer_due {
                 deadline = std::time::Instant::now() + interval;
-                let pending = state.append_end > state.durable.offset
-                    && state.durable.generation == state.generation;
+                let pending = unwritten_bytes(&state) > 0;
                 if !state.flushing && (pending || state.rollover_requested) {
                     // A failure poisons the log; the waiting sessions see it.
                     let _ = inner.write(&mut state, trigger);
@@ -1326,8 +1500,134 @@ fn format_spare(
     Ok(file)
 }
 
-/// Turns the spare (formatting one if none is given) into generation `generation`: writes its
-/// header, syncs, renames it into place, syncs the directory, and reopens it for writing.
+/// Names the spare (formatting one if none is given) as generation `generation`, not begun: writes
+/// its header block (copy A; zeros where copy B goes), syncs, renames it into place (never over
+/// a file at that name), syncs the directory, and opens it for writing. The caller records the
+/// name in the checkpoint file before handing it to a rollover.
+fn name_generation(
+    backend: &dyn IoBackend,
+    options: &LogOptions,
+    spare: Option<Arc<dyn IoFile>>,
+    generation: u64,
+    stats: Option<&LogStats>,
+) -> Result<NamedGeneration> {
+    let dir = &options.dir;
+    let spare = match spare {
+        Some(spare) => spare,
+        None => format_spare(backend, options, stats)?,
+    };
+    let header = GenerationHeader {
+        database_id: options.database_id,
+        generation,
+        file_size_bytes: options.file_size_bytes,
+        previous_end: Lsn::ZERO,
+        created_unix_ms: unix_ms(),
+        format_version: FORMAT_VERSION,
+        begun: false,
+    };
+    let mut block = AlignedBuf::zeroed(DATA_START as usize);
+    header.encode(&mut block);
+    let begun = std::time::Instant::now();
+    spare.write_at(&block, 0, IoClass::LogWrite)?;
+    spare.sync_data(IoClass::LogWrite)?;
+    if let Some(stats) = stats {
+        stats.format_writes.fetch_add(1, Ordering::Relaxed);
+        stats
+            .format_latency_ns_total
+            .fetch_add(nanos_since(begun), Ordering::Relaxed);
+    }
+    drop(spare);
+    let path = generation_path(dir, generation);
+    backend.rename_new(&spare_path(dir), &path)?;
+    backend.sync_dir(dir)?;
+    let file = open_generation_for_writing(backend, options, &path)?;
+    Ok(NamedGeneration {
+        generation,
+        file,
+        header,
+        block,
+    })
+}
+
+/// Begins, at [`Log::open`], a generation that was named ahead and never begun: its data area
+/// is zeroed and synced first (a torn first write may have left frames of this generation
+/// there, which must never be read as part of the new history), then its header block is
+/// rewritten with copy A unchanged and copy B naming `previous_end`, and synced. A crash in
+/// between leaves it not begun, and the next open does it again.
+fn begin_in_place(
+    backend: &dyn IoBackend,
+    options: &LogOptions,
+    generation: u64,
+    previous_end: Lsn,
+) -> Result<Arc<dyn IoFile>> {
+    let path = generation_path(&options.dir, generation);
+    let read_options = ReadOptions {
+        direct_io: options.direct_io,
+        ..ReadOptions::default()
+    };
+    let Some(mut header) = crate::scan::load_header_any(
+        backend,
+        &options.dir,
+        generation,
+        Some(options.database_id),
+        &read_options,
+    )?
+    else {
+        return Err(LogError::MissingGeneration {
+            generation,
+            path,
+            reason: "it disappeared while the log was being opened".into(),
+        });
+    };
+    let file = backend.open(
+        &path,
+        &OpenOptions::read_write()
+            .with_direct(options.direct_io)
+            .no_follow(),
+    )?;
+    let chunk_bytes = (256usize << 10).min(options.file_size_bytes as usize);
+    let zeros = AlignedBuf::zeroed(chunk_bytes);
+    let mut offset = DATA_START;
+    while offset < options.file_size_bytes {
+        let length = chunk_bytes.min((options.file_size_bytes - offset) as usize);
+        file.write_at(&zeros[..length], offset, IoClass::LogWrite)?;
+        offset += length as u64;
+    }
+    file.sync_data(IoClass::LogWrite)?;
+    let mut block = AlignedBuf::zeroed(DATA_START as usize);
+    header.begun = false;
+    header.encode(&mut block);
+    header.encode_begun(&mut block, previous_end);
+    file.write_at(&block, 0, IoClass::LogWrite)?;
+    file.sync_data(IoClass::LogWrite)?;
+    drop(file);
+    open_generation_for_writing(backend, options, &path)
+}
+
+/// A generation file opened for log writes: write-through (a log write is durable when it
+/// returns, see `Inner::write`), no link followed, metered when the options ask.
+fn open_generation_for_writing(
+    backend: &dyn IoBackend,
+    options: &LogOptions,
+    path: &Path,
+) -> Result<Arc<dyn IoFile>> {
+    let file = backend.open(
+        path,
+        &OpenOptions::read_write()
+            .with_direct(options.direct_io)
+            .with_dsync(true)
+            .no_follow(),
+    )?;
+    Ok(match &options.stats {
+        Some(stats) => MeteredFile::wrap(file, stats.clone()),
+        None => file,
+    })
+}
+
+/// Turns the spare (formatting one if none is given) into generation `generation`, begun at
+/// once (`Log::create`, and `Log::open` when no generation was named ahead): writes its
+/// header (both copies, `previous_end` in copy B), syncs, renames it into place, syncs the
+/// directory, and reopens it for writing.
 fn install_generation(
     backend: &dyn IoBackend,
     options: &LogOptions,
@@ -1349,6 +1649,7 @@ fn install_generation(
         previous_end,
         created_unix_ms: unix_ms(),
         format_version: FORMAT_VERSION,
+        begun: true,
     }
     .encode(&mut block);
     let begun = std::time::Instant::now();

@@ -65,7 +65,7 @@ pub(super) fn log_summary(a: &Attached) -> String {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
-         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted; rollovers {:.2} ms each, generation-end write to install recorded, {:.2} ms of it waiting for the spare's lock, {} formatting the spare inline), {} checkpoints, {} checkpoint-depth flushes, \
+         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted; rollovers {:.2} ms each, generation-end write until the next generation is taken, {:.2} ms of it waiting for the spare's lock, {} naming the next generation inline), {} checkpoints, {} checkpoint-depth flushes, \
          {} undo records, {} undo entries carried by their change's record, {} replaced values kept as undo in memory ({} of them logged at a page write), \
          {} write conflicts rolled back; log writes by trigger: {}.",
         a.name,
