@@ -425,7 +425,7 @@ pub struct LogRegion {
 }
 
 impl LogRegion {
-    /// Opens the region of `device` (laid out by [`format`]): reads its header and the newer
+    /// Opens the region of `device` (laid out by [`format()`]): reads its header and the newer
     /// valid table copy.
     pub fn open(inner: Arc<dyn IoBackend>, device: &Path) -> Result<Arc<LogRegion>, IoError> {
         let layout = read_layout(inner.as_ref(), device)?;
