@@ -1511,11 +1511,6 @@ fn name_generation(
     generation: u64,
     stats: Option<&LogStats>,
 ) -> Result<NamedGeneration> {
-    let dir = &options.dir;
-    let spare = match spare {
-        Some(spare) => spare,
-        None => format_spare(backend, options, stats)?,
-    };
     let header = GenerationHeader {
         database_id: options.database_id,
         generation,
@@ -1527,8 +1522,35 @@ fn name_generation(
     };
     let mut block = AlignedBuf::zeroed(DATA_START as usize);
     header.encode(&mut block);
+    let file = place_generation(backend, options, spare, generation, &block, stats)?;
+    Ok(NamedGeneration {
+        generation,
+        file,
+        header,
+        block,
+    })
+}
+
+/// What naming ahead and installing share: takes the spare (formatting one if none is given),
+/// writes `block` (the generation's header block) at its start and syncs it, renames it to the
+/// generation's name (never over a file that appeared there: a foreign file, or a gap in the
+/// numbering that a later generation fills — that stops the log instead), syncs the directory,
+/// and opens it for log writes.
+fn place_generation(
+    backend: &dyn IoBackend,
+    options: &LogOptions,
+    spare: Option<Arc<dyn IoFile>>,
+    generation: u64,
+    block: &AlignedBuf,
+    stats: Option<&LogStats>,
+) -> Result<Arc<dyn IoFile>> {
+    let dir = &options.dir;
+    let spare = match spare {
+        Some(spare) => spare,
+        None => format_spare(backend, options, stats)?,
+    };
     let begun = std::time::Instant::now();
-    spare.write_at(&block, 0, IoClass::LogWrite)?;
+    spare.write_at(block, 0, IoClass::LogWrite)?;
     spare.sync_data(IoClass::LogWrite)?;
     if let Some(stats) = stats {
         stats.format_writes.fetch_add(1, Ordering::Relaxed);
@@ -1540,13 +1562,7 @@ fn name_generation(
     let path = generation_path(dir, generation);
     backend.rename_new(&spare_path(dir), &path)?;
     backend.sync_dir(dir)?;
-    let file = open_generation_for_writing(backend, options, &path)?;
-    Ok(NamedGeneration {
-        generation,
-        file,
-        header,
-        block,
-    })
+    open_generation_for_writing(backend, options, &path)
 }
 
 /// Begins, at [`Log::open`], a generation that was named ahead and never begun: its data area
@@ -1636,11 +1652,6 @@ fn install_generation(
     previous_end: Lsn,
     stats: Option<&LogStats>,
 ) -> Result<Arc<dyn IoFile>> {
-    let dir = &options.dir;
-    let spare = match spare {
-        Some(spare) => spare,
-        None => format_spare(backend, options, stats)?,
-    };
     let mut block = AlignedBuf::zeroed(DATA_START as usize);
     GenerationHeader {
         database_id: options.database_id,
@@ -1652,33 +1663,7 @@ fn install_generation(
         begun: true,
     }
     .encode(&mut block);
-    let begun = std::time::Instant::now();
-    spare.write_at(&block, 0, IoClass::LogWrite)?;
-    spare.sync_data(IoClass::LogWrite)?;
-    if let Some(stats) = stats {
-        stats.format_writes.fetch_add(1, Ordering::Relaxed);
-        stats
-            .format_latency_ns_total
-            .fetch_add(nanos_since(begun), Ordering::Relaxed);
-    }
-    drop(spare);
-    let path = generation_path(dir, generation);
-    // Never over a file that appeared at the generation's name (a foreign file, or a gap in the
-    // numbering that a later generation fills): that stops the log instead.
-    backend.rename_new(&spare_path(dir), &path)?;
-    backend.sync_dir(dir)?;
-    let file = backend.open(
-        &path,
-        // Write-through: a log write is durable when it returns (see `Inner::write`).
-        &OpenOptions::read_write()
-            .with_direct(options.direct_io)
-            .with_dsync(true)
-            .no_follow(),
-    )?;
-    Ok(match &options.stats {
-        Some(stats) => MeteredFile::wrap(file, stats.clone()),
-        None => file,
-    })
+    place_generation(backend, options, spare, generation, &block, stats)
 }
 
 /// Path helpers re-exported for tools.
