@@ -154,9 +154,17 @@ pub fn log_owner_lock(log: &TestLog, lock: &jetproof_procedures::lock::OwnerLock
     }
 }
 
-/// The test-log line naming the I/O engine in use (and why, when "auto" fell back to std).
+/// The test-log line naming the I/O engine in use (and why, when "auto" fell back to std), and
+/// the open-file limit the run has (raised at start to the hard limit, `jetproof_io::limits`).
 pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
     log.line(selected.log_line(job));
+    if let Ok((soft, hard)) = jetproof_io::limits::open_file_limits() {
+        log.line(format!(
+            "Open files: limit {} (hard limit {})",
+            jetproof_io::limits::shown(soft),
+            jetproof_io::limits::shown(hard)
+        ));
+    }
 }
 
 /// Says on stderr when the job's caches fit in this machine's memory but not in what is

@@ -102,6 +102,11 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // Hundreds of sessions need more descriptors than the usual soft limit of 1024 (an io_uring
+    // per session reading at once, per file): take what the hard limit allows, as fio does.
+    // A refusal leaves the limit as it was; running out later is reported with the limit and
+    // the fix (`jetproof_io::limits`).
+    let _ = jetproof_io::limits::raise_open_file_limit();
     // Commands whose product is what they print: if it could not be printed, they failed.
     let prints_its_product = matches!(
         cli.command,

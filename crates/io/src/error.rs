@@ -54,9 +54,23 @@ pub enum IoError {
     )]
     DeviceNotAllowed { path: PathBuf },
     #[error(
-        "io_uring is not available here ({source}); it may be disabled by the kernel (sysctl kernel.io_uring_disabled) or blocked by a seccomp filter (containers); use the portable backend (`--backend std`)"
+        "io_uring is not available here ({source}); it may be disabled by the kernel (sysctl kernel.io_uring_disabled) or blocked by a seccomp filter (containers); use the portable engine (`--io-engine std`)"
     )]
     UringUnavailable {
+        #[source]
+        source: std::io::Error,
+    },
+    /// The process ran out of file descriptors (EMFILE/ENFILE) making something it needs for
+    /// I/O on `path` (an io_uring is one descriptor per session reading at once). jetproof raises
+    /// its soft limit to the hard one at start (`raise_open_file_limit`), so what is left is the
+    /// hard limit or the system's.
+    #[error(
+        "{op} for {path}: too many open files ({source}); jetproof already raised its soft limit to the hard limit ({limit}); raise the hard limit (`ulimit -Hn`, systemd `LimitNOFILE=`), or run fewer sessions (workload.threads)"
+    )]
+    OutOfFileDescriptors {
+        op: &'static str,
+        path: PathBuf,
+        limit: String,
         #[source]
         source: std::io::Error,
     },

@@ -19,6 +19,7 @@ pub mod class;
 pub mod error;
 pub mod fault;
 pub mod hist;
+pub mod limits;
 pub mod mem;
 pub mod meter;
 pub mod probe;

@@ -200,7 +200,9 @@ impl UringFile {
         if let Some(ring) = self.rings.lock().pop() {
             return Ok(ring);
         }
-        Ring::new(self.inner.raw_fd(), RING_ENTRIES)
+        Ring::new(self.inner.raw_fd(), RING_ENTRIES).map_err(|error| {
+            crate::limits::out_of_descriptors(error, "make an io_uring", &self.inner.path)
+        })
     }
 
     fn entry(&self, ring: &Ring, op: Op, user_data: u64) -> squeue::Entry {
@@ -332,7 +334,9 @@ impl UringFile {
         buffer_size: usize,
     ) -> Result<UringQueue, IoError> {
         let entries = depth.next_power_of_two().max(1) as u32;
-        let ring = Ring::single_issuer(self.inner.raw_fd(), entries)?;
+        let ring = Ring::single_issuer(self.inner.raw_fd(), entries).map_err(|error| {
+            crate::limits::out_of_descriptors(error, "make an io_uring", &self.inner.path)
+        })?;
         let buffers: Vec<AlignedBuf> = (0..depth)
             .map(|_| AlignedBuf::zeroed(buffer_size))
             .collect();
