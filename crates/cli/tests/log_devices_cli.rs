@@ -6,12 +6,10 @@
 
 mod common;
 
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use common::{LoopDevice, jetproof};
+use common::{LoopDevice, run_expecting as run};
 
 /// A job of one 16 MiB database in a file, its log on `log`; `duration` of the window.
 fn job(dir: &Path, database: &str, log: &str, duration: &str) -> String {
@@ -30,34 +28,11 @@ fn job(dir: &Path, database: &str, log: &str, duration: &str) -> String {
     job.to_str().expect("utf-8").to_string()
 }
 
-/// Runs jetproof in `dir`; asserts the exit code, returns stdout and stderr.
-fn run(dir: &Path, args: &[&str], code: i32) -> (String, String) {
-    let output = jetproof(dir).args(args).output().expect("runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    );
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{args:?}:\n{stdout}\n{stderr}"
-    );
-    (stdout, stderr)
-}
-
-fn read_at(device: &str, offset: u64, len: usize) -> Vec<u8> {
-    let mut file = std::fs::File::open(device).expect("open device");
-    file.seek(SeekFrom::Start(offset)).expect("seek");
-    let mut bytes = vec![0u8; len];
-    file.read_exact(&mut bytes).expect("read device");
-    bytes
-}
-
 /// The names the device's newer valid name table holds (`docs/devices.md`, the table layout).
 fn region_names(device: &str) -> Vec<String> {
     let mut best: Option<(u64, Vec<String>)> = None;
     for copy in 0..2u64 {
-        let block = read_at(device, (1 << 20) + copy * 4096, 4096);
+        let block = common::read_device_at(device, (1 << 20) + copy * 4096, 4096);
         if &block[..8] != b"JPLOGDIR" {
             continue;
         }
@@ -86,7 +61,7 @@ fn a_log_on_its_own_device_runs_checks_and_recovers_after_kill_9() {
     let job = job(dir.path(), "db/ld.jpdb", device.path(), "60s");
     run(dir.path(), &["init", &job, "--out", "i"], 0);
     // The layout header is the device's marker; nothing of jetproof's beside the node.
-    assert_eq!(&read_at(device.path(), 0, 8), b"JPDEVLAY");
+    assert_eq!(&common::read_device_at(device.path(), 0, 8), b"JPDEVLAY");
     let node_dir = device.device.parent().expect("/dev");
     assert!(!node_dir.join(format!("{}.jplock", device.name())).exists());
     // A second init recognises the device as jetproof's: --recreate, never --wipe-device.
@@ -98,34 +73,10 @@ fn a_log_on_its_own_device_runs_checks_and_recovers_after_kill_9() {
     assert!(!stderr.contains("--wipe-device"), "{stderr}");
 
     // A performance test, killed -9 once it measures.
-    let mut child = common::spawn_jetproof(
-        dir.path(),
-        &["run", &job, "--test", "performance", "--out", "p"],
-        false,
-    );
-    let started = Instant::now();
-    loop {
-        let log = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
-        if log.contains("Sample at 1 s") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no sample within 120 s: {log}"
-        );
-        assert!(
-            child.try_wait().expect("poll").is_none(),
-            "ended early: {log}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = common::spawn_until_measuring(dir.path(), &job, "p");
     // While the run lives, the log device is held exclusively.
-    let claim = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_EXCL)
-        .open(&device.device);
     assert_eq!(
-        claim.err().and_then(|e| e.raw_os_error()),
+        common::exclusive_open_error(&device.device),
         Some(libc::EBUSY),
         "an O_EXCL open while the run holds the log device"
     );
@@ -210,7 +161,9 @@ fn a_log_device_too_small_for_its_ring_or_carrying_a_file_system_is_refused() {
     assert!(stderr.contains("log_path of ld"), "{stderr}");
     assert!(stderr.contains("at least 3 slots"), "{stderr}");
     assert!(
-        read_at(small.path(), 0, 64 << 10).iter().all(|b| *b == 0),
+        common::read_device_at(small.path(), 0, 64 << 10)
+            .iter()
+            .all(|b| *b == 0),
         "nothing written"
     );
     // An ext4 superblock's magic at byte 1080: refused unless --wipe-device names it.
@@ -225,7 +178,7 @@ fn a_log_device_too_small_for_its_ring_or_carrying_a_file_system_is_refused() {
     assert!(stderr.contains("ext2/ext3/ext4"), "{stderr}");
     assert!(stderr.contains("--wipe-device"), "{stderr}");
     assert_eq!(
-        read_at(ext4.path(), 1080, 2),
+        common::read_device_at(ext4.path(), 1080, 2),
         [0x53, 0xEF],
         "left as it was"
     );
@@ -241,12 +194,12 @@ fn a_log_device_too_small_for_its_ring_or_carrying_a_file_system_is_refused() {
         ],
         0,
     );
-    assert_eq!(&read_at(ext4.path(), 0, 8), b"JPDEVLAY");
+    assert_eq!(&common::read_device_at(ext4.path(), 0, 8), b"JPDEVLAY");
     // The region logs the database in db/: with that database gone it belongs to none, and
     // init lays it out anew without --recreate (as it removes a log directory's files then).
     std::fs::remove_dir_all(dir.path().join("db")).expect("remove the database");
     run(dir.path(), &["init", &job_ext4, "--out", "again"], 0);
-    assert_eq!(&read_at(ext4.path(), 0, 8), b"JPDEVLAY");
+    assert_eq!(&common::read_device_at(ext4.path(), 0, 8), b"JPDEVLAY");
 }
 
 /// The database on one device, its log on another: init, a performance test killed -9, recover
@@ -263,43 +216,19 @@ fn a_database_and_its_log_on_two_devices_run_and_recover_after_kill_9() {
     };
     let job = job(dir.path(), database.path(), log.path(), "60s");
     run(dir.path(), &["init", &job, "--out", "i"], 0);
-    assert_eq!(&read_at(database.path(), 80, 8), b"JETPRFDB");
-    assert_eq!(&read_at(log.path(), 0, 8), b"JPDEVLAY");
+    assert_eq!(&common::read_device_at(database.path(), 80, 8), b"JETPRFDB");
+    assert_eq!(&common::read_device_at(log.path(), 0, 8), b"JPDEVLAY");
     assert!(
         dir.path()
             .join(format!("jetproof-data/{}.jpfm", database.name()))
             .is_file(),
         "the flush map in the data directory"
     );
-    let mut child = common::spawn_jetproof(
-        dir.path(),
-        &["run", &job, "--test", "performance", "--out", "p"],
-        false,
-    );
-    let started = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
-        if text.contains("Sample at 1 s") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no sample within 120 s: {text}"
-        );
-        assert!(
-            child.try_wait().expect("poll").is_none(),
-            "ended early: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = common::spawn_until_measuring(dir.path(), &job, "p");
     // Both devices held exclusively while the run lives.
     for device in [&database, &log] {
-        let claim = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_EXCL)
-            .open(&device.device);
         assert_eq!(
-            claim.err().and_then(|e| e.raw_os_error()),
+            common::exclusive_open_error(&device.device),
             Some(libc::EBUSY),
             "{} held",
             device.path()
@@ -344,34 +273,17 @@ fn a_database_and_its_log_sharing_one_device_run_and_recover_after_kill_9() {
     };
     let job = job(dir.path(), device.path(), device.path(), "60s");
     run(dir.path(), &["init", &job, "--out", "i"], 0);
-    assert_eq!(&read_at(device.path(), 0, 8), b"JPDEVLAY");
+    assert_eq!(&common::read_device_at(device.path(), 0, 8), b"JPDEVLAY");
     let region = 66u64 << 20;
-    assert_eq!(&read_at(device.path(), region + 80, 8), b"JETPRFDB");
+    assert_eq!(
+        &common::read_device_at(device.path(), region + 80, 8),
+        b"JETPRFDB"
+    );
     assert!(
-        read_at(device.path(), 80, 8) != b"JETPRFDB",
+        common::read_device_at(device.path(), 80, 8) != b"JETPRFDB",
         "no database header at byte 0"
     );
-    let mut child = common::spawn_jetproof(
-        dir.path(),
-        &["run", &job, "--test", "performance", "--out", "p"],
-        false,
-    );
-    let started = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
-        if text.contains("Sample at 1 s") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no sample within 120 s: {text}"
-        );
-        assert!(
-            child.try_wait().expect("poll").is_none(),
-            "ended early: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = common::spawn_until_measuring(dir.path(), &job, "p");
     child.kill().expect("kill -9");
     child.wait().expect("reaped");
     let names = region_names(device.path());
@@ -445,7 +357,9 @@ fn a_shared_device_too_small_for_the_log_ring_and_the_database_is_refused() {
     assert!(stderr.contains("log_path of ld"), "{stderr}");
     assert!(stderr.contains("do not fit"), "{stderr}");
     assert!(
-        read_at(device.path(), 0, 64 << 10).iter().all(|b| *b == 0),
+        common::read_device_at(device.path(), 0, 64 << 10)
+            .iter()
+            .all(|b| *b == 0),
         "nothing written"
     );
 }

@@ -7,22 +7,17 @@ use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::{LENIENT_THRESHOLDS, jetproof};
+use common::{jetproof, small_job};
 
-/// Two 16 MiB databases, 64 sessions each (up to ~128 rings at once with io_uring).
-fn many_sessions_job(dir: &Path) -> std::path::PathBuf {
-    let job = dir.join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
-            "[storage]\ndatabases = 2\ndb_size = \"16MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-             [workload]\nrecord_size = \"1KiB\"\nthreads = 64\n\
-             [cache]\nmin_size = \"1MiB\"\nmax_size = \"4MiB\"\n\
-             [run]\nduration = \"2s\"\nsample_interval = \"500ms\"\n{LENIENT_THRESHOLDS}"
-        ),
-    )
-    .expect("write job");
-    job
+/// The common small job with 64 sessions per database (up to ~128 rings at once with io_uring)
+/// and a 4 MiB cache for them.
+fn many_sessions_job(dir: &Path) {
+    let job = small_job(dir, "2s", "");
+    let text = std::fs::read_to_string(&job)
+        .expect("job")
+        .replacen("threads = 2", "threads = 64", 1)
+        .replacen("max_size = \"1MiB\"", "max_size = \"4MiB\"", 1);
+    std::fs::write(&job, text).expect("write job");
 }
 
 /// `jetproof run` of `job` with the io_uring engine under the shell's `ulimit` arguments.

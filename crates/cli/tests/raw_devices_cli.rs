@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{LoopDevice, jetproof};
+use common::{LoopDevice, run_expecting as run};
 
 const PAGE: u64 = 8192;
 
@@ -32,29 +31,6 @@ fn job(dir: &Path, device: &str, duration: &str) -> String {
     job.to_str().expect("utf-8").to_string()
 }
 
-/// Runs jetproof in `dir`; asserts the exit code, returns stdout and stderr.
-fn run(dir: &Path, args: &[&str], code: i32) -> (String, String) {
-    let output = jetproof(dir).args(args).output().expect("runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    );
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{args:?}:\n{stdout}\n{stderr}"
-    );
-    (stdout, stderr)
-}
-
-fn read_at(device: &str, offset: u64, len: usize) -> Vec<u8> {
-    let mut file = std::fs::File::open(device).expect("open device");
-    file.seek(SeekFrom::Start(offset)).expect("seek");
-    let mut bytes = vec![0u8; len];
-    file.read_exact(&mut bytes).expect("read device");
-    bytes
-}
-
 #[test]
 fn init_performance_checksum_and_backup_run_on_a_loop_device() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -64,7 +40,7 @@ fn init_performance_checksum_and_backup_run_on_a_loop_device() {
     let job = job(dir.path(), device.path(), "2s");
     run(dir.path(), &["init", &job, "--out", "i"], 0);
     // The database starts at byte 0: its header's signature is the device's marker.
-    assert_eq!(&read_at(device.path(), 80, 8), b"JETPRFDB");
+    assert_eq!(&common::read_device_at(device.path(), 80, 8), b"JETPRFDB");
     // Nothing of jetproof's beside the device node; the flush map is in the log directory.
     let node_dir = device.device.parent().expect("/dev");
     for suffix in [".jplock", ".jpfm", ".partial"] {
@@ -143,47 +119,21 @@ fn a_database_on_a_device_survives_kill_9_and_recover() {
     };
     let job = job(dir.path(), device.path(), "60s");
     run(dir.path(), &["init", &job, "--out", "i"], 0);
-    let mut child = common::spawn_jetproof(
-        dir.path(),
-        &["run", &job, "--test", "performance", "--out", "p"],
-        false,
-    );
     // Wait until the window is being measured: the database is dirty and being written.
-    let started = Instant::now();
-    loop {
-        let log = std::fs::read_to_string(dir.path().join("p/test.log")).unwrap_or_default();
-        if log.contains("Sample at 1 s") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no sample within 120 s: {log}"
-        );
-        assert!(
-            child.try_wait().expect("poll").is_none(),
-            "ended early: {log}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = common::spawn_until_measuring(dir.path(), &job, "p");
     // While the run lives, the device is held exclusively: no mount or mkfs can take it.
-    let claim = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_EXCL)
-        .open(&device.device);
     assert_eq!(
-        claim.err().and_then(|e| e.raw_os_error()),
+        common::exclusive_open_error(&device.device),
         Some(libc::EBUSY),
         "an O_EXCL open while the run holds the device"
     );
     child.kill().expect("kill -9");
     child.wait().expect("reaped");
     // The exclusive hold went with the process.
-    drop(
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_EXCL)
-            .open(&device.device)
-            .expect("free after the kill"),
+    assert_eq!(
+        common::exclusive_open_error(&device.device),
+        None,
+        "free after the kill"
     );
 
     let (_, stderr) = run(
@@ -217,7 +167,9 @@ fn a_database_larger_than_its_device_is_refused_before_any_write() {
     assert!(stderr.contains("storage.db_size"), "{stderr}");
     assert!(stderr.contains(device.path()), "{stderr}");
     assert!(
-        read_at(device.path(), 0, 64 * 1024).iter().all(|b| *b == 0),
+        common::read_device_at(device.path(), 0, 64 * 1024)
+            .iter()
+            .all(|b| *b == 0),
         "nothing written"
     );
 }
@@ -254,14 +206,15 @@ fn two_databases_on_two_devices_init_run_and_checksum() {
     // Both carry the marker; the second is a copy of the first (the same header bytes).
     for device in [&first, &second] {
         assert_eq!(
-            &read_at(device.path(), 80, 8),
+            &common::read_device_at(device.path(), 80, 8),
             b"JETPRFDB",
             "{}",
             device.path()
         );
     }
     assert!(
-        read_at(first.path(), 0, 2 * PAGE as usize) == read_at(second.path(), 0, 2 * PAGE as usize),
+        common::read_device_at(first.path(), 0, 2 * PAGE as usize)
+            == common::read_device_at(second.path(), 0, 2 * PAGE as usize),
         "the second database is a copy of the first"
     );
     let init = common::result(&dir.path().join("i/result.json"));

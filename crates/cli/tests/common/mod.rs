@@ -139,6 +139,70 @@ pub fn spawn_jetproof(dir: &Path, args: &[&str], capture: bool) -> std::process:
         .expect("spawn jetproof")
 }
 
+/// Runs the real binary in `dir` with `args`; asserts its exit code, returns stdout and stderr.
+pub fn run_expecting(dir: &Path, args: &[&str], code: i32) -> (String, String) {
+    let output = jetproof(dir).args(args).output().expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{args:?}:\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// `jetproof run JOB --test performance --out OUT` started in `dir`, returned once its test log
+/// shows the first sample of the measured window (the databases dirty and being written), within
+/// 120 s; fails if it ends before.
+pub fn spawn_until_measuring(dir: &Path, job: &str, out: &str) -> std::process::Child {
+    let mut child = spawn_jetproof(
+        dir,
+        &["run", job, "--test", "performance", "--out", out],
+        false,
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let log = std::fs::read_to_string(dir.join(out).join("test.log")).unwrap_or_default();
+        if log.contains("Sample at 1 s") {
+            return child;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no sample within 120 s: {log}"
+        );
+        assert!(
+            child.try_wait().expect("poll").is_none(),
+            "ended early: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `len` bytes of the device (or file) at `path` from `offset`.
+pub fn read_device_at(path: &str, offset: u64, len: usize) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).expect("open device");
+    file.seek(SeekFrom::Start(offset)).expect("seek");
+    let mut bytes = vec![0u8; len];
+    file.read_exact(&mut bytes).expect("read device");
+    bytes
+}
+
+/// What an exclusive open (`O_EXCL`, as mkfs or a mount takes a device) of `device` meets now:
+/// `None` when it could open it (then closed at once), else its errno (`EBUSY`: held).
+pub fn exclusive_open_error(device: &Path) -> Option<i32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(device)
+        .err()
+        .map(|e| e.raw_os_error().unwrap_or(0))
+}
+
 /// Ctrl-C: sends SIGINT to `child` and waits, at most 30 s, for it to end. Its exit status,
 /// standard output and standard error.
 pub fn interrupt(child: std::process::Child) -> (std::process::ExitStatus, String, String) {
