@@ -583,14 +583,27 @@ impl<'a> Tree<'a> {
         let mut restarts = 0;
         'restart: loop {
             let mut path: Vec<PathNode<'a>> = Vec::with_capacity(8);
-            let root = self.cache.write(self.root)?;
-            let mut level = self.check_node(self.root, root.data(), None)?;
-            path.push(PathNode {
-                node: root,
-                child_index: 0,
-                rightmost: true,
-                sibling: None,
-            });
+            let mut level;
+            if let Some((parent, rightmost)) = self.safe_leaf_parent(op, &mut restarts)? {
+                self.space.note_structure_change(false);
+                level = 1;
+                path.push(PathNode {
+                    node: parent,
+                    child_index: 0,
+                    rightmost,
+                    sibling: None,
+                });
+            } else {
+                self.space.note_structure_change(true);
+                let root = self.cache.write(self.root)?;
+                level = self.check_node(self.root, root.data(), None)?;
+                path.push(PathNode {
+                    node: root,
+                    child_index: 0,
+                    rightmost: true,
+                    sibling: None,
+                });
+            }
             while level > 0 {
                 let Some(top) = path.last_mut() else {
                     return Err(self.inconsistent(self.root, "empty path"));
@@ -680,6 +693,49 @@ impl<'a> Tree<'a> {
             }
             return self.apply_at_leaf(path, op, log_position);
         }
+    }
+
+    /// Where the pessimistic path can start below the root: the leaf's parent, latched
+    /// exclusively, when the tree has at least three levels and that parent is safe for `op`
+    /// (it can take the entry a leaf split adds, or lose the one a merge removes, without
+    /// changing itself). The descent to it is shared, and the parent is latched while its own
+    /// parent is still latched shared (latch coupling, as every descent here), so the node
+    /// latched is the one covering the key. With the bool: the parent is the rightmost node of
+    /// its level. None (nothing held) when the tree is lower, the parent is not safe, or a page
+    /// on the way was not in the cache: the caller then starts from the root.
+    ///
+    /// Why: a split or merge used to latch the root exclusively until it reached a safe node,
+    /// and every other session's descent queued behind it on the root; at 128 sessions per
+    /// database the wake-ups of those queues after each release took ~11% of the process's
+    /// CPU (profile of 2026-11-28, `docs/design.md`, "B+tree"). ESE's splits likewise take
+    /// write latches only on the pages they change (the rest of the path is read-intent).
+    fn safe_leaf_parent(
+        &self,
+        op: Op<'_>,
+        restarts: &mut u32,
+    ) -> Result<Option<(PageMut<'a>, bool)>> {
+        let key = op.key();
+        let mut rightmost = true;
+        let visit = |_: u16, index: usize, data: &[u8]| {
+            rightmost &= index + 1 == node::count(data);
+        };
+        let grandparent = match self.descend(key, 2, restarts, visit)? {
+            Descent::Reached { node, level: 2 } => node,
+            Descent::Reached { .. } | Descent::Restart => return Ok(None),
+        };
+        let page = grandparent.page_number();
+        let data = grandparent.data();
+        let (index, child) = self.child_of(page, data, key)?;
+        rightmost &= index + 1 == node::count(data);
+        let Some(parent) = self.cache.write_if_resident(child) else {
+            return Ok(None);
+        };
+        drop(grandparent);
+        self.check_node(child, parent.data(), Some(1))?;
+        if !self.is_safe(parent.data(), 1, op) {
+            return Ok(None);
+        }
+        Ok(Some((parent, rightmost)))
     }
 
     /// The sibling a leaf that may merge is latched with: of its left and right siblings in

@@ -193,6 +193,12 @@ pub struct SpaceStats {
     pub leaf_splits_even: u64,
     /// Merges of an underfull node into a sibling (each frees a page).
     pub merges: u64,
+    /// Changes that needed the pessimistic path (a split, a merge, a record that grew past its
+    /// leaf), by where its exclusive latches began: at the leaf's parent, with the path above
+    /// only share-latched, or at the root (a low tree, or a parent that itself must change).
+    /// Counted per attempt: a descent restarted for a page not in the cache counts again.
+    pub structure_changes_from_leaf_parent: u64,
+    pub structure_changes_from_root: u64,
 }
 
 /// The free space of a database's file at one moment (a walk of the space maps).
@@ -220,6 +226,8 @@ struct Counters {
     splits_hotpoint: AtomicU64,
     splits_even: AtomicU64,
     merges: AtomicU64,
+    from_leaf_parent: AtomicU64,
+    from_root: AtomicU64,
 }
 
 /// How a leaf split chose its split point, for [`SpaceStats`].
@@ -339,6 +347,8 @@ impl Space {
             leaf_splits_hotpoint: get(&c.splits_hotpoint),
             leaf_splits_even: get(&c.splits_even),
             merges: get(&c.merges),
+            structure_changes_from_leaf_parent: get(&c.from_leaf_parent),
+            structure_changes_from_root: get(&c.from_root),
         }
     }
 
@@ -348,6 +358,15 @@ impl Space {
             LeafSplit::Append => &self.counters.splits_append,
             LeafSplit::Hotpoint => &self.counters.splits_hotpoint,
             LeafSplit::Even => &self.counters.splits_even,
+        });
+    }
+
+    /// Counts a pessimistic change by where its exclusive latches began (the tree calls it).
+    pub fn note_structure_change(&self, from_root: bool) {
+        bump(if from_root {
+            &self.counters.from_root
+        } else {
+            &self.counters.from_leaf_parent
         });
     }
 

@@ -8,13 +8,26 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{mem, seed, small_options};
-use jetproof_engine::Database;
+use jetproof_engine::{Database, SpaceStats, TreeStats};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const THREADS: u64 = 6;
 
 fn run(page_size: usize, cache_pages: u64, flush_thread: bool, seed: u64) {
+    run_with(page_size, cache_pages, flush_thread, seed, 400, 1500);
+}
+
+/// Runs the threads (each `steps` operations on `keys` keys of its own) and checks the tree;
+/// returns its statistics and the space counters.
+fn run_with(
+    page_size: usize,
+    cache_pages: u64,
+    flush_thread: bool,
+    seed: u64,
+    keys: u64,
+    steps: usize,
+) -> (TreeStats, SpaceStats) {
     let (backend, path) = mem();
     let mut options = small_options(page_size, cache_pages);
     options.flush_thread = flush_thread;
@@ -26,9 +39,9 @@ fn run(page_size: usize, cache_pages: u64, flush_thread: bool, seed: u64) {
             std::thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(seed ^ (thread * 0x9E37_79B9));
                 let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-                for step in 0..1500 {
+                for step in 0..steps {
                     // Keys interleave across threads, so they share leaves and split them.
-                    let n: u64 = rng.random_range(0..400);
+                    let n: u64 = rng.random_range(0..keys);
                     let key = (n * THREADS + thread).to_be_bytes().to_vec();
                     let context = format!("seed {seed} thread {thread} step {step}");
                     match rng.random_range(0..10) {
@@ -81,6 +94,7 @@ fn run(page_size: usize, cache_pages: u64, flush_thread: bool, seed: u64) {
     }
     let stats = db.check().unwrap();
     assert_eq!(stats.records, all.len() as u64, "seed {seed}");
+    let space = db.space_stats();
     let content = db.scan(b"", usize::MAX).unwrap();
     assert!(
         content.into_iter().eq(all.clone()),
@@ -91,6 +105,7 @@ fn run(page_size: usize, cache_pages: u64, flush_thread: bool, seed: u64) {
     let db = Database::open(backend.as_ref(), path, options).unwrap();
     assert_eq!(db.check().unwrap().records, all.len() as u64, "seed {seed}");
     db.close().unwrap();
+    (stats, space)
 }
 
 #[test]
@@ -116,4 +131,23 @@ fn sessions_share_a_tree_under_cache_pressure() {
 #[test]
 fn sessions_share_a_tree_32k() {
     run(32768, 128, true, seed("sessions_share_a_tree_32k"));
+}
+
+/// Splits and merges below a tree of three levels start their exclusive latches at the leaf's
+/// parent when it is safe (the root only share-latched), and at the root otherwise; the
+/// sessions' models and the whole tree agree either way.
+#[test]
+fn structure_changes_start_at_the_leafs_parent_in_a_tall_tree() {
+    let seed = seed("structure_changes_start_at_the_leafs_parent_in_a_tall_tree");
+    let (stats, space) = run_with(4096, 64, true, seed, 4000, 5000);
+    assert!(stats.height >= 3, "seed {seed}: height {}", stats.height);
+    assert!(
+        space.structure_changes_from_leaf_parent > 0,
+        "seed {seed}: {space:?}"
+    );
+    assert!(
+        space.structure_changes_from_root > 0,
+        "seed {seed}: {space:?}"
+    );
+    eprintln!("seed {seed}: height {}, {space:?}", stats.height);
 }
