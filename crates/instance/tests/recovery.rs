@@ -265,18 +265,31 @@ fn a_missing_log_file_is_an_error() {
 /// durably committed is still recovered.
 #[test]
 fn a_torn_log_tail_is_tolerated_and_reported() {
-    let seed = common::seed("a_torn_log_tail_is_tolerated_and_reported");
-    let (crashed, model) = crashed_run(seed);
+    let mut seed = common::seed("a_torn_log_tail_is_tolerated_and_reported");
     let logs = Path::new(LOGS);
-    let (mut reader, _) = jetproof_log::LogReader::from_checkpoint(
-        crashed.clone(),
-        logs,
-        None,
-        jetproof_log::ReadOptions::default(),
-    )
-    .unwrap();
-    while reader.next_record().unwrap().is_some() {}
-    let end = reader.summary().end.unwrap();
+    // A run whose log stopped right after a generation-end frame would write next into the
+    // next generation (not begun: nothing there is read, `docs/log.md` rows 29–31), not after
+    // the end; such seeds (about 1 in 60) move on to the next seed, said on stderr.
+    let (crashed, model, end) = loop {
+        let (crashed, model) = crashed_run(seed);
+        let (mut reader, _) = jetproof_log::LogReader::from_checkpoint(
+            crashed.clone(),
+            logs,
+            None,
+            jetproof_log::ReadOptions::default(),
+        )
+        .unwrap();
+        while reader.next_record().unwrap().is_some() {}
+        let summary = reader.summary();
+        if !summary.ended {
+            break (crashed, model, summary.end.unwrap());
+        }
+        eprintln!(
+            "seed {seed}: the log ended at a generation end; trying seed {}",
+            seed + 1
+        );
+        seed = seed.wrapping_add(1);
+    };
     // Half a write's worth of bytes that are no frame, where the next write would have gone.
     let path = log_file_path(logs, end.generation);
     let file = crashed

@@ -29,6 +29,9 @@ pub struct ReadSummary {
     pub records: u64,
     /// Where the valid log ends (a writer reopening the log continues after it).
     pub end: Option<Lsn>,
+    /// The last generation read ends with its generation-end frame: the next write goes to the
+    /// next generation (named ahead and not begun), not after `end`.
+    pub ended: bool,
     pub torn_tail: Option<TornTail>,
 }
 
@@ -147,6 +150,8 @@ impl LogReader {
                 }
                 if !analysis.continued {
                     self.summary.end = Some(analysis.end);
+                    self.summary.ended =
+                        matches!(analysis.scan.stop, crate::scan::Stop::GenerationEnd);
                     self.finished = true;
                     // The log's end must be one a crash can leave (`docs/log.md`, "The log's
                     // end is proved"): not in a cut file, not before a generation the log
