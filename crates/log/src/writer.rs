@@ -328,6 +328,11 @@ struct State {
     poisoned: Option<String>,
     closed: bool,
     write_sequence: u64,
+    /// Where the write in flight ends (set while `flushing`): a record before it is durable
+    /// once that write completes.
+    in_flight_end: Lsn,
+    /// Durable-commit waiters asleep on each of [`Inner::durable_waiters`].
+    waiting: [usize; 2],
     /// Reused for every write, so the buffer can take appends while a write is in flight.
     write_buffer: Option<AlignedBuf>,
     /// Oldest generation file that still exists.
@@ -353,6 +358,12 @@ struct Inner {
     unusable: AtomicBool,
     /// Signalled whenever the durable end, the generation or the poisoned state changes.
     changed: Condvar,
+    /// Where a durable commit waits while a write is in flight, by write number parity: on
+    /// `[n % 2]` if write n (in flight) makes its record durable, else on `[(n + 1) % 2]` for
+    /// the write after it. When write n completes only `[n % 2]` is woken (all of them, all
+    /// satisfied) and one waiter of the other, which starts the next write for them all. Until
+    /// 2026-11-28 every waiter woke at every write and most went back to sleep (issue 22).
+    durable_waiters: [Condvar; 2],
     /// Wakes the background flusher.
     wake_flusher: Condvar,
     /// The preformatted next generation file, and the next generation named ahead.
@@ -648,6 +659,8 @@ impl Log {
             poisoned: None,
             closed: false,
             write_sequence: 0,
+            in_flight_end: Lsn::default(),
+            waiting: [0, 0],
             write_buffer: Some(AlignedBuf::zeroed(capacity)),
             oldest_generation,
         };
@@ -661,6 +674,7 @@ impl Log {
             end_packed: AtomicU64::new(start.to_u64()),
             unusable: AtomicBool::new(false),
             changed: Condvar::new(),
+            durable_waiters: [Condvar::new(), Condvar::new()],
             wake_flusher: Condvar::new(),
             spare: Mutex::new(Spares {
                 staged: None,
@@ -829,7 +843,23 @@ impl Log {
                 });
             }
             if state.flushing {
-                inner.changed.wait(&mut state);
+                let number = state.write_sequence;
+                let slot = if lsn < state.in_flight_end {
+                    number % 2
+                } else {
+                    (number + 1) % 2
+                } as usize;
+                state.waiting[slot] += 1;
+                inner.durable_waiters[slot].wait(&mut state);
+                state.waiting[slot] -= 1;
+                let next = (state.write_sequence % 2) as usize;
+                if slot == next && state.durable > lsn && !state.flushing && state.waiting[next] > 0
+                {
+                    // Woken to start the next write but already durable (not expected: a
+                    // waiter on the next write's slot was not covered by the one before):
+                    // hand the start on rather than leave the others asleep.
+                    inner.durable_waiters[next].notify_one();
+                }
             } else {
                 inner.write(&mut state, trigger)?;
             }
@@ -953,7 +983,7 @@ impl Log {
             self.inner.unusable.store(true, Ordering::Release);
         }
         self.inner.wake_flusher.notify_all();
-        self.inner.changed.notify_all();
+        self.inner.wake_every_waiter();
         if let Some(handle) = self.flusher.take() {
             // A panic in the flusher thread has already poisoned nothing we could recover here.
             let _ = handle.join();
@@ -1003,7 +1033,15 @@ impl Inner {
             self.unusable.store(true, Ordering::Release);
         }
         drop(state);
+        self.wake_every_waiter();
+    }
+
+    /// Wakes everyone waiting on the log (poisoned, closed).
+    fn wake_every_waiter(&self) {
         self.changed.notify_all();
+        for waiters in &self.durable_waiters {
+            waiters.notify_all();
+        }
     }
 
     /// One log write: everything appended so far plus a flush frame (and a generation-end frame
@@ -1052,6 +1090,7 @@ impl Inner {
             self.append_internal(state, FrameKind::GenerationEnd, &[], 0);
         }
         let end = state.append_end;
+        state.in_flight_end = Lsn::new(state.generation, end);
         debug_assert!(
             end <= self.options.file_size_bytes,
             "log write would end at {end}, past the {}-byte generation",
@@ -1170,7 +1209,7 @@ impl Inner {
                     state.poisoned = Some(error.to_string());
                     self.unusable.store(true, Ordering::Release);
                 }
-                self.changed.notify_all();
+                self.wake_every_waiter();
                 return Err(LogError::Io(error));
             }
         };
@@ -1184,6 +1223,7 @@ impl Inner {
         self.stats
             .write_bytes
             .fetch_add(length as u64, Ordering::Relaxed);
+        let completed = state.write_sequence;
         state.write_sequence += 1;
         match next_file {
             Some(next) => {
@@ -1232,6 +1272,11 @@ impl Inner {
             }
         }
         self.changed.notify_all();
+        self.durable_waiters[(completed % 2) as usize].notify_all();
+        let next = ((completed + 1) % 2) as usize;
+        if state.waiting[next] > 0 {
+            self.durable_waiters[next].notify_one();
+        }
         Ok(())
     }
 

@@ -192,6 +192,70 @@ fn concurrent_durable_commits_share_log_writes() {
     );
 }
 
+/// Many durable committers on one log with only their own writes to wake them (the timer set
+/// to 10 s): each waits on the write that covers its record or on the next one, and one of the
+/// next write's waiters starts it. A lost wake-up would leave a committer asleep until the
+/// timer; every commit here must return well before it (and after its record is durable).
+#[test]
+fn every_durable_committer_is_woken_by_the_write_that_covers_it() {
+    let backend = CrashBackend::new();
+    backend.set_sync_delay(Duration::from_millis(1));
+    let dir = PathBuf::from("/db/log");
+    let log = Arc::new(
+        Log::create(
+            backend.clone(),
+            LogOptions {
+                file_size_bytes: 256 << 10,
+                buffer_size_bytes: 32 << 10,
+                lazy_flush_interval: Duration::from_secs(10),
+                ..options(&dir)
+            },
+        )
+        .expect("create"),
+    );
+    let longest = std::sync::Mutex::new(Duration::ZERO);
+    std::thread::scope(|scope| {
+        for thread in 0..48usize {
+            let log = log.clone();
+            let longest = &longest;
+            scope.spawn(move || {
+                for commit in 0..40usize {
+                    let body = payload((thread * 1000 + commit) as u64, 100 + thread * 7);
+                    let record = Record {
+                        record_type: 2,
+                        transaction_id: (thread * 1000 + commit) as u64,
+                        payload: &body,
+                    };
+                    let started = std::time::Instant::now();
+                    let lsn = log
+                        .append_and_commit(&record, Durability::Durable)
+                        .expect("commit");
+                    let waited = started.elapsed();
+                    assert!(log.flushed_lsn() > lsn, "returned before its write");
+                    let mut longest = longest.lock().expect("longest");
+                    *longest = (*longest).max(waited);
+                }
+            });
+        }
+    });
+    let longest = *longest.lock().expect("longest");
+    assert!(
+        longest < Duration::from_secs(5),
+        "a durable commit waited {longest:?}: woken by the 10 s timer, not by a log write"
+    );
+    let commits = LogStats::get(&log.stats().durable_commits);
+    let writes = LogStats::get(&log.stats().writes);
+    assert_eq!(commits, 48 * 40);
+    assert!(
+        writes * 2 <= commits,
+        "{writes} writes for {commits} commits"
+    );
+    assert!(
+        LogStats::get(&log.stats().generations_created) > 0,
+        "the run should cross generations (rollovers among the waits)"
+    );
+}
+
 #[test]
 fn lazy_commits_become_durable_within_the_timer() {
     let backend = CrashBackend::new();
