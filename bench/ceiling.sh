@@ -16,7 +16,11 @@
 # with stalls ≤ STALLS_MAX, and its ratio to fio at the same N.
 #
 # Usage: bench/ceiling.sh [DIR]   (default ./bench-ceiling; removed after)
-# Environment: DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
+# With LOG_STREAM=1 (the default) each point also runs fio's same mix with the log stream the
+# jetproof runs put beside their database I/O (per database, sequential write-through writes at
+# the runs' log writes per second and average size): the same storage load, for a second ratio.
+#
+# Environment: LOG_STREAM (1; 0 leaves it out), DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
 # CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1),
 # WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
 # the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md), ROLLOVER_LOG (a
@@ -44,6 +48,7 @@ fi
 rounds=${ROUNDS:-1}
 stalls_max=${STALLS_MAX:-1}
 depth=${WRITE_BACK_DEPTH:-}
+log_stream=${LOG_STREAM:-1}
 label=${LABEL:-now}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -79,7 +84,7 @@ sample_interval = "5s"
 JOB
 }
 
-figures() { # result.json -> "iops writes_per_s stalls_per_s cpu_us read_share log_write_ms device_queue"
+figures() { # result.json -> "iops writes_per_s stalls_per_s cpu_us read_share log_write_ms device_queue log_writes_per_s log_write_bytes"
   python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -96,8 +101,12 @@ if stalls is None:
 logs = [i["log_write"] for i in r["instances"] if i.get("log_write")]
 log_ms = sum(l["avg_latency_ms"] * l["count"] for l in logs) / max(sum(l["count"] for l in logs), 1)
 queue = sum(d.get("aqu_sz") or 0 for d in (r["totals"].get("devices") or []))
-print("%.0f %.0f %.2f %.3f %.3f %.2f %.1f" % (r["achieved_iops"], writes / seconds, stalls,
-      r["totals"]["cpu_us_per_transactional_io"], reads / max(reads + writes, 1), log_ms, queue))' "$1" "$seconds"
+# The log stream the run put on the storage beside its database I/O: for fio to carry too.
+log_count = sum(l["count"] for l in logs)
+log_bytes = sum(l.get("avg_bytes", 0) * l["count"] for l in logs) / max(log_count, 1)
+print("%.0f %.0f %.2f %.3f %.3f %.2f %.1f %.1f %.0f" % (r["achieved_iops"], writes / seconds, stalls,
+      r["totals"]["cpu_us_per_transactional_io"], reads / max(reads + writes, 1), log_ms, queue,
+      log_count / seconds, log_bytes))' "$1" "$seconds"
 }
 
 run_jetproof() { # $1: sessions per database, $2: engine, or base-ENGINE for BASE_JETPROOF -> figures
@@ -141,6 +150,33 @@ print("%.0f %.0f" % (j["read"]["iops"] + j["write"]["iops"], j["write"]["iops"])
   rm -f "$dir/fio.json"
 }
 
+# The same mix with the log stream jetproof's run put beside it (LOG_STREAM=1, the default): one
+# job per database writing its own file sequentially, write-through (O_DSYNC, direct), one write
+# at a time, at the run's log writes per second and average size (rounded to 4 KiB). On a
+# device whose durable writes cost a cache flush (no FUA), these few hundred writes a second take
+# a share of what the random mix gets: fio without them is not the same storage load.
+run_fio_log() { # $1: jobs, $2: read percent, $3: log writes/s per database, $4: log write bytes -> "mix_iops log_writes_per_s"
+  local logs=() n bs rate
+  bs=$(python3 -c "import sys; print(max(4096, round(float(sys.argv[1]) / 4096) * 4096))" "$4")
+  rate=$(python3 -c "import sys; print(max(1, round(float(sys.argv[1]))))" "$3")
+  for n in $(seq 1 "$databases"); do
+    logs+=(--name="log$n" --new_group --filename="$dir/fiolog$n.dat" --size=64M --rw=write
+      --bs="$bs" --direct=1 --sync=dsync --ioengine=psync --rate_iops="$rate"
+      --runtime="$seconds" --time_based)
+  done
+  fio --output-format=json --name=mix --filename="$fio_files" --size=$((fio_bytes * databases)) \
+    --rw=randrw --rwmixread="$2" --bs=32k --direct=1 --ioengine=psync --numjobs="$1" \
+    --group_reporting --runtime="$seconds" --time_based --randrepeat=0 "${logs[@]}" \
+    >"$dir/fio.json" 2>/dev/null
+  python3 -c '
+import json, sys
+jobs = json.load(open(sys.argv[1]))["jobs"]
+mix = [j for j in jobs if j["jobname"] == "mix"][0]
+log = sum(j["write"]["iops"] for j in jobs if j["jobname"].startswith("log"))
+print("%.0f %.1f" % (mix["read"]["iops"] + mix["write"]["iops"], log))' "$dir/fio.json"
+  rm -f "$dir/fio.json" "$dir"/fiolog*.dat
+}
+
 echo "init: $databases databases of $db_size ..." >&2
 rm -rf "$dir/data" "$dir/data-base"
 job 1 >"$dir/job.toml"
@@ -173,20 +209,31 @@ for round in $(seq 1 "$rounds"); do
       done
     fi
     shares=()
+    log_rates=()
+    log_sizes=()
     for engine in "${order[@]}"; do
       echo "round $round: $n sessions, $engine ..." >&2
       # Command substitution, not `< <(...)`: it waits for the function's clean-up to end
       # before the next run starts in the same directory.
       figures_line=$(run_jetproof "$per" "$engine")
-      read -r iops writes stalls cpu share log_ms queue <<<"$figures_line"
-      rows+=("$round $n $engine $iops $writes $stalls $cpu $share $log_ms $queue")
+      read -r iops writes stalls cpu share log_ms queue log_rate log_bytes <<<"$figures_line"
+      rows+=("$round $n $engine $iops $writes $stalls $cpu $share $log_ms $queue $log_rate")
       shares+=("$share")
+      log_rates+=("$log_rate")
+      log_sizes+=("$log_bytes")
     done
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
     echo "round $round: $n sessions, fio at $read_percent% reads ..." >&2
     fio_line=$(run_fio "$((per * databases))" "$read_percent")
     read -r fio_iops fio_writes <<<"$fio_line"
     rows+=("$round $n fio $fio_iops $fio_writes $read_percent")
+    if [[ $log_stream == 1 ]]; then
+      mean() { python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(sum(v) / len(v))" "$@"; }
+      per_log=$(python3 -c "import sys; print(float(sys.argv[1]) / int(sys.argv[2]))" "$(mean "${log_rates[@]}")" "$databases")
+      echo "round $round: $n sessions, fio at $read_percent% reads with $databases log streams of $per_log writes/s ..." >&2
+      read -r fio_log_iops fio_log_rate <<<"$(run_fio_log "$((per * databases))" "$read_percent" "$per_log" "$(mean "${log_sizes[@]}")")"
+      rows+=("$round $n fio-log $fio_log_iops $fio_log_rate")
+    fi
   done
 done
 rm -rf "$dir/data" "$dir/data-base" "$dir"/fio*.dat "$dir/job.toml"
@@ -199,24 +246,29 @@ import statistics, sys
 stalls_max = float(sys.argv[1])
 rows = [l.split() for l in sys.stdin if l.strip()]
 fio = {}
+fio_log = {}
 runs = {}
 for r in rows:
     key = (int(r[0]), int(r[1]))
     if r[2] == "fio":
         fio[key] = (float(r[3]), float(r[4]), int(r[5]))
+    elif r[2] == "fio-log":
+        fio_log[key] = (float(r[3]), float(r[4]))
     else:
         runs.setdefault((r[2], int(r[1])), []).append((int(r[0]),) + tuple(map(float, r[3:])))
 engines = list(dict.fromkeys(e for e, _ in runs))
-print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | log write ms | device queue | fio IOPS (same N, same share) | fio writes/s | ratio to fio |")
-print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | log write ms | log writes/s | device queue | fio IOPS (same N, same share) | fio writes/s | ratio to fio | fio IOPS with the log stream (its log writes/s) | ratio to fio with the log |")
+print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for (engine, n), points in sorted(runs.items(), key=lambda kv: (kv[0][1], engines.index(kv[0][0]))):
-    for (rnd, iops, writes, stalls, cpu, share, log_ms, queue) in points:
+    for (rnd, iops, writes, stalls, cpu, share, log_ms, queue, log_rate) in points:
         f = fio[(rnd, n)]
-        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f | %.0f | %.2f |" % (
-            rnd, n, engine, iops, writes, stalls, cpu, share * 100, log_ms, queue, f[0], f[1], iops / f[0]))
+        fl = fio_log.get((rnd, n))
+        with_log = ("%.0f (%.0f)" % fl, "%.2f" % (iops / fl[0])) if fl else ("–", "–")
+        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.2f | %.0f | %.1f | %.0f | %.0f | %.2f | %s | %s |" % ((
+            rnd, n, engine, iops, writes, stalls, cpu, share * 100, log_ms, log_rate, queue, f[0], f[1], iops / f[0]) + with_log))
 print()
-print("| engine | ceiling: highest transactional IOPS with stalls ≤ %g/s (median over rounds) | at sessions | fio at that N | ratio | highest IOPS at any stall rate (sessions, stalls/s, ratio) |" % stalls_max)
-print("| --- | ---: | ---: | ---: | ---: | --- |")
+print("| engine | ceiling: highest transactional IOPS with stalls ≤ %g/s (median over rounds) | at sessions | fio at that N | ratio | fio with the log stream at that N | ratio to it | highest IOPS at any stall rate (sessions, stalls/s, ratio) |" % stalls_max)
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for engine in engines:
     best = None
     top = None
@@ -228,13 +280,17 @@ for engine in engines:
         f = statistics.median(fio[(p[0], n)][0] for p in points)
         if top is None or iops > top[0]:
             top = (iops, n, stalls, iops / f)
+        logged = [fio_log[(p[0], n)][0] for p in points if (p[0], n) in fio_log]
+        fl = statistics.median(logged) if logged else None
         if stalls <= stalls_max and (best is None or iops > best[0]):
-            best = (iops, n, f, iops / f)
+            best = (iops, n, f, iops / f, fl)
     top_text = "%.0f (%d, %.2f, %.2f)" % top if top else "–"
     if best:
-        print("| %s | %.0f | %d | %.0f | **%.2f** | %s |" % ((engine,) + best + (top_text,)))
+        iops, n, f, ratio, fl = best
+        with_log = ("%.0f" % fl, "**%.2f**" % (iops / fl)) if fl else ("–", "–")
+        print("| %s | %.0f | %d | %.0f | **%.2f** | %s | %s | %s |" % ((engine, iops, n, f, ratio) + with_log + (top_text,)))
     else:
-        print("| %s | none: every point stalled above %g/s | – | – | – | %s |" % (engine, stalls_max, top_text))
+        print("| %s | none: every point stalled above %g/s | – | – | – | – | – | %s |" % (engine, stalls_max, top_text))
 ' "$stalls_max")
 {
   echo "# ceiling: unpaced performance tests against fio's random mix"
@@ -250,6 +306,10 @@ for engine in engines:
   echo "# each point: jetproof run job.toml --test performance --io-engine ENGINE   (N / $databases sessions per database, unpaced, $duration window)"
   echo "# then: fio --name=mix --filename=fio1.dat:...:fio$databases.dat --size=$databases x $db_size --rw=randrw --rwmixread=SHARE --bs=32k --direct=1 --ioengine=psync --numjobs=N --group_reporting --runtime=$seconds --time_based"
   echo "# SHARE: the database read share jetproof measured at N (mean over the engines)"
+  if [[ $log_stream == 1 ]]; then
+    echo "# and (LOG_STREAM=1) the same fio mix with, per database, a job of sequential write-through writes at jetproof's log rate and size:"
+    echo "#   ... --name=logN --new_group --filename=fiologN.dat --size=64M --rw=write --bs=LOG_BYTES --direct=1 --sync=dsync --ioengine=psync --rate_iops=LOG_RATE"
+  fi
   echo '```'
   echo
   echo "## Figures ($label)"
