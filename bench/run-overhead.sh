@@ -24,7 +24,8 @@
 #
 # Before/after: with BASE_JETPROOF and BASE_MEM_BENCH set (a `jetproof` binary and a
 # jetproof-procedures `mem_bench` example binary built from an earlier commit), every round also runs
-# them, interleaved with the current build, and the table gains their columns. The machine is
+# them, interleaved with the current build (which build goes first alternates by round), and the
+# table gains their columns. The machine is
 # shared: compare within rounds, and medians over rounds.
 #
 # Usage: bench/run-overhead.sh [DIR]   (default ./bench-data; removed after)
@@ -152,7 +153,17 @@ print("%.3f %.0f" % (cpu_s / ios * 1e6, j["read"]["iops"]))' "$dir/fio.json"
 
 rows=()
 for round in $(seq 1 "$rounds"); do
-  for variant in "${variants[@]}"; do
+  # Builds alternate which goes first too (odd rounds as listed, even rounds reversed): with the
+  # base build always first, a drift within each round would favour one build every time.
+  round_variants=("${variants[@]}")
+  if ((round % 2 == 0)); then
+    for ((i = 0, j = ${#round_variants[@]} - 1; i < j; i++, j--)); do
+      t=${round_variants[i]}
+      round_variants[i]=${round_variants[j]}
+      round_variants[j]=$t
+    done
+  fi
+  for variant in "${round_variants[@]}"; do
     read -r label bin mem variant_engines <<<"$variant"
     read -r -a order <<<"${variant_engines//,/ }"
     if ((round % 2 == 0)); then # alternate which engine goes first
