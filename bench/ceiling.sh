@@ -139,14 +139,23 @@ fio_bytes=$(python3 -c "
 import sys; t = sys.argv[1]
 u = {'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
 print(int(float(t[:-3]) * u[t[-3:]]))" "$db_size")
-run_fio() { # $1: jobs, $2: read percent -> "iops writes_per_s"
+# fio's mix: $1 psync jobs of 32 KiB random direct I/O at $2 percent reads over the databases'
+# size, plus any further fio jobs given after them (their own groups) -> "mix_iops mix_writes_per_s
+# other_jobs_writes_per_s"
+run_fio() {
+  local jobs=$1 read_percent=$2
+  shift 2
   fio --output-format=json --name=mix --filename="$fio_files" --size=$((fio_bytes * databases)) \
-    --rw=randrw --rwmixread="$2" --bs=32k --direct=1 --ioengine=psync --numjobs="$1" \
-    --group_reporting --runtime="$seconds" --time_based --randrepeat=0 >"$dir/fio.json" 2>/dev/null
+    --rw=randrw --rwmixread="$read_percent" --bs=32k --direct=1 --ioengine=psync \
+    --numjobs="$jobs" --group_reporting --runtime="$seconds" --time_based --randrepeat=0 "$@" \
+    >"$dir/fio.json" 2>/dev/null
   python3 -c '
 import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
-print("%.0f %.0f" % (j["read"]["iops"] + j["write"]["iops"], j["write"]["iops"]))' "$dir/fio.json"
+jobs = json.load(open(sys.argv[1]))["jobs"]
+mix = [j for j in jobs if j["jobname"] == "mix"][0]
+others = sum(j["write"]["iops"] for j in jobs if j["jobname"] != "mix")
+print("%.0f %.0f %.1f" % (mix["read"]["iops"] + mix["write"]["iops"], mix["write"]["iops"], others))' \
+    "$dir/fio.json"
   rm -f "$dir/fio.json"
 }
 
@@ -156,7 +165,7 @@ print("%.0f %.0f" % (j["read"]["iops"] + j["write"]["iops"], j["write"]["iops"])
 # device whose durable writes cost a cache flush (no FUA), these few hundred writes a second take
 # a share of what the random mix gets: fio without them is not the same storage load.
 run_fio_log() { # $1: jobs, $2: read percent, $3: log writes/s per database, $4: log write bytes -> "mix_iops log_writes_per_s"
-  local logs=() n bs rate
+  local logs=() n bs rate mix_iops mix_writes log_rate
   bs=$(python3 -c "import sys; print(max(4096, round(float(sys.argv[1]) / 4096) * 4096))" "$4")
   rate=$(python3 -c "import sys; print(max(1, round(float(sys.argv[1]))))" "$3")
   for n in $(seq 1 "$databases"); do
@@ -164,18 +173,12 @@ run_fio_log() { # $1: jobs, $2: read percent, $3: log writes/s per database, $4:
       --bs="$bs" --direct=1 --sync=dsync --ioengine=psync --rate_iops="$rate"
       --runtime="$seconds" --time_based)
   done
-  fio --output-format=json --name=mix --filename="$fio_files" --size=$((fio_bytes * databases)) \
-    --rw=randrw --rwmixread="$2" --bs=32k --direct=1 --ioengine=psync --numjobs="$1" \
-    --group_reporting --runtime="$seconds" --time_based --randrepeat=0 "${logs[@]}" \
-    >"$dir/fio.json" 2>/dev/null
-  python3 -c '
-import json, sys
-jobs = json.load(open(sys.argv[1]))["jobs"]
-mix = [j for j in jobs if j["jobname"] == "mix"][0]
-log = sum(j["write"]["iops"] for j in jobs if j["jobname"].startswith("log"))
-print("%.0f %.1f" % (mix["read"]["iops"] + mix["write"]["iops"], log))' "$dir/fio.json"
-  rm -f "$dir/fio.json" "$dir"/fiolog*.dat
+  read -r mix_iops mix_writes log_rate <<<"$(run_fio "$1" "$2" "${logs[@]}")"
+  rm -f "$dir"/fiolog*.dat
+  echo "$mix_iops $log_rate"
 }
+
+mean() { python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(sum(v) / len(v))" "$@"; }
 
 echo "init: $databases databases of $db_size ..." >&2
 rm -rf "$dir/data" "$dir/data-base"
@@ -201,13 +204,7 @@ for round in $(seq 1 "$rounds"); do
     per=$((n / databases))
     ((per >= 1)) || per=1
     read -r -a order <<<"$engines"
-    if ((round % 2 == 0)); then
-      for ((i = 0, j = ${#order[@]} - 1; i < j; i++, j--)); do
-        t=${order[i]}
-        order[i]=${order[j]}
-        order[j]=$t
-      done
-    fi
+    alternate_order order "$round"
     shares=()
     log_rates=()
     log_sizes=()
@@ -225,10 +222,9 @@ for round in $(seq 1 "$rounds"); do
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
     echo "round $round: $n sessions, fio at $read_percent% reads ..." >&2
     fio_line=$(run_fio "$((per * databases))" "$read_percent")
-    read -r fio_iops fio_writes <<<"$fio_line"
+    read -r fio_iops fio_writes _ <<<"$fio_line"
     rows+=("$round $n fio $fio_iops $fio_writes $read_percent")
     if [[ $log_stream == 1 ]]; then
-      mean() { python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(sum(v) / len(v))" "$@"; }
       per_log=$(python3 -c "import sys; print(float(sys.argv[1]) / int(sys.argv[2]))" "$(mean "${log_rates[@]}")" "$databases")
       echo "round $round: $n sessions, fio at $read_percent% reads with $databases log streams of $per_log writes/s ..." >&2
       read -r fio_log_iops fio_log_rate <<<"$(run_fio_log "$((per * databases))" "$read_percent" "$per_log" "$(mean "${log_sizes[@]}")")"

@@ -32,3 +32,16 @@ import json, sys
 job = json.load(sys.stdin)["jobs"][0]
 print("%.1f" % ((job["read"]["bw_bytes"] + job["write"]["bw_bytes"]) / 1e6))'
 }
+
+# Reverses the bash array named $1 in place on even rounds ($2): rounds alternate which of the
+# builds or engines goes first, so a drift within a round favours none of them every time.
+alternate_order() {
+  local -n items=$1
+  local i j t
+  (($2 % 2 == 0)) || return 0
+  for ((i = 0, j = ${#items[@]} - 1; i < j; i++, j--)); do
+    t=${items[i]}
+    items[i]=${items[j]}
+    items[j]=$t
+  done
+}

@@ -153,26 +153,13 @@ print("%.3f %.0f" % (cpu_s / ios * 1e6, j["read"]["iops"]))' "$dir/fio.json"
 
 rows=()
 for round in $(seq 1 "$rounds"); do
-  # Builds alternate which goes first too (odd rounds as listed, even rounds reversed): with the
-  # base build always first, a drift within each round would favour one build every time.
+  # Builds alternate which goes first too, as the engines do.
   round_variants=("${variants[@]}")
-  if ((round % 2 == 0)); then
-    for ((i = 0, j = ${#round_variants[@]} - 1; i < j; i++, j--)); do
-      t=${round_variants[i]}
-      round_variants[i]=${round_variants[j]}
-      round_variants[j]=$t
-    done
-  fi
+  alternate_order round_variants "$round"
   for variant in "${round_variants[@]}"; do
     read -r label bin mem variant_engines <<<"$variant"
     read -r -a order <<<"${variant_engines//,/ }"
-    if ((round % 2 == 0)); then # alternate which engine goes first
-      for ((i = 0, j = ${#order[@]} - 1; i < j; i++, j--)); do
-        t=${order[i]}
-        order[i]=${order[j]}
-        order[j]=$t
-      done
-    fi
+    alternate_order order "$round"
     echo "round $round of $rounds: $label mem ..." >&2
     line=$(run_mem "$mem")
     read -r mem_us mem_iops <<<"$line"

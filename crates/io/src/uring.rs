@@ -133,19 +133,10 @@ impl std::fmt::Debug for Ring {
 
 impl Ring {
     /// The calling thread's ring for synchronous calls on any file (no file registered): only
-    /// ever used by this thread, so single-issuer with deferred task work where the kernel has
-    /// them, else cooperative task work, else a plain ring.
+    /// ever used by this thread.
     fn for_this_thread(entries: u32) -> Result<Ring, IoError> {
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_coop_taskrun()
-            .build(entries)
-            .or_else(|_| IoUring::builder().setup_coop_taskrun().build(entries))
-            .or_else(|_| IoUring::new(entries))
-            .map_err(|source| IoError::UringUnavailable { source })?;
         Ok(Ring {
-            ring,
+            ring: Ring::build_single_issuer(entries)?,
             fixed_file: false,
         })
     }
@@ -163,19 +154,23 @@ impl Ring {
         Ok(Ring::register(ring, fd))
     }
 
-    /// A ring only ever used by the thread that made it ([`UringQueue`]): the kernel may then
-    /// defer completion work to our own wait (DEFER_TASKRUN), as fio does; older kernels get a
-    /// plain ring.
+    /// A ring only ever used by the thread that made it ([`UringQueue`]), with `fd` registered.
     fn single_issuer(fd: i32, entries: u32) -> Result<Ring, IoError> {
-        let ring = IoUring::builder()
+        Ok(Ring::register(Ring::build_single_issuer(entries)?, fd))
+    }
+
+    /// A ring for one thread only: the kernel may then defer completion work to that thread's
+    /// own wait (SINGLE_ISSUER and DEFER_TASKRUN), as fio does; older kernels get cooperative
+    /// task work, or a plain ring.
+    fn build_single_issuer(entries: u32) -> Result<IoUring, IoError> {
+        IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_coop_taskrun()
             .build(entries)
             .or_else(|_| IoUring::builder().setup_coop_taskrun().build(entries))
             .or_else(|_| IoUring::new(entries))
-            .map_err(|source| IoError::UringUnavailable { source })?;
-        Ok(Ring::register(ring, fd))
+            .map_err(|source| IoError::UringUnavailable { source })
     }
 
     fn register(ring: IoUring, fd: i32) -> Ring {

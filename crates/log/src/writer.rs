@@ -331,8 +331,6 @@ struct State {
     /// Where the write in flight ends (set while `flushing`): a record before it is durable
     /// once that write completes.
     in_flight_end: Lsn,
-    /// Durable-commit waiters asleep on each of [`Inner::durable_waiters`].
-    waiting: [usize; 2],
     /// Reused for every write, so the buffer can take appends while a write is in flight.
     write_buffer: Option<AlignedBuf>,
     /// Oldest generation file that still exists.
@@ -660,7 +658,6 @@ impl Log {
             closed: false,
             write_sequence: 0,
             in_flight_end: Lsn::default(),
-            waiting: [0, 0],
             write_buffer: Some(AlignedBuf::zeroed(capacity)),
             oldest_generation,
         };
@@ -849,12 +846,9 @@ impl Log {
                 } else {
                     (number + 1) % 2
                 } as usize;
-                state.waiting[slot] += 1;
                 inner.durable_waiters[slot].wait(&mut state);
-                state.waiting[slot] -= 1;
                 let next = (state.write_sequence % 2) as usize;
-                if slot == next && state.durable > lsn && !state.flushing && state.waiting[next] > 0
-                {
+                if slot == next && state.durable > lsn && !state.flushing {
                     // Woken to start the next write but already durable (not expected: a
                     // waiter on the next write's slot was not covered by the one before):
                     // hand the start on rather than leave the others asleep.
@@ -1273,10 +1267,8 @@ impl Inner {
         }
         self.changed.notify_all();
         self.durable_waiters[(completed % 2) as usize].notify_all();
-        let next = ((completed + 1) % 2) as usize;
-        if state.waiting[next] > 0 {
-            self.durable_waiters[next].notify_one();
-        }
+        // One of the next write's waiters, if any (none asleep: nothing happens).
+        self.durable_waiters[((completed + 1) % 2) as usize].notify_one();
         Ok(())
     }
 

@@ -29,6 +29,35 @@ fn options(dir: &Path) -> LogOptions {
     }
 }
 
+/// A log that writes only when its callers do (the timer at 10 s).
+fn quiet_log(backend: &Arc<CrashBackend>, dir: &Path) -> Log {
+    Log::create(
+        backend.clone(),
+        LogOptions {
+            lazy_flush_interval: Duration::from_secs(10),
+            ..options(dir)
+        },
+    )
+    .expect("create")
+}
+
+/// After a crash that left generation 2 not begun: the log reads its `records` records to the
+/// end of generation 1 with no torn tail, verifies clean, and reopens in generation 2 right
+/// after that end; gives the reopened log.
+fn reopened_after_generation_one(crashed: &Arc<CrashBackend>, dir: &Path, records: usize) -> Log {
+    let (read, summary, _) = read_from_checkpoint(crashed.clone(), dir).expect("read");
+    assert_eq!(read.len(), records, "the records before the crash, no more");
+    assert_eq!(summary.torn_tail, None);
+    let end = summary.end.expect("end");
+    assert_eq!(end.generation, 1);
+    let report =
+        verify_log_dir(&**crashed, dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
+    assert!(report.is_clean(), "{report:#?}");
+    let (log, report) = Log::open(crashed.clone(), options(dir)).expect("reopen");
+    assert_eq!((report.previous_end, report.generation), (end, 2));
+    log
+}
+
 fn body(rng: &mut StdRng, max: usize) -> Vec<u8> {
     let size = rng.random_range(0..max);
     (0..size).map(|_| rng.random()).collect()
@@ -231,14 +260,7 @@ fn crashes_keep_every_durable_commit() {
 fn torn_write(keep_new_bytes: u64) -> (Arc<CrashBackend>, Vec<Lsn>, Lsn) {
     let backend = CrashBackend::new();
     let dir = PathBuf::from("/db/log");
-    let log = Log::create(
-        backend.clone(),
-        LogOptions {
-            lazy_flush_interval: Duration::from_secs(10),
-            ..options(&dir)
-        },
-    )
-    .expect("create");
+    let log = quiet_log(&backend, &dir);
     let payload = vec![0x5a; 1000];
     let mut durable = Vec::new();
     for index in 0..5 {
@@ -648,14 +670,7 @@ fn a_crash_during_rollover_leaves_a_readable_log() {
     // installed. The log must read to the generation-end frame and reopen after it.
     let dir = PathBuf::from("/db/log");
     let backend = CrashBackend::new();
-    let log = Log::create(
-        backend.clone(),
-        LogOptions {
-            lazy_flush_interval: Duration::from_secs(10),
-            ..options(&dir)
-        },
-    )
-    .expect("create");
+    let log = quiet_log(&backend, &dir);
     let payload = vec![4u8; 3000];
     let mut lsns = Vec::new();
     loop {
@@ -1176,14 +1191,7 @@ fn a_crash_between_the_generation_end_and_the_next_generations_first_write_reads
     // with no I/O of its own; the crash comes before the first write of the new generation.
     let dir = PathBuf::from("/db/log");
     let backend = CrashBackend::new();
-    let log = Log::create(
-        backend.clone(),
-        LogOptions {
-            lazy_flush_interval: Duration::from_secs(10),
-            ..options(&dir)
-        },
-    )
-    .expect("create");
+    let log = quiet_log(&backend, &dir);
     wait_for("generation 2 named ahead", || {
         named_ahead(&backend, &dir, 2)
     });
@@ -1224,16 +1232,7 @@ fn a_crash_between_the_generation_end_and_the_next_generations_first_write_reads
     drop(log);
     let second = log_file_path(&dir, 2);
     assert!(not_begun(&crashed, &second));
-    let (records, summary, _) = read_from_checkpoint(crashed.clone(), &dir).expect("read");
-    assert_eq!(records.len(), lsns.len());
-    assert_eq!(summary.torn_tail, None);
-    let end = summary.end.expect("end");
-    assert_eq!(end.generation, 1);
-    let report =
-        verify_log_dir(&*crashed, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
-    assert!(report.is_clean(), "{report:#?}");
-    let (log, report) = Log::open(crashed.clone(), options(&dir)).expect("reopen");
-    assert_eq!((report.previous_end, report.generation), (end, 2));
+    let log = reopened_after_generation_one(&crashed, &dir, lsns.len());
     log.close().expect("close");
     assert_eq!(read_all_from(crashed.clone(), &dir).len(), lsns.len());
     let report =
@@ -1249,14 +1248,7 @@ fn a_torn_header_copy_leaves_the_generation_not_begun_and_its_frames_are_never_r
     // that begins it zeroes them first.
     let dir = PathBuf::from("/db/log");
     let backend = CrashBackend::new();
-    let log = Log::create(
-        backend.clone(),
-        LogOptions {
-            lazy_flush_interval: Duration::from_secs(10),
-            ..options(&dir)
-        },
-    )
-    .expect("create");
+    let log = quiet_log(&backend, &dir);
     let payload = vec![6u8; 3000];
     let mut lsns = Vec::new();
     loop {
@@ -1290,20 +1282,8 @@ fn a_torn_header_copy_leaves_the_generation_not_begun_and_its_frames_are_never_r
             .any(|&byte| byte != 0),
         "the first write's frames are on the disk"
     );
-    let (records, summary, _) = read_from_checkpoint(crashed.clone(), &dir).expect("read");
-    assert_eq!(
-        records.len(),
-        lsns.len(),
-        "the unacknowledged record is not read"
-    );
-    assert_eq!(summary.torn_tail, None);
-    let end = summary.end.expect("end");
-    assert_eq!(end.generation, 1);
-    let report =
-        verify_log_dir(&*crashed, &dir, Some(DATABASE), &ReadOptions::default()).expect("verify");
-    assert!(report.is_clean(), "{report:#?}");
-    let (log, report) = Log::open(crashed.clone(), options(&dir)).expect("reopen");
-    assert_eq!((report.previous_end, report.generation), (end, 2));
+    // The unacknowledged record is not read.
+    let log = reopened_after_generation_one(&crashed, &dir, lsns.len());
     let begun = crashed.file_bytes(&second).expect("file");
     assert!(
         begun[DATA_START as usize..].iter().all(|&byte| byte == 0),

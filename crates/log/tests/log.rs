@@ -131,46 +131,69 @@ fn a_record_inside_a_frame_is_not_a_start_position() {
     );
 }
 
-fn group_commit_run(committers: usize, commits_each: usize) -> (u64, u64) {
+/// A log whose writes are only its committers' own (the timer at 10 s), each sync taking
+/// `sync_delay`.
+fn committers_log(sync_delay: Duration, file_size: u64, buffer_size: usize) -> Arc<Log> {
     let backend = CrashBackend::new();
-    backend.set_sync_delay(Duration::from_millis(2));
+    backend.set_sync_delay(sync_delay);
     let dir = PathBuf::from("/db/log");
-    let log = Arc::new(
+    Arc::new(
         Log::create(
             backend.clone(),
             LogOptions {
-                file_size_bytes: 1 << 20,
-                buffer_size_bytes: 64 << 10,
+                file_size_bytes: file_size,
+                buffer_size_bytes: buffer_size,
                 // Keep the timer out of the way: only the committers write.
                 lazy_flush_interval: Duration::from_secs(10),
                 ..options(&dir)
             },
         )
         .expect("create"),
-    );
-    let writes_before = LogStats::get(&log.stats().writes);
+    )
+}
+
+/// `committers` threads each make `commits_each` durable commits of `payload_len(thread)` bytes
+/// and check each is durable when it returns; gives the longest a commit waited.
+fn commit_from_threads(
+    log: &Arc<Log>,
+    committers: usize,
+    commits_each: usize,
+    payload_len: impl Fn(usize) -> usize + Sync,
+) -> Duration {
+    let longest = std::sync::Mutex::new(Duration::ZERO);
     std::thread::scope(|scope| {
         for thread in 0..committers {
-            let log = log.clone();
+            let (log, longest, payload_len) = (log.clone(), &longest, &payload_len);
             scope.spawn(move || {
                 for commit in 0..commits_each {
-                    let body = payload((thread * 1000 + commit) as u64, 200);
+                    let body = payload((thread * 1000 + commit) as u64, payload_len(thread));
                     let record = Record {
                         record_type: 2,
                         transaction_id: (thread * 1000 + commit) as u64,
                         payload: &body,
                     };
+                    let started = std::time::Instant::now();
                     let lsn = log
                         .append_and_commit(&record, Durability::Durable)
                         .expect("commit");
+                    let waited = started.elapsed();
                     assert!(
                         log.flushed_lsn() > lsn,
                         "durable commit returned before its write"
                     );
+                    let mut longest = longest.lock().expect("longest");
+                    *longest = (*longest).max(waited);
                 }
             });
         }
     });
+    longest.into_inner().expect("longest")
+}
+
+fn group_commit_run(committers: usize, commits_each: usize) -> (u64, u64) {
+    let log = committers_log(Duration::from_millis(2), 1 << 20, 64 << 10);
+    let writes_before = LogStats::get(&log.stats().writes);
+    commit_from_threads(&log, committers, commits_each, |_| 200);
     let writes = LogStats::get(&log.stats().writes) - writes_before;
     let commits = LogStats::get(&log.stats().durable_commits);
     (commits, writes)
@@ -198,47 +221,8 @@ fn concurrent_durable_commits_share_log_writes() {
 /// timer; every commit here must return well before it (and after its record is durable).
 #[test]
 fn every_durable_committer_is_woken_by_the_write_that_covers_it() {
-    let backend = CrashBackend::new();
-    backend.set_sync_delay(Duration::from_millis(1));
-    let dir = PathBuf::from("/db/log");
-    let log = Arc::new(
-        Log::create(
-            backend.clone(),
-            LogOptions {
-                file_size_bytes: 256 << 10,
-                buffer_size_bytes: 32 << 10,
-                lazy_flush_interval: Duration::from_secs(10),
-                ..options(&dir)
-            },
-        )
-        .expect("create"),
-    );
-    let longest = std::sync::Mutex::new(Duration::ZERO);
-    std::thread::scope(|scope| {
-        for thread in 0..48usize {
-            let log = log.clone();
-            let longest = &longest;
-            scope.spawn(move || {
-                for commit in 0..40usize {
-                    let body = payload((thread * 1000 + commit) as u64, 100 + thread * 7);
-                    let record = Record {
-                        record_type: 2,
-                        transaction_id: (thread * 1000 + commit) as u64,
-                        payload: &body,
-                    };
-                    let started = std::time::Instant::now();
-                    let lsn = log
-                        .append_and_commit(&record, Durability::Durable)
-                        .expect("commit");
-                    let waited = started.elapsed();
-                    assert!(log.flushed_lsn() > lsn, "returned before its write");
-                    let mut longest = longest.lock().expect("longest");
-                    *longest = (*longest).max(waited);
-                }
-            });
-        }
-    });
-    let longest = *longest.lock().expect("longest");
+    let log = committers_log(Duration::from_millis(1), 256 << 10, 32 << 10);
+    let longest = commit_from_threads(&log, 48, 40, |thread| 100 + thread * 7);
     assert!(
         longest < Duration::from_secs(5),
         "a durable commit waited {longest:?}: woken by the 10 s timer, not by a log write"
