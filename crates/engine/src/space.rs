@@ -211,6 +211,11 @@ pub struct SpaceCensus {
     /// Free pages in owned extents that also hold pages in use (a split page's own extent, or
     /// pages left single by merges).
     pub free_pages_in_used_extents: u64,
+    /// Of those, the ones with a page in use after them in their extent: space a merge freed
+    /// inside an owner's pages, which any split may take before the file grows
+    /// ([`Space::allocate_near`], step 4). The others are the rests of extents, after their last
+    /// page in use: their owner's room.
+    pub free_pages_between_used: u64,
 }
 
 #[derive(Debug, Default)]
@@ -399,6 +404,13 @@ impl Space {
                     census.free_pages_in_free_extents += free;
                 } else {
                     census.free_pages_in_used_extents += free;
+                    let last_used = (extent..to)
+                        .rev()
+                        .find(|&p| get_bit(map.data(), p - group_start))
+                        .unwrap_or(extent);
+                    census.free_pages_between_used += (extent..last_used)
+                        .filter(|&p| !get_bit(map.data(), p - group_start))
+                        .count() as u64;
                 }
                 extent = to;
             }
@@ -436,9 +448,12 @@ impl Space {
     ///    key range started an extent, or a merge freed a page);
     /// 3. the first page of a wholly free owned extent, whose rest is then left to the new
     ///    page's own later splits;
-    /// 4. any free page, the farthest from the pages in use (`find_free_far`: the middle of
-    ///    the longest free run in an owned extent): freed space is reused before the file
-    ///    grows;
+    /// 4. a free page that has a page in use after it in its extent (`find_free_far`: the
+    ///    middle of the longest such run): space a merge freed is reused before the file grows.
+    ///    The rest of an extent after its last page in use is never taken here: it is its
+    ///    owner's room, as a table's extents are its own in ESE (until 2026-11-29 step 4 took
+    ///    any free page, so the rests `init` leaves every mailbox, ~1.5% of the file, kept the
+    ///    file from growing for the first quarter hour or more: `docs/faithfulness.md`);
     /// 5. only then, growth of the file, and the first page of its first new extent.
     ///
     /// See `docs/design.md`, "Where new pages go".
@@ -528,11 +543,12 @@ impl Space {
             .or_else(|| (extent_start..near.min(end)).rev().find(free)))
     }
 
-    /// A free page as far from the pages in use as the file has, for a split whose own and
+    /// A free page that space freed inside an owner's pages, for a split whose own and
     /// neighbours' extents are full when no owned extent is wholly free: the middle page of the
-    /// longest run of free pages inside an owned extent (the first such run if several tie).
-    /// Such free pages are the rests of other mailboxes' extents (their tails' room) and pages
-    /// merges freed. Taking the first free page anywhere (as until 2026-11-27) put the new page
+    /// longest run of free pages that ends at a page in use inside an owned extent (the first
+    /// such run if several tie). Such pages are the ones merges freed; a run that reaches the
+    /// extent's end is its owner's rest (its tail's room) and is left to it. Taking the first
+    /// free page anywhere (as until 2026-11-27) put the new page
     /// right after another mailbox's tail page, both hot, so flushes wrote them together and
     /// database writes grew 10% over 600 s; the last page of the largest rest still put the
     /// next borrower from another mailbox beside the first (`docs/design.md`, "Where new pages
@@ -560,11 +576,11 @@ impl Space {
                     continue;
                 }
                 let mut run_start = extent;
-                for page in extent..=to {
-                    let free = page < to && !get_bit(data, page - group_start);
-                    if free {
+                for page in extent..to {
+                    if !get_bit(data, page - group_start) {
                         continue;
                     }
+                    // A run of free pages that ends at this page in use.
                     let run = page - run_start;
                     if run > 0 && best.is_none_or(|(longest, _)| run > longest) {
                         best = Some((run, run_start));

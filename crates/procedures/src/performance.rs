@@ -144,14 +144,10 @@ struct Attached {
     /// What the pacing controller's estimates are made from (kept across phases; cleared when
     /// the caches are warm).
     pace: std::sync::Mutex<PaceEstimator>,
-    /// The database's size when the test attached it (Jetstress's "Initial Database Size").
-    initial_size: DatabaseSize,
-    /// The space counters then (`db_space` counts from attach, as the growth does).
-    initial_space: SpaceStats,
 }
 
-/// The space accounting of one database from attach, as the growth figures (issue 23;
-/// `docs/results.md`, `db_space`). None when the space maps cannot be read (the instance's
+/// The space accounting of one database over the measured window, as the growth figures (issue
+/// 23; `docs/results.md`, `db_space`). None when the space maps cannot be read (the instance's
 /// error says why).
 fn db_space(database: &LoggedInstance, base: &SpaceStats) -> Option<DbSpace> {
     let db = database.database();
@@ -177,6 +173,7 @@ fn db_space(database: &LoggedInstance, base: &SpaceStats) -> Option<DbSpace> {
         final_used_bytes: census.used_pages * page,
         final_free_bytes_in_free_extents: census.free_pages_in_free_extents * page,
         final_free_bytes_in_used_extents: census.free_pages_in_used_extents * page,
+        final_free_bytes_between_used_pages: census.free_pages_between_used * page,
     })
 }
 

@@ -281,7 +281,7 @@ pub struct WorkloadInstance {
 }
 
 /// A database's space accounting over a workload test (`db_space`, `docs/results.md`): counts
-/// from the attach, sizes at the end.
+/// over the measured window (from attach until 2026-11-29), sizes at the end.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DbSpace {
     /// Split pages from the split page's own extent, a neighbour's extent, a wholly free
@@ -305,6 +305,11 @@ pub struct DbSpace {
     pub final_used_bytes: u64,
     pub final_free_bytes_in_free_extents: u64,
     pub final_free_bytes_in_used_extents: u64,
+    /// Of the last, the bytes of free pages with a page in use after them in their extent
+    /// (space merges freed, which any split takes before the file grows; the rest is the room
+    /// after each extent's last page in use, its owner's). Absent before 2026-11-29.
+    #[serde(default)]
+    pub final_free_bytes_between_used_pages: u64,
 }
 
 /// Background database maintenance's figures of one instance.

@@ -29,8 +29,6 @@ pub(super) fn attach(
             return Err(RunError::Results(format!("{}: {e}", instance.name)));
         }
     };
-    let initial_size = DatabaseSize::of(&database);
-    let initial_space = database.database().space_stats();
     Ok(Attached {
         name: instance.name.clone(),
         database,
@@ -49,8 +47,6 @@ pub(super) fn attach(
         replication: SenderState::default(),
         ios_per_transaction: Default::default(),
         pace: Default::default(),
-        initial_size,
-        initial_space,
     })
 }
 

@@ -65,6 +65,17 @@ pub(super) fn measure(
         .map(|a| a.database.database().cache_stats())
         .collect();
     let mut stalls_seen: u64 = base_cache.iter().map(|c| c.page_fault_stalls).sum();
+    // The sizes and the space counters at the window's start: the growth figures divide the
+    // window's growth by the window's I/Os (issue 23). Taken from attach, they counted the
+    // warm-up's splits (a fifth of a 600 s window's) over the window's I/Os alone.
+    let base_size: Vec<DatabaseSize> = attached
+        .iter()
+        .map(|a| DatabaseSize::of(&a.database))
+        .collect();
+    let base_space: Vec<SpaceStats> = attached
+        .iter()
+        .map(|a| a.database.database().space_stats())
+        .collect();
     let mut stalls_per_sec = Vec::new();
     let window_started = Instant::now();
     let window_start = SystemTime::now();
@@ -279,7 +290,7 @@ pub(super) fn measure(
             .sum();
         let grown = final_size
             .file_bytes
-            .saturating_sub(a.initial_size.file_bytes);
+            .saturating_sub(base_size[index].file_bytes);
         let error = a.error.get();
         if let Some(error) = &error {
             reasons.push(format!("{}: stopped by a storage error: {error}", a.name));
@@ -293,13 +304,13 @@ pub(super) fn measure(
             database_page_fault_stalls_per_sec: stalls as f64 / window.max(1e-9),
             cache_hits: cache.hits.saturating_sub(cache_base.hits),
             cache_misses: cache.misses.saturating_sub(cache_base.misses),
-            db_size_initial_bytes: a.initial_size.file_bytes,
+            db_size_initial_bytes: base_size[index].file_bytes,
             db_size_final_bytes: final_size.file_bytes,
-            db_used_initial_bytes: a.initial_size.used_bytes,
+            db_used_initial_bytes: base_size[index].used_bytes,
             db_used_final_bytes: final_size.used_bytes,
             db_growth_bytes_per_transactional_io: (transactional_ios > 0)
                 .then(|| grown as f64 / transactional_ios as f64),
-            db_space: super::db_space(&a.database, &a.initial_space),
+            db_space: super::db_space(&a.database, &base_space[index]),
             paced_transactions_per_sec: a.load.pacer.rate(),
             error,
             ..WorkloadInstance::default()
