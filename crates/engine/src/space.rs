@@ -453,7 +453,8 @@ impl Space {
     ///    The rest of an extent after its last page in use is never taken here: it is its
     ///    owner's room, as a table's extents are its own in ESE (until 2026-11-29 step 4 took
     ///    any free page, so the rests `init` leaves every mailbox, ~1.5% of the file, kept the
-    ///    file from growing for the first quarter hour or more: `docs/faithfulness.md`);
+    ///    file from growing for the first ~45 minutes of the faithfulness job:
+    ///    `docs/faithfulness.md`, "Growth per Jetstress batch");
     /// 5. only then, growth of the file, and the first page of its first new extent.
     ///
     /// See `docs/design.md`, "Where new pages go".

@@ -55,7 +55,7 @@ const INITIAL_SIZE: u64 = 8 << 20;
 /// Pages the file grows by at a time, while it is filled and in the tests after: ESE's default
 /// database extension (`JET_paramDbExtensionSize`, 256 pages; 8 MiB of 32 KiB pages). The
 /// reference reports' databases grew by multiples of 8 MiB in every test, two of them by no
-/// multiple of 16 MiB (`docs/faithfulness.md`, "How the file grows").
+/// multiple of 16 MiB (`docs/faithfulness.md`, "Growth per Jetstress batch").
 const EXTENSION_PAGES: u64 = 256;
 
 /// The smallest growth step (for small databases).

@@ -285,7 +285,7 @@ pub struct WorkloadInstance {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DbSpace {
     /// Split pages from the split page's own extent, a neighbour's extent, a wholly free
-    /// extent, or any free page.
+    /// extent, or elsewhere (root splits; pages merges freed among pages in use).
     pub pages_from_own_extent: u64,
     pub pages_from_neighbour_extent: u64,
     pub pages_from_free_extent: u64,

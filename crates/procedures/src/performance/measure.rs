@@ -67,7 +67,7 @@ pub(super) fn measure(
     let mut stalls_seen: u64 = base_cache.iter().map(|c| c.page_fault_stalls).sum();
     // The sizes and the space counters at the window's start: the growth figures divide the
     // window's growth by the window's I/Os (issue 23). Taken from attach, they counted the
-    // warm-up's splits (a fifth of a 600 s window's) over the window's I/Os alone.
+    // warm-up's splits (~10 s of a paced run) over the window's I/Os alone.
     let base_size: Vec<DatabaseSize> = attached
         .iter()
         .map(|a| DatabaseSize::of(&a.database))
