@@ -39,8 +39,18 @@ impl MailKey {
 /// that the file ends at its target size. The bytes a record costs in the file (record, node
 /// overhead, leaf fill) are only known once some are written, so the plan re-estimates before
 /// every mailbox from what the file has grown so far; the last mailbox takes whatever is left.
+///
+/// Mailboxes differ in size, as real ones do: mailbox `m`'s share of what is left is
+/// [`mailbox_share`]`(m)` over the shares of the mailboxes still to fill, between 0.75 and 1.25
+/// of the average. With equal shares every mailbox's leaves came to within a few pages of the
+/// same count, so the free rest `init` leaves in each mailbox's last owned extent was nearly the
+/// same for all, and a run's first splits found either all of them roomy or all of them full: a
+/// start-up transient of the file's growth (issue 23, `docs/faithfulness.md`, "Growth per
+/// Jetstress batch"). Unequal sizes spread the rests evenly, as in a database that has run.
 #[derive(Debug, Clone)]
 pub struct FillPlan {
+    /// Sum of the shares of mailboxes `m..`, for every `m` (one more entry, 0.0, at the end).
+    shares_from: Vec<f64>,
     mailboxes: u32,
     target_bytes: u64,
     start_bytes: u64,
@@ -60,8 +70,14 @@ impl FillPlan {
         start_bytes: u64,
         guess_bytes_per_record: u64,
     ) -> FillPlan {
+        let mailboxes = mailboxes.max(1);
+        let mut shares_from = vec![0.0; mailboxes as usize + 1];
+        for m in (0..mailboxes).rev() {
+            shares_from[m as usize] = shares_from[m as usize + 1] + mailbox_share(m);
+        }
         let mut plan = FillPlan {
-            mailboxes: mailboxes.max(1),
+            shares_from,
+            mailboxes,
             target_bytes,
             start_bytes,
             records: 0,
@@ -81,9 +97,14 @@ impl FillPlan {
             ((current_bytes - self.start_bytes) / self.records).max(1)
         };
         let remaining_bytes = self.target_bytes.saturating_sub(current_bytes);
-        let remaining_mailboxes = u64::from(self.mailboxes - self.mailbox).max(1);
-        let quota = remaining_bytes / per_record / remaining_mailboxes;
-        u32::try_from(quota.max(1)).unwrap_or(u32::MAX)
+        let remaining_shares = self
+            .shares_from
+            .get(self.mailbox as usize)
+            .copied()
+            .unwrap_or(0.0);
+        let share = mailbox_share(self.mailbox) / remaining_shares.max(f64::MIN_POSITIVE);
+        let quota = (remaining_bytes / per_record) as f64 * share.min(1.0);
+        u32::try_from((quota as u64).max(1)).unwrap_or(u32::MAX)
     }
 
     /// The key of the next record, given the file's current size; None once the file has reached
@@ -107,6 +128,15 @@ impl FillPlan {
     pub fn records(&self) -> u64 {
         self.records
     }
+}
+
+/// Mailbox `m`'s size relative to the average, 0.75 to 1.25: the fractional parts of
+/// `(m + 1) × 0.618…` (the golden ratio's), which spread evenly over any run of mailboxes, so
+/// every stretch of the key space averages 1 and the sizes do not depend on a seed.
+pub fn mailbox_share(mailbox: u32) -> f64 {
+    const GOLDEN: f64 = 0.618_033_988_749_894_9;
+    let fraction = ((f64::from(mailbox) + 1.0) * GOLDEN).fract();
+    0.75 + 0.5 * fraction
 }
 
 #[cfg(test)]
@@ -142,12 +172,38 @@ mod tests {
         }
         assert!(size >= target && size < target + 3_000);
         assert!(per_mailbox.iter().all(|&n| n > 0), "{per_mailbox:?}");
-        // After the first mailbox the plan has learned the real cost: the rest are even.
-        let rest = &per_mailbox[1..49];
-        let (min, max) = (rest.iter().min(), rest.iter().max());
-        assert!(
-            matches!((min, max), (Some(&a), Some(&b)) if b - a <= 2),
-            "{per_mailbox:?}"
+        // After the first mailbox the plan has learned the real cost: each of the rest gets
+        // its share of the average (0.75 to 1.25 of it), within an item or two.
+        let rest: u32 = per_mailbox[1..].iter().sum();
+        let shares: f64 = (1..50).map(mailbox_share).sum();
+        for (m, &n) in per_mailbox.iter().enumerate().take(49).skip(1) {
+            let want = f64::from(rest) * mailbox_share(m as u32) / shares;
+            assert!(
+                (f64::from(n) - want).abs() <= 0.02 * want + 2.0,
+                "mailbox {m}: {n} items, its share is {want:.1}: {per_mailbox:?}"
+            );
+        }
+        let (min, max) = (
+            per_mailbox[1..49].iter().min().copied().unwrap_or(0),
+            per_mailbox[1..49].iter().max().copied().unwrap_or(0),
         );
+        assert!(
+            f64::from(max) > 1.3 * f64::from(min),
+            "mailboxes differ in size: {per_mailbox:?}"
+        );
+    }
+
+    /// The shares average 1 over any stretch of mailboxes and stay within 0.75 – 1.25.
+    #[test]
+    fn mailbox_shares_average_one_and_stay_in_range() {
+        for start in [0u32, 17, 1000] {
+            let shares: Vec<f64> = (start..start + 200).map(mailbox_share).collect();
+            assert!(
+                shares.iter().all(|s| (0.75..=1.25).contains(s)),
+                "{shares:?}"
+            );
+            let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+            assert!((mean - 1.0).abs() < 0.01, "start {start}: mean {mean}");
+        }
     }
 }
