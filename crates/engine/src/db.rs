@@ -60,12 +60,17 @@ pub struct DatabaseOptions {
     pub write_back_depth: usize,
 }
 
+/// Pages a database file grows by at a time unless told otherwise: ESE's default database
+/// extension (`JET_paramDbExtensionSize`, 256 pages; 8 MiB of 32 KiB pages), which the
+/// reference reports' growths show (`docs/faithfulness.md`, "Growth per Jetstress batch").
+pub const DEFAULT_EXTENSION_PAGES: u64 = 256;
+
 impl Default for DatabaseOptions {
     fn default() -> Self {
         DatabaseOptions {
             page_size: 32 * 1024,
             initial_size_bytes: 8 * 1024 * 1024,
-            extent_bytes: 8 * 1024 * 1024,
+            extent_bytes: DEFAULT_EXTENSION_PAGES * 32 * 1024,
             cache_min_bytes: 32 * 1024 * 1024,
             cache_max_bytes: 256 * 1024 * 1024,
             direct_io: true,

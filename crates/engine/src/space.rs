@@ -161,6 +161,27 @@ pub fn set_map_bit(map: &mut [u8], bit: u64, used: bool) -> bool {
     true
 }
 
+/// The runs of free pages in the owned extent `[extent, to)` that end at a page in use, as (first
+/// page, length): the space merges freed among an owner's pages, which any split may take before
+/// the file grows ([`Space::allocate_near`], step 4). A run that reaches the extent's end is not
+/// one: it is the owner's rest. `map` is the map page of the group starting at `group_start`.
+fn freed_runs(
+    map: &[u8],
+    group_start: u64,
+    extent: u64,
+    to: u64,
+) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut run_start = extent;
+    (extent..to).filter_map(move |page| {
+        if !get_bit(map, page - group_start) {
+            return None;
+        }
+        let run = (run_start, page - run_start);
+        run_start = page + 1;
+        (run.1 > 0).then_some(run)
+    })
+}
+
 fn get_bit(map: &[u8], bit: u64) -> bool {
     let index = HEADER_SIZE + (bit / 8) as usize;
     map.get(index)
@@ -404,13 +425,10 @@ impl Space {
                     census.free_pages_in_free_extents += free;
                 } else {
                     census.free_pages_in_used_extents += free;
-                    let last_used = (extent..to)
-                        .rev()
-                        .find(|&p| get_bit(map.data(), p - group_start))
-                        .unwrap_or(extent);
-                    census.free_pages_between_used += (extent..last_used)
-                        .filter(|&p| !get_bit(map.data(), p - group_start))
-                        .count() as u64;
+                    census.free_pages_between_used +=
+                        freed_runs(map.data(), group_start, extent, to)
+                            .map(|(_, run)| run)
+                            .sum::<u64>();
                 }
                 extent = to;
             }
@@ -576,17 +594,10 @@ impl Space {
                     extent = to;
                     continue;
                 }
-                let mut run_start = extent;
-                for page in extent..to {
-                    if !get_bit(data, page - group_start) {
-                        continue;
+                for (first, run) in freed_runs(data, group_start, extent, to) {
+                    if best.is_none_or(|(longest, _)| run > longest) {
+                        best = Some((run, first));
                     }
-                    // A run of free pages that ends at this page in use.
-                    let run = page - run_start;
-                    if run > 0 && best.is_none_or(|(longest, _)| run > longest) {
-                        best = Some((run, run_start));
-                    }
-                    run_start = page + 1;
                 }
                 extent = to;
             }

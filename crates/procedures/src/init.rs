@@ -52,22 +52,18 @@ pub fn mailboxes_per_database(job: &Job) -> u32 {
 /// Size a database file starts at before it grows.
 const INITIAL_SIZE: u64 = 8 << 20;
 
-/// Pages the file grows by at a time, while it is filled and in the tests after: ESE's default
-/// database extension (`JET_paramDbExtensionSize`, 256 pages; 8 MiB of 32 KiB pages). The
-/// reference reports' databases grew by multiples of 8 MiB in every test, two of them by no
-/// multiple of 16 MiB (`docs/faithfulness.md`, "Growth per Jetstress batch").
-const EXTENSION_PAGES: u64 = 256;
-
 /// The smallest growth step (for small databases).
 const MIN_EXTENT_SIZE: u64 = 1 << 20;
 
-/// The step a database of `target_bytes` grows by: ESE's 256 pages, but at most a sixteenth of
-/// the target (at least [`MIN_EXTENT_SIZE`]), so a small database's file ends close to its
+/// The step a database of `target_bytes` grows by, while it is filled and in the tests after:
+/// ESE's 256 pages ([`jetproof_engine::db::DEFAULT_EXTENSION_PAGES`]; the reference reports'
+/// databases grew by multiples of 8 MiB in every test, two of them by no multiple of 16 MiB), but
+/// at most a sixteenth of the target (at least [`MIN_EXTENT_SIZE`]), so a small database's file ends close to its
 /// target.
 fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
     (target_bytes / 16).clamp(
         MIN_EXTENT_SIZE,
-        (EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
+        (jetproof_engine::db::DEFAULT_EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
     )
 }
 

@@ -49,8 +49,8 @@ impl MailKey {
 /// Jetstress batch"). Unequal sizes spread the rests evenly, as in a database that has run.
 #[derive(Debug, Clone)]
 pub struct FillPlan {
-    /// Sum of the shares of mailboxes `m..`, for every `m` (one more entry, 0.0, at the end).
-    shares_from: Vec<f64>,
+    /// Sum of the shares of the mailboxes not yet begun and the current one.
+    shares_left: f64,
     mailboxes: u32,
     target_bytes: u64,
     start_bytes: u64,
@@ -71,12 +71,8 @@ impl FillPlan {
         guess_bytes_per_record: u64,
     ) -> FillPlan {
         let mailboxes = mailboxes.max(1);
-        let mut shares_from = vec![0.0; mailboxes as usize + 1];
-        for m in (0..mailboxes).rev() {
-            shares_from[m as usize] = shares_from[m as usize + 1] + mailbox_share(m);
-        }
         let mut plan = FillPlan {
-            shares_from,
+            shares_left: (0..mailboxes).map(mailbox_share).sum(),
             mailboxes,
             target_bytes,
             start_bytes,
@@ -97,12 +93,7 @@ impl FillPlan {
             ((current_bytes - self.start_bytes) / self.records).max(1)
         };
         let remaining_bytes = self.target_bytes.saturating_sub(current_bytes);
-        let remaining_shares = self
-            .shares_from
-            .get(self.mailbox as usize)
-            .copied()
-            .unwrap_or(0.0);
-        let share = mailbox_share(self.mailbox) / remaining_shares.max(f64::MIN_POSITIVE);
+        let share = mailbox_share(self.mailbox) / self.shares_left.max(f64::MIN_POSITIVE);
         let quota = (remaining_bytes / per_record) as f64 * share.min(1.0);
         u32::try_from((quota as u64).max(1)).unwrap_or(u32::MAX)
     }
@@ -115,6 +106,7 @@ impl FillPlan {
         }
         let last_mailbox = self.mailbox + 1 >= self.mailboxes;
         if self.item >= self.quota && !last_mailbox {
+            self.shares_left -= mailbox_share(self.mailbox);
             self.mailbox += 1;
             self.item = 0;
             self.quota = self.quota_for_next_mailbox(current_bytes);
