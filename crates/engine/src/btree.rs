@@ -465,6 +465,8 @@ impl<'a> Tree<'a> {
                     log_position,
                     PageChange::LeafInsert { index, key, value },
                 )?;
+                self.space
+                    .note_leaf_entry_change(0, node::leaf_entry_bytes(key.len(), value.len()));
                 Ok(Some(true))
             }
             (Op::Insert { key, value }, Some((index, old, true)), _)
@@ -482,6 +484,8 @@ impl<'a> Tree<'a> {
                     log_position,
                     PageChange::LeafReplace { index, key, value },
                 )?;
+                self.space
+                    .note_leaf_entry_change(old, node::leaf_entry_bytes(key.len(), value.len()));
                 Ok(Some(true))
             }
             (Op::Delete { key }, Some((index, old, _)), _)
@@ -494,6 +498,7 @@ impl<'a> Tree<'a> {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
                 self.logged(leaf, log_position, PageChange::LeafDelete { index, key })?;
+                self.space.note_leaf_entry_change(old, 0);
                 Ok(Some(true))
             }
             (Op::MarkDeleted { key }, Some((index, _, false)), _)
@@ -802,6 +807,9 @@ impl<'a> Tree<'a> {
         }
         let found = entries.search(op.key());
         let old_len = entries.len();
+        // Bytes of the key's entry before the change, and of the entry it leaves.
+        let old_entry = found.map_or(0, |i| entries.entry_bytes(i));
+        let mut new_entry = old_entry;
         let mut append = false;
         let mut hotpoint = None;
         // Each arm hands the key's prior state to the log before the entries change.
@@ -823,22 +831,27 @@ impl<'a> Tree<'a> {
                     hotpoint = Some(i);
                 }
                 entries.insert_leaf(i, key, value);
+                new_entry = node::leaf_entry_bytes(key.len(), value.len());
             }
             (Op::Insert { value, .. }, Ok(i)) if deleted(i) => {
                 announce(&entries)?;
                 entries.set_value(i, value);
+                new_entry = entries.entry_bytes(i);
             }
             (Op::Replace { value, .. }, Ok(i)) if !deleted(i) => {
                 announce(&entries)?;
                 entries.set_value(i, value);
+                new_entry = entries.entry_bytes(i);
             }
             (Op::Delete { .. }, Ok(i)) => {
                 announce(&entries)?;
                 entries.remove(i);
+                new_entry = 0;
             }
             (Op::Purge { .. }, Ok(i)) if deleted(i) => {
                 announce(&entries)?;
                 entries.remove(i);
+                new_entry = 0;
             }
             (Op::MarkDeleted { .. }, Ok(i)) if !deleted(i) => {
                 announce(&entries)?;
@@ -852,6 +865,9 @@ impl<'a> Tree<'a> {
         }
         let last = path.len() - 1;
         self.rebalance(&mut path, last, entries, append, hotpoint, log_position)?;
+        if new_entry != old_entry {
+            self.space.note_leaf_entry_change(old_entry, new_entry);
+        }
         Ok(true)
     }
 
@@ -1024,6 +1040,9 @@ impl<'a> Tree<'a> {
                 let hot = hotpoint
                     .take()
                     .and_then(|at| hotpoint_split(&pending, ps, at));
+                if level > 0 {
+                    self.space.note_interior_split();
+                }
                 if level == 0 {
                     self.space.note_leaf_split(match (hot, append) {
                         (Some(_), _) => LeafSplit::Hotpoint,

@@ -500,7 +500,8 @@ impl Entries {
             .binary_search_by(|item| self.bytes_of(item).cmp(key))
     }
 
-    fn entry_bytes(&self, i: usize) -> usize {
+    /// Bytes entry `i` occupies in its node (slot included); 0 past the end.
+    pub fn entry_bytes(&self, i: usize) -> usize {
         self.items.get(i).map_or(0, |item| {
             if self.leaf {
                 leaf_entry_bytes(item.key_len as usize, item.value_len as usize)

@@ -214,6 +214,16 @@ pub struct SpaceStats {
     pub leaf_splits_even: u64,
     /// Merges of an underfull node into a sibling (each frees a page).
     pub merges: u64,
+    /// Splits of interior nodes, the root's included (each takes a page, the root's two).
+    pub interior_splits: u64,
+    /// Bytes of leaf entries (a record's key, value, record header and slot, as it lies in its
+    /// leaf) that changes added and removed: an insert adds its entry, a delete or purge
+    /// removes one, a replace (or an insert over a record marked deleted) removes the old and
+    /// adds the new; a mark changes nothing. Splits and merges move entries and count nothing.
+    /// Their difference over a window is the bytes in records the tree gained, the first line
+    /// of the space accounting (issue 23, `docs/design.md`, "Where new pages go").
+    pub leaf_bytes_added: u64,
+    pub leaf_bytes_removed: u64,
     /// Changes that needed the pessimistic path (a split, a merge, a record that grew past its
     /// leaf), by where its exclusive latches began: at the leaf's parent, with the path above
     /// only share-latched, or at the root (a low tree, or a parent that itself must change).
@@ -252,6 +262,9 @@ struct Counters {
     splits_hotpoint: AtomicU64,
     splits_even: AtomicU64,
     merges: AtomicU64,
+    interior_splits: AtomicU64,
+    leaf_bytes_added: AtomicU64,
+    leaf_bytes_removed: AtomicU64,
     from_leaf_parent: AtomicU64,
     from_root: AtomicU64,
 }
@@ -373,6 +386,9 @@ impl Space {
             leaf_splits_hotpoint: get(&c.splits_hotpoint),
             leaf_splits_even: get(&c.splits_even),
             merges: get(&c.merges),
+            interior_splits: get(&c.interior_splits),
+            leaf_bytes_added: get(&c.leaf_bytes_added),
+            leaf_bytes_removed: get(&c.leaf_bytes_removed),
             structure_changes_from_leaf_parent: get(&c.from_leaf_parent),
             structure_changes_from_root: get(&c.from_root),
         }
@@ -399,6 +415,27 @@ impl Space {
     /// Counts a merge (the tree calls it).
     pub fn note_merge(&self) {
         bump(&self.counters.merges);
+    }
+
+    /// Counts a split of an interior node (the tree calls it).
+    pub fn note_interior_split(&self) {
+        bump(&self.counters.interior_splits);
+    }
+
+    /// Counts a change of one leaf entry: `removed` bytes of the entry before (0 if none) and
+    /// `added` bytes after (0 if none), as [`crate::node::leaf_entry_bytes`] gives them (the
+    /// tree calls it).
+    pub fn note_leaf_entry_change(&self, removed: usize, added: usize) {
+        if removed > 0 {
+            self.counters
+                .leaf_bytes_removed
+                .fetch_add(removed as u64, Ordering::Relaxed);
+        }
+        if added > 0 {
+            self.counters
+                .leaf_bytes_added
+                .fetch_add(added as u64, Ordering::Relaxed);
+        }
     }
 
     /// Walks the space maps: how the file's free pages lie ([`SpaceCensus`]).

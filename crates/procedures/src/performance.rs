@@ -174,6 +174,9 @@ fn db_space(database: &LoggedInstance, base: &SpaceStats) -> Option<DbSpace> {
         final_free_bytes_in_free_extents: census.free_pages_in_free_extents * page,
         final_free_bytes_in_used_extents: census.free_pages_in_used_extents * page,
         final_free_bytes_between_used_pages: census.free_pages_between_used * page,
+        interior_splits: d(now.interior_splits, base.interior_splits),
+        leaf_bytes_added: d(now.leaf_bytes_added, base.leaf_bytes_added),
+        leaf_bytes_removed: d(now.leaf_bytes_removed, base.leaf_bytes_removed),
     })
 }
 
