@@ -98,6 +98,7 @@ JOB
 rows=()
 spaces=""
 anatomies=""
+accounting=""
 for round in $(seq 1 "$rounds"); do
   for variant in "${variants[@]}"; do
     read -r label binary <<<"$variant"
@@ -142,6 +143,29 @@ PY
 )
     # The space accounting of each database over the window (result.json's `db_space`,
     # docs/results.md): where split pages came from, merges, growth, free space at the end.
+    # Where the pages in use went, per transactional I/O and per transaction: the records'
+    # net bytes (what no space management can avoid: the inserts' entries less the deletes'),
+    # the interior pages splits added, and the free bytes left in the pages in use (the rest).
+    accounting+=$(python3 - "$dir/results" "$round" "$label" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/result.json"))
+page = 32768
+for i in r["instances"]:
+    s = i.get("db_space")
+    if not s or "leaf_bytes_added" not in s:
+        continue
+    ios = max(i.get("db_read", {}).get("count", 0) + i.get("db_write", {}).get("count", 0), 1)
+    t = max(i.get("transactions", 0), 1)
+    used = i.get("db_used_final_bytes", 0) - i.get("db_used_initial_bytes", 0)
+    records = s["leaf_bytes_added"] - s["leaf_bytes_removed"]
+    interior = s.get("interior_splits", 0) * page
+    rest = used - records - interior
+    print("| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %s |" % (
+        sys.argv[2], sys.argv[3], i["name"], used / ios, records / ios, interior / ios,
+        rest / ios, used / t, records / t, ios / t,
+        "—" if used - interior <= 0 else "%.0f%%" % (100.0 * records / (used - interior))))
+PY
+)$'\n'
     spaces+=$(python3 - "$dir/results" "$round" "$label" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1] + "/result.json"))
@@ -204,6 +228,16 @@ PY
   echo "| round | variant | instance | db_space |"
   echo "| --- | --- | --- | --- |"
   printf '%s' "$spaces"
+  echo
+  echo "## Where the pages in use went (db_space: records' net bytes, interior splits)"
+  echo
+  echo "Pages in use grown = records' net bytes (leaf entries the changes added less those they removed) + interior pages (one per"
+  echo "interior split) + free bytes left in pages in use (the rest). 'Records in leaf growth' is the records' net bytes over the"
+  echo "leaves' growth (pages in use less interior pages): how full the space the leaves grew by is."
+  echo
+  echo "| round | variant | instance | pages in use per transactional I/O | records' net bytes per I/O | interior pages per I/O | free bytes left per I/O | pages in use per transaction | records' net bytes per transaction | db I/Os per transaction | records in leaf growth |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s' "$accounting"
   if [[ -n $anatomies ]]; then
     echo
     echo "## What the log carries (log_anatomy)"
