@@ -149,7 +149,9 @@ PY
     accounting+=$(python3 - "$dir/results" "$round" "$label" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1] + "/result.json"))
-page = 32768
+# The page size the run used, as the job states it ("32KiB").
+text = r["parameters"]["storage"]["page_size"]
+page = int(text[:-3]) * 1024 if text.endswith("KiB") else int(text.rstrip("B"))
 for i in r["instances"]:
     s = i.get("db_space")
     if not s or "leaf_bytes_added" not in s:

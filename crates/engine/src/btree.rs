@@ -1040,15 +1040,14 @@ impl<'a> Tree<'a> {
                 let hot = hotpoint
                     .take()
                     .and_then(|at| hotpoint_split(&pending, ps, at));
-                if level > 0 {
-                    self.space.note_interior_split();
-                }
                 if level == 0 {
                     self.space.note_leaf_split(match (hot, append) {
                         (Some(_), _) => LeafSplit::Hotpoint,
                         (None, true) => LeafSplit::Append,
                         (None, false) => LeafSplit::Even,
                     });
+                } else {
+                    self.space.note_interior_split();
                 }
                 let split = hot.unwrap_or_else(|| pending.split_point(ps, append));
                 let mut right = pending.split_off(split);
