@@ -147,7 +147,7 @@ fn crc_seed(page_number: u32, block: usize) -> u32 {
     seed[0..4].copy_from_slice(&CRC_DOMAIN);
     seed[4..8].copy_from_slice(&page_number.to_le_bytes());
     seed[8..12].copy_from_slice(&(block as u32).to_le_bytes());
-    crc32c::crc32c(&seed)
+    jetproof_io::crc::crc32c(&seed)
 }
 
 /// The CRC of a block as it should be stored: over the data, then over the stored `ecc`.
@@ -157,8 +157,8 @@ fn block_crc(page: &[u8], block: usize, page_number: u32) -> u32 {
     let ecc_at = block * SLOT_SIZE + 4;
     let data = page.get(data_start..range.end).unwrap_or_default();
     let ecc = page.get(ecc_at..ecc_at + 4).unwrap_or_default();
-    crc32c::crc32c_append(
-        crc32c::crc32c_append(crc_seed(page_number, block), data),
+    jetproof_io::crc::crc32c_append(
+        jetproof_io::crc::crc32c_append(crc_seed(page_number, block), data),
         ecc,
     )
 }

@@ -884,7 +884,9 @@ fn encode_header(
     put_u64(out, 80, stamp);
     put_u64(out, 88, header_sequence);
     put_u64(out, 96, now_ms());
-    let crc = out.get(4..HEADER_CRC_END).map_or(0, crc32c::crc32c);
+    let crc = out
+        .get(4..HEADER_CRC_END)
+        .map_or(0, jetproof_io::crc::crc32c);
     put_u32(out, 0, crc);
 }
 
@@ -902,7 +904,7 @@ fn decode_header(block: &[u8]) -> std::result::Result<Header, HeaderProblem> {
     let stored = u32_at(block, 0).ok_or(HeaderProblem::Damaged)?;
     let computed = block
         .get(4..HEADER_CRC_END)
-        .map(crc32c::crc32c)
+        .map(jetproof_io::crc::crc32c)
         .ok_or(HeaderProblem::Damaged)?;
     if stored != computed {
         return Err(HeaderProblem::Damaged);
@@ -939,7 +941,7 @@ fn decode_header(block: &[u8]) -> std::result::Result<Header, HeaderProblem> {
 
 fn slot_checksum(slot: &[u8], block: u64) -> u32 {
     let body = slot.get(4..).unwrap_or(&[]);
-    crc32c::crc32c_append(crc32c::crc32c(body), &block.to_le_bytes())
+    jetproof_io::crc::crc32c_append(jetproof_io::crc::crc32c(body), &block.to_le_bytes())
 }
 
 fn seal_slot(slot: &mut [u8], block: u64) {

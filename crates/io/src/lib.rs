@@ -16,6 +16,7 @@
 pub mod buf;
 pub mod bytes;
 pub mod class;
+pub mod crc;
 pub mod error;
 pub mod fault;
 pub mod hist;

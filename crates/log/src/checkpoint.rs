@@ -71,7 +71,7 @@ impl Checkpoint {
         slot[80..88].copy_from_slice(&self.newest_generation.to_le_bytes());
         slot[88..96].copy_from_slice(&self.durable_end.generation.to_le_bytes());
         slot[96..104].copy_from_slice(&self.durable_end.offset.to_le_bytes());
-        let crc = crc32c::crc32c(&slot[..104]);
+        let crc = jetproof_io::crc::crc32c(&slot[..104]);
         slot[104..108].copy_from_slice(&crc.to_le_bytes());
         debug_assert!(slot_out.len() >= SLOT_MEANINGFUL_BYTES);
         for (dst, src) in slot_out
@@ -97,7 +97,7 @@ impl Checkpoint {
             CHECKPOINT_VERSION => 104,
             _ => return None,
         };
-        if bytes::u32_at(&slot, covered)? != crc32c::crc32c(slot.get(..covered)?) {
+        if bytes::u32_at(&slot, covered)? != jetproof_io::crc::crc32c(slot.get(..covered)?) {
             return None;
         }
         Some(Checkpoint {
@@ -424,7 +424,7 @@ mod tests {
         .encode(&mut slot);
         slot[8..12].copy_from_slice(&2u32.to_le_bytes());
         slot[80..88].fill(0);
-        let crc = crc32c::crc32c(&slot[..80]);
+        let crc = jetproof_io::crc::crc32c(&slot[..80]);
         slot[80..84].copy_from_slice(&crc.to_le_bytes());
         let decoded = Checkpoint::decode(&slot).expect("version 2 decodes");
         assert_eq!(decoded.newest_generation, 0);

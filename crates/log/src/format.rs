@@ -266,7 +266,7 @@ impl GenerationHeader {
         header[48..56].copy_from_slice(&previous_end.generation.to_le_bytes());
         header[56..64].copy_from_slice(&previous_end.offset.to_le_bytes());
         header[64..72].copy_from_slice(&self.created_unix_ms.to_le_bytes());
-        let crc = crc32c::crc32c(&header[..72]);
+        let crc = jetproof_io::crc::crc32c(&header[..72]);
         header[72..76].copy_from_slice(&crc.to_le_bytes());
         header
     }
@@ -337,7 +337,7 @@ impl GenerationHeader {
         let field32 = |at| bytes::u32_at(&header, at).ok_or(HeaderError::Short);
         let field64 = |at| bytes::u64_at(&header, at).ok_or(HeaderError::Short);
         let stored = field32(72)?;
-        let computed = crc32c::crc32c(&header[..72]);
+        let computed = jetproof_io::crc::crc32c(&header[..72]);
         if stored != computed {
             return Err(HeaderError::ChecksumMismatch { stored, computed });
         }
@@ -410,7 +410,7 @@ pub fn encode_frame(
         record_type,
         transaction_id,
         payload,
-        crc32c::crc32c(payload),
+        jetproof_io::crc::crc32c(payload),
     );
 }
 
@@ -455,15 +455,15 @@ pub fn encode_frame_filled(
     let filled = out
         .get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + payload_len)
         .unwrap_or_default();
-    let payload_crc = crc32c::crc32c(filled);
+    let payload_crc = jetproof_io::crc::crc32c(filled);
     write_frame_header(out, kind, position, 0, 0, payload_len, payload_crc);
 }
 
 /// The checksum of a version 3 frame: CRC-32C over the payload, then the header after the
 /// checksum field, then the frame's offset in its file (little-endian u64), which is not stored.
 fn compact_crc(payload_crc: u32, header_rest: &[u8], offset: u64) -> u32 {
-    let crc = crc32c::crc32c_append(payload_crc, header_rest);
-    crc32c::crc32c_append(crc, &offset.to_le_bytes())
+    let crc = jetproof_io::crc::crc32c_append(payload_crc, header_rest);
+    jetproof_io::crc::crc32c_append(crc, &offset.to_le_bytes())
 }
 
 /// The 22-byte frame header (version 3) at the start of `out`, its checksum first.
@@ -506,11 +506,11 @@ pub fn encode_legacy_frame(
     header[5] = record_type;
     header[6..8].fill(0);
     header[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    header[12..16].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    header[12..16].copy_from_slice(&jetproof_io::crc::crc32c(payload).to_le_bytes());
     header[16..24].copy_from_slice(&position.generation.to_le_bytes());
     header[24..32].copy_from_slice(&position.offset.to_le_bytes());
     header[32..40].copy_from_slice(&transaction_id.to_le_bytes());
-    let crc = crc32c::crc32c(&header[4..HEADER]);
+    let crc = jetproof_io::crc::crc32c(&header[4..HEADER]);
     header[0..4].copy_from_slice(&crc.to_le_bytes());
     put_header(out, &header);
 }
@@ -590,7 +590,7 @@ fn decode_compact_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
             "frame payload of {payload_bytes} bytes runs past the end of the file"
         ));
     };
-    let computed = compact_crc(crc32c::crc32c(payload), &header[4..], offset);
+    let computed = compact_crc(jetproof_io::crc::crc32c(payload), &header[4..], offset);
     if stored != computed {
         if legacy_frame_of_earlier_generation(file, generation, offset) {
             return Decoded::Empty;
@@ -662,7 +662,7 @@ fn decode_legacy_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
     if header.iter().all(|&byte| byte == 0) {
         return Decoded::Empty;
     }
-    let computed = crc32c::crc32c(&header[4..]);
+    let computed = jetproof_io::crc::crc32c(&header[4..]);
     if stored != computed {
         return Decoded::Damaged(format!(
             "frame header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
@@ -688,7 +688,7 @@ fn decode_legacy_frame(file: &[u8], generation: u64, offset: u64) -> Decoded {
             "frame payload of {payload_bytes} bytes runs past the end of the file"
         ));
     };
-    let computed_payload = crc32c::crc32c(payload);
+    let computed_payload = jetproof_io::crc::crc32c(payload);
     if stored_payload != computed_payload {
         return Decoded::Damaged(format!(
             "payload checksum mismatch over {payload_bytes} bytes \
@@ -782,7 +782,7 @@ mod tests {
         let reseal = |at: usize, value: u32| {
             let mut bad = block.clone();
             bad[at..at + 4].copy_from_slice(&value.to_le_bytes());
-            let crc = crc32c::crc32c(&bad[..72]);
+            let crc = jetproof_io::crc::crc32c(&bad[..72]);
             bad[72..76].copy_from_slice(&crc.to_le_bytes());
             GenerationHeader::decode(&bad).unwrap_err()
         };

@@ -703,7 +703,7 @@ impl Log {
         }
         let size = frame_bytes(record.payload.len());
         // Outside the mutex: the one pass over the payload besides its copy into the buffer.
-        let payload_crc = crc32c::crc32c(record.payload);
+        let payload_crc = jetproof_io::crc::crc32c(record.payload);
         let mut state = inner.state.lock();
         loop {
             inner.check_usable(&state)?;

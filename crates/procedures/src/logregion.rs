@@ -177,7 +177,7 @@ impl Layout {
         for (at, bytes) in fields {
             block[at..at + bytes.len()].copy_from_slice(bytes);
         }
-        let crc = crc32c::crc32c(&block[..HEADER_CRC_AT]);
+        let crc = jetproof_io::crc::crc32c(&block[..HEADER_CRC_AT]);
         block[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
         block
     }
@@ -192,7 +192,7 @@ impl Layout {
         let covered = block
             .get(..HEADER_CRC_AT)
             .ok_or(LayoutError::Damaged("short"))?;
-        if crc32c::crc32c(covered) != crc {
+        if jetproof_io::crc::crc32c(covered) != crc {
             return Err(LayoutError::Damaged("its checksum does not match"));
         }
         let u32_field = |at| u32_at(block, at).ok_or(LayoutError::Damaged("short"));
@@ -273,7 +273,7 @@ fn encode_table(sequence: u64, slot_count: u32, entries: &[(String, u32, u64)]) 
         block[at + 32..at + 36].copy_from_slice(&slot.to_le_bytes());
         block[at + 40..at + 48].copy_from_slice(&size.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&block[..TABLE_CRC_AT]);
+    let crc = jetproof_io::crc::crc32c(&block[..TABLE_CRC_AT]);
     block[TABLE_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     block
 }
@@ -283,7 +283,7 @@ fn decode_table(block: &[u8], layout: &Layout) -> Option<TableCopy> {
     if array_at::<8>(block, 0).as_ref() != Some(TABLE_MAGIC) {
         return None;
     }
-    if crc32c::crc32c(block.get(..TABLE_CRC_AT)?) != u32_at(block, TABLE_CRC_AT)? {
+    if jetproof_io::crc::crc32c(block.get(..TABLE_CRC_AT)?) != u32_at(block, TABLE_CRC_AT)? {
         return None;
     }
     let sequence = u64_at(block, 8)?;
