@@ -1427,7 +1427,9 @@ impl CacheInner {
         }
         let ps = self.config.page_size;
         let pages = bytes.div_ceil(ps).next_power_of_two();
-        AlignedBuf::zeroed((pages * ps).min(MAX_IO_BYTES.max(ps)).max(bytes))
+        // Kept and reused write after write: registered with io_uring where it is in use, so
+        // that no write pins its pages (`jetproof_io::fixed`).
+        AlignedBuf::zeroed_registered((pages * ps).min(MAX_IO_BYTES.max(ps)).max(bytes))
     }
 
     /// Issues a flush pass's writes (see [`CacheInner::flush_pass_filtered`]); the caller

@@ -11,6 +11,8 @@ pub const IO_ALIGNMENT: usize = 4096;
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// Registered with io_uring ([`AlignedBuf::register_fixed`]); released before the memory.
+    registration: Option<crate::fixed::Registration>,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively, like a Box<[u8]>.
@@ -56,6 +58,7 @@ impl AlignedBuf {
             return Ok(AlignedBuf {
                 ptr: NonNull::dangling(),
                 len: 0,
+                registration: None,
             });
         }
         let layout =
@@ -63,7 +66,37 @@ impl AlignedBuf {
         // SAFETY: layout has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or(AllocError::new(len))?;
-        Ok(AlignedBuf { ptr, len })
+        Ok(AlignedBuf {
+            ptr,
+            len,
+            registration: None,
+        })
+    }
+
+    /// Registers the buffer's memory with io_uring ([`crate::fixed`]), so that the io_uring
+    /// backend's direct I/O into or out of it pins no pages of its own. Does nothing when
+    /// io_uring's registered buffers are not in use in this process (the std backend, an older
+    /// kernel), when the buffer is already registered, or when the shared table is full. Meant
+    /// for buffers that live long and see many I/Os: the page cache's memory, the write-back
+    /// and log buffers.
+    pub fn register_fixed(&mut self) {
+        if self.registration.is_none() && self.len != 0 {
+            // SAFETY: the registration is dropped in `drop` before the memory is freed, and the
+            // allocation never moves.
+            self.registration = unsafe { crate::fixed::register(self.ptr.as_ptr(), self.len) };
+        }
+    }
+
+    /// [`AlignedBuf::zeroed`], then [`AlignedBuf::register_fixed`]: a long-lived I/O buffer.
+    pub fn zeroed_registered(len: usize) -> AlignedBuf {
+        let mut buf = AlignedBuf::zeroed(len);
+        buf.register_fixed();
+        buf
+    }
+
+    /// Whether [`AlignedBuf::register_fixed`] registered it.
+    pub fn is_registered(&self) -> bool {
+        self.registration.is_some()
     }
 
     fn layout(len: usize) -> Layout {
@@ -90,6 +123,8 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        // Released before the memory goes back to the allocator (`crate::fixed`).
+        drop(self.registration.take());
         if self.len != 0 {
             // SAFETY: allocated in `zeroed` with this very layout.
             unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
@@ -234,8 +269,11 @@ impl AlignedSlab {
             return Ok(chunk);
         }
         let first = index * self.slots_per_chunk;
-        let fresh =
+        let mut fresh =
             AlignedBuf::try_zeroed(self.slot_len * self.slots_per_chunk.min(self.slots - first))?;
+        // The frames' memory sees every page read and write: registered for io_uring where it
+        // is in use (a chunk that loses the race below is released with it).
+        fresh.register_fixed();
         Ok(cell.get_or_init(|| fresh))
     }
 

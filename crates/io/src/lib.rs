@@ -19,6 +19,7 @@ pub mod class;
 pub mod crc;
 pub mod error;
 pub mod fault;
+pub mod fixed;
 pub mod hist;
 pub mod limits;
 pub mod mem;

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use io_uring::{IoUring, opcode, squeue, types};
 
+use crate::fixed::RingTable;
 use crate::std_backend::{StdFile, open_file, path_error};
 use crate::writeq::{WriteCompletion, WriteQueue, WriteRequest};
 use crate::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions, ReadOp, WriteOp};
@@ -37,6 +38,15 @@ thread_local! {
     /// This thread's ring for synchronous calls (module doc), taken out for the length of a
     /// call and put back after it.
     static THREAD_RING: RefCell<Option<Ring>> = const { RefCell::new(None) };
+}
+
+/// Reads and writes the calling thread's ring submitted with a registered buffer
+/// ([`crate::fixed`]) so far: for tests, which show with it that registered memory is read and
+/// written by index.
+pub fn thread_fixed_ios() -> u64 {
+    THREAD_RING
+        .try_with(|slot| slot.borrow().as_ref().map_or(0, |ring| ring.fixed_ios))
+        .unwrap_or(0)
 }
 
 /// Entries per thread's ring: the largest batch put in flight at once (bigger batches
@@ -61,7 +71,12 @@ impl UringBackend {
         ring.submit_and_wait(1).map_err(unavailable)?;
         let done = ring.completion().next();
         match done {
-            Some(cqe) if cqe.result() >= 0 => Ok(Arc::new(UringBackend { _probe: () })),
+            Some(cqe) if cqe.result() >= 0 => {
+                // Registered buffers for the memory that sees the most I/O (`crate::fixed`);
+                // without them every I/O is an ordinary one.
+                crate::fixed::enable();
+                Ok(Arc::new(UringBackend { _probe: () }))
+            }
             Some(cqe) => Err(unavailable(std::io::Error::from_raw_os_error(
                 -cqe.result(),
             ))),
@@ -119,15 +134,23 @@ impl IoBackend for UringBackend {
     }
 }
 
-/// One ring, with the file registered as fixed file 0 when the kernel allowed it.
+/// One ring, with the file registered as fixed file 0 when the kernel allowed it, and its copy
+/// of the registered buffers' table ([`crate::fixed`]).
 struct Ring {
     ring: IoUring,
     fixed_file: bool,
+    buffers: RingTable,
+    /// Reads and writes this ring submitted with a registered buffer.
+    fixed_ios: u64,
 }
 
 impl std::fmt::Debug for Ring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Ring(fixed_file: {})", self.fixed_file)
+        write!(
+            f,
+            "Ring(fixed_file: {}, fixed I/Os: {})",
+            self.fixed_file, self.fixed_ios
+        )
     }
 }
 
@@ -138,6 +161,8 @@ impl Ring {
         Ok(Ring {
             ring: Ring::build_single_issuer(entries)?,
             fixed_file: false,
+            buffers: RingTable::default(),
+            fixed_ios: 0,
         })
     }
 
@@ -175,7 +200,22 @@ impl Ring {
 
     fn register(ring: IoUring, fd: i32) -> Ring {
         let fixed_file = ring.submitter().register_files(&[fd]).is_ok();
-        Ring { ring, fixed_file }
+        Ring {
+            ring,
+            fixed_file,
+            buffers: RingTable::default(),
+            fixed_ios: 0,
+        }
+    }
+
+    /// The registered buffer holding `[ptr, ptr + len)` wholly, if any (counted as a fixed I/O).
+    fn fixed_buffer(&mut self, ptr: *const u8, len: usize) -> Option<u16> {
+        let slot = self
+            .buffers
+            .current(&self.ring)?
+            .slot_of(ptr as usize, len)?;
+        self.fixed_ios += 1;
+        Some(slot)
     }
 
     /// Submits what is queued and waits until `want` completions are available, retrying on
@@ -243,7 +283,7 @@ impl UringFile {
         });
     }
 
-    fn entry(&self, ring: &Ring, op: Op, user_data: u64) -> squeue::Entry {
+    fn entry(&self, ring: &mut Ring, op: Op, user_data: u64) -> squeue::Entry {
         let fd = self.inner.raw_fd();
         macro_rules! target {
             ($builder:ident, $($arg:expr),*) => {
@@ -254,11 +294,20 @@ impl UringFile {
                 }
             };
         }
+        // A buffer in registered memory goes by its index: the kernel pins nothing for it.
         let entry = match op {
-            Op::Read { ptr, len, offset } => target!(Read, ptr, len as u32).offset(offset).build(),
-            Op::Write { ptr, len, offset } => {
-                target!(Write, ptr, len as u32).offset(offset).build()
-            }
+            Op::Read { ptr, len, offset } => match ring.fixed_buffer(ptr, len) {
+                Some(index) => target!(ReadFixed, ptr, len as u32, index)
+                    .offset(offset)
+                    .build(),
+                None => target!(Read, ptr, len as u32).offset(offset).build(),
+            },
+            Op::Write { ptr, len, offset } => match ring.fixed_buffer(ptr, len) {
+                Some(index) => target!(WriteFixed, ptr, len as u32, index)
+                    .offset(offset)
+                    .build(),
+                None => target!(Write, ptr, len as u32).offset(offset).build(),
+            },
             Op::Sync => target!(Fsync,).flags(types::FsyncFlags::DATASYNC).build(),
         };
         entry.user_data(user_data)
@@ -274,7 +323,7 @@ impl UringFile {
             let base = chunk_index * RING_ENTRIES as usize;
             let mut pushed = 0;
             for (i, op) in chunk.iter().enumerate() {
-                let entry = self.entry(&ring, *op, (base + i) as u64);
+                let entry = self.entry(&mut ring, *op, (base + i) as u64);
                 // SAFETY: the buffers of `ops` are borrowed by our caller for the whole call, and
                 // we wait below for every completion before returning (module invariant).
                 if unsafe { ring.ring.submission().push(&entry) }.is_err() {
@@ -607,13 +656,26 @@ impl WriteQueue for UringWriteQueue {
         };
         let ptr = request.buf.as_ptr();
         let len = request.len.min(request.buf.len()) as u32;
-        let entry = if self.ring.fixed_file {
-            opcode::Write::new(types::Fixed(0), ptr, len)
-        } else {
-            opcode::Write::new(types::Fd(self.file.raw_fd()), ptr, len)
+        let fd = self.file.raw_fd();
+        let at = request.offset;
+        // A buffer in registered memory goes by its index: the kernel pins nothing for it.
+        let entry = match (
+            self.ring.fixed_buffer(ptr, len as usize),
+            self.ring.fixed_file,
+        ) {
+            (Some(index), true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, index)
+                .offset(at)
+                .build(),
+            (Some(index), false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, index)
+                .offset(at)
+                .build(),
+            (None, true) => opcode::Write::new(types::Fixed(0), ptr, len)
+                .offset(at)
+                .build(),
+            (None, false) => opcode::Write::new(types::Fd(fd), ptr, len)
+                .offset(at)
+                .build(),
         }
-        .offset(request.offset)
-        .build()
         .user_data(slot as u64);
         // SAFETY: the buffer is owned by `slots[slot]` until the completion of this entry is
         // reaped (`collect`), and `Drop` reaps every entry before the buffers are freed.

@@ -643,7 +643,9 @@ impl Log {
         let state = State {
             generation: start.generation,
             file,
-            buffer: AlignedBuf::zeroed(capacity),
+            // Both buffers are written from, write after write: registered with io_uring where
+            // it is in use, so that no log write pins its pages (`jetproof_io::fixed`).
+            buffer: AlignedBuf::zeroed_registered(capacity),
             buffer_start: start.offset,
             append_end: start.offset,
             durable: start,
@@ -658,7 +660,7 @@ impl Log {
             closed: false,
             write_sequence: 0,
             in_flight_end: Lsn::default(),
-            write_buffer: Some(AlignedBuf::zeroed(capacity)),
+            write_buffer: Some(AlignedBuf::zeroed_registered(capacity)),
             oldest_generation,
         };
         let inner = Arc::new(Inner {
@@ -1111,7 +1113,7 @@ impl Inner {
         let mut next = state
             .write_buffer
             .take()
-            .unwrap_or_else(|| AlignedBuf::zeroed(state.buffer.len()));
+            .unwrap_or_else(|| AlignedBuf::zeroed_registered(state.buffer.len()));
         next[..kept].copy_from_slice(&state.buffer[used - kept..used]);
         let write_buffer = std::mem::replace(&mut state.buffer, next);
         state.buffer_start = keep_from;
