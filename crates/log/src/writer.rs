@@ -268,6 +268,16 @@ pub struct LogStats {
     /// commits' writes on a sector boundary ([`LogOptions::fill_partial_sector`]). Part of
     /// `write_bytes`, not of `record_bytes`.
     pub fill_bytes: AtomicU64,
+    /// Writes a durable commit's writer issued at once when its own write completed, for the
+    /// durable commits that had arrived during it (ESE's deferred write,
+    /// `ErrLGIDeferredWrite`): no waiter had to be woken and scheduled before the device got
+    /// them. Counted under [`WriteTrigger::DurableCommit`] too.
+    pub deferred_writes: AtomicU64,
+    /// Writes handed to a waiting durable commit instead (woken to write next), and the time
+    /// from the completion that woke it until its write started: the serial step between the
+    /// device's completion and the next write that a deferred write removes.
+    pub handoffs: AtomicU64,
+    pub handoff_gap_ns_total: AtomicU64,
     /// Log writes by what started them, indexed like [`WriteTrigger::ALL`]; they sum to
     /// `writes`. Read with [`LogStats::writes_by`].
     writes_by_trigger: [AtomicU64; WriteTrigger::ALL.len()],
@@ -331,6 +341,12 @@ struct State {
     /// Where the write in flight ends (set while `flushing`): a record before it is durable
     /// once that write completes.
     in_flight_end: Lsn,
+    /// A durable commit sleeps for a record the write in flight does not cover: that write's
+    /// completion starts the next one at once (the deferred write, `Inner::write_then`).
+    next_wanted: bool,
+    /// When a completed write handed the next one to a waiter (none wrote at once), for
+    /// [`LogStats::handoff_gap_ns_total`].
+    handed_on_at: Option<std::time::Instant>,
     /// Reused for every write, so the buffer can take appends while a write is in flight.
     write_buffer: Option<AlignedBuf>,
     /// Oldest generation file that still exists.
@@ -660,6 +676,8 @@ impl Log {
             closed: false,
             write_sequence: 0,
             in_flight_end: Lsn::default(),
+            next_wanted: false,
+            handed_on_at: None,
             write_buffer: Some(AlignedBuf::zeroed_registered(capacity)),
             oldest_generation,
         };
@@ -843,11 +861,15 @@ impl Log {
             }
             if state.flushing {
                 let number = state.write_sequence;
-                let slot = if lsn < state.in_flight_end {
+                let covered = lsn < state.in_flight_end;
+                let slot = if covered {
                     number % 2
                 } else {
                     (number + 1) % 2
                 } as usize;
+                if !covered {
+                    state.next_wanted = true;
+                }
                 inner.durable_waiters[slot].wait(&mut state);
                 let next = (state.write_sequence % 2) as usize;
                 if slot == next && state.durable > lsn && !state.flushing {
@@ -855,6 +877,19 @@ impl Log {
                     // waiter on the next write's slot was not covered by the one before):
                     // hand the start on rather than leave the others asleep.
                     inner.durable_waiters[next].notify_one();
+                }
+            } else if trigger == WriteTrigger::DurableCommit {
+                // A durable commit writes, and when durable commits arrived during its write
+                // for records it did not cover, writes once more for them at once (ESE's
+                // deferred write, `ErrLGIDeferredWrite`): the device gets them the moment this
+                // write completes, not after a waiter has been woken and scheduled. Once: the
+                // writer's own transaction waits for that write too, so the next is handed on.
+                if inner.write_then(&mut state, trigger, true)?
+                    && state.poisoned.is_none()
+                    && !state.closed
+                {
+                    inner.stats.deferred_writes.fetch_add(1, Ordering::Relaxed);
+                    inner.write_then(&mut state, trigger, false)?;
                 }
             } else {
                 inner.write(&mut state, trigger)?;
@@ -1049,11 +1084,39 @@ impl Inner {
         state: &mut parking_lot::MutexGuard<'_, State>,
         trigger: WriteTrigger,
     ) -> Result<()> {
+        self.write_then(state, trigger, false).map(drop)
+    }
+
+    /// [`Inner::write`]; with `may_continue`, a write that completes while durable commits wait
+    /// for records it did not cover wakes none of them to write next and returns true: the
+    /// caller writes next itself, still holding the state's lock (the deferred write). Otherwise
+    /// one of those waiters is woken to write (a hand-off) and it returns false.
+    fn write_then(
+        &self,
+        state: &mut parking_lot::MutexGuard<'_, State>,
+        trigger: WriteTrigger,
+        may_continue: bool,
+    ) -> Result<bool> {
         let rollover = state.rollover_requested;
         if unwritten_bytes(state) == 0 && !rollover {
-            return Ok(());
+            if state.next_wanted {
+                // Nothing to write after all (not expected while a waiter wants more): hand on
+                // rather than leave the next write's waiters asleep.
+                state.next_wanted = false;
+                self.durable_waiters[((state.write_sequence + 1) % 2) as usize].notify_one();
+            }
+            return Ok(false);
         }
         state.flushing = true;
+        // Everything appended so far goes in this write: whoever waited for "the next write"
+        // is covered by it; waiters arriving during it set the flag again.
+        state.next_wanted = false;
+        if let Some(handed_on) = state.handed_on_at.take() {
+            self.stats.handoffs.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .handoff_gap_ns_total
+                .fetch_add(nanos_since(handed_on), Ordering::Relaxed);
+        }
         // A generation not begun: its first write starts at offset 0 with the header block
         // (copy A as written when it was named, copy B naming `previous_end`), which sits at the
         // buffer's start, and its new data at the data start.
@@ -1269,9 +1332,16 @@ impl Inner {
         }
         self.changed.notify_all();
         self.durable_waiters[(completed % 2) as usize].notify_all();
+        if may_continue && state.next_wanted {
+            // The caller writes next, at once (the deferred write).
+            return Ok(true);
+        }
+        if state.next_wanted {
+            state.handed_on_at = Some(std::time::Instant::now());
+        }
         // One of the next write's waiters, if any (none asleep: nothing happens).
         self.durable_waiters[((completed + 1) % 2) as usize].notify_one();
-        Ok(())
+        Ok(false)
     }
 
     /// How many zero bytes the flush frame of this write carries past its [`FlushInfo`] so the

@@ -240,6 +240,40 @@ fn every_durable_committer_is_woken_by_the_write_that_covers_it() {
     );
 }
 
+/// A durable commit's writer that finds, when its write completes, durable commits waiting for
+/// records it did not cover writes once more for them at once (ESE's deferred write), instead of
+/// waking one of them to write: the device gets the next write without a wake-up in between.
+/// Once per commit: each deferred write follows a durable commit's own write, and every other
+/// next write is handed to a waiter.
+#[test]
+fn a_durable_commits_writer_writes_once_more_at_once_for_the_commits_that_arrived_during_it() {
+    let log = committers_log(Duration::from_millis(2), 256 << 10, 32 << 10);
+    let longest = commit_from_threads(&log, 16, 30, |thread| 200 + thread * 11);
+    assert!(
+        longest < Duration::from_secs(5),
+        "a commit waited {longest:?}"
+    );
+    let stats = log.stats();
+    let deferred = LogStats::get(&stats.deferred_writes);
+    let handoffs = LogStats::get(&stats.handoffs);
+    let commit_writes = stats.writes_by(WriteTrigger::DurableCommit);
+    // A deferred write that ends a generation is counted as a rollover.
+    let writes = LogStats::get(&stats.writes);
+    assert!(
+        deferred > 0,
+        "16 committers on 2 ms writes: some write must find commits waiting ({commit_writes} \
+         commit writes, {handoffs} hand-offs)"
+    );
+    assert!(
+        2 * deferred <= writes,
+        "{deferred} deferred writes of {writes}: a writer wrote more than once more"
+    );
+    // Hand-offs are timed from the completion that woke the waiter to its write.
+    if handoffs > 0 {
+        assert!(LogStats::get(&stats.handoff_gap_ns_total) > 0);
+    }
+}
+
 #[test]
 fn lazy_commits_become_durable_within_the_timer() {
     let backend = CrashBackend::new();

@@ -63,7 +63,7 @@ pub(super) fn log_summary(a: &Attached) -> String {
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
          each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted; rollovers {:.2} ms each, generation-end write until the next generation is taken, {:.2} ms of it waiting for the spare's lock, {} naming the next generation inline), {} checkpoints, {} checkpoint-depth flushes, \
          {} undo records, {} undo entries carried by their change's record, {} replaced values kept as undo in memory ({} of them logged at a page write), \
-         {} write conflicts rolled back; log writes by trigger: {}.",
+         {} write conflicts rolled back; log writes by trigger: {}; durable commits' writes issued at once after the write before them (deferred) {}, handed to a waiting commit {} ({:.3} ms each from the completion to the next write).",
         a.name,
         get(&log.records),
         mb(get(&log.record_bytes)),
@@ -89,6 +89,9 @@ pub(super) fn log_summary(a: &Attached) -> String {
             .map(|&t| format!("{} {}", t.name(), log.writes_by(t)))
             .collect::<Vec<_>>()
             .join(", "),
+        get(&log.deferred_writes),
+        get(&log.handoffs),
+        get(&log.handoff_gap_ns_total) as f64 / 1e6 / get(&log.handoffs).max(1) as f64,
     )
 }
 
