@@ -173,38 +173,57 @@ fn parity(word: u64) -> u16 {
 /// XOR is linear, so the per-bit sums never need a loop over bits: bits 0..5 of the result are
 /// the parities of (XOR of all words) under [`WORD_INDEX_MASKS`]; bit `6 + j` is the parity of
 /// the XOR of the words whose word index has bit `j` set. Words are taken 16 at a time, so that
-/// bits 6..9 come from fixed positions within a group and bits 10..15 from the group's index:
-/// about three XORs per 8 bytes, no branches.
+/// bits 6..9 come from the word's position within its group and bits 10..15 from the group's
+/// index. The loop keeps one accumulator per position (the XOR of that word of every group: 16
+/// independent lanes, which the compiler keeps in vector registers) and folds each group's sum
+/// into the six group-index accumulators; positions are combined once at the end. (Until
+/// 2026-12-01 each group combined its 16 words into the four position sums itself: about three
+/// XORs per 8 bytes, 2.3–3.0 µs per 8 KiB block here against 1.4–1.6 µs now; the sealing of
+/// every page written was ~4% of a run's CPU on RAM-backed storage.)
 fn xor_of_set_bit_indices(bytes: &[u8], skip_first_word: bool) -> (u16, bool) {
-    let mut all = 0u64;
-    let mut within_group = [0u64; 4];
+    let mut lanes = [0u64; GROUP_WORDS];
     let mut by_group = [0u64; 6];
     for (group, chunk) in bytes.chunks_exact(GROUP_BYTES).enumerate() {
-        let mut w = [0u64; GROUP_WORDS];
-        for (word, raw) in w.iter_mut().zip(chunk.chunks_exact(8)) {
+        let mut sum = [0u64; GROUP_WORDS];
+        for ((lane, word), raw) in lanes
+            .iter_mut()
+            .zip(sum.iter_mut())
+            .zip(chunk.chunks_exact(8))
+        {
             let mut le = [0u8; 8];
             le.copy_from_slice(raw);
             *word = u64::from_le_bytes(le);
+            *lane ^= *word;
         }
-        let odd = w[1] ^ w[3] ^ w[5] ^ w[7] ^ w[9] ^ w[11] ^ w[13] ^ w[15];
-        let bit1 = w[2] ^ w[3] ^ w[6] ^ w[7] ^ w[10] ^ w[11] ^ w[14] ^ w[15];
-        let bit2 = w[4] ^ w[5] ^ w[6] ^ w[7] ^ w[12] ^ w[13] ^ w[14] ^ w[15];
-        let upper = w[8] ^ w[9] ^ w[10] ^ w[11] ^ w[12] ^ w[13] ^ w[14] ^ w[15];
-        let lower = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7];
-        let sum = upper ^ lower;
-        within_group[0] ^= odd;
-        within_group[1] ^= bit1;
-        within_group[2] ^= bit2;
-        within_group[3] ^= upper;
-        all ^= sum;
+        // The group's sum, halving: independent XORs, not a chain of sixteen.
+        let mut half = GROUP_WORDS / 2;
+        while half > 0 {
+            let (low, high) = sum.split_at_mut(half);
+            for (a, b) in low.iter_mut().zip(high.iter()) {
+                *a ^= *b;
+            }
+            half /= 2;
+        }
+        let total = sum.first().copied().unwrap_or(0);
         for (j, acc) in by_group.iter_mut().enumerate() {
             let select = 0u64.wrapping_sub(((group >> j) & 1) as u64);
-            *acc ^= sum & select;
+            *acc ^= total & select;
         }
     }
     if skip_first_word && let Some(first) = bytes.first_chunk::<8>() {
-        // Word 0 has index 0: it contributes only to `all`, so XORing it out removes it.
-        all ^= u64::from_le_bytes(*first);
+        // Word 0 has index 0: it is in lane 0 and in group 0's sum, which no group-index
+        // accumulator takes, so XORing it out of lane 0 removes it.
+        lanes[0] ^= u64::from_le_bytes(*first);
+    }
+    let mut all = 0u64;
+    let mut within_group = [0u64; 4];
+    for (position, lane) in lanes.iter().enumerate() {
+        all ^= lane;
+        for (j, acc) in within_group.iter_mut().enumerate() {
+            if (position >> j) & 1 == 1 {
+                *acc ^= lane;
+            }
+        }
     }
     let mut index = 0u16;
     for (b, mask) in WORD_INDEX_MASKS.iter().enumerate() {
