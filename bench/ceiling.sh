@@ -11,17 +11,22 @@
 # `jetproof init` and reused by every run (as Jetstress reuses its databases).
 #
 # Reported per point: transactional IOPS (database reads + writes per second), of which writes,
-# page fault stalls per second (the verdict fails above 1), CPU µs per transactional I/O, fio's
-# IOPS and the ratio. The ceiling of an engine is its highest transactional IOPS among the points
+# page fault stalls per second (the verdict fails above 1), CPU µs per transactional I/O (the
+# process's CPU over the measured window), fio's IOPS and CPU µs per I/O (its mix jobs' own user
+# and system time over their I/Os, as fio accounts them) and both ratios. Neither figure counts
+# the kernel's work done outside the process (a loop device's worker threads, interrupts).
+# The ceiling of an engine is its highest transactional IOPS among the points
 # with stalls ≤ STALLS_MAX, and its ratio to fio at the same N.
 #
 # Usage: bench/ceiling.sh [DIR]   (default ./bench-ceiling; removed after)
 # With LOG_STREAM=1 (the default) each point also runs fio's same mix with the log stream the
 # jetproof runs put beside their database I/O (per database, sequential write-through writes at
-# the runs' log writes per second and average size): the same storage load, for a second ratio.
+# the runs' log writes per second and average size): the same storage load, for a second ratio,
+# and the latency of those write-through writes beside jetproof's log write latency (what the
+# device makes a write of that size wait under that load).
 #
 # Environment: LOG_STREAM (1; 0 leaves it out), DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
-# CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1),
+# CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1), TITLE (the results' heading),
 # WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
 # the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md), ROLLOVER_LOG (a
 # file to append each run's log summary of generations and rollovers to, per database).
@@ -50,6 +55,7 @@ stalls_max=${STALLS_MAX:-1}
 depth=${WRITE_BACK_DEPTH:-}
 log_stream=${LOG_STREAM:-1}
 label=${LABEL:-now}
+title=${TITLE:-"ceiling: unpaced performance tests against fio's random mix"}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)")
@@ -119,8 +125,15 @@ run_jetproof() { # $1: sessions per database, $2: engine, or base-ENGINE for BAS
   fi
   job "$1" "$data" >"$dir/job.toml"
   # Exit 1 is a failed verdict (stalls, latency): still a measured run.
+  local status=0
   "$binary" run "$dir/job.toml" --test performance --io-engine "$engine" --out "$dir/results" \
-    >/dev/null || [[ $? == 1 ]]
+    >/dev/null 2>"$dir/run.err" || status=$?
+  if ((status != 0 && status != 1)); then
+    echo "jetproof run ($2, $1 sessions per database) exited $status:" >&2
+    tail -n 5 "$dir/run.err" >&2
+    exit 1
+  fi
+  rm -f "$dir/run.err"
   python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engine" % sys.argv[2])' \
     "$dir/results/result.json" "$engine"
@@ -141,7 +154,8 @@ u = {'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}
 print(int(float(t[:-3]) * u[t[-3:]]))" "$db_size")
 # fio's mix: $1 psync jobs of 32 KiB random direct I/O at $2 percent reads over the databases'
 # size, plus any further fio jobs given after them (their own groups) -> "mix_iops mix_writes_per_s
-# other_jobs_writes_per_s"
+# other_jobs_writes_per_s mix_cpu_us_per_io other_jobs_write_ms" (the mix jobs' own user + system CPU, from fio's
+# per-job accounting, over their I/Os: what jetproof's CPU µs per transactional I/O stands beside)
 run_fio() {
   local jobs=$1 read_percent=$2
   shift 2
@@ -154,7 +168,16 @@ import json, sys
 jobs = json.load(open(sys.argv[1]))["jobs"]
 mix = [j for j in jobs if j["jobname"] == "mix"][0]
 others = sum(j["write"]["iops"] for j in jobs if j["jobname"] != "mix")
-print("%.0f %.0f %.1f" % (mix["read"]["iops"] + mix["write"]["iops"], mix["write"]["iops"], others))' \
+# The other jobs (the log streams): mean write latency, submission to completion, in ms.
+other_ios = sum(j["write"]["total_ios"] for j in jobs if j["jobname"] != "mix")
+other_ms = sum(j["write"]["lat_ns"]["mean"] * j["write"]["total_ios"] for j in jobs
+               if j["jobname"] != "mix") / max(other_ios, 1) / 1e6
+# With group_reporting, usr_cpu and sys_cpu are the mean share of the jobs runtime, and
+# job_runtime (ms) their sum.
+cpu_s = (mix["usr_cpu"] + mix["sys_cpu"]) / 100 * mix["job_runtime"] / 1000
+ios = mix["read"]["total_ios"] + mix["write"]["total_ios"]
+print("%.0f %.0f %.1f %.3f %.3f" % (mix["read"]["iops"] + mix["write"]["iops"], mix["write"]["iops"], others,
+      cpu_s / max(ios, 1) * 1e6, other_ms))' \
     "$dir/fio.json"
   rm -f "$dir/fio.json"
 }
@@ -164,8 +187,8 @@ print("%.0f %.0f %.1f" % (mix["read"]["iops"] + mix["write"]["iops"], mix["write
 # at a time, at the run's log writes per second and average size (rounded to 4 KiB). On a
 # device whose durable writes cost a cache flush (no FUA), these few hundred writes a second take
 # a share of what the random mix gets: fio without them is not the same storage load.
-run_fio_log() { # $1: jobs, $2: read percent, $3: log writes/s per database, $4: log write bytes -> "mix_iops log_writes_per_s"
-  local logs=() n bs rate mix_iops mix_writes log_rate
+run_fio_log() { # $1: jobs, $2: read percent, $3: log writes/s per database, $4: log write bytes -> "mix_iops log_writes_per_s mix_cpu_us log_write_ms"
+  local logs=() n bs rate mix_iops mix_writes log_rate mix_cpu log_ms
   bs=$(python3 -c "import sys; print(max(4096, round(float(sys.argv[1]) / 4096) * 4096))" "$4")
   rate=$(python3 -c "import sys; print(max(1, round(float(sys.argv[1]))))" "$3")
   for n in $(seq 1 "$databases"); do
@@ -173,9 +196,9 @@ run_fio_log() { # $1: jobs, $2: read percent, $3: log writes/s per database, $4:
       --bs="$bs" --direct=1 --sync=dsync --ioengine=psync --rate_iops="$rate"
       --runtime="$seconds" --time_based)
   done
-  read -r mix_iops mix_writes log_rate <<<"$(run_fio "$1" "$2" "${logs[@]}")"
+  read -r mix_iops mix_writes log_rate mix_cpu log_ms <<<"$(run_fio "$1" "$2" "${logs[@]}")"
   rm -f "$dir"/fiolog*.dat
-  echo "$mix_iops $log_rate"
+  echo "$mix_iops $log_rate $mix_cpu $log_ms"
 }
 
 mean() { python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(sum(v) / len(v))" "$@"; }
@@ -222,13 +245,13 @@ for round in $(seq 1 "$rounds"); do
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
     echo "round $round: $n sessions, fio at $read_percent% reads ..." >&2
     fio_line=$(run_fio "$((per * databases))" "$read_percent")
-    read -r fio_iops fio_writes _ <<<"$fio_line"
-    rows+=("$round $n fio $fio_iops $fio_writes $read_percent")
+    read -r fio_iops fio_writes _ fio_cpu _ <<<"$fio_line"
+    rows+=("$round $n fio $fio_iops $fio_writes $read_percent $fio_cpu")
     if [[ $log_stream == 1 ]]; then
       per_log=$(python3 -c "import sys; print(float(sys.argv[1]) / int(sys.argv[2]))" "$(mean "${log_rates[@]}")" "$databases")
       echo "round $round: $n sessions, fio at $read_percent% reads with $databases log streams of $per_log writes/s ..." >&2
-      read -r fio_log_iops fio_log_rate <<<"$(run_fio_log "$((per * databases))" "$read_percent" "$per_log" "$(mean "${log_sizes[@]}")")"
-      rows+=("$round $n fio-log $fio_log_iops $fio_log_rate")
+      read -r fio_log_iops fio_log_rate fio_log_cpu fio_log_ms <<<"$(run_fio_log "$((per * databases))" "$read_percent" "$per_log" "$(mean "${log_sizes[@]}")")"
+      rows+=("$round $n fio-log $fio_log_iops $fio_log_rate $fio_log_cpu $fio_log_ms")
     fi
   done
 done
@@ -247,24 +270,24 @@ runs = {}
 for r in rows:
     key = (int(r[0]), int(r[1]))
     if r[2] == "fio":
-        fio[key] = (float(r[3]), float(r[4]), int(r[5]))
+        fio[key] = (float(r[3]), float(r[4]), int(r[5]), float(r[6]))
     elif r[2] == "fio-log":
-        fio_log[key] = (float(r[3]), float(r[4]))
+        fio_log[key] = (float(r[3]), float(r[4]), float(r[5]), float(r[6]))
     else:
         runs.setdefault((r[2], int(r[1])), []).append((int(r[0]),) + tuple(map(float, r[3:])))
 engines = list(dict.fromkeys(e for e, _ in runs))
-print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | log write ms | log writes/s | device queue | fio IOPS (same N, same share) | fio writes/s | ratio to fio | fio IOPS with the log stream (its log writes/s) | ratio to fio with the log |")
-print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| round | sessions | engine | transactional IOPS | of which writes/s | stalls/s | CPU µs per I/O | read share | log write ms | log writes/s | device queue | fio IOPS (same N, same share) | fio writes/s | fio CPU µs per I/O | ratio to fio | CPU ratio to fio | fio IOPS with the log stream (its log writes/s, their write ms) | ratio to fio with the log |")
+print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for (engine, n), points in sorted(runs.items(), key=lambda kv: (kv[0][1], engines.index(kv[0][0]))):
     for (rnd, iops, writes, stalls, cpu, share, log_ms, queue, log_rate) in points:
         f = fio[(rnd, n)]
         fl = fio_log.get((rnd, n))
-        with_log = ("%.0f (%.0f)" % fl, "%.2f" % (iops / fl[0])) if fl else ("–", "–")
-        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.2f | %.0f | %.1f | %.0f | %.0f | %.2f | %s | %s |" % ((
-            rnd, n, engine, iops, writes, stalls, cpu, share * 100, log_ms, log_rate, queue, f[0], f[1], iops / f[0]) + with_log))
+        with_log = ("%.0f (%.0f, %.2f)" % (fl[0], fl[1], fl[3]), "%.2f" % (iops / fl[0])) if fl else ("–", "–")
+        print("| %d | %d | %s | %.0f | %.0f | %.2f | %.1f | %.0f%% | %.2f | %.0f | %.1f | %.0f | %.0f | %.1f | %.2f | %.2f | %s | %s |" % ((
+            rnd, n, engine, iops, writes, stalls, cpu, share * 100, log_ms, log_rate, queue, f[0], f[1], f[3], iops / f[0], cpu / f[3]) + with_log))
 print()
-print("| engine | ceiling: highest transactional IOPS with stalls ≤ %g/s (median over rounds) | at sessions | fio at that N | ratio | fio with the log stream at that N | ratio to it | highest IOPS at any stall rate (sessions, stalls/s, ratio) |" % stalls_max)
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+print("| engine | ceiling: highest transactional IOPS with stalls ≤ %g/s (median over rounds) | at sessions | fio at that N | ratio | fio with the log stream at that N | ratio to it | CPU µs per I/O there (fio: ratio) | highest IOPS at any stall rate (sessions, stalls/s, ratio) |" % stalls_max)
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for engine in engines:
     best = None
     top = None
@@ -278,18 +301,21 @@ for engine in engines:
             top = (iops, n, stalls, iops / f)
         logged = [fio_log[(p[0], n)][0] for p in points if (p[0], n) in fio_log]
         fl = statistics.median(logged) if logged else None
+        cpu = statistics.median(p[4] for p in points)
+        fio_cpu = statistics.median(fio[(p[0], n)][3] for p in points)
         if stalls <= stalls_max and (best is None or iops > best[0]):
-            best = (iops, n, f, iops / f, fl)
+            best = (iops, n, f, iops / f, fl, cpu, fio_cpu)
     top_text = "%.0f (%d, %.2f, %.2f)" % top if top else "–"
     if best:
-        iops, n, f, ratio, fl = best
+        iops, n, f, ratio, fl, cpu, fio_cpu = best
         with_log = ("%.0f" % fl, "**%.2f**" % (iops / fl)) if fl else ("–", "–")
-        print("| %s | %.0f | %d | %.0f | **%.2f** | %s | %s | %s |" % ((engine, iops, n, f, ratio) + with_log + (top_text,)))
+        cpu_text = "%.1f (%.1f: **%.2f**)" % (cpu, fio_cpu, cpu / fio_cpu)
+        print("| %s | %.0f | %d | %.0f | **%.2f** | %s | %s | %s | %s |" % ((engine, iops, n, f, ratio) + with_log + (cpu_text, top_text)))
     else:
-        print("| %s | none: every point stalled above %g/s | – | – | – | – | – | %s |" % (engine, stalls_max, top_text))
+        print("| %s | none: every point stalled above %g/s | – | – | – | – | – | – | %s |" % (engine, stalls_max, top_text))
 ' "$stalls_max")
 {
-  echo "# ceiling: unpaced performance tests against fio's random mix"
+  echo "# $title"
   echo
   echo "$notes"
   echo "- load average at the end: $load_end"
