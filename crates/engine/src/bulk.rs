@@ -63,6 +63,26 @@ const SLOT_BYTES: usize = 2;
 /// A batch on its way to the writer: buffer, file offset, bytes to write.
 type Batch = (AlignedBuf, u64, usize);
 
+/// Sees every byte the loader writes, with its file offset, right before it is written (from
+/// the writer thread, so that measuring what is written overlaps with building the next batch):
+/// `init`'s data reduction figures ([`BulkLoader::with_observer`]).
+pub type WriteObserver = Box<dyn FnMut(u64, &[u8]) + Send>;
+
+/// Fills the bytes of a page that hold no record (the gap between a leaf's slots and its records,
+/// the body of a free page): [`BulkLoader::with_filler`]. Without one they are zeros.
+pub type Filler = Box<dyn FnMut(&mut [u8]) + Send>;
+
+/// The observer, shared by the loader (set after start, used at `finish`) and its writer.
+type SharedObserver = Arc<std::sync::Mutex<Option<WriteObserver>>>;
+
+fn observe(observer: &SharedObserver, offset: u64, bytes: &[u8]) {
+    if let Ok(mut guard) = observer.lock()
+        && let Some(observe) = guard.as_mut()
+    {
+        observe(offset, bytes);
+    }
+}
+
 /// The thread that writes batches in order and returns their buffers.
 struct Writer {
     batches: Option<SyncSender<Batch>>,
@@ -71,7 +91,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn start(file: Arc<dyn IoFile>) -> Writer {
+    fn start(file: Arc<dyn IoFile>, observer: SharedObserver) -> Writer {
         let (batches, incoming) = sync_channel::<Batch>(BATCH_BUFFERS);
         let (give_back, returned) = sync_channel(BATCH_BUFFERS);
         let handle = std::thread::Builder::new()
@@ -79,6 +99,7 @@ impl Writer {
             .spawn(move || {
                 for (buf, offset, bytes) in incoming {
                     let data = buf.get(..bytes).unwrap_or(&buf[..]);
+                    observe(&observer, offset, data);
                     let outcome = file.write_at(data, offset, IoClass::DbWrite).map(|()| buf);
                     let failed = outcome.is_err();
                     if give_back.send(outcome).is_err() || failed {
@@ -156,6 +177,8 @@ pub struct BulkLoader<'a> {
     gaps: Vec<u64>,
     /// Set after any error: the loader accepts nothing more.
     failed: Option<String>,
+    observer: SharedObserver,
+    filler: Option<Filler>,
 }
 
 impl std::fmt::Debug for BulkLoader<'_> {
@@ -219,8 +242,11 @@ impl<'a> BulkLoader<'a> {
         let batch = spare
             .pop()
             .unwrap_or_else(|| AlignedBuf::zeroed(batch_pages * page_size));
+        let observer: SharedObserver = Arc::new(std::sync::Mutex::new(None));
         let mut loader = BulkLoader {
-            writer: Writer::start(file.clone()),
+            writer: Writer::start(file.clone(), observer.clone()),
+            observer,
+            filler: None,
             db,
             file,
             page_size,
@@ -243,6 +269,29 @@ impl<'a> BulkLoader<'a> {
         };
         loader.skip_map_positions()?;
         Ok(loader)
+    }
+
+    /// Hands every byte the loader writes from now on to `observer`, with its file offset,
+    /// right before the write: the leaf and free pages of every batch (from the writer thread),
+    /// then at `finish` the root (page 3) and group 0's space map (page 2). The other space map
+    /// pages are seen as the placeholders the batches carry, so every page the loader writes is
+    /// seen once; the header pages (0, 1), written by the close, are not.
+    pub fn with_observer(self, observer: WriteObserver) -> Self {
+        if let Ok(mut slot) = self.observer.lock() {
+            *slot = Some(observer);
+        }
+        self
+    }
+
+    /// Fills the bytes that hold no record with `filler` instead of zeros: each leaf's gap
+    /// between its slot array and its records (what the table density leaves free), and the
+    /// body of every free page the loader formats (the rest of each mailbox's owned extent and
+    /// the file's tail). `init` gives the job's content ([`crate`] never reads those bytes:
+    /// checksums cover them, nothing else looks at them), so that free space compresses as the
+    /// records do instead of as zeros (issue 33).
+    pub fn with_filler(mut self, filler: Filler) -> Self {
+        self.filler = Some(filler);
+        self
     }
 
     /// Records appended so far.
@@ -382,7 +431,10 @@ impl<'a> BulkLoader<'a> {
         let number = self.next_page();
         let slot_start = self.batch_count * self.page_size;
         if let Some(slot) = self.batch.get_mut(slot_start..slot_start + self.page_size) {
-            page::format_free(slot, number as u32);
+            match self.filler.as_mut() {
+                Some(fill) => page::format_free_filled(slot, number as u32, fill),
+                None => page::format_free(slot, number as u32),
+            }
         }
         self.advance_slot()?;
         Ok(number)
@@ -395,7 +447,7 @@ impl<'a> BulkLoader<'a> {
         let slot_start = self.batch_count * self.page_size;
         let (entries, end) = (self.leaf_entries, self.leaf_end);
         if let Some(leaf) = self.batch.get_mut(slot_start..slot_start + self.page_size) {
-            seal_leaf(leaf, number, stamp, entries, end);
+            seal_leaf(leaf, number, stamp, entries, end, self.filler.as_mut());
         }
         self.leaf_entries = 0;
         self.leaf_end = self.page_size;
@@ -498,7 +550,14 @@ impl<'a> BulkLoader<'a> {
             if let Some(leaf) = self.batch.get(slot_start..slot_start + page_size) {
                 root.copy_from_slice(leaf);
             }
-            seal_leaf(&mut root, 3, stamp, self.leaf_entries, self.leaf_end);
+            seal_leaf(
+                &mut root,
+                3,
+                stamp,
+                self.leaf_entries,
+                self.leaf_end,
+                self.filler.as_mut(),
+            );
         } else {
             if self.leaf_entries > 0 {
                 self.complete_leaf()?;
@@ -558,6 +617,7 @@ impl<'a> BulkLoader<'a> {
         checksum::seal(&mut root);
         counts.push((3u32, root_count));
         // Root and final space maps, then the header: the count covers only synced pages.
+        observe(&self.observer, 3 * page_size as u64, &root);
         self.file
             .write_at(&root, 3 * page_size as u64, IoClass::DbWrite)?;
         let per_map = space::pages_per_map(page_size);
@@ -583,6 +643,10 @@ impl<'a> BulkLoader<'a> {
             checksum::seal(&mut map);
             let in_group = per_map.min(new - group_start);
             used += space::count_used(&map, in_group);
+            // Group 0's map is in no batch; the others' placeholders were observed there.
+            if map_page == 2 {
+                observe(&self.observer, map_page * page_size as u64, &map);
+            }
             self.file
                 .write_at(&map, map_page * page_size as u64, IoClass::DbWrite)?;
             group_start += per_map;
@@ -595,9 +659,16 @@ impl<'a> BulkLoader<'a> {
     }
 }
 
-/// Fills the header of a leaf whose records and slots are in place, zeroes the gap between
-/// slots and records, and seals it.
-fn seal_leaf(leaf: &mut [u8], number: u32, stamp: u64, entries: usize, end: usize) {
+/// Fills the header of a leaf whose records and slots are in place, fills the gap between
+/// slots and records (zeros without a filler), and seals it.
+fn seal_leaf(
+    leaf: &mut [u8],
+    number: u32,
+    stamp: u64,
+    entries: usize,
+    end: usize,
+    filler: Option<&mut Filler>,
+) {
     if let Some(area) = leaf.get_mut(..page::CHECKSUM_AREA.end) {
         area.fill(0);
     }
@@ -606,7 +677,10 @@ fn seal_leaf(leaf: &mut [u8], number: u32, stamp: u64, entries: usize, end: usiz
     node::set_framing(leaf, entries, 0, end);
     let slots_end = HEADER_SIZE + entries * SLOT_BYTES;
     if let Some(gap) = leaf.get_mut(slots_end..end) {
-        gap.fill(0);
+        match filler {
+            Some(fill) => fill(gap),
+            None => gap.fill(0),
+        }
     }
     checksum::seal(leaf);
 }

@@ -122,6 +122,20 @@ pub fn format_free(page: &mut [u8], number: u32) {
     crate::checksum::seal(page);
 }
 
+/// [`format_free`] with the body (everything after the header) made by `fill` instead of
+/// zeros: the bulk loader's free pages under `init`'s content (issue 33). Checksums cover the
+/// body; nothing reads it.
+pub fn format_free_filled(page: &mut [u8], number: u32, fill: &mut dyn FnMut(&mut [u8])) {
+    if let Some(header) = page.get_mut(..HEADER_SIZE) {
+        header.fill(0);
+    }
+    if let Some(body) = page.get_mut(HEADER_SIZE..) {
+        fill(body);
+    }
+    write_common(page, number, PageType::Free, 0);
+    crate::checksum::seal(page);
+}
+
 /// The page's stored number, type and update stamp, for reports.
 pub fn page_number(page: &[u8]) -> Option<u32> {
     get_u32(page, OFFSET_PAGE_NUMBER)

@@ -168,6 +168,17 @@ pub struct Workload {
     pub background_maintenance: bool,
     /// Read size of the maintenance scan and of the backup test.
     pub maintenance_read_size: ByteSize,
+    /// How far the content `init` and the sessions write compresses (vdbench's `compratio`):
+    /// 1.0 incompressible (the default: an array that compresses gains nothing, the
+    /// conservative case) up to 8.0 (`docs/design.md`, "Content and data reduction").
+    pub compression_ratio: f64,
+    /// Blocks over distinct blocks of the data written (vdbench's `dedupratio`): 1.0, no block
+    /// repeated (the default, and the only value the engine's pages can hold: see
+    /// [`Job::validate`]).
+    pub dedup_ratio: f64,
+    /// The array's block (vdbench's `dedupunit`): duplicates and compression are measured on
+    /// blocks of this size, aligned to it in the file. Default 8 KiB.
+    pub dedup_unit: ByteSize,
 }
 
 /// A session count, or automatic tuning.
@@ -229,6 +240,11 @@ pub const DEFAULT_WRITE_BACK_DEPTH: i64 = 32;
 
 /// The most writes in flight `cache.write_back_depth` allows.
 pub const MAX_WRITE_BACK_DEPTH: i64 = 1024;
+
+/// The highest `workload.compression_ratio`: above it a 512-byte chunk of content holds fewer
+/// than 64 random bytes and the pages' own structure (headers, slots, keys) decides the measured
+/// figure more than the setting does (`docs/design.md`, "Content and data reduction").
+pub const MAX_COMPRESSION_RATIO: f64 = 8.0;
 
 /// The transaction log of each instance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -326,6 +342,9 @@ impl Default for Workload {
             record_size: ByteSize(2400),
             background_maintenance: true,
             maintenance_read_size: ByteSize::kib(256),
+            compression_ratio: 1.0,
+            dedup_ratio: 1.0,
+            dedup_unit: ByteSize::kib(8),
         }
     }
 }
@@ -724,6 +743,41 @@ impl Job {
                     "give 64 bytes to a quarter of the page size ({})",
                     ByteSize(page / 4)
                 ),
+            ));
+        }
+        if !(1.0..=MAX_COMPRESSION_RATIO).contains(&w.compression_ratio) {
+            return Err(invalid(
+                "workload.compression_ratio",
+                format!("is {}", w.compression_ratio),
+                format!(
+                    "give a ratio from 1.0 (incompressible, the default) to {MAX_COMPRESSION_RATIO:.1}"
+                ),
+            ));
+        }
+        let unit = w.dedup_unit.bytes();
+        if !unit.is_power_of_two() || !(512..=64 * 1024).contains(&unit) {
+            return Err(invalid(
+                "workload.dedup_unit",
+                format!("is {}", w.dedup_unit),
+                "give the array's block, a power of two from 512B to 64KiB (default 8KiB)",
+            ));
+        }
+        if w.dedup_ratio != 1.0 {
+            let largest_value = record * 3 / 2;
+            return Err(invalid(
+                "workload.dedup_ratio",
+                format!(
+                    "is {}: jetproof cannot write repeated {} blocks: every block of a database \
+                     page holds a page header or record keys (records of up to {}), so no block \
+                     can equal another, as in an ESE database, whose mail data repeats only where \
+                     attachments fill whole long-value pages, which jetproof's engine does not \
+                     build",
+                    w.dedup_ratio,
+                    w.dedup_unit,
+                    ByteSize(largest_value)
+                ),
+                "set workload.dedup_ratio = 1.0 (no duplicates, the default) and model the \
+                 array's reduction with workload.compression_ratio",
             ));
         }
         let scan = w.maintenance_read_size.bytes();

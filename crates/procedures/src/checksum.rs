@@ -86,6 +86,9 @@ pub struct ChecksumOptions {
     /// `--start-at`: the reads start at this moment of the host's clock, after every file was
     /// opened and its header checked (`crate::start`).
     pub start_at: Option<SystemTime>,
+    /// The block the data reduction figures are taken on (`workload.dedup_unit`;
+    /// `crate::reduction`).
+    pub dedup_unit_bytes: usize,
 }
 
 impl ChecksumOptions {
@@ -96,6 +99,7 @@ impl ChecksumOptions {
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             stop: None,
             start_at: None,
+            dedup_unit_bytes: job.workload.dedup_unit.bytes() as usize,
         }
     }
 
@@ -193,6 +197,8 @@ pub struct ChecksumRun {
     pub ready_at_start: bool,
     /// Stopped early (Ctrl-C): some pages were not checked.
     pub interrupted: bool,
+    /// Each file's data reduction figures, same order (`crate::reduction`).
+    pub reduction: Vec<crate::reduction::Measured>,
 }
 
 impl ChecksumRun {
@@ -510,7 +516,7 @@ pub fn check_instances(
     progress: &dyn Progress,
 ) -> Result<ChecksumRun, ChecksumError> {
     let targets = open_targets(instances, backend, options)?;
-    let total_bytes = targets.iter().map(|t| t.header.file_size_bytes()).sum();
+    let total_bytes: u64 = targets.iter().map(|t| t.header.file_size_bytes()).sum();
     let mut ready_at_start = true;
     if let Some(at) = options.start_at {
         ready_at_start = !crate::start::reached(at);
@@ -521,43 +527,46 @@ pub fn check_instances(
     progress.start(total_bytes);
     let reads_started = SystemTime::now();
     let started = Instant::now();
-    let outcomes: Vec<Result<(FileChecksum, LogChecksum), ChecksumError>> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = targets
-                .iter()
-                .map(|target| {
-                    scope.spawn(|| {
-                        let mut file = scan_target(target, options, progress)?;
-                        let logs = if options.stop_requested() {
-                            LogChecksum {
-                                instance: target.instance.name.clone(),
-                                log_path: target.instance.log_path.clone(),
-                                ..LogChecksum::default()
-                            }
-                        } else {
-                            verify_logs(target, backend, options)?
-                        };
-                        file.database_state = database_state(&target.header, &logs);
-                        Ok((file, logs))
-                    })
+    let outcomes: Vec<
+        Result<(FileChecksum, LogChecksum, crate::reduction::Measured), ChecksumError>,
+    > = std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|target| {
+                scope.spawn(move || {
+                    let (mut file, measured) = scan_target(target, options, progress, total_bytes)?;
+                    let logs = if options.stop_requested() {
+                        LogChecksum {
+                            instance: target.instance.name.clone(),
+                            log_path: target.instance.log_path.clone(),
+                            ..LogChecksum::default()
+                        }
+                    } else {
+                        verify_logs(target, backend, options)?
+                    };
+                    file.database_state = database_state(&target.header, &logs);
+                    Ok((file, logs, measured))
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| match handle.join() {
-                    Ok(outcome) => outcome,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        });
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| match handle.join() {
+                Ok(outcome) => outcome,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
     let elapsed = started.elapsed();
     progress.finish();
     let mut files = Vec::with_capacity(outcomes.len());
     let mut logs = Vec::with_capacity(outcomes.len());
+    let mut reduction = Vec::with_capacity(outcomes.len());
     for outcome in outcomes {
-        let (file, log) = outcome?;
+        let (file, log, measured) = outcome?;
         files.push(file);
         logs.push(log);
+        reduction.push(measured);
     }
     let interrupted = files.iter().any(|f| f.checked_bytes < f.size_bytes);
     Ok(ChecksumRun {
@@ -570,6 +579,7 @@ pub fn check_instances(
         reads_started,
         requested_start: options.start_at,
         ready_at_start,
+        reduction,
     })
 }
 
@@ -885,10 +895,20 @@ fn scan_target(
     target: &Target,
     options: &ChecksumOptions,
     progress: &dyn Progress,
-) -> Result<FileChecksum, IoError> {
+    all_files_bytes: u64,
+) -> Result<(FileChecksum, crate::reduction::Measured), IoError> {
     let page_size = target.header.page_size as usize;
     let total = target.header.file_size_bytes();
     let chunk = (options.read_size_bytes / page_size).max(1) * page_size;
+    let unit = options.dedup_unit_bytes.max(512);
+    let mut meter =
+        crate::reduction::Meter::new(unit, total, all_files_bytes).map_err(|source| {
+            IoError::Path {
+                op: "start the zstd compressor for",
+                path: target.instance.database_path.clone(),
+                source,
+            }
+        })?;
     let file = target.file.as_ref();
     let started = Instant::now();
 
@@ -952,6 +972,7 @@ fn scan_target(
                 target.flush_map.as_ref(),
                 target.header.state == DbState::Clean,
             );
+            meter.observe(filled.offset, &filled.buf[..filled.len]);
             progress.advance(filled.len as u64);
             // Once the readers are done they take no buffers back: ignore that.
             let _ = empty_tx.send(filled.buf);
@@ -970,7 +991,13 @@ fn scan_target(
     read_result?;
     let seconds = started.elapsed().as_secs_f64();
     let checked_bytes = tally.pages_seen * page_size as u64;
-    Ok(FileChecksum {
+    let (figures, kept) = meter.finish(total / unit as u64);
+    let measured = crate::reduction::Measured {
+        instance: target.instance.name.clone(),
+        figures,
+        kept,
+    };
+    let file = FileChecksum {
         instance: target.instance.name.clone(),
         path: target.instance.database_path.clone(),
         page_size: target.header.page_size,
@@ -992,7 +1019,8 @@ fn scan_target(
         mb_per_sec: mb_per_sec(checked_bytes, seconds),
         damaged_pages_not_listed: tally.damaged_pages_not_listed(),
         damaged_pages: tally.into_listed(),
-    })
+    };
+    Ok((file, measured))
 }
 
 /// The seeds' "Checksum Statistics - All" table, in Jetstress's words, for the terminal and the
@@ -1293,6 +1321,18 @@ pub fn test(
     for line in &trailing {
         log.line(line);
     }
+    let reduction = crate::reduction::combine(
+        crate::reduction::setting_of(job),
+        run.reduction
+            .iter()
+            .map(|m| crate::reduction::Measured {
+                instance: m.instance.clone(),
+                figures: m.figures.clone(),
+                kept: m.kept.clone(),
+            })
+            .collect(),
+    );
+    log.line(format!("Data reduction: {}", reduction.summary()));
     let clean = run.is_clean() && !run.interrupted;
     let dirty = run.files.iter().any(|f| f.database_state.is_dirty());
     let verdict = if clean {
@@ -1431,12 +1471,24 @@ pub fn to_result(run: &ChecksumRun, job: &Job, record: &RunRecord) -> TestResult
         read_size_bytes: DEFAULT_READ_SIZE as u64,
         direct_io: job.storage.direct_io,
     });
+    let data_reduction = crate::reduction::combine(
+        crate::reduction::setting_of(job),
+        run.reduction
+            .iter()
+            .map(|m| crate::reduction::Measured {
+                instance: m.instance.clone(),
+                figures: m.figures.clone(),
+                kept: m.kept.clone(),
+            })
+            .collect(),
+    );
     let mut result = TestResult {
         interrupted: run.interrupted,
         ended: record.ended.clone(),
         instances,
         log_file: record.log_file.clone(),
         totals,
+        data_reduction: Some(data_reduction),
         ..TestResult::new(
             TestKind::Checksum,
             record.started.clone(),
@@ -1533,6 +1585,7 @@ mod tests {
             reads_in_flight: DEFAULT_READS_IN_FLIGHT,
             stop: None,
             start_at: None,
+            dedup_unit_bytes: 8192,
         }
     }
 

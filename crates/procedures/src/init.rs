@@ -1,23 +1,29 @@
 //! The init procedure: create the job's databases and fill them to size.
 //!
-//! As Jetstress does, the first database is made by the engine — records appended in key order
-//! through the engine's bulk loader (packed leaves, interior levels, space maps and header, all
-//! written with large sequential writes) until the file reaches the sized capacity — and the
-//! others are copies of it made with large sequential I/O ("Duplicating databases"). Each database is built under a `.partial` name
-//! and renamed only when complete and closed cleanly, so an interrupted init leaves nothing a later
-//! command would mistake for a finished database; the next init removes the leftovers (they are
-//! jetproof's own).
+//! Every database is made by the engine — records appended in key order through the engine's
+//! bulk loader (leaves filled to the table density, interior levels, space maps and header, all
+//! written with large sequential writes) until the file reaches the sized capacity — each from
+//! a content stream of its own ([`jetproof_workload::content`]), so no block of one database
+//! equals a block of another and the data compresses as `workload.compression_ratio` says
+//! (issue 33). Until then the first database was filled and the others were block-for-block
+//! copies of it, which an array that deduplicates stores for free. The databases are filled at
+//! once ([`MAX_FILLS_AT_ONCE`]): a fill spends most of its time waiting on its writes. What each
+//! fill writes is measured as it is written ([`crate::reduction`]): the result's
+//! `data_reduction`.
+//!
+//! Each database is built under a `.partial` name and renamed only when complete and closed
+//! cleanly, so an interrupted init leaves nothing a later command would mistake for a finished
+//! database; the next init removes the leftovers (they are jetproof's own).
 //!
 //! Every check of the targets (foreign files, devices, free space) runs before the first write:
 //! see [`crate::target`].
 //!
-//! **An interrupted init is finished by the next one.** Interrupted while filling, it leaves
-//! `db1.jpdb.partial`; while duplicating, `db1.jpdb` complete and the copy in progress under its
-//! `.partial` name. The next `init` (without `--recreate`) removes those leftovers — only files it
-//! can tell as its own by their content (`target::partial_is_ours`) — and makes what is missing:
-//! with the first database complete
-//! ([`is_resumable`]: closed cleanly, of the job's page size and size), it is kept and copied to
-//! the missing others. Anything else that exists is refused as before (`--recreate`).
+//! **An interrupted init is finished by the next one.** Interrupted, it leaves the databases
+//! it completed in place and the others under their `.partial` names. The next `init` (without
+//! `--recreate`) removes those leftovers — only files it can tell as its own by their content
+//! (`target::partial_is_ours`) — and makes what is missing: the complete databases
+//! ([`is_resumable`]: closed cleanly, of the job's page size and size) are kept (and measured by
+//! reading them). Anything else that exists is refused as before (`--recreate`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use jetproof_engine::flushmap;
 use jetproof_engine::{Database, DatabaseOptions, flush_map_path};
-use jetproof_io::meter::{InstanceStats, MeteredFile};
+use jetproof_io::meter::InstanceStats;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{ByteSize, Instance, Job};
 use jetproof_results::sections::InitTotals;
@@ -34,6 +40,7 @@ use jetproof_results::{
     InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
     io_results,
 };
+use jetproof_workload::content::Content;
 use jetproof_workload::keys::FillPlan;
 use rand::{Rng, SeedableRng};
 
@@ -66,12 +73,6 @@ fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
         (jetproof_engine::db::DEFAULT_EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
     )
 }
-
-/// Size of one read and one write of the duplication step.
-pub const COPY_CHUNK: usize = 4 << 20;
-
-/// Chunks of the duplication step in flight at once.
-pub const COPY_STREAMS: usize = 4;
 
 /// How init reports progress: called often, from the working thread.
 pub trait Progress: Sync {
@@ -197,25 +198,29 @@ pub fn preflight(job: &Job, permissions: &Permissions) -> Result<(), InitError> 
     target::check_init_targets(job, permissions)?;
     let instances = job.instances();
     if !permissions.recreate && is_resumable(&instances) {
-        check_resumable_first(job, &instances[0])?;
+        for instance in instances.iter().filter(|i| i.database_path.is_file()) {
+            check_resumable(job, instance)?;
+        }
     }
     crate::host::check_job_fits(job)?;
     crate::host::check_new_targets(job)?;
     Ok(())
 }
 
-/// True when the job's databases are what an init interrupted while duplicating leaves: the
-/// first database exists and some other does not (a missing first one is never a leftover:
-/// it is made before any copy).
+/// True when the job's databases are what an interrupted init leaves: some databases exist
+/// (each renamed into place once complete) and some do not.
 pub fn is_resumable(instances: &[Instance]) -> bool {
-    let mut exists = instances.iter().map(|i| i.database_path.is_file());
-    exists.next() == Some(true) && exists.any(|e| !e)
+    let exists: Vec<bool> = instances
+        .iter()
+        .map(|i| i.database_path.is_file())
+        .collect();
+    exists.iter().any(|e| *e) && exists.iter().any(|e| !*e)
 }
 
-/// Checks that the first database, which a resumed init copies, is one the job would have made:
-/// closed cleanly (init renames it into place only then), of the job's page size, and of the
-/// job's size (the fill ends at most one extent past it).
-fn check_resumable_first(job: &Job, first: &Instance) -> Result<(), BadInput> {
+/// Checks that a database a resumed init keeps is one the job would have made: closed cleanly
+/// (init renames it into place only then), of the job's page size, and of the job's size (the
+/// fill ends at most one extent past it).
+fn check_resumable(job: &Job, first: &Instance) -> Result<(), BadInput> {
     let refuse = |why: String| {
         crate::target::bad(
             "--recreate",
@@ -297,122 +302,122 @@ pub fn init(
         .collect();
     prepare_directories(job, &instances, options)?;
 
-    let first = instances
-        .first()
-        .ok_or_else(|| BadInput {
+    if instances.is_empty() {
+        return Err(InitError::BadInput(BadInput {
             field: "storage.databases".into(),
             message: "the job has no database instances".into(),
-        })
-        .map_err(InitError::BadInput)?;
-
-    // Phase 1: the first database, record by record through the engine (or, resuming an
-    // interrupted init, the first database it completed).
-    let fill_stats = InstanceStats::new(first.name.clone());
-    let fill_started = Instant::now();
-    let fill = if resuming {
-        let bytes = std::fs::metadata(&first.database_path)
-            .map(|m| m.len())
-            .map_err(|source| IoError::Path {
-                op: "stat",
-                path: first.database_path.clone(),
-                source,
-            })?;
+        }));
+    }
+    if resuming {
         log.line(format!(
-            "Resuming an interrupted init: {} is complete and kept; making the {} missing database(s) from it",
-            first.database_path.display(),
+            "Resuming an interrupted init: {} complete database(s) kept ({}); making the {} missing one(s)",
+            kept.iter().filter(|k| **k).count(),
+            instances
+                .iter()
+                .zip(&kept)
+                .filter(|(_, k)| **k)
+                .map(|(i, _)| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
             kept.iter().filter(|k| !**k).count()
         ));
-        Filled { records: 0, bytes }
-    } else {
-        log.line(format!(
-            "Creating and filling {} (leaves filled to the table density, {}%)",
-            first.database_path.display(),
-            job.storage.table_density
-        ));
-        let fill = fill_database(job, first, &fill_stats, options).map_err(|e| e.naming(job))?;
+    }
+
+    // Every database is made by the engine, each from a content stream of its own, so no block
+    // of one equals a block of another (issue 33); they are filled at once, since a fill waits
+    // on its writes far more than it computes (`docs/design.md`, "Bulk load").
+    let to_fill: Vec<(usize, &Instance)> = instances
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| !kept[*index])
+        .collect();
+    let job_bytes = job.db_size().bytes() * instances.len() as u64;
+    log.line(format!(
+        "Creating and filling {} database(s), {} at a time, through the engine (leaves filled to the table density, {}%; content compressing {:.2}:1, no block repeated)",
+        to_fill.len(),
+        fills_at_once(to_fill.len()),
+        job.storage.table_density,
+        job.workload.compression_ratio,
+    ));
+    let fill_started = Instant::now();
+    let progress = SharedProgress::new(
+        options.progress,
+        job.db_size().bytes() * to_fill.len() as u64,
+    );
+    let filled =
+        fill_all(job, &to_fill, job_bytes, options, &progress).map_err(|e| e.naming(job))?;
+    let fill_elapsed = fill_started.elapsed();
+    let filled_bytes: u64 = filled.iter().map(|f| f.bytes).sum();
+    for fill in &filled {
         log.line(format!(
             "Filled {}: {} records, {} written in {:.1} s ({:.1} MB/s)",
-            first.name,
+            fill.instance.name,
             fill.records,
             ByteSize(fill.bytes),
-            fill_started.elapsed().as_secs_f64(),
-            mb_per_sec(fill.bytes, fill_started.elapsed())
-        ));
-        fill
-    };
-    let fill_elapsed = fill_started.elapsed();
-
-    // Phase 2: the others, copied (those an interrupted init completed are kept).
-    let mut copy_stats = Vec::new();
-    let copy_started = Instant::now();
-    let mut copied_bytes = 0u64;
-    let to_copy: Vec<&Instance> = instances
-        .iter()
-        .zip(&kept)
-        .skip(1)
-        .filter(|(_, kept)| !**kept)
-        .map(|(instance, _)| instance)
-        .collect();
-    if !to_copy.is_empty() {
-        log.line(format!(
-            "Duplicating databases: {} copies of {}",
-            to_copy.len(),
-            first.name
-        ));
-        let total = fill.bytes * to_copy.len() as u64;
-        options.progress.phase("Duplicating databases", total);
-        for (index, instance) in to_copy.iter().enumerate() {
-            let stats = InstanceStats::new(instance.name.clone());
-            let base = fill.bytes * index as u64;
-            copied_bytes += copy_database(
-                job,
-                &first.database_path,
-                &instance.database_path,
-                &stats,
-                options,
-                base,
-            )
-            .map_err(|e| e.naming(job))?;
-            copy_stats.push(((*instance).clone(), stats));
-        }
-        let elapsed = copy_started.elapsed();
-        log.line(format!(
-            "Duplicated {} in {:.1} s ({:.1} MB/s)",
-            ByteSize(copied_bytes),
-            elapsed.as_secs_f64(),
-            mb_per_sec(copied_bytes, elapsed)
+            fill.elapsed.as_secs_f64(),
+            mb_per_sec(fill.bytes, fill.elapsed)
         ));
     }
-    let copy_elapsed = copy_started.elapsed();
     options.progress.finish();
 
+    // The kept databases (a resumed init) are measured by reading them back.
+    let mut measured = Vec::with_capacity(instances.len());
+    for (index, instance) in instances.iter().enumerate() {
+        match filled.iter().position(|f| f.index == index) {
+            Some(at) => measured.push(crate::reduction::Measured {
+                instance: instance.name.clone(),
+                figures: filled[at].reduction.0.clone(),
+                kept: filled[at].reduction.1.clone(),
+            }),
+            None => {
+                let (figures, kept) = measure_kept(job, instance, job_bytes, options)?;
+                measured.push(crate::reduction::Measured {
+                    instance: instance.name.clone(),
+                    figures,
+                    kept,
+                });
+            }
+        }
+    }
+    let data_reduction = crate::reduction::combine(crate::reduction::setting_of(job), measured);
+    log.line(data_reduction.summary());
+
     let elapsed = started.elapsed();
-    let written = if resuming { 0 } else { fill.bytes } + copied_bytes;
     log.line(format!(
         "Done: {} written in {:.1} s ({:.1} MB/s)",
-        ByteSize(written),
+        ByteSize(filled_bytes),
         elapsed.as_secs_f64(),
-        mb_per_sec(written, elapsed)
+        mb_per_sec(filled_bytes, elapsed)
     ));
 
-    let mut instance_results = vec![instance_result(first, &fill_stats, fill_elapsed)];
-    for (instance, stats) in &copy_stats {
-        instance_results.push(instance_result(instance, stats, copy_elapsed));
-    }
+    let instance_results = instances
+        .iter()
+        .enumerate()
+        .map(
+            |(index, instance)| match filled.iter().find(|f| f.index == index) {
+                Some(fill) => instance_result(instance, &fill.stats, fill.elapsed),
+                None => instance_result(
+                    instance,
+                    &InstanceStats::new(instance.name.clone()),
+                    Duration::ZERO,
+                ),
+            },
+        )
+        .collect();
     let totals = Totals::Init(InitTotals {
-        // On resuming, the records were counted by the interrupted init; this one copied its
-        // database.
+        // On resuming, some databases were made by the interrupted init.
         resumed: resuming.then_some(true),
-        records_per_database: (!resuming).then_some(fill.records),
-        database_bytes: fill.bytes,
+        records_per_database: filled.first().map(|f| f.records),
+        database_bytes: filled.first().map_or(0, |f| f.bytes),
         fill_seconds: fill_elapsed.as_secs_f64(),
-        fill_mb_per_sec: mb_per_sec(fill.bytes, fill_elapsed),
-        duplicate_bytes: copied_bytes,
-        duplicate_seconds: copy_elapsed.as_secs_f64(),
-        duplicate_mb_per_sec: mb_per_sec(copied_bytes, copy_elapsed),
-        bytes_written: written,
+        fill_mb_per_sec: mb_per_sec(filled_bytes, fill_elapsed),
+        // Nothing is copied since issue 33: every database is filled.
+        duplicate_bytes: 0,
+        duplicate_seconds: 0.0,
+        duplicate_mb_per_sec: 0.0,
+        bytes_written: filled_bytes,
         seconds: elapsed.as_secs_f64(),
-        mb_per_sec: mb_per_sec(written, elapsed),
+        mb_per_sec: mb_per_sec(filled_bytes, elapsed),
     });
 
     let result = TestResult {
@@ -420,6 +425,7 @@ pub fn init(
         log_file: Some(log.path().to_path_buf()),
         totals,
         io_engine: Some(options.backend.name().to_string()),
+        data_reduction: Some(data_reduction),
         ..TestResult::new(
             TestKind::Init,
             started_at,
@@ -578,19 +584,139 @@ fn remove_log_files(
     Ok(())
 }
 
-struct Filled {
+/// What filling one database did.
+struct Filled<'a> {
+    /// Its position among the job's instances.
+    index: usize,
+    instance: &'a Instance,
     records: u64,
     bytes: u64,
+    elapsed: Duration,
+    stats: Arc<InstanceStats>,
+    /// Its data reduction figures and kept content hashes (`crate::reduction`).
+    reduction: (jetproof_results::reduction::ReductionFigures, Vec<u64>),
 }
 
-/// Creates the first database under its partial name, fills it through the engine to the sized
-/// capacity, closes it cleanly and renames it into place.
-fn fill_database(
+/// Databases filled at once, at most: each fill is a loader thread and a writer thread waiting
+/// mostly on its writes (about a second of CPU per 2 GB), so a few at once keep the device
+/// busier than one; more would only split the same bandwidth.
+const MAX_FILLS_AT_ONCE: usize = 4;
+
+fn fills_at_once(databases: usize) -> usize {
+    databases.clamp(1, MAX_FILLS_AT_ONCE)
+}
+
+/// One progress bar over several fills at once: each fill reports its own bytes done, this adds
+/// them up.
+struct SharedProgress<'a> {
+    progress: &'a dyn Progress,
+    done: AtomicU64,
+}
+
+impl<'a> SharedProgress<'a> {
+    fn new(progress: &'a dyn Progress, total_bytes: u64) -> SharedProgress<'a> {
+        progress.phase("Filling databases", total_bytes);
+        SharedProgress {
+            progress,
+            done: AtomicU64::new(0),
+        }
+    }
+
+    fn add(&self, bytes: u64) {
+        let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.progress.advance(done);
+    }
+}
+
+/// Fills the databases `to_fill` (index among the job's instances, instance), up to
+/// [`MAX_FILLS_AT_ONCE`] at a time; the first error stops the others (as an interruption).
+fn fill_all<'a>(
     job: &Job,
-    instance: &Instance,
-    stats: &Arc<InstanceStats>,
+    to_fill: &[(usize, &'a Instance)],
+    job_bytes: u64,
     options: &InitOptions<'_>,
-) -> Result<Filled, InitError> {
+    progress: &SharedProgress<'_>,
+) -> Result<Vec<Filled<'a>>, InitError> {
+    let next = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let outcomes: Vec<Result<Vec<Filled<'a>>, InitError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..fills_at_once(to_fill.len()))
+            .map(|_| {
+                let (next, failed) = (&next, &failed);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let at = next.fetch_add(1, Ordering::Relaxed) as usize;
+                        let Some(&(index, instance)) = to_fill.get(at) else {
+                            return Ok(done);
+                        };
+                        if failed.load(Ordering::Relaxed) {
+                            return Ok(done);
+                        }
+                        match fill_database(
+                            job, index, instance, job_bytes, options, progress, failed,
+                        ) {
+                            Ok(fill) => done.push(fill),
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or(Err(InitError::Results("a fill thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut filled = Vec::new();
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(done) => filled.extend(done),
+            // A fill stopped because another failed reports as interrupted; the real error wins.
+            Err(InitError::Interrupted { .. }) if first_error.is_some() => {}
+            Err(e @ InitError::Interrupted { .. }) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                if matches!(first_error, None | Some(InitError::Interrupted { .. })) {
+                    first_error = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    filled.sort_by_key(|f| f.index);
+    Ok(filled)
+}
+
+/// The seed of database `index`'s content: each database a stream of its own.
+fn content_seed(seed: u64, index: usize) -> u64 {
+    seed ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Creates database `index` under its partial name, fills it through the engine to the sized
+/// capacity with content of the job's setting, measures what it writes, closes it cleanly and
+/// renames it into place.
+fn fill_database<'a>(
+    job: &Job,
+    index: usize,
+    instance: &'a Instance,
+    job_bytes: u64,
+    options: &InitOptions<'_>,
+    progress: &SharedProgress<'_>,
+    others_failed: &AtomicBool,
+) -> Result<Filled<'a>, InitError> {
+    let started = Instant::now();
+    let stats = InstanceStats::new(instance.name.clone());
     let partial = partial_path(&instance.database_path);
     let target_bytes = job.db_size().bytes();
     let engine_error = |e: &dyn std::fmt::Display| InitError::Engine {
@@ -615,13 +741,27 @@ fn fill_database(
     let mut database = Database::create(options.backend.as_ref(), &partial, db_options)
         .map_err(|e| engine_error(&e))?;
 
-    options
-        .progress
-        .phase(&format!("Filling {}", instance.name), target_bytes);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(options.seed);
+    let seed = content_seed(options.seed, index);
+    let ratio = job.workload.compression_ratio;
+    let unit = job.workload.dedup_unit.bytes() as usize;
+    let meter = crate::reduction::Meter::new(unit, target_bytes, job_bytes)
+        .map_err(|e| InitError::Results(format!("the zstd compressor: {e}")))?;
+    let meter = Arc::new(std::sync::Mutex::new(meter));
+    let observer = {
+        let meter = meter.clone();
+        Box::new(move |offset: u64, bytes: &[u8]| {
+            if let Ok(mut meter) = meter.lock() {
+                meter.observe(offset, bytes);
+            }
+        })
+    };
+    // Record values and the free space between them come from two streams of the same
+    // setting (one for each, so neither depends on how the other is cut).
+    let mut content = Content::new(ratio, seed);
+    let mut free_space = Content::new(ratio, !seed);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let record_size = job.workload.record_size.bytes() as usize;
-    let mut value = vec![0u8; record_size * 2];
-    rng.fill(&mut value[..]);
+    let mut value = vec![0u8; record_size * 3 / 2 + 1];
     let start_bytes = database.used_pages() * page_size;
     // Keys come in ascending order (mailbox by mailbox), so the engine's bulk loader fills the
     // leaves (to the table density, as ESE's sequential loading does) and writes them in large
@@ -629,7 +769,9 @@ fn fill_database(
     let mut loader = database
         .bulk_load()
         .map_err(|e| engine_error(&e))?
-        .with_density(job.storage.table_density);
+        .with_density(job.storage.table_density)
+        .with_filler(Box::new(move |bytes: &mut [u8]| free_space.fill(bytes)))
+        .with_observer(observer);
     // Records are mail items: each mailbox of this database gets its share, in key order.
     let mut plan = FillPlan::new(
         mailboxes_per_database(job),
@@ -637,15 +779,18 @@ fn fill_database(
         start_bytes,
         record_size as u64 + RECORD_OVERHEAD_GUESS,
     );
+    let mut reported = 0u64;
     loop {
-        if options.stop.load(Ordering::Relaxed) {
+        if options.stop.load(Ordering::Relaxed) || others_failed.load(Ordering::Relaxed) {
             return Err(InitError::interrupted());
         }
         // The database is full when the pages in use reach the target; the file is then at
         // most one extent larger, every page of it formatted.
         let used = loader.used_bytes();
         if plan.records().is_multiple_of(64) {
-            options.progress.advance(used.min(target_bytes));
+            let now = used.min(target_bytes);
+            progress.add(now.saturating_sub(reported));
+            reported = reported.max(now);
         }
         let Some(key) = plan.next(used) else {
             break;
@@ -658,112 +803,77 @@ fn fill_database(
         }
         // Record sizes vary around the average, as mail items do: half to one and a half.
         let length = rng.random_range(record_size / 2..=record_size * 3 / 2);
-        let start = rng.random_range(0..value.len() - length);
+        let Some(value) = value.get_mut(..length) else {
+            break;
+        };
+        content.fill(value);
         loader
-            .append(&key.encode(), &value[start..start + length])
+            .append(&key.encode(), value)
             .map_err(|e| engine_error(&e))?;
     }
     loader.finish().map_err(|e| engine_error(&e))?;
     let records = plan.records();
     database.close().map_err(|e| engine_error(&e))?;
     // Through the backend: a database on a device has its own size, not the device's.
-    let bytes = options
+    let file = options
         .backend
-        .open(&partial, &OpenOptions::read_only().buffered())
-        .and_then(|file| file.size())
-        .unwrap_or(target_bytes);
+        .open(&partial, &OpenOptions::read_only().buffered())?;
+    let bytes = file.size().unwrap_or(target_bytes);
+    // The loader showed the meter every page but the two header pages, which the close wrote.
+    let mut meter = Arc::try_unwrap(meter)
+        .ok()
+        .and_then(|m| m.into_inner().ok())
+        .ok_or_else(|| InitError::Results("the data reduction meter is still in use".into()))?;
+    let mut headers = vec![0u8; 2 * page_size as usize];
+    file.read_at(&mut headers, 0, IoClass::DbRead)?;
+    meter.observe(0, &headers);
+    drop(file);
+    let reduction = meter.finish(bytes / unit as u64);
     rename_into_place(&partial, &instance.database_path, options)?;
-    options.progress.advance(target_bytes);
-    Ok(Filled { records, bytes })
+    progress.add(target_bytes.saturating_sub(reported));
+    Ok(Filled {
+        index,
+        instance,
+        records,
+        bytes,
+        elapsed: started.elapsed(),
+        stats,
+        reduction,
+    })
 }
 
-/// Copies a small file of jetproof's (a flush map) whole, and syncs the copy.
-fn copy_small_file(from: &Path, to: &Path, options: &InitOptions<'_>) -> Result<(), InitError> {
-    let source = options
-        .backend
-        .open(from, &OpenOptions::read_only().buffered().no_follow())?;
-    let size = source.size()?;
-    let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
-    source.read_at(&mut bytes, 0, IoClass::FlushMap)?;
-    let target = options
-        .backend
-        .open(to, &OpenOptions::create_new().buffered())?;
-    target.write_at(&bytes, 0, IoClass::FlushMap)?;
-    target.sync_data(IoClass::FlushMap)?;
-    Ok(())
-}
-
-/// Copies a closed database file with large sequential direct I/O, under the partial name, then
-/// renames it into place. Returns the bytes copied.
-fn copy_database(
+/// Measures a database an interrupted init completed (kept by a resumed one) by reading it.
+fn measure_kept(
     job: &Job,
-    from: &Path,
-    to: &Path,
-    stats: &Arc<InstanceStats>,
+    instance: &Instance,
+    job_bytes: u64,
     options: &InitOptions<'_>,
-    progress_base: u64,
-) -> Result<u64, InitError> {
-    let partial = partial_path(to);
-    let direct = job.storage.direct_io;
-    let source = MeteredFile::wrap(
-        options
-            .backend
-            .open(from, &OpenOptions::read_only().with_direct(direct))?,
-        stats.clone(),
-    );
-    let target = MeteredFile::wrap(
-        options
-            .backend
-            .open(&partial, &OpenOptions::create_new().with_direct(direct))?,
-        stats.clone(),
-    );
-    let size = source.size()?;
-    target.set_size(size)?;
-    // Several chunks in flight at once, each copied by its own thread in file order (chunk i by
-    // thread i mod COPY_STREAMS): the device sees a sequential stream with a queue depth of
-    // COPY_STREAMS, as Jetstress's duplication does, instead of one read, then one write.
-    let chunks = size.div_ceil(COPY_CHUNK as u64);
-    let copied = AtomicU64::new(0);
-    let outcome: Result<(), InitError> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..COPY_STREAMS as u64)
-            .map(|stream| {
-                let (source, target, copied) = (&source, &target, &copied);
-                scope.spawn(move || -> Result<(), InitError> {
-                    let mut buffer = AlignedBuf::zeroed(COPY_CHUNK);
-                    let mut chunk = stream;
-                    while chunk < chunks {
-                        if options.stop.load(Ordering::Relaxed) {
-                            return Err(InitError::interrupted());
-                        }
-                        let offset = chunk * COPY_CHUNK as u64;
-                        let length = (size - offset).min(COPY_CHUNK as u64) as usize;
-                        // Database files are whole pages, so every chunk stays block-aligned.
-                        let data = &mut buffer[..length];
-                        source.read_at(data, offset, IoClass::DbRead)?;
-                        target.write_at(data, offset, IoClass::DbWrite)?;
-                        let done = copied.fetch_add(length as u64, Ordering::Relaxed);
-                        options
-                            .progress
-                            .advance(progress_base + done + length as u64);
-                        chunk += COPY_STREAMS as u64;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        workers.into_iter().try_for_each(|w| {
-            w.join()
-                .unwrap_or(Err(InitError::Results("a copy thread panicked".into())))
-        })
-    });
-    outcome?;
-    target.sync_data(IoClass::DbWrite)?;
-    drop(target);
-    // The copy is the same database, page for page: its flush map is the source's.
-    copy_small_file(&flush_map_path(from), &flush_map_path(&partial), options)?;
-    rename_into_place(&partial, to, options)?;
-    Ok(size)
+) -> Result<(jetproof_results::reduction::ReductionFigures, Vec<u64>), InitError> {
+    let unit = job.workload.dedup_unit.bytes() as usize;
+    let file = options.backend.open(
+        &instance.database_path,
+        &OpenOptions::read_only().with_direct(job.storage.direct_io),
+    )?;
+    let size = file.size()?;
+    let mut meter = crate::reduction::Meter::new(unit, size, job_bytes)
+        .map_err(|e| InitError::Results(format!("the zstd compressor: {e}")))?;
+    let mut buffer = AlignedBuf::zeroed(MEASURE_READ_BYTES);
+    let mut offset = 0u64;
+    while offset < size {
+        if options.stop.load(Ordering::Relaxed) {
+            return Err(InitError::interrupted());
+        }
+        let length = (size - offset).min(MEASURE_READ_BYTES as u64) as usize;
+        let data = &mut buffer[..length];
+        file.read_at(data, offset, IoClass::DbRead)?;
+        meter.observe(offset, data);
+        offset += length as u64;
+    }
+    Ok(meter.finish(size / unit as u64))
 }
+
+/// Read size of [`measure_kept`]: database files are whole pages, so every read stays aligned.
+const MEASURE_READ_BYTES: usize = 4 << 20;
 
 #[cfg(test)]
 mod tests {

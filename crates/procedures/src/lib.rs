@@ -17,6 +17,7 @@ pub mod maintenance;
 pub mod options;
 pub mod performance;
 pub mod raw;
+pub mod reduction;
 pub mod replication;
 pub mod run;
 pub mod soft_recovery;

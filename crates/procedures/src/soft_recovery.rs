@@ -215,6 +215,7 @@ pub fn soft_recovery(
                 mailboxes: Arc::new(mailboxes),
                 mix,
                 record_size: job.workload.record_size.bytes() as usize,
+                compression_ratio: job.workload.compression_ratio,
                 // Unpaced: flat out.
                 pacer: Arc::new(Pacer::new()),
                 counters: Arc::new(LoadCounters::default()),

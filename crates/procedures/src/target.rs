@@ -226,8 +226,8 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
                     ),
                 ));
             }
-            // An init interrupted while duplicating left the first database complete and others
-            // missing: the next init finishes it (`crate::init::is_resumable`).
+            // An interrupted init left some databases complete and others missing: the next init
+            // finishes it (`crate::init::is_resumable`).
             if !permissions.recreate && !crate::init::is_resumable(&instances) {
                 return Err(bad(
                     "--recreate",

@@ -16,6 +16,7 @@ pub mod esrp;
 pub mod host;
 pub mod html;
 pub mod outdir;
+pub mod reduction;
 pub mod report;
 pub mod sections;
 pub mod svg;
@@ -137,6 +138,11 @@ pub struct TestResult {
     /// Test-specific totals (init: bytes written and rate; checksum: totals; …).
     #[serde(skip_serializing_if = "Totals::is_none")]
     pub totals: Totals,
+    /// How far an array that compresses and deduplicates could reduce the database files, per
+    /// database and across them (`init` and `checksum`; absent from other tests and from results
+    /// written before issue 33).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_reduction: Option<reduction::DataReduction>,
 }
 
 /// `TestResult` as read, before its sections are typed by `test`.
@@ -176,6 +182,8 @@ struct TestResultWire {
     samples_file: Option<PathBuf>,
     #[serde(default)]
     totals: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    data_reduction: Option<reduction::DataReduction>,
 }
 
 impl<'de> Deserialize<'de> for TestResult {
@@ -226,6 +234,7 @@ impl<'de> Deserialize<'de> for TestResult {
             log_file: wire.log_file,
             samples_file: wire.samples_file,
             totals,
+            data_reduction: wire.data_reduction,
         })
     }
 }
@@ -305,6 +314,7 @@ impl TestResult {
             log_file: None,
             samples_file: None,
             totals: Totals::None,
+            data_reduction: None,
         }
     }
 

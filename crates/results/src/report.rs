@@ -640,6 +640,30 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
         }
         sections.push(("Database Checksum Statistics", t));
     }
+    // What an array that compresses and deduplicates could reduce (issue 33).
+    if let Some(reduction) = &result.data_reduction {
+        let mut t = Table::new(&crate::reduction::TABLE_HEADER);
+        for row in reduction.table_rows() {
+            t.row(row.to_vec());
+        }
+        sections.push(("Data Reduction", t));
+        let s = &reduction.setting;
+        let mut t = Table::new(&["Setting", "Value"]);
+        t.row(vec![
+            "Content compression ratio (workload.compression_ratio)".into(),
+            format!("{:.2}", s.compression_ratio),
+        ]);
+        t.row(vec![
+            "Dedup ratio (workload.dedup_ratio)".into(),
+            format!("{:.2}", s.dedup_ratio),
+        ]);
+        t.row(vec![
+            "Block measured (workload.dedup_unit)".into(),
+            crate::reduction::unit_label(s.dedup_unit_bytes),
+        ]);
+        t.row(vec!["Compressor".into(), s.compressor.clone()]);
+        sections.push(("Data Reduction Setting", t));
+    }
     if let Some(counters) = &result.host_counters {
         let mut t = Table::new(&["Counter", "Average", "Minimum", "Maximum"]);
         for (name, stat) in [

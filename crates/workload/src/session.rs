@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 
+use crate::content::Content;
 use crate::keys::MailKey;
 use crate::mailboxes::Mailboxes;
 use crate::mix::{Mix, Operation};
@@ -42,6 +43,8 @@ pub struct InstanceLoad {
     pub mailboxes: Arc<Mailboxes>,
     pub mix: Mix,
     pub record_size: usize,
+    /// `workload.compression_ratio`: how far the values inserted and replaced compress.
+    pub compression_ratio: f64,
     pub pacer: Arc<Pacer>,
     pub counters: Arc<LoadCounters>,
 }
@@ -55,8 +58,11 @@ pub fn run_session(
     stop: &dyn Fn() -> bool,
 ) -> Result<(), StoreError> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut value = vec![0u8; load.record_size * 2];
-    rng.fill(&mut value[..]);
+    // Every value is new content of the job's setting (never a slice of one pool: slices of a
+    // pool repeat within a page, which compressors find), made in one buffer reused by every
+    // record of the session.
+    let mut content = Content::new(load.compression_ratio, seed);
+    let mut value = vec![0u8; load.record_size * 3 / 2 + 1];
     let mailbox_count = load.mailboxes.count().max(1);
     while !stop() {
         let intended = load.pacer.acquire(stop);
@@ -78,7 +84,7 @@ pub fn run_session(
         let found = match operation {
             Operation::Insert => match load.mailboxes.new_item(mailbox) {
                 Some(key) => {
-                    let data = record(&mut rng, &value, load.record_size);
+                    let data = record(&mut rng, &mut content, &mut value, load.record_size);
                     counters.inserts.fetch_add(1, Ordering::Relaxed);
                     load.store.insert(&key.encode(), data)?
                 }
@@ -100,7 +106,7 @@ pub fn run_session(
                     }
                     Operation::Replace => {
                         counters.replaces.fetch_add(1, Ordering::Relaxed);
-                        let data = record(&mut rng, &value, load.record_size);
+                        let data = record(&mut rng, &mut content, &mut value, load.record_size);
                         load.store.replace(&key, data)?
                     }
                     _ => {
@@ -134,13 +140,20 @@ pub fn run_session(
     Ok(())
 }
 
-/// A record value of a size around the average (half to one and a half), cut from `pool`.
-fn record<'a>(rng: &mut impl Rng, pool: &'a [u8], average: usize) -> &'a [u8] {
+/// A record value of a size around the average (half to one and a half), made by `content`
+/// into `buffer`.
+fn record<'a>(
+    rng: &mut impl Rng,
+    content: &mut Content,
+    buffer: &'a mut [u8],
+    average: usize,
+) -> &'a [u8] {
     let length = rng
         .random_range(average / 2..=average * 3 / 2)
-        .min(pool.len());
-    let start = rng.random_range(0..=pool.len() - length);
-    &pool[start..start + length]
+        .min(buffer.len());
+    let value = &mut buffer[..length];
+    content.fill(value);
+    value
 }
 
 #[cfg(test)]
@@ -267,6 +280,7 @@ mod tests {
             mailboxes: boxes.clone(),
             mix: Mix::from_job(&Workload::default()),
             record_size: 100,
+            compression_ratio: 1.0,
             pacer: Arc::new(Pacer::new()),
             counters: Arc::new(LoadCounters::default()),
         };

@@ -136,19 +136,21 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
         outln!(
             "  resumed:     an interrupted init's leftovers removed; its complete databases kept"
         );
-    } else {
-        outln!(
-            "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
-            totals.fill_mb_per_sec,
-            totals.records_per_database.unwrap_or(0),
-            totals.fill_seconds
-        );
     }
-    if summary.result.instances.len() > 1 {
+    outln!(
+        "  filling:     {:>8.1} MB/s  ({:.0} records per database, {:.1} s)",
+        totals.fill_mb_per_sec,
+        totals.records_per_database.unwrap_or(0),
+        totals.fill_seconds
+    );
+    if let Some(reduction) = &summary.result.data_reduction {
+        let all = &reduction.across_databases;
         outln!(
-            "  duplicating: {:>8.1} MB/s  ({:.1} s)",
-            totals.duplicate_mb_per_sec,
-            totals.duplicate_seconds
+            "  content:     compresses {:.2}:1 (set {:.2}), {:.2}% of {} blocks duplicated across all databases",
+            all.compression_ratio,
+            reduction.setting.compression_ratio,
+            all.duplicate_share * 100.0,
+            jetproof_results::reduction::unit_label(reduction.setting.dedup_unit_bytes)
         );
     }
     outln!(

@@ -38,6 +38,7 @@ pub(super) fn attach(
             mailboxes: Arc::new(mailboxes),
             mix,
             record_size: job.workload.record_size.bytes() as usize,
+            compression_ratio: job.workload.compression_ratio,
             pacer: Arc::new(Pacer::new()),
             counters: Arc::new(LoadCounters::default()),
         },
