@@ -104,11 +104,12 @@ fn plan_esrp_writes_esrp_durations_and_checksums() {
 /// figures `plan` gives for the shape its header names.
 #[test]
 fn example_jobs_parse_validate_and_match_their_plans() {
-    let cases: [(&str, f64, u32, u64, u32); 3] = [
+    let cases: [(&str, f64, u32, u64, u32); 4] = [
         // file, target IOPS, databases, database size GiB, copies
         ("hitachi-ams2500-one-host.toml", 459.0, 5, 1530, 2),
         ("infortrend-ds1016r.toml", 160.0, 3, 1670, 2),
         ("four-copy-low-load.toml", 81.6, 4, 1000, 4),
+        ("typical-mailbox-data.toml", 121.2, 2, 1000, 2),
     ];
     let dir = repo().join("jobs");
     let mut seen = std::fs::read_dir(&dir)
@@ -135,6 +136,15 @@ fn example_jobs_parse_validate_and_match_their_plans() {
         assert!(job.run.checksum_after_performance, "{file}");
         let text = std::fs::read_to_string(&path).expect("reads");
         assert!(text.starts_with("# "), "{file} starts with its comment");
+        // Content settings (issue 33): the typical-mailbox example sets one and says where
+        // its figure comes from; the others keep the conservative default.
+        if file == "typical-mailbox-data.toml" {
+            assert_eq!(job.workload.compression_ratio, 1.3, "{file}");
+            assert!(text.contains("No published measurement"), "{file}");
+        } else {
+            assert_eq!(job.workload.compression_ratio, 1.0, "{file}");
+        }
+        assert_eq!(job.workload.dedup_ratio, 1.0, "{file}");
         // The plan command in the header gives the same server.
         // The header's command: from the line naming `jetproof plan` through the first line
         // that does not continue with a backslash.

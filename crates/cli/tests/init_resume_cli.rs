@@ -1,6 +1,7 @@
 //! An interrupted `init` is finished by the next one (issue 15, point 10): its message always
 //! said "the next init removes the partial databases", yet after an interrupted duplication (the
-//! first database complete, a copy under its `.partial` name) the next init refused and only
+//! first database complete, a copy under its `.partial` name; since issue 33 every database is
+//! filled, and an interrupted init leaves some complete and one `.partial`) the next init refused and only
 //! `--recreate` helped. Now it removes what it can tell as its own, keeps the complete
 //! databases and makes the missing ones; a `.partial` file that is not jetproof's is refused and
 //! kept.
@@ -35,9 +36,10 @@ fn partial(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("jetproof-data/db{n}/db{n}.jpdb.partial"))
 }
 
-/// What an init interrupted while duplicating leaves: db1 complete, db2's copy cut short under
-/// its partial name (a prefix of db1, as the copy writes it), db3 not begun.
-fn interrupted_duplication(dir: &Path, job: &str) {
+/// What an interrupted init leaves: db1 complete (renamed into place), db2's fill cut short
+/// under its partial name (a prefix of a complete database, as the fill writes it), db3 not
+/// begun.
+fn interrupted_init(dir: &Path, job: &str) {
     jetproof(dir)
         .args(["init", job, "--out", "i"])
         .assert()
@@ -52,10 +54,10 @@ fn interrupted_duplication(dir: &Path, job: &str) {
 }
 
 #[test]
-fn after_an_interrupted_duplication_the_next_init_removes_the_partial_and_goes_on() {
+fn after_an_interrupted_init_the_next_init_removes_the_partial_and_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let job = job(dir.path(), 3, "8MiB");
-    interrupted_duplication(dir.path(), &job);
+    interrupted_init(dir.path(), &job);
     let first = std::fs::read(database(dir.path(), 1)).expect("db1");
 
     jetproof(dir.path())
@@ -63,13 +65,18 @@ fn after_an_interrupted_duplication_the_next_init_removes_the_partial_and_goes_o
         .assert()
         .success()
         .stdout(predicate::str::contains("resumed"));
-    assert!(!partial(dir.path(), 2).exists(), "the partial copy is gone");
-    // The complete database was kept as it was, and the others are copies of it.
+    assert!(
+        !partial(dir.path(), 2).exists(),
+        "the partial database is gone"
+    );
+    // The complete database was kept as it was, and the others were filled anew: each its own
+    // content (issue 33), none a copy of db1.
     assert!(std::fs::read(database(dir.path(), 1)).expect("db1") == first);
     for n in [2, 3] {
+        let made = std::fs::read(database(dir.path(), n)).expect("db");
         assert!(
-            std::fs::read(database(dir.path(), n)).expect("copy") == first,
-            "db{n} is a copy of db1"
+            made.len() == first.len() && made != first,
+            "db{n} is its own"
         );
     }
     let log = std::fs::read_to_string(dir.path().join("again/test.log")).expect("log");
@@ -92,7 +99,7 @@ fn after_an_interrupted_duplication_the_next_init_removes_the_partial_and_goes_o
 fn a_partial_file_jetproof_did_not_leave_is_refused_and_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
     let job = job(dir.path(), 3, "8MiB");
-    interrupted_duplication(dir.path(), &job);
+    interrupted_init(dir.path(), &job);
     std::fs::write(partial(dir.path(), 2), "someone's file, named like ours").expect("write");
     jetproof(dir.path())
         .args(["init", &job, "--out", "again"])
@@ -112,9 +119,9 @@ fn a_partial_file_jetproof_did_not_leave_is_refused_and_kept() {
 fn a_first_database_of_another_size_is_not_resumed_from() {
     let dir = tempfile::tempdir().expect("tempdir");
     let small = job(dir.path(), 3, "8MiB");
-    interrupted_duplication(dir.path(), &small);
-    // The job changed between the interrupted init and this one: copies of db1 would not be
-    // the databases it describes.
+    interrupted_init(dir.path(), &small);
+    // The job changed between the interrupted init and this one: db1 is not a database it
+    // describes.
     let bigger = job(dir.path(), 3, "16MiB");
     jetproof(dir.path())
         .args(["init", &bigger, "--out", "again"])

@@ -899,6 +899,7 @@ mod tests {
             log_file: None,
             samples_file: None,
             totals: crate::Totals::None,
+            data_reduction: None,
         }
     }
 

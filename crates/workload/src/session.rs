@@ -323,4 +323,68 @@ mod tests {
             "seed {seed}: {holes} holes left by {removed} deletes"
         );
     }
+
+    /// Issue 33: what a session inserts and replaces is the job's content, not slices of one
+    /// pool: the values the sessions wrote, compressed in 8 KiB blocks with zstd level 1 (the
+    /// figure `init` and `checksum` report), compress at the setting, and no two values share
+    /// a piece of random content (a pool's slices would).
+    #[test]
+    fn inserted_and_replaced_values_keep_the_compression_setting() {
+        let seed = jetproof_test_support::seed_or(0x33);
+        for ratio in [1.0, 2.0, 4.0] {
+            let model = filled(8, 50);
+            let boxes = Arc::new(Mailboxes::discover(model.as_ref(), 8).expect("discover"));
+            let load = InstanceLoad {
+                store: model.clone(),
+                mailboxes: boxes,
+                mix: Mix::from_job(&Workload {
+                    insert_percent: 60,
+                    delete_percent: 10,
+                    replace_percent: 30,
+                    read_percent: 0,
+                    ..Workload::default()
+                }),
+                record_size: 2400,
+                compression_ratio: ratio,
+                pacer: Arc::new(Pacer::new()),
+                counters: Arc::new(LoadCounters::default()),
+            };
+            let done = AtomicU64::new(0);
+            run_session(&load, seed, &|| {
+                done.fetch_add(1, Ordering::Relaxed) > 12_000
+            })
+            .expect("session");
+            let values: Vec<Vec<u8>> = model
+                .records
+                .lock()
+                .expect("lock")
+                .values()
+                .filter(|v| v.len() > 1)
+                .cloned()
+                .collect();
+            assert!(values.len() > 1000, "seed {seed}: {} values", values.len());
+            let stream: Vec<u8> = values.concat();
+            let mut compressor = zstd::bulk::Compressor::new(1).expect("zstd");
+            let blocks = stream.chunks_exact(8192);
+            let bytes = blocks.len() * 8192;
+            let compressed: usize = blocks
+                .map(|b| compressor.compress(b).expect("compress").len().min(8192))
+                .sum();
+            let measured = bytes as f64 / compressed as f64;
+            assert!(
+                (measured / ratio - 1.0).abs() < 0.05,
+                "seed {seed}: values set to {ratio} compress {measured:.3}"
+            );
+            // 64-byte pieces holding at least 32 random bytes: a value cut from a pool would share
+            // them with the values cut from the same place.
+            let mut pieces = std::collections::HashSet::new();
+            let repeated = values
+                .iter()
+                .flat_map(|v| v.chunks_exact(64))
+                .filter(|w| w.iter().filter(|b| **b != 0).count() >= 32)
+                .filter(|w| !pieces.insert(w.to_vec()))
+                .count();
+            assert_eq!(repeated, 0, "seed {seed}: values repeat content");
+        }
+    }
 }

@@ -1,0 +1,228 @@
+//! Issue 33 through the real binary: the databases `init` makes hold content of the job's
+//! `workload.compression_ratio`, every database its own (no 8 KiB block of one equals a block of
+//! another), a run's inserted and replaced records keep the setting, and `init` and `checksum`
+//! measure and report it (`result.json` `data_reduction`, the reports' "Data Reduction"
+//! section). A dedup ratio the pages cannot hold is refused before any I/O.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{jetproof, valid_result};
+use jetproof_results::reduction::{DataReduction, ReductionFigures};
+
+/// Two 32 MiB databases of 32 KiB pages (Exchange's), buffered, with `workload` appended to the
+/// `[workload]` table and a 3 s window for runs.
+fn job(dir: &Path, workload: &str) -> PathBuf {
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[storage]\ndatabases = 2\ndb_size = \"32MiB\"\ndirect_io = false\n\
+             [workload]\nthreads = 2\n{workload}\n\
+             [cache]\nmin_size = \"1MiB\"\nmax_size = \"2MiB\"\n\
+             [run]\nduration = \"3s\"\nsample_interval = \"500ms\"\n{}",
+            common::LENIENT_THRESHOLDS
+        ),
+    )
+    .expect("write job");
+    job
+}
+
+fn reduction(dir: &Path, out: &str, test: &str) -> DataReduction {
+    valid_result(&dir.join(out).join("result.json"), test)
+        .data_reduction
+        .unwrap_or_else(|| panic!("{out}: no data_reduction"))
+}
+
+/// The measured compression ratio of every database and of all of them is the setting within
+/// ±10%, its interval within ±2%, and fewer than 1% of the 8 KiB blocks repeat anywhere.
+fn assert_holds(reduction: &DataReduction, setting: f64, what: &str) {
+    let check = |name: &str, f: &ReductionFigures| {
+        assert!(
+            (f.compression_ratio / setting - 1.0).abs() <= 0.10,
+            "{what} {name}: compression {:.3} against the setting {setting}: {f:?}",
+            f.compression_ratio
+        );
+        assert!(
+            f.compression_ratio_ci95_percent <= 2.0,
+            "{what} {name}: interval ±{:.2}%",
+            f.compression_ratio_ci95_percent
+        );
+        assert!(
+            f.duplicate_share < 0.01,
+            "{what} {name}: {:.3}% of blocks duplicated: {f:?}",
+            f.duplicate_share * 100.0
+        );
+        // Every 8 KiB block of the 32 MiB file (a little more: the fill ends on an extent).
+        assert!(f.blocks >= 4096, "{what} {name}: {f:?}");
+        assert_eq!(
+            f.blocks_hashed, f.blocks,
+            "{what} {name}: small jobs hash every block"
+        );
+    };
+    assert_eq!(reduction.databases.len(), 2, "{what}");
+    for database in &reduction.databases {
+        check(&database.instance, &database.figures);
+    }
+    check("all databases", &reduction.across_databases);
+    assert_eq!(reduction.setting.compression_ratio, setting);
+    assert_eq!(reduction.setting.dedup_ratio, 1.0);
+    assert_eq!(reduction.setting.dedup_unit_bytes, 8192);
+    assert_eq!(reduction.setting.compressor, "zstd level 1");
+}
+
+#[test]
+fn init_and_checksum_measure_the_setting_at_one_two_and_four() {
+    for setting in [1.0, 2.0, 4.0] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = job(dir.path(), &format!("compression_ratio = {setting:.1}"));
+        let job = job.to_str().expect("utf-8");
+        jetproof(dir.path())
+            .args(["init", job, "--out", "init", "--quiet"])
+            .assert()
+            .success();
+        let at_init = reduction(dir.path(), "init", "init");
+        assert_holds(&at_init, setting, "init");
+        jetproof(dir.path())
+            .args(["checksum", job, "--out", "checksum", "--quiet"])
+            .assert()
+            .success();
+        let read_back = reduction(dir.path(), "checksum", "checksum");
+        assert_holds(&read_back, setting, "checksum");
+        // What init measured as it wrote is what checksum reads back.
+        for (written, read) in at_init.databases.iter().zip(&read_back.databases) {
+            assert_eq!(written.figures.blocks, read.figures.blocks);
+            assert_eq!(
+                written.figures.duplicate_blocks,
+                read.figures.duplicate_blocks
+            );
+            assert!(
+                (written.figures.compression_ratio - read.figures.compression_ratio).abs() < 1e-9,
+                "{written:?} {read:?}"
+            );
+        }
+        let report = std::fs::read_to_string(dir.path().join("checksum/report.md")).expect("md");
+        assert!(report.contains("## Data Reduction"), "{report}");
+        assert!(report.contains("(All)"), "{report}");
+        let html = std::fs::read_to_string(dir.path().join("init/report.html")).expect("html");
+        assert!(html.contains("Data Reduction"), "report.html");
+        let log = std::fs::read_to_string(dir.path().join("init/test.log")).expect("log");
+        assert!(log.contains("no block repeated"), "{log}");
+    }
+}
+
+#[test]
+fn no_block_of_one_database_equals_a_block_of_another() {
+    // Three databases at the default (incompressible): the copies init used to make repeated
+    // every block of the first; now across all three fewer than 1% repeat (page headers and
+    // the zero tails of header and map pages are all that can).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "[storage]\ndatabases = 3\ndb_size = \"32MiB\"\ndirect_io = false\n",
+    )
+    .expect("job");
+    jetproof(dir.path())
+        .args([
+            "init",
+            job.to_str().expect("utf-8"),
+            "--out",
+            "init",
+            "--quiet",
+        ])
+        .assert()
+        .success();
+    let r = reduction(dir.path(), "init", "init");
+    let all = &r.across_databases;
+    let each: u64 = r.databases.iter().map(|d| d.figures.duplicate_blocks).sum();
+    assert!(all.duplicate_share < 0.01, "{all:?}");
+    // A block two databases share would count across them and in neither alone.
+    assert!(
+        all.duplicate_blocks <= each + 3 * 8,
+        "blocks shared between databases: {} across, {each} within: {r:?}",
+        all.duplicate_blocks
+    );
+    assert_eq!(
+        all.blocks,
+        r.databases.iter().map(|d| d.figures.blocks).sum::<u64>()
+    );
+}
+
+#[test]
+fn a_run_keeps_the_setting_in_what_it_inserts_and_replaces() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Inserts and replaces only, so most of what the window writes is new records.
+    let job = job(
+        dir.path(),
+        "compression_ratio = 2.0\ninsert_percent = 70\ndelete_percent = 0\nreplace_percent = 30\nread_percent = 0",
+    );
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "init", "--quiet"])
+        .assert()
+        .success();
+    jetproof(dir.path())
+        .args([
+            "run",
+            job,
+            "--test",
+            "performance",
+            "--out",
+            "run",
+            "--quiet",
+        ])
+        .assert()
+        .success();
+    let run = common::result(&dir.path().join("run/result.json"));
+    // The window's records (70% inserts, 30% replaces) are a good part of each database.
+    for instance in run["instances"].as_array().expect("instances") {
+        let grown = instance["db_used_final_bytes"].as_u64().unwrap_or(0)
+            - instance["db_used_initial_bytes"].as_u64().unwrap_or(0);
+        assert!(
+            grown > 4 << 20,
+            "the window inserted too little to tell: {grown} bytes: {instance}"
+        );
+    }
+    jetproof(dir.path())
+        .args(["checksum", job, "--out", "checksum", "--quiet"])
+        .assert()
+        .success();
+    assert_holds(
+        &reduction(dir.path(), "checksum", "checksum"),
+        2.0,
+        "after the run",
+    );
+}
+
+#[test]
+fn a_dedup_ratio_the_pages_cannot_hold_is_refused_before_any_io() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = job(dir.path(), "dedup_ratio = 2.0");
+    let (_, stderr) = common::run_expecting(
+        dir.path(),
+        &["init", job.to_str().expect("utf-8"), "--quiet"],
+        2,
+    );
+    assert!(stderr.contains("workload.dedup_ratio"), "{stderr}");
+    assert!(stderr.contains("dedup_ratio = 1.0"), "{stderr}");
+    assert!(!dir.path().join("jetproof-data").exists(), "nothing made");
+    for (key, value) in [
+        ("compression_ratio", "0.5"),
+        ("compression_ratio", "9.0"),
+        ("dedup_unit", "\"3KiB\""),
+        ("dedup_unit", "\"128KiB\""),
+    ] {
+        let job = self::job(dir.path(), &format!("{key} = {value}"));
+        let (_, stderr) = common::run_expecting(
+            dir.path(),
+            &["init", job.to_str().expect("utf-8"), "--quiet"],
+            2,
+        );
+        assert!(
+            stderr.contains(&format!("workload.{key}")),
+            "{key} = {value}: {stderr}"
+        );
+    }
+}
