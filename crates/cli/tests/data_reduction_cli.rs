@@ -189,11 +189,29 @@ fn a_run_keeps_the_setting_in_what_it_inserts_and_replaces() {
         .args(["checksum", job, "--out", "checksum", "--quiet"])
         .assert()
         .success();
-    assert_holds(
-        &reduction(dir.path(), "checksum", "checksum"),
-        2.0,
-        "after the run",
-    );
+    // What the run wrote keeps the setting: no database compresses less than asked, and no
+    // block of what it wrote repeats anywhere, except blocks of zeros. Those are the engine's:
+    // it zeroes the space it frees in a page (a split's halves, a deleted record) and formats
+    // the file's growth as zeroed free pages, so a run that grew these databases by more than
+    // half leaves them compressing better than the setting (2.5:1 at 2.0, measured), and a
+    // long run on a small database drifts that way (`docs/design.md`, "Content and data
+    // reduction"). The records themselves: the workload's
+    // `inserted_and_replaced_values_keep_the_compression_setting`.
+    let after = reduction(dir.path(), "checksum", "checksum");
+    for d in &after.databases {
+        let f = &d.figures;
+        assert!(f.compression_ratio >= 2.0 * 0.9, "after the run: {f:?}");
+        assert!(
+            f.duplicate_blocks < f.zero_blocks.max(1),
+            "after the run a block other than zeros repeats in {}: {f:?}",
+            d.instance
+        );
+        assert!(f.compression_ratio_ci95_percent <= 2.0, "{f:?}");
+    }
+    // Across databases the growth's free pages also repeat whole: a formatted free page is its
+    // header (page number, checksums) and zeros, the same in two files of the same size.
+    let all = &after.across_databases;
+    assert!(all.compression_ratio >= 2.0 * 0.9, "after the run: {all:?}");
 }
 
 #[test]
