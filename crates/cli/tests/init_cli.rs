@@ -88,14 +88,21 @@ fn init_creates_filled_databases_and_a_result() {
             .expect("records")
             > 100
     );
-    assert!(
-        result["instances"][0]["db_write"]["count"]
-            .as_u64()
-            .expect("writes")
-            > 0
-    );
+    // Every database is written by the engine (none is a copy since issue 33).
+    for n in 0..2 {
+        assert!(
+            result["instances"][n]["db_write"]["count"]
+                .as_u64()
+                .expect("writes")
+                > 0
+        );
+        // A copy read the whole first database; a fill reads only what the engine checks.
+        let read = result["instances"][n]["db_read"]["bytes"].as_u64().unwrap_or(0);
+        assert!(read < 1 << 20, "db{} read {read} bytes", n + 1);
+    }
     let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("test.log");
-    assert!(log.contains("Duplicating databases"), "{log}");
+    assert!(log.contains("Creating and filling 2 database(s)"), "{log}");
+    assert!(!log.contains("Duplicating"), "{log}");
 }
 
 #[test]
