@@ -97,7 +97,9 @@ fn init_creates_filled_databases_and_a_result() {
                 > 0
         );
         // A copy read the whole first database; a fill reads only what the engine checks.
-        let read = result["instances"][n]["db_read"]["bytes"].as_u64().unwrap_or(0);
+        let read = result["instances"][n]["db_read"]["bytes"]
+            .as_u64()
+            .unwrap_or(0);
         assert!(read < 1 << 20, "db{} read {read} bytes", n + 1);
     }
     let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("test.log");
