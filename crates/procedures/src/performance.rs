@@ -321,6 +321,11 @@ pub fn with_checksum(
     if let Totals::Workload(workload) = &mut result.totals {
         workload.checksum = Some(totals);
     }
+    // What the databases hold after the test, as the checksum pass measured it (issue 33).
+    let reduction =
+        crate::reduction::combine(crate::reduction::setting_of(job), checksum.reduction);
+    log.line(format!("Data reduction: {}", reduction.summary()));
+    result.data_reduction = Some(reduction);
     let reasons = std::mem::take(&mut result.reasons);
     result.set_reasons(reasons);
     result.ended = jetproof_results::now_rfc3339();
