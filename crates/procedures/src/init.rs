@@ -600,7 +600,7 @@ struct Filled<'a> {
 /// Databases filled at once, at most: each fill is a loader thread and a writer thread waiting
 /// mostly on its writes (about a second of CPU per 2 GB), so a few at once keep the device
 /// busier than one; more would only split the same bandwidth.
-const MAX_FILLS_AT_ONCE: usize = 4;
+pub const MAX_FILLS_AT_ONCE: usize = 4;
 
 fn fills_at_once(databases: usize) -> usize {
     databases.clamp(1, MAX_FILLS_AT_ONCE)
