@@ -79,8 +79,8 @@ fn init_backup_checksum_and_soft_recovery_print_their_progress_on_a_pipe_and_qui
     assert!(
         filling
             .iter()
-            .any(|l| l.contains("100.0% (16.00 of 16.00 MiB)")),
-        "the fill ends at the database's size: {init}"
+            .any(|l| l.contains("100.0% (32.00 of 32.00 MiB)")),
+        "the fill (both databases at once) ends at their size: {init}"
     );
 
     let backup = stderr_of(dir.path(), &["run", &job, "--test", "backup", "--out", "b"]);
