@@ -54,8 +54,11 @@ pub struct HostInput {
 }
 
 /// The `result.json` files named by `dirs`: a directory holding `result.json` is one host; a
-/// directory without one stands for its subdirectories that hold one (sorted by name;
-/// aggregates among them are skipped). A DIR naming neither is refused.
+/// directory without one stands for its subdirectories that hold one (sorted by name), or,
+/// when none does, for the directories two levels down (`RESULTS/HOST/TEST/result.json`, the
+/// layout the written job recommends, or the playbook's `RESULTS/TEST/HOST/`); aggregates among
+/// them are skipped. A DIR naming none of these is refused. Results of several tests are told
+/// apart by [`group_by_test`].
 pub fn find_results(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, AggregateError> {
     let mut found = Vec::new();
     for dir in dirs {
@@ -70,23 +73,82 @@ pub fn find_results(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, AggregateError> {
                 "not a results directory; give directories holding result.json (one per host) or their parent",
             ));
         }
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| refuse(dir, format!("cannot list the directory: {e}")))?;
-        let mut inside: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path().join("result.json"))
+        let subdirs = sorted_subdirs(dir)?;
+        let mut inside: Vec<PathBuf> = subdirs
+            .iter()
+            .map(|d| d.join("result.json"))
             .filter(|p| p.is_file() && !is_aggregate_file(p))
             .collect();
+        if inside.is_empty() && !subdirs.iter().any(|d| d.join("result.json").is_file()) {
+            for sub in &subdirs {
+                inside.extend(
+                    sorted_subdirs(sub)?
+                        .iter()
+                        .map(|d| d.join("result.json"))
+                        .filter(|p| p.is_file() && !is_aggregate_file(p)),
+                );
+            }
+        }
         if inside.is_empty() {
             return Err(refuse(
                 dir,
-                "holds no result.json, nor do its subdirectories; give each host's results directory",
+                "holds no result.json, nor do its subdirectories or theirs; give each host's results directory, or a directory laid out RESULTS/HOST/TEST/",
             ));
         }
-        inside.sort();
         found.extend(inside);
     }
     Ok(found)
+}
+
+/// True when `dir` is laid out `RESULTS/HOST/TEST/` (or `RESULTS/TEST/HOST/`): no result.json
+/// in it or in its subdirectories, so [`find_results`] looks two levels down, where results of
+/// several tests are expected and told apart ([`group_by_test`]).
+pub fn two_levels_down(dir: &Path) -> bool {
+    dir.is_dir()
+        && !dir.join("result.json").is_file()
+        && sorted_subdirs(dir)
+            .is_ok_and(|subs| !subs.iter().any(|d| d.join("result.json").is_file()))
+}
+
+fn sorted_subdirs(dir: &Path) -> Result<Vec<PathBuf>, AggregateError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| refuse(dir, format!("cannot list the directory: {e}")))?;
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// The files by the test their results record (in ESRP's order of tests, then any other),
+/// each group in the order given. Reads each file's `test` only; a file that is not a result
+/// is refused as [`load`] would refuse it.
+pub fn group_by_test(paths: &[PathBuf]) -> Result<Vec<(TestKind, Vec<PathBuf>)>, AggregateError> {
+    #[derive(Deserialize)]
+    struct Peek {
+        test: TestKind,
+    }
+    let mut groups: Vec<(TestKind, Vec<PathBuf>)> = Vec::new();
+    for path in paths {
+        let file =
+            std::fs::File::open(path).map_err(|e| refuse(path, format!("cannot read: {e}")))?;
+        let peek: Peek = serde_json::from_reader(std::io::BufReader::new(file))
+            .map_err(|e| refuse(path, format!("not a result.json: {e}")))?;
+        match groups.iter_mut().find(|(t, _)| *t == peek.test) {
+            Some((_, list)) => list.push(path.clone()),
+            None => groups.push((peek.test, vec![path.clone()])),
+        }
+    }
+    let order = |t: &TestKind| {
+        crate::esrp::TESTS
+            .iter()
+            .position(|x| x == t)
+            .unwrap_or(crate::esrp::TESTS.len())
+    };
+    groups.sort_by_key(|(t, _)| order(t));
+    Ok(groups)
 }
 
 /// True when the file is an aggregate's own `result.json` (so a parent directory can hold the
@@ -295,18 +357,55 @@ pub struct AggregateHost {
 }
 
 impl AggregateHost {
-    /// A backup test's MB/s: each database's, and the server's total.
+    /// A backup test's MB/s: each database's as printed (two decimals), and the server's as
+    /// the sum of those, so that per database × databases = per server on paper, as the
+    /// reference reports' tables multiply out. (The host's own `totals.mb_per_sec`, all bytes
+    /// over the whole backup's seconds, is lower when databases finish at different times.)
     pub fn backup_mb_per_sec(&self) -> (Vec<f64>, f64) {
-        let per_database = self
+        let per_database: Vec<f64> = self
             .instance_figures
             .values()
-            .map(|f| f.backup_mb_per_sec.unwrap_or(0.0))
+            .map(|f| round2(f.backup_mb_per_sec.unwrap_or(0.0)))
             .collect();
-        (
-            per_database,
-            self.totals.backup().map_or(0.0, |t| t.mb_per_sec),
-        )
+        let server = round2(per_database.iter().sum());
+        (per_database, server)
     }
+}
+
+/// `value` as printed with two decimals.
+pub fn round2(value: f64) -> f64 {
+    (value * 100.0).round() / 100.0
+}
+
+/// The backup table of `report.md` and `esrp.md`: each database's MB read per second, their
+/// average, and the server's figure as their sum; the solution's as the sum of the servers'.
+pub fn backup_table(m: &mut String, hosts: &[AggregateHost]) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        m,
+        "| Server | Databases | MB read/sec of each database | MB read/sec per database (average) | MB read/sec per server (sum of its databases) |\n|---|---:|---|---:|---:|"
+    );
+    let (mut databases, mut total) = (0usize, 0.0);
+    for h in hosts {
+        let (per, server) = h.backup_mb_per_sec();
+        total += server;
+        databases += per.len();
+        let each: Vec<String> = per.iter().map(|v| format!("{v:.2}")).collect();
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {:.3} | {server:.2} |",
+            h.name.replace('|', "/"),
+            per.len(),
+            each.join(" + "),
+            server / per.len().max(1) as f64
+        );
+    }
+    let total = round2(total);
+    let _ = writeln!(
+        m,
+        "| **All servers** | {databases} | (the servers' sums) | {:.3} | {total:.2} |",
+        total / databases.max(1) as f64
+    );
 }
 
 /// The test-specific figures of one instance of a host that the aggregate's tables need.
@@ -365,6 +464,10 @@ pub struct AggregateResult {
     /// For every class: the plain average of the servers' average latencies (each server's the
     /// average of its instances'), what ESRP prints, beside `totals.<class>.avg_latency_ms`.
     pub average_of_server_averages_ms: BTreeMap<String, f64>,
+    /// Hosts more than 40 % below the median of the others (IOPS, or backup MB/s), each with
+    /// its figure and the median: flagged, not failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub below_median: Vec<String>,
 }
 
 /// `AggregateResult` as read, before its hosts' totals are typed by `test`.
@@ -385,6 +488,8 @@ struct AggregateResultWire {
     totals: BTreeMap<String, ClassSummary>,
     esrp: EsrpMetrics,
     average_of_server_averages_ms: BTreeMap<String, f64>,
+    #[serde(default)]
+    below_median: Vec<String>,
 }
 
 /// `AggregateHost` as read: its totals not yet typed.
@@ -458,6 +563,7 @@ impl<'de> Deserialize<'de> for AggregateResult {
             totals: wire.totals,
             esrp: wire.esrp,
             average_of_server_averages_ms: wire.average_of_server_averages_ms,
+            below_median: wire.below_median,
         })
     }
 }
@@ -519,48 +625,174 @@ fn instance_figures(result: &TestResult) -> BTreeMap<String, HostInstanceFigures
 
 /// Combines the hosts' results, or refuses them (see the module header).
 pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError> {
-    let Some(first) = inputs.first() else {
-        return Err(refuse(Path::new("."), "no results to aggregate"));
-    };
-    let test = first.result.test;
-    let layout = first.result.histogram_layout.clone();
-    let mut names: BTreeMap<&str, &Path> = BTreeMap::new();
-    let mut windows = Vec::with_capacity(inputs.len());
+    let mut merger = Aggregator::default();
     for input in inputs {
-        let r = &input.result;
-        if r.schema_version != first.result.schema_version {
+        merger.add(input)?;
+    }
+    merger.finish()
+}
+
+/// One host's summary as an aggregate holds it (its ESRP table, figures, totals), for a host
+/// whose results are judged on their own (the document's per-server figures when the hosts'
+/// windows do not overlap).
+pub fn host_summary(input: &HostInput) -> Result<AggregateHost, AggregateError> {
+    let mut merger = Aggregator::default();
+    merger.add(input)?;
+    merger
+        .hosts
+        .pop()
+        .ok_or_else(|| refuse(&input.path, "no host summary"))
+}
+
+/// Reads and combines the files one at a time, so memory holds one parsed result per reading
+/// thread and each host's small summary, never every host's histograms: a thousand hosts'
+/// results (a few hundred MB of JSON) aggregate in tens of MB. The files are split into
+/// contiguous runs, one per thread, each merged on its own and the runs then merged in order,
+/// so the outcome is that of reading them one after the other.
+pub fn aggregate_files(paths: &[PathBuf]) -> Result<AggregateResult, AggregateError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 16);
+    let chunk = paths.len().div_ceil(threads).max(1);
+    let parts: Vec<Result<Aggregator, AggregateError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut merger = Aggregator::default();
+                    for path in part {
+                        merger.add(&load_one(path)?)?;
+                    }
+                    Ok(merger)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    let mut merger = Aggregator::default();
+    for part in parts {
+        merger.absorb(part?)?;
+    }
+    merger.finish()
+}
+
+/// What every host must share with the first one read.
+#[derive(Clone, Debug)]
+struct First {
+    path: PathBuf,
+    schema_version: u32,
+    test: TestKind,
+    layout: Option<HistogramLayout>,
+}
+
+/// The aggregate as it is built, one host at a time ([`Aggregator::add`]); runs built apart
+/// join with [`Aggregator::absorb`]. Holds each host's summary (no histograms) and one merged
+/// histogram per class.
+#[derive(Debug, Default)]
+pub struct Aggregator {
+    first: Option<First>,
+    names: BTreeMap<String, PathBuf>,
+    windows: Vec<(SystemTime, SystemTime)>,
+    hosts: Vec<AggregateHost>,
+    merged: BTreeMap<String, ClassSnapshot>,
+    rates: BTreeMap<String, f64>,
+    interval_max: BTreeMap<String, f64>,
+    server_averages: BTreeMap<String, Vec<f64>>,
+    reasons: Vec<String>,
+    failing_hosts: Vec<String>,
+    target_iops: Option<f64>,
+    achieved_iops: Option<f64>,
+}
+
+fn add_option(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Aggregator {
+    /// Checks `path`'s shape (schema, test, layout) against the first host's.
+    fn check_first(&mut self, other: &First) -> Result<(), AggregateError> {
+        let Some(first) = &self.first else {
+            self.first = Some(other.clone());
+            return Ok(());
+        };
+        if other.schema_version != first.schema_version {
             return Err(refuse(
-                &input.path,
+                &other.path,
                 format!(
                     "schema version {}, but {} has {}: results of different schema versions do not combine",
-                    r.schema_version,
+                    other.schema_version,
                     first.path.display(),
-                    first.result.schema_version
+                    first.schema_version
                 ),
             ));
         }
-        if r.test != test {
+        if other.test != first.test {
             return Err(refuse(
-                &input.path,
+                &other.path,
                 format!(
                     "is a {} result, but {} is a {} result: aggregate results of one test",
-                    r.test.name(),
+                    other.test.name(),
                     first.path.display(),
-                    test.name()
+                    first.test.name()
                 ),
             ));
         }
-        if r.histogram_layout != layout {
+        if other.layout != first.layout {
             return Err(refuse(
-                &input.path,
+                &other.path,
                 format!(
                     "incompatible histogram layout {:?}, but {} has {:?}: their buckets do not merge exactly",
-                    r.histogram_layout,
+                    other.layout,
                     first.path.display(),
-                    layout
+                    first.layout
                 ),
             ));
         }
+        Ok(())
+    }
+
+    fn check_name(&mut self, name: &str, path: &Path) -> Result<(), AggregateError> {
+        if let Some(earlier) = self.names.get(name) {
+            return Err(refuse(
+                path,
+                format!(
+                    "host {name} given twice (also {}); give each host once (runs sharing a machine: `--host-name`)",
+                    earlier.display()
+                ),
+            ));
+        }
+        self.names.insert(name.to_string(), path.to_path_buf());
+        Ok(())
+    }
+
+    fn merge_class(&mut self, key: &str, snapshot: &ClassSnapshot) {
+        match self.merged.get_mut(key) {
+            Some(m) => m.merge(snapshot),
+            None => {
+                self.merged.insert(key.to_string(), snapshot.clone());
+            }
+        }
+    }
+
+    /// Adds one host's result (refusing it as the module header says).
+    pub fn add(&mut self, input: &HostInput) -> Result<(), AggregateError> {
+        let r = &input.result;
+        self.check_first(&First {
+            path: input.path.clone(),
+            schema_version: r.schema_version,
+            test: r.test,
+            layout: r.histogram_layout.clone(),
+        })?;
         if let Some((instance, class)) = r.instances.iter().find_map(|i| {
             i.io.iter()
                 .find(|(_, c)| c.histogram.is_none())
@@ -573,58 +805,11 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
                 ),
             ));
         }
-        if let Some(earlier) = names.insert(r.host.name.as_str(), &input.path) {
-            return Err(refuse(
-                &input.path,
-                format!(
-                    "host {} given twice (also {}); give each host once (runs sharing a machine: `--host-name`)",
-                    r.host.name,
-                    earlier.display()
-                ),
-            ));
-        }
+        self.check_name(&r.host.name, &input.path)?;
         let start = parse_time(input, "measured_start", r.measured_start.as_deref())?;
         let end = parse_time(input, "measured_end", r.measured_end.as_deref())?;
-        windows.push((start, end));
-    }
-    // The shared window: the latest start to the earliest end. Empty: name the two hosts.
-    let (latest, latest_at) = windows
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.0, i))
-        .max()
-        .unwrap_or((SystemTime::UNIX_EPOCH, 0));
-    let (earliest_end, earliest_at) = windows
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.1, i))
-        .min()
-        .unwrap_or((SystemTime::UNIX_EPOCH, 0));
-    let earliest_start = windows.iter().map(|w| w.0).min().unwrap_or(latest);
-    if latest >= earliest_end {
-        let (late, early) = (&inputs[latest_at], &inputs[earliest_at]);
-        return Err(refuse(
-            &late.path,
-            format!(
-                "its window ({} to {}) does not overlap the window of {} ({} to {}): the hosts did not measure at the same time; run them with one --start-at",
-                late.result.measured_start.as_deref().unwrap_or(""),
-                late.result.measured_end.as_deref().unwrap_or(""),
-                early.path.display(),
-                early.result.measured_start.as_deref().unwrap_or(""),
-                early.result.measured_end.as_deref().unwrap_or(""),
-            ),
-        ));
-    }
+        self.windows.push((start, end));
 
-    let mut hosts = Vec::with_capacity(inputs.len());
-    let mut merged: BTreeMap<String, ClassSnapshot> = BTreeMap::new();
-    let mut rates: BTreeMap<String, f64> = BTreeMap::new();
-    let mut interval_max: BTreeMap<String, f64> = BTreeMap::new();
-    let mut server_averages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut reasons = Vec::new();
-    let mut failing_hosts = Vec::new();
-    for input in inputs {
-        let r = &input.result;
         let mut instances = Vec::with_capacity(r.instances.len());
         let mut esrp = Vec::with_capacity(r.instances.len());
         let mut host_averages: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -633,16 +818,11 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
             let mut io = BTreeMap::new();
             for (key, class) in &instance.io {
                 if let Some(h) = &class.histogram {
-                    match merged.get_mut(key) {
-                        Some(m) => m.merge(h),
-                        None => {
-                            merged.insert(key.clone(), h.clone());
-                        }
-                    }
+                    self.merge_class(key, h);
                 }
-                *rates.entry(key.clone()).or_default() += class.ops_per_sec;
+                *self.rates.entry(key.clone()).or_default() += class.ops_per_sec;
                 if let Some(m) = class.max_interval_avg_ms {
-                    let slot = interval_max.entry(key.clone()).or_insert(m);
+                    let slot = self.interval_max.entry(key.clone()).or_insert(m);
                     *slot = slot.max(m);
                 }
                 host_averages
@@ -659,14 +839,14 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
             });
         }
         for (key, averages) in host_averages {
-            server_averages
+            self.server_averages
                 .entry(key.to_string())
                 .or_default()
                 .push(mean(averages.into_iter()));
         }
         if r.verdict == Verdict::Fail {
-            failing_hosts.push(r.host.name.clone());
-            reasons.push(format!(
+            self.failing_hosts.push(r.host.name.clone());
+            self.reasons.push(format!(
                 "host {} fails: {}",
                 r.host.name,
                 if r.reasons.is_empty() {
@@ -676,7 +856,9 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
                 }
             ));
         }
-        hosts.push(AggregateHost {
+        self.target_iops = add_option(self.target_iops, r.target_iops);
+        self.achieved_iops = add_option(self.achieved_iops, r.achieved_iops);
+        self.hosts.push(AggregateHost {
             name: r.host.name.clone(),
             result_file: input.path.clone(),
             verdict: r.verdict,
@@ -693,53 +875,172 @@ pub fn aggregate(inputs: &[HostInput]) -> Result<AggregateResult, AggregateError
             totals: r.totals.clone(),
             instance_figures: instance_figures(r),
         });
+        Ok(())
     }
-    let mut totals = BTreeMap::new();
-    for (key, snapshot) in &merged {
-        // The rate is the sum of the instances' rates, each over its own host's window (the
-        // windows differ by milliseconds); everything else comes from the merged record.
-        if let Some(mut class) = ClassSummary::from_snapshot(snapshot, 1.0) {
-            class.ops_per_sec = rates.get(key).copied().unwrap_or(0.0);
-            class.max_interval_avg_ms = interval_max.get(key).copied();
-            totals.insert(key.clone(), class);
+
+    /// Appends the hosts of `other` (read after this one's) as if added one by one.
+    pub fn absorb(&mut self, other: Aggregator) -> Result<(), AggregateError> {
+        let Some(first) = &other.first else {
+            return Ok(());
+        };
+        self.check_first(first)?;
+        for host in &other.hosts {
+            self.check_name(&host.name, &host.result_file)?;
+        }
+        self.windows.extend(other.windows);
+        self.hosts.extend(other.hosts);
+        for (key, snapshot) in &other.merged {
+            self.merge_class(key, snapshot);
+        }
+        for (key, rate) in other.rates {
+            *self.rates.entry(key).or_default() += rate;
+        }
+        for (key, m) in other.interval_max {
+            let slot = self.interval_max.entry(key).or_insert(m);
+            *slot = slot.max(m);
+        }
+        for (key, averages) in other.server_averages {
+            self.server_averages
+                .entry(key)
+                .or_default()
+                .extend(averages);
+        }
+        self.reasons.extend(other.reasons);
+        self.failing_hosts.extend(other.failing_hosts);
+        self.target_iops = add_option(self.target_iops, other.target_iops);
+        self.achieved_iops = add_option(self.achieved_iops, other.achieved_iops);
+        Ok(())
+    }
+
+    /// The aggregate, or the refusal of windows that do not all overlap.
+    pub fn finish(self) -> Result<AggregateResult, AggregateError> {
+        let Some(first) = self.first else {
+            return Err(refuse(Path::new("."), "no results to aggregate"));
+        };
+        let windows = &self.windows;
+        // The shared window: the latest start to the earliest end. Empty: name the two hosts.
+        let (latest, latest_at) = windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.0, i))
+            .max()
+            .unwrap_or((SystemTime::UNIX_EPOCH, 0));
+        let (earliest_end, earliest_at) = windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.1, i))
+            .min()
+            .unwrap_or((SystemTime::UNIX_EPOCH, 0));
+        let earliest_start = windows.iter().map(|w| w.0).min().unwrap_or(latest);
+        if latest >= earliest_end {
+            let (late, early) = (&self.hosts[latest_at], &self.hosts[earliest_at]);
+            return Err(refuse(
+                &late.result_file,
+                format!(
+                    "its window ({} to {}) does not overlap the window of {} ({} to {}): the hosts did not measure at the same time; run them with one --start-at",
+                    late.measured_start,
+                    late.measured_end,
+                    early.result_file.display(),
+                    early.measured_start,
+                    early.measured_end,
+                ),
+            ));
+        }
+        let mut totals = BTreeMap::new();
+        for (key, snapshot) in &self.merged {
+            // The rate is the sum of the instances' rates, each over its own host's window (the
+            // windows differ by milliseconds); everything else comes from the merged record.
+            if let Some(mut class) = ClassSummary::from_snapshot(snapshot, 1.0) {
+                class.ops_per_sec = self.rates.get(key).copied().unwrap_or(0.0);
+                class.max_interval_avg_ms = self.interval_max.get(key).copied();
+                totals.insert(key.clone(), class);
+            }
+        }
+        let servers: Vec<EsrpMetrics> = self.hosts.iter().map(|h| h.server.clone()).collect();
+        let below_median = below_median(first.test, &self.hosts);
+        Ok(AggregateResult {
+            schema_version: SCHEMA_VERSION,
+            tool_version: crate::tool_version(),
+            test: first.test,
+            aggregate: true,
+            verdict: if self.failing_hosts.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            reasons: self.reasons,
+            failing_hosts: self.failing_hosts,
+            window: SharedWindow {
+                start: clock::rfc3339_millis(latest),
+                end: clock::rfc3339_millis(earliest_end),
+                seconds: earliest_end
+                    .duration_since(latest)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+                start_spread_ms: clock::millis_between(earliest_start, latest),
+            },
+            histogram_layout: first.layout,
+            target_iops: self.target_iops,
+            achieved_iops: self.achieved_iops,
+            hosts: self.hosts,
+            totals,
+            esrp: EsrpMetrics::across(&servers),
+            average_of_server_averages_ms: self
+                .server_averages
+                .into_iter()
+                .map(|(k, v)| (k, mean(v.into_iter())))
+                .collect(),
+            below_median,
+        })
+    }
+}
+
+/// How far below the others a host may fall before it is flagged: a failing cable or path
+/// shows as one server well under the rest of a solution.
+pub const BELOW_MEDIAN_FRACTION: f64 = 0.40;
+
+/// The figure a host is compared with the others by: transactional IOPS (performance,
+/// stress), MB read per second summed over its databases (backup); none for other tests.
+pub fn host_figure(test: TestKind, host: &AggregateHost) -> Option<(f64, &'static str)> {
+    match test {
+        TestKind::Performance | TestKind::Stress => host.achieved_iops.map(|v| (v, "IOPS")),
+        TestKind::Backup => Some((host.backup_mb_per_sec().0.iter().sum(), "MB/s")),
+        _ => None,
+    }
+}
+
+/// Every host more than [`BELOW_MEDIAN_FRACTION`] below the median of the other hosts.
+fn below_median(test: TestKind, hosts: &[AggregateHost]) -> Vec<String> {
+    let figures: Vec<Option<(f64, &str)>> = hosts.iter().map(|h| host_figure(test, h)).collect();
+    let mut out = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let Some((value, unit)) = figures[i] else {
+            continue;
+        };
+        let mut others: Vec<f64> = figures
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .filter_map(|(_, f)| f.map(|f| f.0))
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        others.sort_by(f64::total_cmp);
+        let n = others.len();
+        let median = if n % 2 == 1 {
+            others[n / 2]
+        } else {
+            (others[n / 2 - 1] + others[n / 2]) / 2.0
+        };
+        if median > 0.0 && value < median * (1.0 - BELOW_MEDIAN_FRACTION) {
+            out.push(format!(
+                "{}: {value:.1} {unit}, {:.0} % below the median of the other servers ({median:.1}): check its paths, cables and disks",
+                host.name,
+                (1.0 - value / median) * 100.0
+            ));
         }
     }
-    let sum_option = |get: fn(&TestResult) -> Option<f64>| {
-        let values: Vec<f64> = inputs.iter().filter_map(|i| get(&i.result)).collect();
-        (!values.is_empty()).then(|| values.iter().sum())
-    };
-    let servers: Vec<EsrpMetrics> = hosts.iter().map(|h| h.server.clone()).collect();
-    Ok(AggregateResult {
-        schema_version: SCHEMA_VERSION,
-        tool_version: crate::tool_version(),
-        test,
-        aggregate: true,
-        verdict: if failing_hosts.is_empty() {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        },
-        reasons,
-        failing_hosts,
-        window: SharedWindow {
-            start: clock::rfc3339_millis(latest),
-            end: clock::rfc3339_millis(earliest_end),
-            seconds: earliest_end
-                .duration_since(latest)
-                .map_or(0.0, |d| d.as_secs_f64()),
-            start_spread_ms: clock::millis_between(earliest_start, latest),
-        },
-        histogram_layout: layout,
-        target_iops: sum_option(|r| r.target_iops),
-        achieved_iops: sum_option(|r| r.achieved_iops),
-        hosts,
-        totals,
-        esrp: EsrpMetrics::across(&servers),
-        average_of_server_averages_ms: server_averages
-            .into_iter()
-            .map(|(k, v)| (k, mean(v.into_iter())))
-            .collect(),
-    })
+    out
 }
 
 /// The class names in the report's latency table, in Jetstress's order.
@@ -793,6 +1094,9 @@ pub fn markdown(a: &AggregateResult) -> String {
     let _ = writeln!(m, "| jetproof version | {} |", a.tool_version);
     for reason in &a.reasons {
         let _ = writeln!(m, "\nFAIL: {reason}");
+    }
+    for flag in &a.below_median {
+        let _ = writeln!(m, "\nBELOW THE OTHER SERVERS: {flag}");
     }
 
     let _ = writeln!(
@@ -916,35 +1220,13 @@ pub fn markdown(a: &AggregateResult) -> String {
     }
 
     if a.test == TestKind::Backup {
+        let _ = writeln!(m, "\n## Database Backup (Read-only) Performance\n");
+        backup_table(&mut m, &a.hosts);
+        let total: f64 = a.hosts.iter().map(|h| h.backup_mb_per_sec().1).sum();
         let _ = writeln!(
             m,
-            "\n## Database Backup (Read-only) Performance\n\n| Server | Databases | MB read per second per database (average) | MB read per second total per server |\n|---|---:|---:|---:|"
-        );
-        let (mut all_databases, mut solution_total) = (Vec::new(), 0.0);
-        for h in &a.hosts {
-            let (per_database, server_total) = h.backup_mb_per_sec();
-            solution_total += server_total;
-            let _ = writeln!(
-                m,
-                "| {} | {} | {:.2} | {:.1} |",
-                h.name,
-                per_database.len(),
-                mean(per_database.iter().copied()),
-                server_total
-            );
-            all_databases.extend(per_database);
-        }
-        let _ = writeln!(
-            m,
-            "| **All servers** | {} | {:.2} | {:.1} (average per server {:.1}) |",
-            all_databases.len(),
-            mean(all_databases.iter().copied()),
-            solution_total,
-            solution_total / a.hosts.len().max(1) as f64
-        );
-        let _ = writeln!(
-            m,
-            "\nMB read per second, whole solution: {solution_total:.1}"
+            "\nMB read per second, whole solution (the servers' sums added): {:.2}",
+            round2(total)
         );
     }
 

@@ -117,6 +117,11 @@ pub struct TestSet {
     pub aggregate: Option<AggregateResult>,
     /// The aggregate refused the results (windows that do not overlap, a host given twice ...).
     pub error: Option<String>,
+    /// The hosts' windows do not all overlap: each host's window, as the document says it.
+    pub apart: Option<String>,
+    /// Every host's own figures, combined or not: what per-server verdicts, checksums and log
+    /// counts are judged by, so a test that ran is never reported "not run".
+    pub per_host: Vec<AggregateHost>,
     /// The result files the document's appendix shows, by host folder.
     pub files: BTreeMap<String, PathBuf>,
 }
@@ -125,8 +130,179 @@ pub struct TestSet {
 #[derive(Clone, Debug)]
 pub struct Collected {
     pub sets: Vec<TestSet>,
+    /// What each result says was simulated, to check against the plan.
+    pub shapes: Vec<HostShape>,
     pub notes: Vec<String>,
     pub hosts: Vec<String>,
+}
+
+/// What one result says it simulated: checked against the plan ([`plan_mismatches`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostShape {
+    pub host: String,
+    pub test: TestKind,
+    pub mailboxes: Option<u64>,
+    pub databases: usize,
+    /// `storage.db_size` as the job gave it (bytes), when it gave one.
+    pub db_size_bytes: Option<u64>,
+    pub copies: Option<u64>,
+    /// `storage.page_size` in bytes.
+    pub page_size_bytes: Option<u64>,
+}
+
+/// A size as jobs and plans write it ("8MiB", "1.5GB", "32768"): decimal and binary units.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        _ => return None,
+    };
+    Some((number * factor).round() as u64)
+}
+
+fn shape(result: &crate::TestResult) -> HostShape {
+    let job = &result.parameters.job;
+    let get = |section: &str, key: &str| job.get(section).and_then(|v| v.get(key));
+    let size = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(t)) => parse_size(t),
+        Some(v) => v.as_u64(),
+        None => None,
+    };
+    HostShape {
+        host: result.host.name.clone(),
+        test: result.test,
+        mailboxes: get("simulation", "mailboxes").and_then(|v| v.as_u64()),
+        databases: result.instances.len(),
+        db_size_bytes: size(get("storage", "db_size")),
+        copies: get("simulation", "copies_per_database").and_then(|v| v.as_u64()),
+        page_size_bytes: size(get("storage", "page_size")),
+    }
+}
+
+/// Where the results do not match the plan: mailboxes per server, databases per host, database
+/// size, copies, page size; one line per figure, naming the servers and tests that differ.
+pub fn plan_mismatches(plan: &serde_json::Value, shapes: &[HostShape]) -> Vec<String> {
+    let inputs = plan.get("inputs");
+    let plan_u64 = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_u64());
+    let page = inputs
+        .and_then(|i| i.get("page_size"))
+        .and_then(|v| v.as_str())
+        .and_then(parse_size);
+    type Get = fn(&HostShape) -> Option<u64>;
+    let checks: [(&str, Option<u64>, Get, &str); 5] = [
+        (
+            "mailboxes per server",
+            plan_u64(plan.get("mailboxes_per_server")),
+            |h| h.mailboxes,
+            "simulation.mailboxes",
+        ),
+        (
+            "databases per host",
+            plan_u64(inputs.and_then(|i| i.get("databases_per_server"))),
+            |h| Some(h.databases as u64),
+            "storage.databases",
+        ),
+        (
+            "database size (bytes)",
+            plan_u64(plan.get("test_database_size_bytes")),
+            |h| h.db_size_bytes,
+            "storage.db_size",
+        ),
+        (
+            "copies per database",
+            plan_u64(inputs.and_then(|i| i.get("copies_per_database"))),
+            |h| h.copies,
+            "simulation.copies_per_database",
+        ),
+        (
+            "page size (bytes)",
+            page,
+            |h| h.page_size_bytes,
+            "storage.page_size",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (label, planned, get, key) in checks {
+        let Some(planned) = planned else {
+            continue;
+        };
+        // Found value -> the servers (and tests) that have it.
+        let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for h in shapes {
+            let value = get(h);
+            if value == Some(planned) {
+                continue;
+            }
+            let shown = value.map_or("not set".to_string(), |v| v.to_string());
+            let who = format!("{} {}", h.host, h.test.name());
+            found.entry(shown).or_default().push(who);
+        }
+        for (value, who) in found {
+            out.push(format!(
+                "{label}: the plan has {planned}, the results {value} ({}; the job's `{key}`)",
+                who.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// Each host's measured window as the document prints it ("h1 13:00:00–13:00:05"), when the
+/// windows do not all overlap (the latest start is not before the earliest end).
+fn windows_apart(hosts: &[AggregateHost]) -> Option<String> {
+    let parsed: Vec<(std::time::SystemTime, std::time::SystemTime, &AggregateHost)> = hosts
+        .iter()
+        .filter_map(|h| {
+            Some((
+                crate::clock::parse_time(&h.measured_start).ok()?,
+                crate::clock::parse_time(&h.measured_end).ok()?,
+                h,
+            ))
+        })
+        .collect();
+    let latest = parsed.iter().map(|w| w.0).max()?;
+    let earliest_end = parsed.iter().map(|w| w.1).min()?;
+    if latest < earliest_end {
+        return None;
+    }
+    let mut sorted = parsed;
+    sorted.sort_by_key(|w| w.0);
+    let day = |t: &str| t.get(..10).unwrap_or(t).to_string();
+    let one_day = sorted
+        .iter()
+        .all(|w| day(&w.2.measured_start) == day(&sorted[0].2.measured_start));
+    let time = |t: &str| {
+        if one_day {
+            t.get(11..19).unwrap_or(t).to_string()
+        } else {
+            t.get(..19).unwrap_or(t).replace('T', " ")
+        }
+    };
+    let list: Vec<String> = sorted
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {}–{}",
+                w.2.name,
+                time(&w.2.measured_start),
+                time(&w.2.measured_end)
+            )
+        })
+        .collect();
+    Some(format!("windows do not overlap: {}", list.join(", ")))
 }
 
 /// Reads every result and combines them test by test, each host by the name its results record
@@ -141,6 +317,7 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
         message: e.to_string(),
     })?;
     let mut names = BTreeSet::new();
+    let mut shapes = Vec::new();
     for input in inputs {
         let host = input.result.host.name.clone();
         names.insert(host.clone());
@@ -175,6 +352,7 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
             .collect();
         let hosts: Vec<String> = inputs.keys().cloned().collect();
         let list: Vec<aggregate::HostInput> = inputs.into_values().collect();
+        shapes.extend(list.iter().map(|i| shape(&i.result)));
         let (aggregate, error) = if list.is_empty() {
             (None, None)
         } else {
@@ -183,16 +361,31 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
                 Err(e) => (None, Some(e.to_string())),
             }
         };
+        let per_host: Vec<AggregateHost> = match &aggregate {
+            Some(a) => a.hosts.clone(),
+            None => list
+                .iter()
+                .filter_map(|i| aggregate::host_summary(i).ok())
+                .collect(),
+        };
+        let apart = if aggregate.is_none() {
+            windows_apart(&per_host)
+        } else {
+            None
+        };
         sets.push(TestSet {
             test,
             hosts,
             aggregate,
             error,
+            apart,
+            per_host,
             files,
         });
     }
     Ok(Collected {
         sets,
+        shapes,
         notes,
         hosts: names.into_iter().collect(),
     })
@@ -257,11 +450,10 @@ impl Summary {
             test: set.test,
             hosts: set.hosts.clone(),
             window_seconds: set.aggregate.as_ref().map(|a| a.window.seconds),
-            error: set.error.clone(),
+            error: set.apart.clone().or_else(|| set.error.clone()),
             per_host: set
-                .aggregate
+                .per_host
                 .iter()
-                .flat_map(|a| &a.hosts)
                 .map(|h| HostSummary {
                     name: h.name.clone(),
                     pass: h.verdict == Verdict::Pass,
@@ -278,6 +470,17 @@ impl Summary {
     }
 }
 
+/// A server's one verdict in the performance test: its own run passed (latency thresholds, no
+/// errors) and it achieved the plan's target (or, without a plan, its run's own target, which
+/// the run's verdict already holds). The heading of its table and the first page print this.
+pub fn server_passes(host: &HostSummary, plan_target: Option<f64>) -> bool {
+    host.pass && plan_target.is_none_or(|t| host.achieved_iops.is_some_and(|a| a >= t))
+}
+
+fn verdict_word(pass: bool) -> &'static str {
+    if pass { "pass" } else { "FAIL" }
+}
+
 /// Checks every requirement of ESRP's test set against the tests' summaries. `all_hosts`: every
 /// host folder with results; `expected_servers`: the plan's server count; `named_servers`: the
 /// servers the solution file names.
@@ -287,6 +490,8 @@ pub fn requirements(
     expected_servers: Option<u64>,
     named_servers: &[String],
     target_per_server: Option<f64>,
+    has_plan: bool,
+    mismatches: &[String],
 ) -> Vec<Requirement> {
     let mut out = Vec::new();
     let set = |test: TestKind| sets.iter().find(|s| s.test == test);
@@ -349,6 +554,9 @@ pub fn requirements(
                 format!("{} measured together", hours(*seconds)),
                 *seconds >= required - WINDOW_TOLERANCE_SECONDS,
             ),
+            Some(Summary { error: Some(e), .. }) if e.starts_with("windows do not overlap") => {
+                (e.clone(), false)
+            }
             Some(Summary { error: Some(e), .. }) => (format!("results not combined: {e}"), false),
             _ => ("not run".into(), false),
         };
@@ -403,22 +611,39 @@ pub fn requirements(
 
     if let Some(target) = target_per_server {
         let (found, met) = match set(TestKind::Performance).filter(|s| !s.per_host.is_empty()) {
+            Some(_) if !mismatches.is_empty() => (
+                "not judged: the results do not match the plan (see \"Results against the plan\")"
+                    .to_string(),
+                false,
+            ),
             Some(s) => {
-                let short: Vec<String> = s
+                let each: Vec<String> = s
+                    .per_host
+                    .iter()
+                    .map(|h| {
+                        format!(
+                            "{} {:.1} ({})",
+                            h.name,
+                            h.achieved_iops.unwrap_or(0.0),
+                            verdict_word(server_passes(h, Some(target)))
+                        )
+                    })
+                    .collect();
+                let short = s
                     .per_host
                     .iter()
                     .filter(|h| h.achieved_iops.is_none_or(|a| a < target))
-                    .map(|h| format!("{} {:.1}", h.name, h.achieved_iops.unwrap_or(0.0)))
-                    .collect();
-                if short.is_empty() {
-                    let least = s
-                        .per_host
-                        .iter()
-                        .filter_map(|h| h.achieved_iops)
-                        .fold(f64::INFINITY, f64::min);
-                    (format!("{least:.1} IOPS at the least"), true)
+                    .count();
+                if short == 0 {
+                    (format!("achieved: {}", each.join(", ")), true)
                 } else {
-                    (format!("below the target: {}", short.join(", ")), false)
+                    (
+                        format!(
+                            "below the target on {short} server(s); achieved: {}",
+                            each.join(", ")
+                        ),
+                        false,
+                    )
                 }
             }
             None => ("not run".into(), false),
@@ -428,6 +653,20 @@ pub fn requirements(
             required: format!("at least {target} transactional IOPS per server (performance test)"),
             found,
             met,
+        });
+    }
+    if has_plan {
+        out.push(Requirement {
+            name: "The results match the plan".into(),
+            required:
+                "mailboxes, databases per host, database size, copies and page size as planned"
+                    .into(),
+            found: if mismatches.is_empty() {
+                "every result as planned".into()
+            } else {
+                format!("does not match the plan: {}", mismatches.join("; "))
+            },
+            met: mismatches.is_empty(),
         });
     }
 
@@ -454,8 +693,18 @@ pub fn requirements(
 
     let mut failing = Vec::new();
     for s in sets {
-        for h in s.per_host.iter().filter(|h| !h.pass) {
-            failing.push(format!("{} failed {}", h.name, s.test.name()));
+        for h in &s.per_host {
+            // Performance: the server's one verdict, against the plan's target when the results
+            // match the plan (otherwise the run's own).
+            let target = target_per_server.filter(|_| mismatches.is_empty());
+            let pass = if s.test == TestKind::Performance {
+                server_passes(h, target)
+            } else {
+                h.pass
+            };
+            if !pass {
+                failing.push(format!("{} failed {}", h.name, s.test.name()));
+            }
         }
     }
     out.push(Requirement {
@@ -480,6 +729,8 @@ pub struct Inputs<'a> {
     pub hosts: &'a [String],
     pub sets: &'a [TestSet],
     pub notes: &'a [String],
+    /// What each result simulated ([`Collected::shapes`]).
+    pub shapes: &'a [HostShape],
 }
 
 /// The document and whether it is a complete test set.
@@ -533,11 +784,80 @@ fn whole(value: Option<&serde_json::Value>) -> String {
     }
 }
 
-/// ESRP's per-server metrics table (its "Individual Server Metrics").
-fn metrics_table(m: &mut String, e: &EsrpMetrics) {
+/// A server's log replication reads (copies > 1): the sum of its databases' rates, the
+/// average of their average latencies, as the other rows of ESRP's table.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Replication {
+    pub reads_per_sec: f64,
+    pub avg_latency_ms: f64,
+}
+
+/// What a server's table adds to [`EsrpMetrics`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct ServerRow {
+    replication: Replication,
+}
+
+impl ServerRow {
+    fn of(h: &AggregateHost) -> ServerRow {
+        let classes: Vec<&crate::ClassSummary> = h
+            .instances
+            .iter()
+            .filter_map(|i| i.io.get("replication_read"))
+            .collect();
+        ServerRow {
+            replication: Replication {
+                reads_per_sec: classes.iter().map(|c| c.ops_per_sec).sum(),
+                avg_latency_ms: mean(&classes.iter().map(|c| c.avg_latency_ms).collect::<Vec<_>>()),
+            },
+        }
+    }
+}
+
+impl Replication {
+    /// Across servers: rates summed, latencies the average of the servers'.
+    fn across(rows: &[ServerRow]) -> Replication {
+        Replication {
+            reads_per_sec: rows.iter().map(|r| r.replication.reads_per_sec).sum(),
+            avg_latency_ms: mean(
+                &rows
+                    .iter()
+                    .map(|r| r.replication.avg_latency_ms)
+                    .collect::<Vec<_>>(),
+            ),
+        }
+    }
+}
+
+/// A host's summary for the requirements' verdicts.
+fn host_summary(h: &AggregateHost) -> HostSummary {
+    HostSummary {
+        name: h.name.clone(),
+        pass: h.verdict == Verdict::Pass,
+        checksum: checksum_clean(h),
+        fewest_logs: None,
+        achieved_iops: h.achieved_iops,
+    }
+}
+
+/// ESRP's per-server metrics table (its "Individual Server Metrics"), with the target and the
+/// achieved transactional IOPS first and, with copies > 1, the log replication reads.
+fn metrics_table(
+    m: &mut String,
+    e: &EsrpMetrics,
+    target: Option<f64>,
+    achieved: Option<f64>,
+    replication: Option<Replication>,
+) {
     let _ = writeln!(
         m,
-        "| Database I/O | |\n|---|---:|\n| Database Disks Transfers/sec | {:.3} |\n| Database Disks Reads/sec | {:.3} |\n| Database Disks Writes/sec | {:.3} |\n| Average Database Disk Read Latency (ms) | {:.3} |\n| Average Database Disk Write Latency (ms) | {:.3} |\n| Transaction Log I/O | |\n| Log Disks Writes/sec | {:.3} |\n| Average Log Disk Write Latency (ms) | {:.3} |",
+        "| Transactional I/O | |\n|---|---:|\n| Target Transactional IOPS | {} |\n| Achieved Transactional IOPS | {} |",
+        target.map_or("-".into(), |t| format!("{t:.3}")),
+        achieved.map_or("-".into(), |a| format!("{a:.3}"))
+    );
+    let _ = writeln!(
+        m,
+        "| Database I/O | |\n| Database Disks Transfers/sec | {:.3} |\n| Database Disks Reads/sec | {:.3} |\n| Database Disks Writes/sec | {:.3} |\n| Average Database Disk Read Latency (ms) | {:.3} |\n| Average Database Disk Write Latency (ms) | {:.3} |\n| Transaction Log I/O | |\n| Log Disks Writes/sec | {:.3} |\n| Average Log Disk Write Latency (ms) | {:.3} |",
         e.database_transfers_per_sec,
         e.database_reads_per_sec,
         e.database_writes_per_sec,
@@ -546,6 +866,13 @@ fn metrics_table(m: &mut String, e: &EsrpMetrics) {
         e.log_writes_per_sec,
         e.log_write_avg_latency_ms
     );
+    if let Some(r) = replication {
+        let _ = writeln!(
+            m,
+            "| Log Replication Reads/sec | {:.3} |\n| Average Log Replication Read Latency (ms) | {:.3} |",
+            r.reads_per_sec, r.avg_latency_ms
+        );
+    }
 }
 
 /// The document as Markdown (the dialect `report.md` uses, so [`crate::html::markdown_to_html`]
@@ -559,8 +886,25 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     let expected = pi("servers").and_then(|v| v.as_u64());
     let summaries: Vec<Summary> = inputs.sets.iter().map(Summary::of).collect();
     let target = p("target_iops_per_server").and_then(|v| v.as_f64());
-    let reqs = requirements(&summaries, &all_hosts, expected, &s.servers, target);
+    let mismatches = plan.map_or(Vec::new(), |p| plan_mismatches(p, inputs.shapes));
+    let reqs = requirements(
+        &summaries,
+        &all_hosts,
+        expected,
+        &s.servers,
+        target,
+        plan.is_some(),
+        &mismatches,
+    );
     let complete = reqs.iter().all(|r| r.met);
+    // The target each server is judged by: the plan's when the results match it; no plan: the
+    // run's own. Results that do not match the plan are not judged against it at all.
+    let judged_target = |h: &AggregateHost| -> Option<f64> {
+        match plan {
+            Some(_) => target,
+            None => h.target_iops,
+        }
+    };
     let version = s
         .exchange_version
         .clone()
@@ -600,6 +944,13 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             m,
             "\n**NOT A COMPLETE ESRP TEST SET.** These results do not meet: {}. The figures below are what was measured; they are not an ESRP result.",
             cell(&unmet.join("; "))
+        );
+    }
+    if !mismatches.is_empty() {
+        let _ = writeln!(
+            m,
+            "\n**DOES NOT MATCH THE PLAN.** {}. No server is judged against the plan's target.",
+            cell(&mismatches.join("; "))
         );
     }
     let _ = writeln!(
@@ -766,22 +1117,49 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             if r.met { "yes" } else { "NO" }
         );
     }
+    if plan.is_some() {
+        let _ = writeln!(m, "\n### Results against the plan\n");
+        if mismatches.is_empty() {
+            let _ = writeln!(
+                m,
+                "Every result was run as planned: mailboxes per server, databases per host, database size, copies and page size."
+            );
+        } else {
+            let _ = writeln!(
+                m,
+                "The results do not match the plan, so the document does not judge them against it:\n"
+            );
+            for line in &mismatches {
+                let _ = writeln!(m, "- {}", cell(line));
+            }
+        }
+    }
     let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
 
     let _ = writeln!(m, "\n### Reliability\n");
-    match set(TestKind::Stress).and_then(|x| x.aggregate.as_ref()) {
-        Some(a) => {
-            let failing: Vec<&str> = a
-                .hosts
+    match set(TestKind::Stress).filter(|x| !x.per_host.is_empty()) {
+        Some(x) => {
+            let failing: Vec<&str> = x
+                .per_host
                 .iter()
                 .filter(|h| h.verdict == Verdict::Fail)
                 .map(|h| h.name.as_str())
                 .collect();
+            let ran = match (&x.aggregate, x.apart.as_deref().or(x.error.as_deref())) {
+                (Some(a), _) => format!(
+                    "The stress test ran for {} on {} server(s) at once.",
+                    hours(a.window.seconds),
+                    a.hosts.len()
+                ),
+                (None, e) => format!(
+                    "The stress test ran on {} server(s), not combined ({}).",
+                    x.per_host.len(),
+                    cell(e.unwrap_or(""))
+                ),
+            };
             let _ = writeln!(
                 m,
-                "The stress test ran for {} on {} server(s) at once. {}",
-                hours(a.window.seconds),
-                a.hosts.len(),
+                "{ran} {}",
                 if failing.is_empty() {
                     "Every server passed: no latency threshold was exceeded and no I/O error occurred.".to_string()
                 } else {
@@ -792,7 +1170,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 m,
                 "\n| Server | Stress verdict | Pages verified after the test | Bad pages | Wrong page-number pages |\n|---|---|---:|---:|---:|"
             );
-            for h in &a.hosts {
+            for h in &x.per_host {
                 let c = h.totals.workload().and_then(|w| w.checksum.as_ref());
                 let _ = writeln!(
                     m,
@@ -814,34 +1192,123 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     }
 
     let _ = writeln!(m, "\n### Storage Performance Results");
-    match set(TestKind::Performance).and_then(|x| x.aggregate.as_ref()) {
-        Some(a) => {
-            let _ = writeln!(
-                m,
-                "\nThe performance test ran for {} on {} server(s) at once; each server's figures are the sum of I/Os across its databases and the average latency across them, as ESRP prints them.",
-                hours(a.window.seconds),
-                a.hosts.len()
-            );
-            for h in &a.hosts {
+    let performance = set(TestKind::Performance);
+    let replication = performance.is_some_and(|x| {
+        x.per_host.iter().any(|h| {
+            h.instances
+                .iter()
+                .any(|i| i.io.contains_key("replication_read"))
+        })
+    });
+    match performance.filter(|x| !x.per_host.is_empty()) {
+        Some(x) => {
+            match &x.aggregate {
+                Some(a) => {
+                    let _ = writeln!(
+                        m,
+                        "\nThe performance test ran for {} on {} server(s) at once; each server's figures are the sum of I/Os across its databases and the average latency across them, as ESRP prints them.",
+                        hours(a.window.seconds),
+                        a.hosts.len()
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        m,
+                        "\nThe servers' results could not be combined ({}): each server's own figures follow, and there is no aggregate.",
+                        cell(x.apart.as_deref().or(x.error.as_deref()).unwrap_or(""))
+                    );
+                }
+            }
+            let mut rows = Vec::new();
+            for h in &x.per_host {
+                let summary = host_summary(h);
+                let target = judged_target(h);
+                let judged = if mismatches.is_empty() {
+                    format!(
+                        "{}{}",
+                        target.map_or("no target".into(), |t| format!("target {t} IOPS")),
+                        if plan.is_some() {
+                            " (the plan's)"
+                        } else {
+                            " (the run's)"
+                        }
+                    )
+                } else {
+                    "not judged: the results do not match the plan".into()
+                };
+                let verdict = if mismatches.is_empty() {
+                    format!(", {}", verdict_word(server_passes(&summary, target)))
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     m,
-                    "\n### Individual Server Metrics: {} (target {} IOPS, achieved {:.3}, {})\n",
+                    "\n### Individual Server Metrics: {} ({judged}, achieved {:.3}{verdict})\n",
                     cell(&h.name),
-                    h.target_iops.map_or("no".into(), |t| format!("{t}")),
                     h.achieved_iops.unwrap_or(0.0),
-                    match h.verdict {
-                        Verdict::Pass => "pass",
-                        Verdict::Fail => "FAIL",
-                    }
                 );
-                metrics_table(&mut m, &h.server);
+                let row = ServerRow::of(h);
+                metrics_table(
+                    &mut m,
+                    &h.server,
+                    target,
+                    h.achieved_iops,
+                    replication.then_some(row.replication),
+                );
+                rows.push(row);
             }
             let _ = writeln!(m, "\n### Aggregate Performance Across All Servers\n");
-            metrics_table(&mut m, &a.esrp);
-            let _ = writeln!(
-                m,
-                "\nRates are sums over the servers; latencies the average of the servers' averages, as ESRP prints them (`docs/many-servers.md`)."
-            );
+            match &x.aggregate {
+                Some(a) => {
+                    let total_target = match plan {
+                        Some(_) => p("target_iops_total").and_then(|v| v.as_f64()),
+                        None => a.target_iops,
+                    };
+                    let achieved = a.achieved_iops.unwrap_or(0.0);
+                    let verdict = match total_target {
+                        Some(t) if mismatches.is_empty() => format!(
+                            "target {t} IOPS{}, achieved {achieved:.3} (the servers' sum): {}",
+                            if plan.is_some() {
+                                " (the plan's, all servers)"
+                            } else {
+                                " (the runs' sum)"
+                            },
+                            if achieved >= t {
+                                "at or above the target"
+                            } else {
+                                "BELOW THE TARGET"
+                            }
+                        ),
+                        Some(_) => format!(
+                            "achieved {achieved:.3} (the servers' sum); not judged: the results do not match the plan"
+                        ),
+                        None => format!("achieved {achieved:.3} (the servers' sum), no target"),
+                    };
+                    let _ = writeln!(m, "{verdict}.\n");
+                    let replicated = Replication::across(&rows);
+                    metrics_table(
+                        &mut m,
+                        &a.esrp,
+                        total_target.filter(|_| mismatches.is_empty()),
+                        a.achieved_iops,
+                        replication.then_some(replicated),
+                    );
+                    let _ = writeln!(
+                        m,
+                        "\nRates are sums over the servers; latencies the average of the servers' averages, as ESRP prints them (`docs/many-servers.md`)."
+                    );
+                    for flag in &a.below_median {
+                        let _ = writeln!(m, "\nBelow the other servers: {}", cell(flag));
+                    }
+                }
+                None => {
+                    let _ = writeln!(
+                        m,
+                        "Not combined: {}.",
+                        cell(x.apart.as_deref().or(x.error.as_deref()).unwrap_or(""))
+                    );
+                }
+            }
         }
         None => {
             let _ = writeln!(m, "\nNo performance test results.");
@@ -849,46 +1316,29 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     }
 
     let _ = writeln!(m, "\n### Database Backup and Recovery Performance");
-    match set(TestKind::Backup).and_then(|x| x.aggregate.as_ref()) {
-        Some(a) => {
+    match set(TestKind::Backup).filter(|x| !x.per_host.is_empty()) {
+        Some(x) => {
             let _ = writeln!(
                 m,
-                "\nDatabase Read-only Performance: every database read whole in 256 KiB reads, all at once.\n\n| Server | Databases | MB read/sec per database (average) | MB read/sec total per server |\n|---|---:|---:|---:|"
+                "\nDatabase Read-only Performance: every database read whole in 256 KiB reads, all at once. Each database's MB read per second is listed; a server's figure is their sum, and all servers' the sum of the servers' (per database × databases = per server).\n"
             );
-            let (mut all, mut total) = (Vec::new(), 0.0);
-            for h in &a.hosts {
-                let (per, server) = h.backup_mb_per_sec();
-                total += server;
-                let _ = writeln!(
-                    m,
-                    "| {} | {} | {:.2} | {:.2} |",
-                    cell(&h.name),
-                    per.len(),
-                    mean(&per),
-                    server
-                );
-                all.extend(per);
+            aggregate::backup_table(&mut m, &x.per_host);
+            if let Some(e) = x.apart.as_deref().or(x.error.as_deref()) {
+                let _ = writeln!(m, "\nNot combined: {}.", cell(e));
             }
-            let _ = writeln!(
-                m,
-                "| **All servers** | {} | {:.2} | {:.2} |",
-                all.len(),
-                mean(&all),
-                total
-            );
         }
         None => {
             let _ = writeln!(m, "\nNo backup test results.");
         }
     }
-    match set(TestKind::Recovery).and_then(|x| x.aggregate.as_ref()) {
-        Some(a) => {
+    match set(TestKind::Recovery).filter(|x| !x.per_host.is_empty()) {
+        Some(x) => {
             let _ = writeln!(
                 m,
                 "\nTransaction Log Recovery/Replay Performance: the logs of every instance replayed at once.\n\n| Server | Logs replayed | Average time to play one log file (sec) |\n|---|---:|---:|"
             );
             let (mut all, mut logs) = (Vec::new(), 0.0);
-            for h in &a.hosts {
+            for h in &x.per_host {
                 let per: Vec<f64> = h
                     .instance_figures
                     .values()
@@ -905,13 +1355,16 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 all.extend(per);
             }
             let _ = writeln!(m, "| **All servers** | {logs:.0} | {:.3} |", mean(&all));
+            if let Some(e) = x.apart.as_deref().or(x.error.as_deref()) {
+                let _ = writeln!(m, "\nNot combined: {}.", cell(e));
+            }
         }
         None => {
             let _ = writeln!(m, "\nNo soft recovery test results.");
         }
     }
     for x in inputs.sets {
-        if let Some(e) = &x.error {
+        if let Some(e) = x.apart.as_ref().or(x.error.as_ref()) {
             let _ = writeln!(
                 m,
                 "\nThe {} results could not be combined: {}",
@@ -1034,7 +1487,7 @@ mod tests {
 
     fn unmet(sets: &[Summary], hosts: &[&str], expected: Option<u64>) -> Vec<String> {
         let all: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
-        requirements(sets, &all, expected, &[], Some(459.0))
+        requirements(sets, &all, expected, &[], Some(459.0), true, &[])
             .into_iter()
             .filter(|r| !r.met)
             .map(|r| format!("{}: {}", r.name, r.found))
@@ -1059,10 +1512,9 @@ mod tests {
         let hosts = ["a", "b"];
         type Breaker = fn(&mut Vec<Summary>);
         let cases: [(&str, Breaker); 9] = [
-            (
-                "target IOPS on every server: below the target: a 400.0",
-                |s| s[0].per_host[0].achieved_iops = Some(400.0),
-            ),
+            ("target IOPS on every server: a 400.0 (FAIL)", |s| {
+                s[0].per_host[0].achieved_iops = Some(400.0)
+            }),
             ("Stress test duration: 10.0 s", |s| {
                 s[1].window_seconds = Some(10.0)
             }),
@@ -1104,7 +1556,15 @@ mod tests {
             // is right: only the named requirement must be among them, and nothing else for
             // the single-figure breakers.
             assert!(hit, "{expect}: {found:?}");
-            if !expect.starts_with("every server") {
+            if expect.starts_with("target IOPS") {
+                // One verdict per server: below the plan's target fails the server, so it
+                // fails "every server passes" too, and nothing else.
+                assert_eq!(found.len(), 2, "{expect}: {found:?}");
+                assert!(
+                    found[1].contains("a failed performance"),
+                    "{expect}: {found:?}"
+                );
+            } else if !expect.starts_with("every server") {
                 assert_eq!(found.len(), 1, "{expect}: {found:?}");
             }
         }
@@ -1115,5 +1575,52 @@ mod tests {
             found[0].contains("2 server(s) tested, the plan has 16"),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn results_unlike_the_plan_are_named_and_not_judged() {
+        let plan = serde_json::json!({
+            "inputs": {"databases_per_server": 20, "copies_per_database": 2, "page_size": "32KiB"},
+            "mailboxes_per_server": 20000,
+            "test_database_size_bytes": 8u64 << 20,
+        });
+        let shape = |host: &str, mailboxes: u64, databases: usize| HostShape {
+            host: host.into(),
+            test: TestKind::Performance,
+            mailboxes: Some(mailboxes),
+            databases,
+            db_size_bytes: Some(8 << 20),
+            copies: Some(2),
+            page_size_bytes: Some(32768),
+        };
+        assert!(plan_mismatches(&plan, &[shape("a", 20000, 20)]).is_empty());
+        let found = plan_mismatches(&plan, &[shape("a", 1000, 4), shape("b", 1000, 20)]);
+        assert_eq!(
+            found,
+            vec![
+                "mailboxes per server: the plan has 20000, the results 1000 (a performance, b performance; the job's `simulation.mailboxes`)".to_string(),
+                "databases per host: the plan has 20, the results 4 (a performance; the job's `storage.databases`)".to_string(),
+            ]
+        );
+        let hosts = ["a", "b"];
+        let all: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        let reqs = requirements(
+            &complete(&hosts),
+            &all,
+            Some(2),
+            &[],
+            Some(459.0),
+            true,
+            &found,
+        );
+        let unmet: Vec<&Requirement> = reqs.iter().filter(|r| !r.met).collect();
+        assert_eq!(unmet.len(), 2, "{unmet:?}");
+        assert!(unmet[0].found.starts_with("not judged"), "{unmet:?}");
+        assert!(
+            unmet[1].found.starts_with("does not match the plan"),
+            "{unmet:?}"
+        );
+        assert_eq!(parse_size("1.5GB"), Some(1_500_000_000));
+        assert_eq!(parse_size("8MiB"), Some(8 << 20));
     }
 }

@@ -591,6 +591,9 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     ) {
         sections.push(("Database Backup I/O Performance", t));
     }
+    if let Some(t) = backup_rate_table(result) {
+        sections.push(("Database Backup (Read-only) Performance", t));
+    }
     // The file's growth: formatting writes of new extents, kept out of the transactional
     // table's database writes (docs/faithfulness.md) but shown.
     if let Some(t) = class_table(
@@ -794,6 +797,51 @@ pub fn markdown(result: &TestResult) -> String {
         let _ = writeln!(out, "{fence}\n{}\n{fence}\n", log.trim_end());
     }
     out
+}
+
+/// A backup's MB read per second per database, as the reference reports' backup tables give it,
+/// and the server's as their sum (per database × databases = per server); beside it the
+/// host's own rate, all bytes over the whole backup's seconds.
+fn backup_rate_table(result: &TestResult) -> Option<Table> {
+    let mut t = Table::new(&[
+        "Instance",
+        "Database size (MB)",
+        "Seconds",
+        "MB read/sec per database",
+    ]);
+    let mut sum = 0.0;
+    for instance in &result.instances {
+        let Some(b) = instance.figures.backup() else {
+            continue;
+        };
+        let rate = crate::aggregate::round2(b.backup.mb_per_sec);
+        sum += rate;
+        t.row(vec![
+            instance.name.clone(),
+            format!("{:.1}", b.backup.bytes as f64 / 1e6),
+            format!("{:.1}", b.backup.seconds),
+            format!("{rate:.2}"),
+        ]);
+    }
+    if t.rows.is_empty() {
+        return None;
+    }
+    let databases = t.rows.len();
+    t.row(vec![
+        format!("All {databases} databases (sum)"),
+        "-".into(),
+        "-".into(),
+        format!("{sum:.2}"),
+    ]);
+    if let Some(total) = result.totals.backup() {
+        t.row(vec![
+            "All bytes ÷ the whole backup's seconds".into(),
+            format!("{:.1}", total.bytes as f64 / 1e6),
+            format!("{:.1}", total.seconds),
+            format!("{:.2}", total.mb_per_sec),
+        ]);
+    }
+    Some(t)
 }
 
 /// The backup test's terminal summary: per database its size, seconds, MB read per second

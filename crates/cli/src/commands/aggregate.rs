@@ -16,39 +16,59 @@ use crate::common::{CliError, Outcome};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Each host's results directory (holding its result.json), or a directory whose
-    /// subdirectories are.
+    /// subdirectories are, or one laid out RESULTS/HOST/TEST/ (each test aggregated apart).
     #[arg(value_name = "DIR", required = true, num_args = 1..)]
     pub dirs: Vec<PathBuf>,
     /// Where the aggregate's result.json and report.md go (default
-    /// ./jetproof-results/aggregate-TEST-TIME/).
+    /// ./jetproof-results/aggregate-TEST-TIME/); results of several tests: DIR/TEST/ each.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
     let files = aggregate::find_results(&args.dirs).map_err(CliError::bad_input)?;
-    let inputs = aggregate::load(&files).map_err(CliError::bad_input)?;
-    let result = aggregate::aggregate(&inputs).map_err(CliError::bad_input)?;
-    let out_path = match &args.out {
-        Some(out) => out.clone(),
-        None => {
-            let default = OutDir::default_path(result.test);
-            let name = default
-                .file_name()
-                .map(|n| format!("aggregate-{}", n.to_string_lossy()))
-                .unwrap_or_else(|| "aggregate".into());
-            default.with_file_name(name)
-        }
+    // RESULTS/HOST/TEST/ holds every test of the set: each is aggregated apart. Hosts'
+    // directories given one by one must hold one test (else the refusal names the files).
+    let groups = if args.dirs.iter().all(|d| aggregate::two_levels_down(d)) {
+        aggregate::group_by_test(&files)
+            .map_err(CliError::bad_input)?
+            .into_iter()
+            .map(|(_, paths)| paths)
+            .collect()
+    } else {
+        vec![files.clone()]
     };
-    refuse_input_as_out(&out_path, &files)?;
-    let out = OutDir::prepare(Some(&out_path), result.test).map_err(CliError::bad_input)?;
-    let written = write(&out, &result).map_err(CliError::runtime)?;
-    print_summary(&result);
-    outln!("Result: {}", written.display());
-    Ok(match result.verdict {
-        Verdict::Pass => Outcome::Pass,
-        Verdict::Fail => Outcome::Fail,
-    })
+    // Every test is combined and every place checked before anything is written.
+    let several = groups.len() > 1;
+    let mut planned = Vec::with_capacity(groups.len());
+    for paths in &groups {
+        let result = aggregate::aggregate_files(paths).map_err(CliError::bad_input)?;
+        let out_path = match (&args.out, several) {
+            (Some(out), false) => out.clone(),
+            (Some(out), true) => out.join(result.test.name()),
+            (None, _) => {
+                let default = OutDir::default_path(result.test);
+                let name = default
+                    .file_name()
+                    .map(|n| format!("aggregate-{}", n.to_string_lossy()))
+                    .unwrap_or_else(|| "aggregate".into());
+                default.with_file_name(name)
+            }
+        };
+        refuse_input_as_out(&out_path, &files)?;
+        planned.push((out_path, result));
+    }
+    let mut outcome = Outcome::Pass;
+    for (out_path, result) in &planned {
+        let out = OutDir::prepare(Some(out_path), result.test).map_err(CliError::bad_input)?;
+        let written = write(&out, result).map_err(CliError::runtime)?;
+        print_summary(result);
+        outln!("Result: {}", written.display());
+        if result.verdict == Verdict::Fail {
+            outcome = Outcome::Fail;
+        }
+    }
+    Ok(outcome)
 }
 
 /// `--out` naming a host's own results directory would overwrite its result.json.
@@ -118,6 +138,9 @@ fn print_summary(a: &AggregateResult) {
     }
     for reason in &a.reasons {
         outln!("  FAIL: {reason}");
+    }
+    for flag in &a.below_median {
+        outln!("  BELOW THE OTHERS: {flag}");
     }
     outln!(
         "Overall Test Result: {}",

@@ -169,8 +169,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("esrp"));
     check_out(&out, &args.results_dir)?;
     let paths = esrp::find(&args.results_dir).map_err(CliError::bad_input)?;
-    let esrp::Collected { sets, notes, hosts } =
-        esrp::collect(&paths).map_err(CliError::bad_input)?;
+    let esrp::Collected {
+        sets,
+        shapes,
+        notes,
+        hosts,
+    } = esrp::collect(&paths).map_err(CliError::bad_input)?;
 
     let document = esrp::document(&esrp::Inputs {
         solution: &solution,
@@ -178,6 +182,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         hosts: &hosts,
         sets: &sets,
         notes: &notes,
+        shapes: &shapes,
     });
     let title = format!(
         "{} {}: ESRP solution document",
