@@ -12,10 +12,15 @@
 # only, no merge). The figures are checked against each other: every class's count and p99 of
 # jetproof's aggregate must equal Python's.
 #
+# Memory (issue 32): peak RSS by `/usr/bin/time -v` ("Maximum resident set size"), target
+# <= 64 MB at 1,000 hosts (aggregate merges as it reads). References for memory: jq reading
+# the same files (`jq -s`, which holds them all), and, with OLD_JETPROOF, a binary of the code
+# before (which held every host's parsed result).
+#
 # Usage: bench/aggregate.sh [DIR]   (default ./bench-data; the generated results are removed after)
 # Environment: SHAPES (default "16 1000": hosts, 5 instances each), INSTANCES (5), ROUNDS (3),
-# NOW_JETPROOF (a binary to measure instead of building the working tree),
-# OUT (default bench/results/<date>-aggregate.md).
+# NOW_JETPROOF (a binary to measure instead of building the working tree), OLD_JETPROOF (a
+# binary of the code before, measured beside it), OUT (default bench/results/<date>-aggregate.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -49,6 +54,9 @@ seconds() { # command...; prints wall seconds
   end=$(date +%s.%N)
   python3 -c "print('%.3f' % ($end - $start))"
 }
+peak_rss_mb() { # command...; prints the peak resident set size in MB (/usr/bin/time -v)
+  /usr/bin/time -v "$@" 2>&1 >/dev/null | awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2 / 1024}'
+}
 median() { python3 -c "import statistics,sys; print('%.3f' % statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 
 rows=""
@@ -64,8 +72,14 @@ for hosts in $shapes; do
     p+=("$(seconds python3 "$here/aggregate-reference.py" "$set_dir")")
     q+=("$(seconds sh -c "jq -s '{iops: (map(.achieved_iops) | add), reads: (map(.instances[].db_read.count) | add)}' $set_dir/*/result.json")")
   done
-  rss=$( { /usr/bin/time -f %M "$jetproof" aggregate "$set_dir" --out "$work/agg-rss" >/dev/null; } 2>&1 | tail -1)
+  rss=$(peak_rss_mb "$jetproof" aggregate "$set_dir" --out "$work/agg-rss")
   rm -rf "$work/agg-rss"
+  jq_rss=$(peak_rss_mb jq -s '{iops: (map(.achieved_iops) | add)}' "$set_dir"/*/result.json)
+  old="-"
+  if [[ -n ${OLD_JETPROOF:-} ]]; then
+    old="$(seconds "$OLD_JETPROOF" aggregate "$set_dir" --out "$work/agg-old") s, $(rm -rf "$work/agg-old"; peak_rss_mb "$OLD_JETPROOF" aggregate "$set_dir" --out "$work/agg-old") MB"
+    rm -rf "$work/agg-old"
+  fi
   python3 "$here/aggregate-reference.py" "$set_dir" > "$work/reference.json"
   check=$(python3 - "$work/agg/result.json" "$work/reference.json" <<'PY'
 import json, sys
@@ -85,7 +99,7 @@ PY
 )
   jm=$(median "${j[@]}"); pm=$(median "${p[@]}"); qm=$(median "${q[@]}")
   ratio=$(python3 -c "print('%.1f' % ($pm / max($jm, 1e-3)))")
-  rows+="| $hosts x $instances | $size MB | $jm (${j[*]}) | $pm (${p[*]}) | $qm (${q[*]}) | $ratio | $((rss / 1024)) MB |"$'\n'
+  rows+="| $hosts x $instances | $size MB | $jm (${j[*]}) | $pm (${p[*]}) | $qm (${q[*]}) | $ratio | $rss MB | $jq_rss MB | $old |"$'\n'
   checks+="- $hosts hosts: $check"$'\n'
   rm -rf "$set_dir"
 done
@@ -103,8 +117,10 @@ out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-aggregate.md}
   echo "or jetproof results; the nearest references read the same files: Python's json module"
   echo "doing the same merge (counts, rates, buckets, p99), and jq only summing two figures."
   echo
-  echo "| hosts x instances | JSON read | jetproof aggregate (s) | Python json, same merge (s) | jq, two sums only (s) | Python ÷ jetproof | jetproof peak RSS |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
+  echo "Memory target (issue 32): jetproof's peak RSS <= 64 MB at 1,000 hosts."
+  echo
+  echo "| hosts x instances | JSON read | jetproof aggregate (s) | Python json, same merge (s) | jq, two sums only (s) | Python ÷ jetproof | jetproof peak RSS | jq -s peak RSS | old code (OLD_JETPROOF): s, peak RSS |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s' "$rows"
   echo
   echo "## Checks"

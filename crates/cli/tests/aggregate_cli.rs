@@ -183,8 +183,15 @@ fn backup_results_give_mb_per_sec_per_database_server_and_total() {
     copy_edited(root, "b1", "b2", |v| rename_host(v, "b2"));
     let (code, stdout, stderr) = aggregate(root, &["b1", "b2", "--out", "agg"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // A server's MB/s is the sum of its databases' as printed (two decimals): per database ×
+    // databases = per server; the solution's the sum of the servers'.
     let one = result(&root.join("b1/result.json"));
-    let server = one["totals"]["mb_per_sec"].as_f64().expect("MB/s");
+    let server: f64 = one["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .map(|i| (i["backup"]["mb_per_sec"].as_f64().expect("MB/s") * 100.0).round() / 100.0)
+        .sum();
     let report = std::fs::read_to_string(root.join("agg/report.md")).expect("report");
     assert!(
         report.contains("## Database Backup (Read-only) Performance"),
@@ -192,7 +199,7 @@ fn backup_results_give_mb_per_sec_per_database_server_and_total() {
     );
     assert!(
         report.contains(&format!(
-            "MB read per second, whole solution: {:.1}",
+            "MB read per second, whole solution (the servers' sums added): {:.2}",
             2.0 * server
         )),
         "{report}"

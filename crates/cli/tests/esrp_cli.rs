@@ -245,6 +245,23 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
         String::from_utf8_lossy(&output.stderr)
     );
     let md = std::fs::read_to_string(root.join("doc/esrp.md")).expect("esrp.md");
+    // Every figure re-derived from the result.json files (`esrp --verify`, issue 32).
+    let verified = jetproof(root)
+        .args([
+            "esrp",
+            "solution.toml",
+            "results",
+            "--verify",
+            "doc/esrp.md",
+        ])
+        .output()
+        .expect("runs");
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success() && said.contains(", 0 disagree"),
+        "{said}{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
 
     // First page: marked incomplete, naming what is missing, and nothing else.
     let head: Vec<&str> = md.lines().take(4).collect();
@@ -386,7 +403,9 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
             .iter()
             .map(|i| i["backup"]["mb_per_sec"].as_f64().expect("mb/s"))
             .collect();
-        let server = r["totals"]["mb_per_sec"].as_f64().expect("server mb/s");
+        // A server's figure is the sum of its databases' as printed (per database ×
+        // databases = per server), each database's listed.
+        let server: f64 = per.iter().map(|v| (v * 100.0).round() / 100.0).sum();
         total += server;
         // Compared as numbers to the printed two decimals: the document sums in its own order,
         // and a sum differing in the last bit may round the other way at a half.

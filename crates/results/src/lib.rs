@@ -13,6 +13,7 @@ pub mod compare;
 pub mod compare_html;
 pub mod devices;
 pub mod esrp;
+pub mod esrp_check;
 pub mod host;
 pub mod html;
 pub mod outdir;

@@ -220,7 +220,10 @@ fn backup_aggregate_round_trips() {
     // database × databases = per server on paper.
     let (per, server) = a.hosts[1].backup_mb_per_sec();
     assert_eq!(per.len(), 2);
-    assert!((per.iter().sum::<f64>() - server).abs() < 1e-9, "{per:?} {server}");
+    assert!(
+        (per.iter().sum::<f64>() - server).abs() < 1e-9,
+        "{per:?} {server}"
+    );
     assert!(server > vm2.mb_per_sec, "{server} {}", vm2.mb_per_sec);
 }
 

@@ -28,6 +28,10 @@ pub struct Args {
     /// Where esrp.md and esrp.html go [default: ./esrp].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Writes nothing: re-derives every figure of ESRP_MD (an esrp.md) from RESULTS_DIR's
+    /// result.json files and the plan, and names each disagreement (exit 1). For tests.
+    #[arg(long, value_name = "ESRP_MD", hide = true)]
+    pub verify: Option<PathBuf>,
 }
 
 /// The flags of `jetproof plan`, as the solution file lists them.
@@ -158,6 +162,33 @@ fn check_out(out: &Path, results: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `--verify ESRP_MD`: the document against the results (`jetproof_results::esrp_check`).
+fn verify(
+    md: &Path,
+    results_dir: &Path,
+    plan: Option<&serde_json::Value>,
+) -> Result<Outcome, CliError> {
+    let text = std::fs::read_to_string(md)
+        .map_err(|e| bad(format!("--verify {}: cannot read it: {e}", md.display())))?;
+    let results = jetproof_results::esrp_check::read_results(results_dir).map_err(bad)?;
+    let checked = jetproof_results::esrp_check::check(&text, &results, plan);
+    for problem in &checked.problems {
+        outln!("  DISAGREES: {problem}");
+    }
+    outln!(
+        "{}: {} figures checked against {} result.json files, {} disagree",
+        md.display(),
+        checked.figures,
+        results.len(),
+        checked.problems.len()
+    );
+    Ok(if checked.problems.is_empty() {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    })
+}
+
 pub fn run(args: Args) -> Result<Outcome, CliError> {
     let solution = read_solution(&args.solution)?;
     let base = args
@@ -166,6 +197,9 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let plan = plan_value(&solution, &base)?;
+    if let Some(md) = &args.verify {
+        return verify(md, &args.results_dir, plan.as_ref());
+    }
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("esrp"));
     check_out(&out, &args.results_dir)?;
     let paths = esrp::find(&args.results_dir).map_err(CliError::bad_input)?;
