@@ -622,7 +622,7 @@ pub fn requirements(
                     .iter()
                     .map(|h| {
                         format!(
-                            "{} {:.1} ({})",
+                            "{} {:.3} ({})",
                             h.name,
                             h.achieved_iops.unwrap_or(0.0),
                             verdict_word(server_passes(h, Some(target)))
@@ -1512,7 +1512,7 @@ mod tests {
         let hosts = ["a", "b"];
         type Breaker = fn(&mut Vec<Summary>);
         let cases: [(&str, Breaker); 9] = [
-            ("target IOPS on every server: a 400.0 (FAIL)", |s| {
+            ("target IOPS on every server: a 400.000 (FAIL)", |s| {
                 s[0].per_host[0].achieved_iops = Some(400.0)
             }),
             ("Stress test duration: 10.0 s", |s| {

@@ -360,10 +360,22 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
         c.expect(found.as_ref().is_some_and(|f| f.1 == expected), || {
             format!("requirement \"The plan's target IOPS on every server\": met should be {expected}: {found:?}")
         });
+        // The first page prints each server's figure and verdict as its heading does.
+        if !mismatched {
+            for (host, pass, achieved) in &verdicts {
+                let said = format!(
+                    "{host} {achieved:.3} ({})",
+                    if *pass { "pass" } else { "FAIL" }
+                );
+                c.expect(found.as_ref().is_some_and(|f| f.0.contains(&said)), || {
+                    format!("requirement \"The plan's target IOPS on every server\": should list \"{said}\": {found:?}")
+                });
+            }
+        }
     }
     if plan.is_some() {
         let found = requirement("The results match the plan");
-        c.expect(found.as_ref().is_some_and(|f| f.1 == !mismatched), || {
+        c.expect(found.as_ref().is_some_and(|f| f.1 != mismatched), || {
             format!(
                 "requirement \"The results match the plan\": met should be {}: {found:?}",
                 !mismatched
