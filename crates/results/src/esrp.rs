@@ -173,22 +173,124 @@ pub fn parse_size(text: &str) -> Option<u64> {
     Some((number * factor).round() as u64)
 }
 
-fn shape(result: &crate::TestResult) -> HostShape {
-    let job = &result.parameters.job;
-    let get = |section: &str, key: &str| job.get(section).and_then(|v| v.get(key));
+/// What the document needs of a result before its test is merged: who, which test, when, and
+/// what it simulated. Read with the instances skipped, so a first look at a thousand hosts'
+/// files holds none of their histograms.
+#[derive(Clone, Debug)]
+struct Peek {
+    path: PathBuf,
+    host: String,
+    test: TestKind,
+    measured_start: Option<String>,
+    shape: HostShape,
+}
+
+fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
+    #[derive(Deserialize)]
+    struct Host {
+        name: String,
+    }
+    #[derive(Deserialize, Default)]
+    struct Parameters {
+        #[serde(default)]
+        simulation: serde_json::Value,
+        #[serde(default)]
+        storage: serde_json::Value,
+    }
+    #[derive(Deserialize)]
+    struct Head {
+        schema_version: u32,
+        test: TestKind,
+        host: Host,
+        #[serde(default)]
+        measured_start: Option<String>,
+        #[serde(default)]
+        parameters: Parameters,
+        #[serde(default)]
+        instances: Vec<serde::de::IgnoredAny>,
+    }
+    let head = std::fs::File::open(path)
+        .ok()
+        .and_then(|f| serde_json::from_reader::<_, Head>(std::io::BufReader::new(f)).ok())
+        .filter(|h| h.schema_version == crate::SCHEMA_VERSION);
+    let Some(head) = head else {
+        // Not a result of this schema: the full read says why, as `jetproof aggregate` does.
+        let input = aggregate::load(&[path.to_path_buf()])?;
+        let r = &input[0].result;
+        return Ok(Peek {
+            path: path.to_path_buf(),
+            host: r.host.name.clone(),
+            test: r.test,
+            measured_start: r.measured_start.clone(),
+            shape: shape(
+                &r.host.name,
+                r.test,
+                r.parameters.job.get("simulation"),
+                r.parameters.job.get("storage"),
+                r.instances.len(),
+            ),
+        });
+    };
+    Ok(Peek {
+        path: path.to_path_buf(),
+        shape: shape(
+            &head.host.name,
+            head.test,
+            Some(&head.parameters.simulation),
+            Some(&head.parameters.storage),
+            head.instances.len(),
+        ),
+        host: head.host.name,
+        test: head.test,
+        measured_start: head.measured_start,
+    })
+}
+
+/// [`peek_one`] of every file, on up to 16 threads, in the order given.
+fn peek_all(paths: &[PathBuf]) -> Result<Vec<Peek>, aggregate::AggregateError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 16);
+    let chunk = paths.len().div_ceil(threads).max(1);
+    let parts: Vec<Vec<Result<Peek, aggregate::AggregateError>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(|p| peek_one(p)).collect()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    parts.into_iter().flatten().collect()
+}
+
+fn shape(
+    host: &str,
+    test: TestKind,
+    simulation: Option<&serde_json::Value>,
+    storage: Option<&serde_json::Value>,
+    databases: usize,
+) -> HostShape {
     let size = |v: Option<&serde_json::Value>| match v {
         Some(serde_json::Value::String(t)) => parse_size(t),
         Some(v) => v.as_u64(),
         None => None,
     };
+    let sim = |key: &str| simulation.and_then(|v| v.get(key));
+    let sto = |key: &str| storage.and_then(|v| v.get(key));
     HostShape {
-        host: result.host.name.clone(),
-        test: result.test,
-        mailboxes: get("simulation", "mailboxes").and_then(|v| v.as_u64()),
-        databases: result.instances.len(),
-        db_size_bytes: size(get("storage", "db_size")),
-        copies: get("simulation", "copies_per_database").and_then(|v| v.as_u64()),
-        page_size_bytes: size(get("storage", "page_size")),
+        host: host.to_string(),
+        test,
+        mailboxes: sim("mailboxes").and_then(|v| v.as_u64()),
+        databases,
+        db_size_bytes: size(sto("db_size")),
+        copies: sim("copies_per_database").and_then(|v| v.as_u64()),
+        page_size_bytes: size(sto("page_size")),
     }
 }
 
@@ -310,35 +412,37 @@ fn windows_apart(hosts: &[AggregateHost]) -> Option<String> {
 /// `measured_start`), and a note says so.
 pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
     let mut notes = Vec::new();
-    let mut by_test: BTreeMap<&'static str, BTreeMap<String, aggregate::HostInput>> =
-        BTreeMap::new();
-    let inputs = aggregate::load(paths).map_err(|e| EsrpError::Results {
+    let refused = |e: aggregate::AggregateError| EsrpError::Results {
         path: PathBuf::from("RESULTS_DIR"),
         message: e.to_string(),
-    })?;
+    };
+    // A first look at each file (its host, test, window start and what it simulated), so that
+    // each test is then merged as it is read, one file at a time, as `jetproof aggregate` does.
+    let peeks = peek_all(paths).map_err(refused)?;
+    let mut by_test: BTreeMap<&'static str, BTreeMap<String, Peek>> = BTreeMap::new();
     let mut names = BTreeSet::new();
     let mut shapes = Vec::new();
-    for input in inputs {
-        let host = input.result.host.name.clone();
+    for peek in peeks {
+        let host = peek.host.clone();
         names.insert(host.clone());
-        let slot = by_test.entry(input.result.test.name()).or_default();
+        let slot = by_test.entry(peek.test.name()).or_default();
         let (used, unused) = match slot.get(&host) {
-            Some(kept) if kept.result.measured_start >= input.result.measured_start => {
-                (kept.path.clone(), input.path.clone())
+            Some(kept) if kept.measured_start >= peek.measured_start => {
+                (kept.path.clone(), peek.path.clone())
             }
             Some(kept) => {
-                let pair = (input.path.clone(), kept.path.clone());
-                slot.insert(host.clone(), input);
+                let pair = (peek.path.clone(), kept.path.clone());
+                slot.insert(host.clone(), peek);
                 pair
             }
             None => {
-                slot.insert(host.clone(), input);
+                slot.insert(host.clone(), peek);
                 continue;
             }
         };
         notes.push(format!(
             "{host}: two {} results; {} is used, {} is not",
-            slot.get(&host).map_or("", |i| i.result.test.name()),
+            slot.get(&host).map_or("", |i| i.test.name()),
             used.display(),
             unused.display()
         ));
@@ -346,27 +450,31 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
     let mut sets = Vec::new();
     for test in TESTS {
         let inputs = by_test.remove(test.name()).unwrap_or_default();
-        let files = inputs
+        let files: BTreeMap<String, PathBuf> = inputs
             .iter()
             .map(|(host, input)| (host.clone(), input.path.clone()))
             .collect();
         let hosts: Vec<String> = inputs.keys().cloned().collect();
-        let list: Vec<aggregate::HostInput> = inputs.into_values().collect();
-        shapes.extend(list.iter().map(|i| shape(&i.result)));
+        shapes.extend(inputs.values().map(|p| p.shape.clone()));
+        let list: Vec<PathBuf> = files.values().cloned().collect();
         let (aggregate, error) = if list.is_empty() {
             (None, None)
         } else {
-            match aggregate::aggregate(&list) {
+            match aggregate::aggregate_files(&list) {
                 Ok(a) => (Some(a), None),
                 Err(e) => (None, Some(e.to_string())),
             }
         };
         let per_host: Vec<AggregateHost> = match &aggregate {
             Some(a) => a.hosts.clone(),
-            None => list
-                .iter()
-                .filter_map(|i| aggregate::host_summary(i).ok())
-                .collect(),
+            None => {
+                let mut each = Vec::with_capacity(list.len());
+                for path in &list {
+                    let input = aggregate::load(std::slice::from_ref(path)).map_err(refused)?;
+                    each.extend(input.iter().filter_map(|i| aggregate::host_summary(i).ok()));
+                }
+                each
+            }
         };
         let apart = if aggregate.is_none() {
             windows_apart(&per_host)
