@@ -1,7 +1,9 @@
 //! `jetproof aggregate`: one solution's results from many hosts (`docs/many-servers.md`).
 //!
 //! Input: one `result.json` per host, of the same test, schema version and histogram layout,
-//! whose measured windows overlap. Output: an [`AggregateResult`] (written as the aggregate's
+//! whose measured windows overlap. [`aggregate_files`] merges them as it reads them
+//! ([`Aggregator`]): memory holds one parsed result per reading thread and each host's small
+//! summary, not every host's histograms. Output: an [`AggregateResult`] (written as the aggregate's
 //! `result.json`) and its Markdown report ([`markdown`]), with the reference reports' tables.
 //!
 //! Two kinds of "average" live here, on purpose, side by side:
