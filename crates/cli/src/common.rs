@@ -106,6 +106,12 @@ impl JobArgs {
 
     /// Loads the job (or the default) and applies the overrides. Errors are bad input.
     pub fn load(&self) -> Result<Job, CliError> {
+        self.load_with_cache(None)
+    }
+
+    /// [`JobArgs::load`] with `--cache-max` (of `run` and `sweep`, the commands whose caches
+    /// decide what is measured) applied too.
+    pub fn load_with_cache(&self, cache_max: Option<ByteSize>) -> Result<Job, CliError> {
         let mut job = match &self.job {
             Some(path) => Job::load(path).map_err(CliError::bad_input)?,
             None => Job::default(),
@@ -117,6 +123,7 @@ impl JobArgs {
             threads: self.threads,
             duration: self.duration,
             io_engine: self.io_engine,
+            cache_max,
         };
         overrides.apply(&mut job).map_err(CliError::bad_input)?;
         Ok(job)

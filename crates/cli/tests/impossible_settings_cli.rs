@@ -326,3 +326,74 @@ fn a_bad_write_back_depth_is_refused_naming_the_key_before_anything_is_created()
         assert!(!dir.path().join("jetproof-data").exists(), "{bad}");
     }
 }
+
+/// Issue 32, point 1: a performance or stress test whose cache maximum can hold the whole
+/// database would read nothing from the storage once warm; it is refused before any I/O (no
+/// database, no results folder), naming both sizes and the fix, and `--cache-max` (run and
+/// sweep) is that fix: with it the same job is accepted.
+#[test]
+fn a_cache_that_holds_the_database_is_refused_and_cache_max_fixes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The small job's databases are 8 MiB; a 16 MiB cache holds one whole.
+    let small = small_job(dir.path(), "1s", "");
+    let text = std::fs::read_to_string(&small)
+        .expect("job")
+        .replace("max_size = \"1MiB\"", "max_size = \"16MiB\"");
+    assert!(text.contains("16MiB"), "{text}");
+    let job = dir.path().join("big-cache.toml");
+    std::fs::write(&job, text).expect("write job");
+    let job = job.to_str().expect("utf-8");
+    for test in ["performance", "stress"] {
+        let output = jetproof(dir.path())
+            .args(["run", job, "--test", test, "--out", "r"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{test}: {stderr}");
+        assert!(stderr.contains("cache.max_size"), "{stderr}");
+        assert!(stderr.contains("16MiB"), "the cache's size: {stderr}");
+        assert!(stderr.contains("8MiB"), "the database's size: {stderr}");
+        assert!(stderr.contains("--cache-max"), "the fix: {stderr}");
+        assert!(!dir.path().join("jetproof-data").exists(), "nothing created");
+        assert!(!dir.path().join("r").exists(), "no results directory");
+    }
+    // A sweep is refused the same way.
+    let output = jetproof(dir.path())
+        .args(["sweep", job, "--threads", "1", "--out", "s"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cache.max_size"), "{stderr}");
+    assert!(!dir.path().join("s").exists(), "no sweep folder");
+    // --cache-max below the database: the run goes ahead and its result carries the cache.
+    jetproof(dir.path())
+        .args([
+            "run",
+            job,
+            "--test",
+            "performance",
+            "--cache-max",
+            "1MiB",
+            "--out",
+            "r",
+            "--quiet",
+        ])
+        .assert()
+        .code(predicate::in_iter([0, 1]));
+    let result = common::result(&dir.path().join("r").join("result.json"));
+    assert_eq!(
+        result["parameters"]["cache"]["max_size"], "1MiB",
+        "{}",
+        result["parameters"]
+    );
+    // The small job's minimum, 512 KiB, is below the new maximum and kept.
+    assert_eq!(result["parameters"]["cache"]["min_size"], "512KiB");
+    // Backup reads every database whole and has no cache to set.
+    let output = jetproof(dir.path())
+        .args(["run", job, "--test", "backup", "--cache-max", "1MiB"])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--cache-max"));
+}

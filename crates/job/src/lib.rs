@@ -1030,6 +1030,9 @@ pub struct Overrides {
     pub threads: Option<Threads>,
     pub duration: Option<Span>,
     pub io_engine: Option<IoEngine>,
+    /// `--cache-max` of `run` and `sweep`: cache.max_size, and cache.min_size lowered to it
+    /// when above.
+    pub cache_max: Option<ByteSize>,
 }
 
 impl Overrides {
@@ -1068,6 +1071,10 @@ impl Overrides {
         if let Some(engine) = self.io_engine {
             job.storage.io_engine = engine;
         }
+        if let Some(size) = self.cache_max {
+            job.cache.max_size = size;
+            job.cache.min_size = job.cache.min_size.min(size);
+        }
         job.validate().map_err(|e| match e {
             JobError::Invalid {
                 field,
@@ -1078,6 +1085,9 @@ impl Overrides {
                     "storage.data_dir" => "--data-dir",
                     "storage.databases" if self.databases.is_some() => "--databases",
                     "storage.db_size" if self.db_size.is_some() => "--db-size",
+                    "cache.max_size" | "cache.min_size" if self.cache_max.is_some() => {
+                        "--cache-max"
+                    }
                     "workload.threads" if self.threads.is_some() => "--threads",
                     "run.duration" | "run.stress_duration" if self.duration.is_some() => {
                         "--duration"

@@ -63,7 +63,7 @@ use crate::init::mailboxes_per_database;
 use crate::maintenance::{self, ScanConfig, ScanState};
 use crate::options::{instance_options, keeps_log_files};
 use crate::replication::{self, SenderConfig, SenderState};
-use crate::target::bad;
+use crate::target::{BadInput, bad};
 
 mod attach;
 mod measure;
@@ -97,6 +97,7 @@ const CONTROL_SETTLE: Duration = Duration::from_secs(10);
 /// /proc only.
 pub fn check_job(job: &Job) -> Result<(), RunError> {
     crate::host::check_job_fits(job)?;
+    check_cache_below_database(job)?;
     if let Threads::Auto = job.workload.threads
         && job.target_iops().is_none()
     {
@@ -107,6 +108,31 @@ pub fn check_job(job: &Job) -> Result<(), RunError> {
         .into());
     }
     Ok(())
+}
+
+/// Refuses (bad input, before any I/O) a performance or stress test whose cache maximum can hold
+/// the whole database (issue 32): once the cache is warm every read is a hit, the run does no
+/// database I/O and measures nothing but the log. The message gives both sizes and the fix.
+pub fn check_cache_below_database(job: &Job) -> Result<(), BadInput> {
+    let cache = job.cache.max_size;
+    let database = job.db_size();
+    if cache.bytes() >= database.bytes() {
+        return Err(bad(
+            "cache.max_size",
+            format!(
+                "the cache maximum {cache} per instance can hold the whole database (storage.db_size {database}): once the cache is warm the test reads nothing from the storage and measures nothing; give a smaller cache (`--cache-max SIZE` on run or sweep, or cache.max_size in the job), like {}, or larger databases (storage.db_size; Jetstress advises databases many times the cache)",
+                suggested_cache(database)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A cache maximum that a rehearsal's database does not fit in: a sixteenth of the database,
+/// whole MiB, at least 1 MiB.
+fn suggested_cache(database: jetproof_job::ByteSize) -> jetproof_job::ByteSize {
+    let mib = (database.bytes() / 16 / jetproof_job::ByteSize::MIB).max(1);
+    jetproof_job::ByteSize::mib(mib)
 }
 
 /// Checks, without writing, that the job can run and the databases exist: the job fits this

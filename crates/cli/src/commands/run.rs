@@ -43,6 +43,11 @@ pub struct Args {
     /// Soft recovery: log generations to generate per instance (overrides run.recovery_log_files).
     #[arg(long, value_name = "N")]
     pub log_files: Option<u32>,
+    /// Each instance's database cache maximum, like 16MiB (overrides cache.max_size; lowers
+    /// cache.min_size to it when above). A performance or stress test whose cache can hold the
+    /// database is refused: it would measure nothing.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_max: Option<jetproof_job::ByteSize>,
     /// No live view on stderr: neither the redrawn status on a terminal nor the line per
     /// sample interval on a pipe (every test, and the init a run starts).
     #[arg(long)]
@@ -65,7 +70,10 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         crate::common::refuse_flags(&command, &["--log-files"])?;
     }
     args.many.apply()?;
-    let job = args.job.load()?;
+    if args.cache_max.is_some() && args.test == TestType::Backup {
+        crate::common::refuse_flags(&command, &["--cache-max"])?;
+    }
+    let job = args.job.load_with_cache(args.cache_max)?;
     if args.to.is_some() && args.test != TestType::Backup {
         return Err(CliError::bad_input(anyhow::anyhow!(
             "--to: only the backup test writes a copy; drop --to or use --test backup"

@@ -64,6 +64,10 @@ pub struct Args {
     /// The I/O engine (overrides storage.io_engine): std, io_uring or auto.
     #[arg(long, value_name = "ENGINE", value_parser = parse_io_engine)]
     pub io_engine: Option<IoEngine>,
+    /// Each instance's database cache maximum, like 16MiB (overrides cache.max_size; lowers
+    /// cache.min_size to it when above). A cache that can hold the database is refused.
+    #[arg(long, value_name = "SIZE", conflicts_with = "compare")]
+    pub cache_max: Option<jetproof_job::ByteSize>,
     /// No live view on stderr while a point measures.
     #[arg(long)]
     pub quiet: bool,
@@ -92,7 +96,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         duration: args.duration,
         io_engine: args.io_engine,
     };
-    let base = job_args.load()?;
+    let base = job_args.load_with_cache(args.cache_max)?;
     // Every point's job, checked before any I/O: settings, thread counts against the host.
     let series = sweep::plan_series(&base, &args.sets).map_err(CliError::bad_input)?;
     let mut backends = Vec::new();
