@@ -170,3 +170,36 @@ fn probe_takes_io_engine_and_still_its_old_name() {
         assert_eq!(json["backend"], "std", "{flag}: {json}");
     }
 }
+
+/// Issue 32, point 12: `jetproof run performance` takes the word as a job file; with no such
+/// file, the refusal says which flag was meant (exit 2, nothing made). Without any test, the
+/// refusal lists the tests.
+#[test]
+fn a_test_name_given_as_the_job_file_gets_a_did_you_mean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (word, flag) in [
+        ("performance", "--test performance"),
+        ("Stress", "--test stress"),
+        ("soft-recovery", "--test soft-recovery"),
+    ] {
+        let output = jetproof(dir.path())
+            .args(["run", word])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("did you mean"), "{stderr}");
+        assert!(stderr.contains(flag), "{flag}: {stderr}");
+    }
+    let output = jetproof(dir.path()).args(["run"]).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--test"), "{stderr}");
+    assert!(stderr.contains("soft-recovery"), "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("list").count(),
+        0,
+        "nothing made"
+    );
+}

@@ -31,9 +31,9 @@ pub struct Args {
     pub job: JobArgs,
     #[command(flatten)]
     pub many: ManyArgs,
-    /// The test to run.
+    /// The test to run (required).
     #[arg(long, value_enum)]
-    pub test: TestType,
+    pub test: Option<TestType>,
     /// Results directory (default ./jetproof-results/TEST-TIME/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -55,8 +55,46 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
-    let command = run_command(args.test);
-    match args.test {
+    let test = which_test(&args)?;
+    run_test(args, test)
+}
+
+impl Args {
+    /// The test; set by [`run`] before anything else reads it.
+    fn test(&self) -> TestType {
+        self.test.unwrap_or(TestType::Performance)
+    }
+}
+
+/// The test asked for with `--test`. Without it, a job argument that names a test and is no
+/// file (`jetproof run performance`) gets a did-you-mean (issue 32, point 12).
+fn which_test(args: &Args) -> Result<TestType, CliError> {
+    use clap::ValueEnum as _;
+    if let Some(test) = args.test {
+        return Ok(test);
+    }
+    let names = "performance, stress, backup or soft-recovery";
+    if let Some(word) = args.job.job.as_ref().filter(|p| !p.exists())
+        && let Some(name) = word.to_str()
+        && let Ok(test) = TestType::from_str(name, true)
+    {
+        let name = test
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        return Err(CliError::bad_input(anyhow::anyhow!(
+            "--test: `{name}` was taken as the job file (there is no such file); did you mean `jetproof run --test {name}`? The test is given with --test ({names}), the job file, if any, before it"
+        )));
+    }
+    Err(CliError::bad_input(anyhow::anyhow!(
+        "--test: give the test to run, one of {names}, like `jetproof run JOB --test performance`"
+    )))
+}
+
+fn run_test(mut args: Args, test: TestType) -> Result<Outcome, CliError> {
+    args.test = Some(test);
+    let command = run_command(test);
+    match args.test() {
         // Backup reads what exists, with one reader per database, for as long as that takes.
         TestType::Backup => {
             args.job
@@ -66,20 +104,20 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         TestType::SoftRecovery => args.job.refuse_unused(&command, &["--duration"])?,
         TestType::Performance | TestType::Stress => {}
     }
-    if args.log_files.is_some() && args.test != TestType::SoftRecovery {
+    if args.log_files.is_some() && args.test() != TestType::SoftRecovery {
         crate::common::refuse_flags(&command, &["--log-files"])?;
     }
     args.many.apply()?;
-    if args.cache_max.is_some() && args.test == TestType::Backup {
+    if args.cache_max.is_some() && args.test() == TestType::Backup {
         crate::common::refuse_flags(&command, &["--cache-max"])?;
     }
     let job = args.job.load_with_cache(args.cache_max)?;
-    if args.to.is_some() && args.test != TestType::Backup {
+    if args.to.is_some() && args.test() != TestType::Backup {
         return Err(CliError::bad_input(anyhow::anyhow!(
             "--to: only the backup test writes a copy; drop --to or use --test backup"
         )));
     }
-    match args.test {
+    match args.test() {
         TestType::Backup => backup(&job, &args),
         TestType::Performance => performance(&job, &args, false),
         TestType::Stress => performance(&job, &args, true),
@@ -100,7 +138,7 @@ fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, Cl
         wipe_device: Vec::new(),
         quiet: args.quiet,
     };
-    let (_, owner) = crate::commands::init::run_locked(init_args, &run_command(args.test))?;
+    let (_, owner) = crate::commands::init::run_locked(init_args, &run_command(args.test()))?;
     Ok(owner)
 }
 
@@ -140,14 +178,14 @@ fn owner_lock(
     }
     // Devices where database files are expected, and files a writer cannot write, are bad
     // input before the lock makes its files beside them.
-    jetproof_procedures::host::check_before_lock(job, args.test != TestType::Backup)
+    jetproof_procedures::host::check_before_lock(job, args.test() != TestType::Backup)
         .map_err(CliError::bad_input)?;
-    let access = if args.test == TestType::Backup {
+    let access = if args.test() == TestType::Backup {
         lock::Access::Shared
     } else {
         lock::Access::Exclusive
     };
-    lock::lock_instances(job, access, &run_command(args.test)).map_err(CliError::bad_input)
+    lock::lock_instances(job, access, &run_command(args.test())).map_err(CliError::bad_input)
 }
 
 /// `--test soft-recovery`: generate N log files per instance with the checkpoint held, stop
