@@ -75,9 +75,7 @@ pub use crate::run::{RunError, RunOptions};
 pub(crate) use crate::store::{EngineStore, require_clean};
 use attach::{attach, log_summary, shut_down};
 use measure::{control, measure};
-#[cfg(test)]
-use pace::CONTROL_HORIZON;
-use pace::{CONTROL_MIN_TRANSACTIONS, CONTROL_TICK};
+use pace::{CONTROL_HORIZON, CONTROL_MIN_TRANSACTIONS, CONTROL_TICK};
 pub use pace::{PACE_HEADROOM, PaceEstimator};
 use phases::{background_maintenance, phases, replication_sender, with_sessions};
 use tuning::tune;
@@ -86,8 +84,12 @@ use tuning::tune;
 const PREREQUISITE_LIMIT: Duration = Duration::from_secs(300);
 
 /// A paced run's warm-up ends only once an estimate made with warm caches spans this long, so the
-/// measured window starts at a rate that counts the database writes as well as the reads.
-const CONTROL_SETTLE: Duration = Duration::from_secs(10);
+/// measured window starts at a rate that counts the database writes as well as the reads: the
+/// whole horizon of the estimate. Until 2026-12-02 it was 10 s, shorter than the gaps between
+/// the flushes that carry the writes: the window started on an estimate of reads alone and ran
+/// at 2.4 times the target for its first seconds, converging over ~40 s (a 60 s window averaged
+/// +57%; issue 32, point 9; `docs/journal/2026-12-02-pacing.md`).
+const CONTROL_SETTLE: Duration = CONTROL_HORIZON;
 
 /// Checks the job alone (no disk access): what a run needs of it beyond the job's own checks.
 /// `run` calls it before initialising missing databases, so a job that cannot run is refused
