@@ -354,7 +354,10 @@ fn a_cache_that_holds_the_database_is_refused_and_cache_max_fixes_it() {
         assert!(stderr.contains("16MiB"), "the cache's size: {stderr}");
         assert!(stderr.contains("8MiB"), "the database's size: {stderr}");
         assert!(stderr.contains("--cache-max"), "the fix: {stderr}");
-        assert!(!dir.path().join("jetproof-data").exists(), "nothing created");
+        assert!(
+            !dir.path().join("jetproof-data").exists(),
+            "nothing created"
+        );
         assert!(!dir.path().join("r").exists(), "no results directory");
     }
     // A sweep is refused the same way.
