@@ -32,23 +32,46 @@
 # ANATOMY (1: also run log_anatomy on each run's logs; ANATOMY_BIN: a built log_anatomy binary),
 # SEEDS (the reference JSON), DATABASES (2: each database gets 1,000 mailboxes at 0.15 IOPS and its own
 # cache, so DATABASES=1 measures the same per-database load on half the disk space),
-# OUT (default bench/results/<date>-faithfulness.md).
+# OUT (default bench/results/<date>-faithfulness.md),
+# SHAPE (default | low-load). low-load (issue 36): the Lenovo S3200 report's shape
+# (jobs/four-copy-low-load.toml) at a reduced scale: 4 databases of DB_SIZE (2GiB here), 750
+# mailboxes at 0.16 IOPS (120 target), 2 sessions, 4 copies, cache 32/256 MiB each, DURATION
+# (180s unless set); its figures are printed against the Lenovo report's performance test (its four
+# instances) and growth against its performance and stress tests, with the log replication reads.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 dir=${1:-$PWD/bench-faith-data}
 rounds=${ROUNDS:-2}
-databases=${DATABASES:-2}
-mailboxes=$((databases * 1000))
-duration=${DURATION:-600s}
-db_size=${DB_SIZE:-16GiB}
+shape=${SHAPE:-default}
+case $shape in
+  default)
+    databases=${DATABASES:-2}
+    mailboxes=$((databases * 1000))
+    iops_per_mailbox=0.15
+    threads=4
+    copies=1
+    duration=${DURATION:-600s}
+    db_size=${DB_SIZE:-16GiB}
+    ;;
+  low-load)
+    databases=${DATABASES:-4}
+    mailboxes=750
+    iops_per_mailbox=0.16
+    threads=2
+    copies=4
+    duration=${DURATION:-180s}
+    db_size=${DB_SIZE:-2GiB}
+    ;;
+  *) echo "SHAPE must be default or low-load, not '$shape'" >&2; exit 2 ;;
+esac
 cache_min=${CACHE_MIN:-32MiB}
 cache_max=${CACHE_MAX:-256MiB}
 log_sector=${LOG_SECTOR:-}
 sector_line=""
 if [[ -n $log_sector ]]; then sector_line="sector_size = \"$log_sector\""; fi
 seeds=${SEEDS:-$here/../../shared/reference/seed-transactional-io.json}
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-faithfulness.md}
+out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-faithfulness$([[ $shape == default ]] || echo "-$shape").md}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 target="${CARGO_TARGET_DIR:-$here/../target}"
@@ -75,14 +98,15 @@ job() {
   cat <<JOB
 [simulation]
 mailboxes = $mailboxes
-iops_per_mailbox = 0.15
+iops_per_mailbox = $iops_per_mailbox
+copies_per_database = $copies
 [storage]
 data_dir = "$dir/data"
 databases = $databases
 db_size = "$db_size"
 direct_io = true
 [workload]
-threads = 4
+threads = $threads
 [cache]
 min_size = "$cache_min"
 max_size = "$cache_max"
@@ -106,9 +130,10 @@ for round in $(seq 1 "$rounds"); do
     job >"$dir/job.toml"
     "$binary" init "$dir/job.toml" --out "$dir/init" >/dev/null
     "$binary" run "$dir/job.toml" --test performance --out "$dir/results" >/dev/null || true
-    while IFS= read -r row; do rows+=("| $round | $label $row"); done < <(python3 - "$dir/results" <<'PY'
+    while IFS= read -r row; do rows+=("| $round | $label $row"); done < <(python3 - "$dir/results" "${duration%s}" <<'PY'
 import json, sys
 d = sys.argv[1]
+secs = float(sys.argv[2])
 r = json.load(open(d + "/result.json"))
 logs = {}
 for line in open(d + "/test.log"):
@@ -132,13 +157,16 @@ for i in r["instances"]:
     # (docs/faithfulness.md, "Growth per Jetstress batch").
     grown = i.get("db_size_final_bytes", 0) - i.get("db_size_initial_bytes", 0)
     per_log = grown / max(lw.get("bytes", 0), 1)
-    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.1f%% | %d x %.0f KiB | %s | %.0f | %.3f |" % (
+    # The replication sender's reads of closed generations (class `replication_read`): size
+    # and rate, beside the Lenovo report's "Log Replication I/O Performance".
+    rep = i.get("replication_read", {})
+    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.1f%% | %d x %.0f KiB | %s | %.0f | %.3f | %.0f | %.2f |" % (
         i["name"], r["achieved_iops"], rd.get("count", 0) / w, wr.get("avg_bytes", 0),
         lw.get("count", 0) / w, lw.get("avg_bytes", 0),
         (rd.get("count", 0) + wr.get("count", 0)) / t, lw.get("count", 0) / t,
         100.0 * hits / max(hits + misses, 1), ext.get("count", 0),
         ext.get("avg_bytes", 0) / 1024, "—" if growth is None else "%.0f" % growth, used,
-        per_log))
+        per_log, rep.get("avg_bytes", 0), rep.get("count", 0) / max(secs, 1)))
 PY
 )
     # The space accounting of each database over the window (result.json's `db_space`,
@@ -189,8 +217,17 @@ PY
 done
 rm -rf "$dir/data" "$dir/results" "$dir/init" "$dir/job.toml"
 
-seed_ranges=$(python3 - "$seeds" <<'PY'
+seed_ranges=$(python3 - "$seeds" "$shape" <<'PY'
 import json, sys
+if sys.argv[2] == "low-load":
+    # The Lenovo S3200 report (../shared/reference/seed-lenovo-s3200-exchange2013-esrp.txt), its
+    # performance test's Transactional I/O Performance, the four instances (its columns print in
+    # reverse order: db reads/s 23.10-23.41, db writes/s 10.63-11.09, db write avg 35,577-35,733 B,
+    # log writes/s 2.85-2.98, log write avg 20,579-21,015 B); growth: Initial/Final Database Size
+    # over achieved IOPS x duration, performance (136.444, 2 h) 598 B and stress (140.729, 24 h)
+    # 362 B; Log Replication I/O Performance: 98,560-101,453 B at 0.76-0.78 reads/s.
+    print("| Lenovo S3200 (low load) | | | | 2.10 – 2.17 | 35577 – 35733 | 0.27 – 0.27 | 20579 – 21015 | — | — | — | — | 362 – 598 | — | — | 98560 – 101453 | 0.76 – 0.78 |")
+    sys.exit()
 try:
     reps = json.load(open(sys.argv[1]))["reports"]
 except OSError:
@@ -204,7 +241,7 @@ e, f = rng("log_writes_per_db_write"); g, h = rng("log_write_avg_bytes")
 # Growth per transactional I/O is not in the seeds' JSON: the reports' Initial and Final
 # Database Size over achieved IOPS x duration (Infortrend 2 h and 24 h, Hitachi 2 h and 24 h:
 # 241-446 bytes; issue 23, docs/faithfulness.md).
-print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — | — | — | — | 241 – 446 | — | 0.20 – 0.28 |" % (
+print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — | — | — | — | 241 – 446 | — | 0.20 – 0.28 | 232560 (Hitachi) | — |" % (
     len(reps), a, b, c, d, e, f, g, h))
 PY
 )
@@ -212,16 +249,16 @@ PY
 {
   echo "# Faithfulness: the I/O shape beside the reference reports"
   echo
-  echo "\`bench/faithfulness.sh\`: the performance test paced at $((mailboxes * 15 / 100)) transactional IOPS ($mailboxes mailboxes"
-  echo "x 0.15), $databases database(s) of $db_size, 32 KiB pages, 4 sessions each, cache $cache_min min / $cache_max max,"
+  echo "\`bench/faithfulness.sh\` (SHAPE=$shape): the performance test paced at $mailboxes mailboxes"
+  echo "x $iops_per_mailbox transactional IOPS, $databases database(s) of $db_size, $copies copies, 32 KiB pages, $threads sessions each, cache $cache_min min / $cache_max max,"
   echo "$duration measured, direct I/O, default mix, log sectors ${log_sector:-4KiB (default)}; fresh databases for every run. Variants: ${variants[*]}."
   echo
   echo "$notes"
   echo
   echo "## Shape figures per instance"
   echo
-  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db I/Os per transaction | log writes per transaction | cache hits | db extension writes (\`db_extend\`) | db growth per transactional I/O (bytes) | pages in use, growth per transactional I/O (bytes) | db growth per log byte written |"
-  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"
+  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db I/Os per transaction | log writes per transaction | cache hits | db extension writes (\`db_extend\`) | db growth per transactional I/O (bytes) | pages in use, growth per transactional I/O (bytes) | db growth per log byte written | log replication read avg bytes | log replication reads/s |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
   echo "$seed_ranges"
   printf '%s\n' "${rows[@]}"
   echo

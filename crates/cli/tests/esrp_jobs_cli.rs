@@ -108,7 +108,7 @@ fn example_jobs_parse_validate_and_match_their_plans() {
         // file, target IOPS, databases, database size GiB, copies
         ("hitachi-ams2500-one-host.toml", 459.0, 5, 1530, 2),
         ("infortrend-ds1016r.toml", 160.0, 3, 1670, 2),
-        ("four-copy-low-load.toml", 81.6, 4, 1000, 4),
+        ("four-copy-low-load.toml", 120.0, 4, 940, 4),
         ("typical-mailbox-data.toml", 121.2, 2, 1000, 2),
     ];
     let dir = repo().join("jobs");
