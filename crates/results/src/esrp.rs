@@ -70,6 +70,15 @@ pub struct Solution {
     pub plan_json: Option<PathBuf>,
     /// ... or the flags of `jetproof plan`, as a list (`["--mailboxes", "40800", ...]`).
     pub plan: Vec<String>,
+    /// Written by `plan --write-solution`: the plan's figures as computed then (for the reader;
+    /// the document computes the plan again from `plan`).
+    pub plan_figures: Option<serde_json::Value>,
+    /// Written by `plan --write-solution`: the test set to run (ESRP's).
+    pub tests: Option<serde_json::Value>,
+    /// Written by `plan --write-solution`: the durations and log count of a dry run.
+    pub rehearsal: Option<serde_json::Value>,
+    /// Written by `plan --write-solution`: the job every host runs (`docs/job.md`).
+    pub job: Option<serde_json::Value>,
 }
 
 /// Why the results cannot be read at all (exit 2).

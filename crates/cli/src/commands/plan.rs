@@ -131,6 +131,20 @@ pub struct Args {
     /// a checksum pass after it, 500 log files per instance for soft recovery).
     #[arg(long, requires = "write_job")]
     pub esrp: bool,
+    /// Write the solution file to FILE: the plan's flags and figures, the servers, the job, ESRP's
+    /// test set and a rehearsal scale; what `jetproof esrp` reads (docs/esrp.md, "The solution
+    /// file"). Refuses files jetproof did not write.
+    #[arg(long, value_name = "FILE")]
+    pub write_solution: Option<PathBuf>,
+    /// With --write-solution: the servers' names, comma-separated, as their results will name
+    /// them (`--host-name`, inventory names); as many as --servers [default: server1 ...].
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "write_solution"
+    )]
+    pub hosts: Vec<String>,
 }
 
 fn parse_count(text: &str) -> Result<u64, String> {
@@ -257,11 +271,24 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
                 &command_line(),
             )
             .map_err(|e| CliError::bad_input(anyhow!("{e}")))?;
-            check_target(path)?;
+            check_target(path, "--write-job")?;
             Some((path, text))
         }
         None => None,
     };
+    let solution_text = match &args.write_solution {
+        Some(path) => {
+            let text = solution_file(&args, &plan)?;
+            check_target(path, "--write-solution")?;
+            Some((path, text))
+        }
+        None => None,
+    };
+    if let Some((path, text)) = &solution_text {
+        std::fs::write(path, text).map_err(|e| {
+            CliError::runtime(anyhow!("write solution file {}: {e}", path.display()))
+        })?;
+    }
     if let Some((path, text)) = &job_text {
         std::fs::write(path, text)
             .map_err(|e| CliError::runtime(anyhow!("write job file {}: {e}", path.display())))?;
@@ -296,11 +323,11 @@ fn command_line() -> String {
 }
 
 /// Refuses a path that holds something jetproof did not write, or whose directory is missing.
-fn check_target(path: &Path) -> Result<(), CliError> {
+fn check_target(path: &Path, flag: &str) -> Result<(), CliError> {
     let shown = path.display();
     if path.is_dir() {
         return Err(CliError::bad_input(anyhow!(
-            "`--write-job` {shown} is a directory; give a file path, like {shown}/job.toml"
+            "`{flag}` {shown} is a directory; give a file path, like {shown}/job.toml"
         )));
     }
     if let Some(parent) = path.parent()
@@ -308,7 +335,7 @@ fn check_target(path: &Path) -> Result<(), CliError> {
         && !parent.is_dir()
     {
         return Err(CliError::bad_input(anyhow!(
-            "`--write-job` {shown}: the directory {} does not exist; create it first",
+            "`{flag}` {shown}: the directory {} does not exist; create it first",
             parent.display()
         )));
     }
@@ -319,9 +346,179 @@ fn check_target(path: &Path) -> Result<(), CliError> {
             .is_some_and(|text| text.lines().next() == Some(JOB_FILE_MARKER));
         if !ours {
             return Err(CliError::bad_input(anyhow!(
-                "`--write-job` refuses to overwrite {shown}: jetproof did not write it (its first line is not \"{JOB_FILE_MARKER}\"); give another path, or move the file away yourself"
+                "`{flag}` refuses to overwrite {shown}: jetproof did not write it (its first line is not \"{JOB_FILE_MARKER}\"); give another path, or move the file away yourself"
             )));
         }
     }
     Ok(())
+}
+
+/// The solution file ESRP's test set is for: the test set and its rehearsal scale.
+#[derive(serde::Serialize)]
+struct TestSet {
+    performance: jetproof_job::Span,
+    checksum_after_performance: bool,
+    stress: jetproof_job::Span,
+    checksum_after_stress: bool,
+    backup: bool,
+    soft_recovery_log_files: u32,
+}
+
+/// A dry run of the set: the same tests, shorter, fewer logs. Not an ESRP test.
+#[derive(serde::Serialize)]
+struct Rehearsal {
+    performance: jetproof_job::Span,
+    stress: jetproof_job::Span,
+    soft_recovery_log_files: u32,
+}
+
+/// The plan's figures, as the solution file records them for its reader.
+#[derive(serde::Serialize)]
+struct PlanFigures {
+    servers: u64,
+    mailboxes_per_server: u64,
+    mailboxes_per_database: u64,
+    databases_per_server: u64,
+    copies_per_database: u32,
+    iops_per_mailbox: f64,
+    target_iops_per_server: f64,
+    target_iops_total: f64,
+    test_database_size_bytes: u64,
+}
+
+#[derive(serde::Serialize)]
+struct SolutionFile<'a> {
+    servers: &'a [String],
+    plan: Vec<String>,
+    plan_figures: PlanFigures,
+    tests: TestSet,
+    rehearsal: Rehearsal,
+    job: &'a jetproof_job::Job,
+}
+
+/// The rehearsal scale `--write-solution` writes (docs/esrp.md): minutes, not hours.
+pub const REHEARSAL_PERFORMANCE_SECONDS: u64 = 120;
+pub const REHEARSAL_STRESS_SECONDS: u64 = 300;
+pub const REHEARSAL_LOG_FILES: u32 = 20;
+
+/// The flags of this command line that size the plan: everything but the ones that say where
+/// to write and how to print (`--write-job`, `--write-solution`, `--hosts`, `--json`, `--esrp`,
+/// `--data-dir`), which `jetproof esrp` would refuse or ignore.
+fn sizing_flags() -> Vec<String> {
+    const WITH_VALUE: [&str; 4] = ["--write-job", "--write-solution", "--hosts", "--data-dir"];
+    const ALONE: [&str; 2] = ["--json", "--esrp"];
+    let mut kept = Vec::new();
+    let mut args = std::env::args().skip(2);
+    while let Some(arg) = args.next() {
+        let name = arg.split_once('=').map_or(arg.as_str(), |(name, _)| name);
+        if WITH_VALUE.contains(&name) {
+            if !arg.contains('=') {
+                args.next();
+            }
+        } else if !ALONE.contains(&name) {
+            kept.push(arg);
+        }
+    }
+    kept
+}
+
+/// The text of the solution file: jetproof's marker, how it was made, then TOML that
+/// `jetproof esrp` reads (checked here by reading it back, and the job by `Job::parse`).
+fn solution_file(args: &Args, plan: &jetproof_plan::Plan) -> Result<String, CliError> {
+    let servers: Vec<String> = if args.hosts.is_empty() {
+        (1..=plan.inputs.servers)
+            .map(|n| format!("server{n}"))
+            .collect()
+    } else {
+        args.hosts.iter().map(|h| h.trim().to_string()).collect()
+    };
+    if servers.len() as u64 != plan.inputs.servers {
+        return Err(CliError::bad_input(anyhow!(
+            "`--hosts` names {} servers but `--servers` is {}; give one name per server",
+            servers.len(),
+            plan.inputs.servers
+        )));
+    }
+    if let Some(blank) = servers.iter().position(String::is_empty) {
+        return Err(CliError::bad_input(anyhow!(
+            "`--hosts`: name {} is empty; give names like h1,h2",
+            blank + 1
+        )));
+    }
+    let mut sorted = servers.clone();
+    sorted.sort();
+    if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(CliError::bad_input(anyhow!(
+            "`--hosts` names {} twice; give each server once",
+            pair[0]
+        )));
+    }
+    let mut job = plan.job();
+    jetproof_plan::apply_esrp(&mut job);
+    if let Some(dir) = &args.data_dir {
+        job.storage.data_dir = dir.clone();
+    }
+    let file = SolutionFile {
+        servers: &servers,
+        plan: sizing_flags(),
+        plan_figures: PlanFigures {
+            servers: plan.inputs.servers,
+            mailboxes_per_server: plan.mailboxes_per_server,
+            mailboxes_per_database: plan.mailboxes_per_database,
+            databases_per_server: plan.inputs.databases_per_server,
+            copies_per_database: plan.inputs.copies_per_database,
+            iops_per_mailbox: plan.iops_per_mailbox,
+            target_iops_per_server: plan.target_iops_per_server,
+            target_iops_total: plan.target_iops_total,
+            test_database_size_bytes: plan.test_database_size_bytes,
+        },
+        tests: TestSet {
+            performance: job.run.duration,
+            checksum_after_performance: job.run.checksum_after_performance,
+            stress: job.run.stress_duration,
+            checksum_after_stress: job.run.checksum_after_stress,
+            backup: true,
+            soft_recovery_log_files: job.run.recovery_log_files,
+        },
+        rehearsal: Rehearsal {
+            performance: jetproof_job::Span::secs(REHEARSAL_PERFORMANCE_SECONDS),
+            stress: jetproof_job::Span::secs(REHEARSAL_STRESS_SECONDS),
+            soft_recovery_log_files: REHEARSAL_LOG_FILES,
+        },
+        job: &job,
+    };
+    let body = toml::to_string_pretty(&file)
+        .map_err(|e| CliError::runtime(anyhow!("serialise the solution file: {e}")))?;
+    let mut text = String::new();
+    text.push_str(JOB_FILE_MARKER);
+    text.push('\n');
+    text.push_str("# jetproof overwrites this file only while the line above is its first line.\n");
+    text.push_str(&format!(
+        "# Made by jetproof {} from: jetproof {}\n",
+        env!("CARGO_PKG_VERSION"),
+        command_line()
+    ));
+    text.push_str(
+        "# The solution file `jetproof esrp SOLUTION RESULTS_DIR` reads (docs/esrp.md): the servers,\n\
+         # the plan's flags (`plan`, computed again by esrp) and figures, ESRP's test set (`tests`),\n\
+         # a rehearsal scale for a dry run (`rehearsal`: not an ESRP test) and the job every server\n\
+         # runs (`job`, docs/job.md). Add vendor, product, storage_hardware ... (docs/esrp.md).\n\n",
+    );
+    text.push_str(&body);
+    // What was written must read back as a solution esrp accepts, its job as a valid job.
+    let solution: jetproof_results::esrp::Solution = toml::from_str(&text)
+        .map_err(|e| CliError::runtime(anyhow!("the solution file does not read back: {e}")))?;
+    let job_text = solution
+        .job
+        .as_ref()
+        .map(toml::to_string)
+        .transpose()
+        .map_err(|e| CliError::runtime(anyhow!("the solution's job: {e}")))?
+        .unwrap_or_default();
+    jetproof_job::Job::parse(&job_text, "the solution's job").map_err(|e| {
+        CliError::bad_input(anyhow!(
+            "{e}; adjust --mailbox-size, --capacity-percent or --databases-per-server"
+        ))
+    })?;
+    Ok(text)
 }
