@@ -98,6 +98,10 @@ enum Command {
     /// The same databases tested at thread count after thread count (and other settings):
     /// IOPS and latency curves, the largest passing count (--find-max), comparisons of sweeps.
     Sweep(commands::sweep::Args),
+    /// Record an event ("controller A pulled") with its time in a running performance or
+    /// stress test: it goes into samples.csv, the test log, result.json and report.html, and
+    /// excursions name the mark that preceded them.
+    Mark(commands::mark::Args),
 }
 
 fn main() {
@@ -127,6 +131,7 @@ fn main() {
         Command::Report(args) => commands::report::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::Sweep(args) => commands::sweep::run(args),
+        Command::Mark(args) => commands::mark::run(args),
     };
     let code = match result {
         Ok(Outcome::Pass) => 0,

@@ -297,6 +297,13 @@ pub struct Thresholds {
     /// The most *Database Page Fault Stalls/sec* (sessions waiting for a free cache buffer,
     /// all instances together) the measured window may average: Jetstress fails a test above 1.
     pub page_fault_stalls_per_sec: f64,
+    /// Failure-mode verdict (issue 37): when set, the latency thresholds judge each
+    /// *excursion* (a run of consecutive sample intervals in which an instance's interval
+    /// average broke `db_read_avg_ms` or `log_write_avg_ms`) instead of the window's figures:
+    /// the test passes when every excursion returned within bounds within this span.
+    pub max_excursion: Option<Span>,
+    /// With `max_excursion`: the most excursions the window may hold (unset: any number).
+    pub max_excursions: Option<u32>,
 }
 
 impl Default for Simulation {
@@ -396,6 +403,8 @@ impl Default for Thresholds {
             log_write_avg_ms: 10.0,
             log_write_max_ms: None,
             page_fault_stalls_per_sec: 1.0,
+            max_excursion: None,
+            max_excursions: None,
         }
     }
 }
@@ -912,6 +921,22 @@ impl Job {
                 "thresholds.page_fault_stalls_per_sec",
                 format!("is {stalls}"),
                 "give a rate of 0 or more (Jetstress's limit is 1)",
+            ));
+        }
+        if let Some(span) = &t.max_excursion
+            && span.as_duration().is_zero()
+        {
+            return Err(invalid(
+                "thresholds.max_excursion",
+                format!("is {span}"),
+                "give the longest excursion a failure-mode test may hold, e.g. \"60s\"",
+            ));
+        }
+        if t.max_excursions.is_some() && t.max_excursion.is_none() {
+            return Err(invalid(
+                "thresholds.max_excursions",
+                "is set without thresholds.max_excursion".to_string(),
+                "set thresholds.max_excursion too (the count only applies to the failure-mode verdict)",
             ));
         }
         Ok(())

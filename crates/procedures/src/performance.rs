@@ -451,6 +451,11 @@ pub fn performance(
         log_write_avg_ms: job.thresholds.log_write_avg_ms,
         log_write_max_ms: job.log_write_max_ms(stress),
         page_fault_stalls_per_sec: job.thresholds.page_fault_stalls_per_sec,
+        max_excursion_s: job
+            .thresholds
+            .max_excursion
+            .map(|s| s.as_duration().as_secs_f64()),
+        max_excursions: job.thresholds.max_excursions,
     };
     log.line(format!(
         "Database read latency thresholds: (average: {} msec/read, maximum: {} msec/read).",
@@ -1175,5 +1180,137 @@ mod tests {
             .expect("open");
         let header = DbHeader::read(file.as_ref()).expect("header");
         assert_eq!(header.state, DbState::Clean);
+    }
+
+    /// Issue 37: the fault backend's added latency switched on and off at known times of the
+    /// measured window (its start is when `marks.jsonl` appears), with a mark at the switch-on:
+    /// one excursion per judged class, at those intervals, naming the mark; the failure-mode
+    /// verdict passes it within a bound longer than the spike and fails it, naming it, within
+    /// a shorter one.
+    fn run_with_a_latency_spike(max_excursion: &str, seed: u64) -> (TestResult, Limits) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (job, backend) = setup(
+            dir.path(),
+            1,
+            &format!(
+                "[thresholds]\ndb_read_avg_ms = 20\ndb_read_max_ms = 50\nlog_write_avg_ms = 20\n\
+                 log_write_max_ms = 50\npage_fault_stalls_per_sec = 1000000\n\
+                 max_excursion = \"{max_excursion}\"\n"
+            ),
+        );
+        let out =
+            OutDir::prepare(Some(&dir.path().join("r")), TestKind::Performance).expect("out dir");
+        let log = TestLog::create(&out.file("test.log"), false).expect("log");
+        let stop = AtomicBool::new(false);
+        let options = RunOptions {
+            backend: backend.clone(),
+            stop: &stop,
+            seed,
+            start_at: None,
+            live: None,
+        };
+        let marks = out.file(jetproof_results::excursion::MARKS_FILE);
+        let result = std::thread::scope(|scope| {
+            let switch = scope.spawn(|| {
+                let waited = Instant::now();
+                while !marks.exists() {
+                    assert!(waited.elapsed() < Duration::from_secs(60), "no window");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // 0.8 s into the 3 s window: on for 1.5 s.
+                std::thread::sleep(Duration::from_millis(800));
+                backend.configure(|c| c.added_latency = Duration::from_millis(60));
+                jetproof_results::excursion::append_mark(out.path(), "latency on").expect("mark");
+                std::thread::sleep(Duration::from_millis(1500));
+                backend.configure(|c| c.added_latency = Duration::ZERO);
+            });
+            let result = performance(&job, false, &out, &log, &options).expect("a result");
+            switch.join().expect("switch thread");
+            result
+        });
+        let limits = result.parameters.limits.expect("limits");
+        let Totals::Workload(totals) = &result.totals else {
+            panic!("workload totals");
+        };
+        assert_eq!(totals.marks.len(), 1, "{:?}", totals.marks);
+        let mark = &totals.marks[0];
+        assert_eq!(mark.label, "latency on");
+        assert!(
+            (0.7..1.3).contains(&mark.elapsed_s),
+            "mark at {} s",
+            mark.elapsed_s
+        );
+        for class in ["db_read", "log_write"] {
+            let found: Vec<_> = totals
+                .excursions
+                .iter()
+                .filter(|e| e.class == class)
+                .collect();
+            assert_eq!(
+                found.len(),
+                1,
+                "seed {seed}, {class}: {:?}",
+                totals.excursions
+            );
+            let e = found[0];
+            assert_eq!(e.instance, "db1");
+            // The spike lasted 1.5 s from the mark. Interval averages weigh each I/O alike, so
+            // the interval the switch falls in may stay below (fast I/Os before it dominate):
+            // the excursion starts in the interval of the mark or the next (250 ms intervals)
+            // and ends in the interval of the switch-off or the next.
+            assert!(
+                e.start_s >= mark.elapsed_s - 0.3 && e.start_s <= mark.elapsed_s + 0.3,
+                "seed {seed}: {e:?} vs mark {mark:?}"
+            );
+            assert!(
+                (1.0..=1.8).contains(&e.duration_s) && e.recovered,
+                "seed {seed}: {e:?}"
+            );
+            assert!(e.peak_ms > 50.0, "seed {seed}: {e:?}");
+            assert_eq!(e.mark.as_deref(), Some("latency on"));
+            let to_recovery = e.mark_to_recovery_s.expect("mark to recovery");
+            assert!((1.2..=1.8).contains(&to_recovery), "seed {seed}: {e:?}");
+        }
+        let test_log = std::fs::read_to_string(out.file("test.log")).expect("test.log");
+        assert!(test_log.contains(": latency on"), "{test_log}");
+        assert!(
+            test_log.contains("Excursion: db1 db_read above 20 ms"),
+            "{test_log}"
+        );
+        let samples = std::fs::read_to_string(out.file("samples.csv")).expect("samples");
+        assert!(samples.lines().next().expect("header").ends_with(",mark"));
+        assert_eq!(
+            samples
+                .lines()
+                .filter(|l| l.ends_with(",latency on"))
+                .count(),
+            1,
+            "{samples}"
+        );
+        (result, limits)
+    }
+
+    #[test]
+    fn a_latency_spike_within_max_excursion_passes_and_beyond_it_fails() {
+        let (result, limits) = run_with_a_latency_spike("3s", 21);
+        assert_eq!(result.verdict, Verdict::Pass, "{:?}", result.reasons);
+        // Judged as Jetstress judges, the same run fails: an interval average above 50 ms.
+        let plain = Limits {
+            max_excursion_s: None,
+            max_excursions: None,
+            ..limits
+        };
+        let jetstress = jetproof_results::verdict::reasons(&result, &plain);
+        assert!(jetstress.iter().any(|r| r.contains("db1")), "{jetstress:?}");
+        let (result, _) = run_with_a_latency_spike("500ms", 22);
+        assert_eq!(result.verdict, Verdict::Fail);
+        assert!(
+            result.reasons.iter().any(|r| r
+                .contains("excursion lasted longer than thresholds.max_excursion = 0.5 s")
+                && r.contains("db1 db_read")
+                && r.contains("after mark \"latency on\"")),
+            "{:?}",
+            result.reasons
+        );
     }
 }

@@ -336,6 +336,15 @@ fn charts_over_time(result: &TestResult, samples: &[SampleRow], out: &mut String
     };
     let band = warm_up.map(|w| (-w, 0.0, "warm-up (not sampled)".to_string()));
     out.push_str("<h2>Over Time</h2>\n");
+    // The marks of `jetproof mark`, a vertical line each (issue 37).
+    let events: Vec<(f64, String)> = match &result.totals {
+        crate::Totals::Workload(t) => t
+            .marks
+            .iter()
+            .map(|m| (m.elapsed_s, m.label.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
     let reads = over_time(samples, "db_read");
     let writes = over_time(samples, "db_write");
     let mut iops: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
@@ -360,7 +369,7 @@ fn charts_over_time(result: &TestResult, samples: &[SampleRow], out: &mut String
         band: band.clone(),
         percentile_x: false,
     };
-    out.push_str(&chart.svg(MAX_POINTS));
+    out.push_str(&chart.svg_with_events(MAX_POINTS, &events));
     let limits = limits(result);
     for (key, name) in CLASS_NAMES {
         let series = over_time(samples, key);
@@ -405,7 +414,7 @@ fn charts_over_time(result: &TestResult, samples: &[SampleRow], out: &mut String
             band: band.clone(),
             percentile_x: false,
         };
-        out.push_str(&chart.svg(MAX_POINTS));
+        out.push_str(&chart.svg_with_events(MAX_POINTS, &events));
     }
 }
 

@@ -14,6 +14,7 @@ pub mod compare_html;
 pub mod devices;
 pub mod esrp;
 pub mod esrp_check;
+pub mod excursion;
 pub mod host;
 pub mod html;
 pub mod outdir;

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use crate::{TestKind, TestResult};
 
 /// The files jetproof writes into a results directory (`init` holds the results of the
-/// initialisation a `run` did first; `compare.*` are `jetproof compare`'s).
-pub const RESULT_FILES: [&str; 8] = [
+/// initialisation a `run` did first; `compare.*` are `jetproof compare`'s; `marks.jsonl` is the
+/// control file `jetproof mark` appends to while a workload test runs).
+pub const RESULT_FILES: [&str; 9] = [
     "result.json",
+    "marks.jsonl",
     "samples.csv",
     "test.log",
     "report.md",

@@ -687,6 +687,71 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
         }
         sections.push(("Host System Performance", t));
     }
+    // Marks and excursions (issue 37; `crate::excursion`).
+    if let crate::Totals::Workload(totals) = &result.totals {
+        if !totals.marks.is_empty() {
+            let mut t = Table::new(&["Time", "Seconds into the window", "Mark"]);
+            for m in &totals.marks {
+                t.row(vec![
+                    m.at.clone(),
+                    format!("{:.1}", m.elapsed_s),
+                    m.label.clone(),
+                ]);
+            }
+            sections.push(("Marks", t));
+        }
+        let judged = result
+            .parameters
+            .limits
+            .and_then(|l| l.max_excursion_s)
+            .map(|s| format!("bound {s} s"));
+        if !totals.excursions.is_empty() || judged.is_some() {
+            let mut t = Table::new(&[
+                "Instance",
+                "Class",
+                "Threshold (ms)",
+                "Start (s)",
+                "End (s)",
+                "Duration (s)",
+                "Peak interval average (ms)",
+                "Preceding mark",
+                "Mark to within bounds (s)",
+            ]);
+            for e in &totals.excursions {
+                t.row(vec![
+                    e.instance.clone(),
+                    e.class.clone(),
+                    ms(e.threshold_ms),
+                    format!("{:.1}", e.start_s),
+                    if e.recovered {
+                        format!("{:.1}", e.end_s)
+                    } else {
+                        format!("{:.1} (window ended)", e.end_s)
+                    },
+                    format!("{:.1}", e.duration_s),
+                    ms(e.peak_ms),
+                    e.mark.clone().unwrap_or_else(|| "-".into()),
+                    e.mark_to_recovery_s
+                        .map(|s| format!("{s:.1}"))
+                        .unwrap_or_else(|| "-".into()),
+                ]);
+            }
+            if totals.excursions.is_empty() {
+                t.row(vec![
+                    "none".into(),
+                    judged.unwrap_or_default(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]);
+            }
+            sections.push(("Excursions", t));
+        }
+    }
     // The device's view beside ours (issue 21; `crate::devices`).
     if let Some(devices) = crate::devices::table(result) {
         let mut t = Table::new(&devices.header);

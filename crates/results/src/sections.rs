@@ -150,6 +150,13 @@ pub struct WorkloadTotals {
     /// The devices behind the databases and logs, as the kernel saw them (issue 21).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<crate::devices::DeviceWindow>,
+    /// The events recorded with `jetproof mark` while the test ran (issue 37).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<crate::excursion::Mark>,
+    /// Every run of consecutive sample intervals in which an instance broke a latency
+    /// threshold (issue 37; absent when there was none, and from results written before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excursions: Vec<crate::excursion::Excursion>,
 }
 
 /// The backup test's totals.

@@ -111,16 +111,22 @@ pub fn tick(value: f64) -> String {
 impl LineChart {
     /// The chart as an `<svg>` element, at most `max_points` points per series.
     pub fn svg(&self, max_points: usize) -> String {
-        self.render(max_points, false)
+        self.render(max_points, false, &[])
+    }
+
+    /// As [`LineChart::svg`], with a vertical line and its label at each event's x (the marks
+    /// of `jetproof mark`: `<path class="mark">`); events outside the x range widen it.
+    pub fn svg_with_events(&self, max_points: usize, events: &[(f64, String)]) -> String {
+        self.render(max_points, false, events)
     }
 
     /// As [`LineChart::svg`], with a dot on every point (`<circle class="marker">`): for
     /// charts of a few measured points, like a sweep's, where each point is a test.
     pub fn svg_with_markers(&self, max_points: usize) -> String {
-        self.render(max_points, true)
+        self.render(max_points, true, &[])
     }
 
-    fn render(&self, max_points: usize, markers: bool) -> String {
+    fn render(&self, max_points: usize, markers: bool, events: &[(f64, String)]) -> String {
         let drawn: Vec<Vec<(f64, f64)>> = self
             .series
             .iter()
@@ -146,6 +152,10 @@ impl LineChart {
         if let Some((a, b, _)) = &self.band {
             x0 = x0.min(*a);
             x1 = x1.max(*b);
+        }
+        for (x, _) in events.iter().filter(|e| e.0.is_finite()) {
+            x0 = x0.min(*x);
+            x1 = x1.max(*x);
         }
         for (y, _) in &self.lines {
             if y.is_finite() {
@@ -260,6 +270,19 @@ impl LineChart {
                 W - RIGHT,
                 W - RIGHT - 2.0,
                 sy(*y) - 3.0,
+                escape(label)
+            );
+        }
+        for (i, (x, label)) in events.iter().filter(|e| e.0.is_finite()).enumerate() {
+            // Labels alternate between two heights so that two close marks stay readable.
+            let _ = write!(
+                out,
+                r##"<path class="mark" data-mark="{}" d="M{:.1} {TOP}V{}" stroke="#333" stroke-dasharray="2 3"/><text x="{:.1}" y="{:.1}" class="small" fill="#333">{}</text>"##,
+                escape(label),
+                sx(*x),
+                H - BOTTOM,
+                sx(*x) + 3.0,
+                TOP + 24.0 + 12.0 * (i % 2) as f64,
                 escape(label)
             );
         }

@@ -20,6 +20,13 @@ pub struct Limits {
     /// The most Database Page Fault Stalls/sec the window may average (Jetstress: 1).
     #[serde(default = "jetstress_stall_limit")]
     pub page_fault_stalls_per_sec: f64,
+    /// `thresholds.max_excursion` in seconds: the failure-mode verdict judges excursions
+    /// instead of the window's latency figures (`crate::excursion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_excursion_s: Option<f64>,
+    /// `thresholds.max_excursions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_excursions: Option<u32>,
 }
 
 fn jetstress_stall_limit() -> f64 {
@@ -29,7 +36,24 @@ fn jetstress_stall_limit() -> f64 {
 /// Every reason the result fails the limits and the target (empty when it passes).
 pub fn reasons(result: &TestResult, limits: &Limits) -> Vec<String> {
     let mut reasons = Vec::new();
-    for instance in &result.instances {
+    // The failure-mode verdict: the latency thresholds judge each excursion's length, not the
+    // window's averages and maxima (which a spike that recovers breaks).
+    if let Some(max_s) = limits.max_excursion_s {
+        let excursions = match &result.totals {
+            crate::Totals::Workload(t) => t.excursions.as_slice(),
+            _ => &[],
+        };
+        reasons.extend(crate::excursion::reasons(
+            excursions,
+            max_s,
+            limits.max_excursions,
+        ));
+    }
+    for instance in result
+        .instances
+        .iter()
+        .filter(|_| limits.max_excursion_s.is_none())
+    {
         let checks: [(&str, &str, f64, f64); 2] = [
             (
                 "db_read",
@@ -180,6 +204,8 @@ mod tests {
     }
 
     const LIMITS: Limits = Limits {
+        max_excursion_s: None,
+        max_excursions: None,
         db_read_avg_ms: 20.0,
         db_read_max_ms: 100.0,
         log_write_avg_ms: 10.0,

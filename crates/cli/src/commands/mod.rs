@@ -6,6 +6,7 @@ pub mod compare;
 pub mod esrp;
 pub mod init;
 pub mod job;
+pub mod mark;
 pub mod plan;
 pub mod probe;
 pub mod recover;

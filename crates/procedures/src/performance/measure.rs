@@ -2,6 +2,7 @@
 //! figures of `result.json`.
 
 use super::*;
+use jetproof_results::excursion::{IntervalFigure, Mark};
 
 /// The measured window, with the sessions already running: sampling, pacing, and the figures.
 #[allow(clippy::too_many_arguments)]
@@ -41,7 +42,7 @@ pub(super) fn measure(
     })?;
     let _ = writeln!(
         samples,
-        "elapsed_s,wall_clock,{},cpu_percent,available_memory_mb,{}",
+        "elapsed_s,wall_clock,{},cpu_percent,available_memory_mb,{},mark",
         jetproof_io::sample::Sample::CSV_HEADER,
         crate::device_view::CSV_COLUMNS
     );
@@ -89,6 +90,15 @@ pub(super) fn measure(
     let mut live_sums: BTreeMap<(usize, IoClass), (f64, u64)> = BTreeMap::new();
     let (mut cpu, mut memory) = (Vec::new(), Vec::new());
     let mut interrupted = false;
+    // Marks (issue 37): `jetproof mark` appends to this control file; read every interval.
+    let marks_path = out.file(jetproof_results::excursion::MARKS_FILE);
+    std::fs::File::create(&marks_path).map_err(|source| IoError::Path {
+        op: "create",
+        path: marks_path.clone(),
+        source,
+    })?;
+    let mut marks: Vec<Mark> = Vec::new();
+    let mut figures_for_excursions: Vec<IntervalFigure> = Vec::new();
     loop {
         let now = Instant::now();
         let elapsed = now.duration_since(window_started);
@@ -122,16 +132,47 @@ pub(super) fn measure(
                 .push(stalls_now.saturating_sub(stalls_seen) as f64 / sample.interval_s.max(1e-9));
             stalls_seen = stalls_now;
             devices.record(&sample);
+            let arrived = new_marks(&marks_path, window_start, &mut marks);
+            for mark in &arrived {
+                log.line(format!(
+                    "Mark at {:.1} s of the window ({}): {}",
+                    mark.elapsed_s, mark.at, mark.label
+                ));
+            }
+            // The interval's marks go on its first row; commas would split the cell.
+            let mut mark_cell = arrived
+                .iter()
+                .map(|m| m.label.replace([',', '"'], ";"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            for (delta, _) in sample.instances.iter().zip(attached) {
+                for (class, threshold_ms) in [
+                    (IoClass::DbRead, limits.db_read_avg_ms),
+                    (IoClass::LogWrite, limits.log_write_avg_ms),
+                ] {
+                    if let Some(snap) = delta.classes.get(&class).filter(|s| s.count > 0) {
+                        figures_for_excursions.push(IntervalFigure {
+                            end_s: elapsed.as_secs_f64(),
+                            interval_s: sample.interval_s,
+                            instance: delta.name.clone(),
+                            class: class.key().to_owned(),
+                            value_ms: snap.summary(sample.interval_s).avg_latency_ms,
+                            threshold_ms,
+                        });
+                    }
+                }
+            }
             for row in &sample.rows {
                 let _ = writeln!(
                     samples,
-                    "{:.1},{},{},{},{},{}",
+                    "{:.1},{},{},{},{},{},{}",
                     elapsed.as_secs_f64(),
                     jetproof_results::clock::rfc3339_millis(window_start + elapsed),
                     row.csv_line(),
                     cpu_now.map(|c| format!("{c:.1}")).unwrap_or_default(),
                     memory_now.map(|m| format!("{m:.0}")).unwrap_or_default(),
-                    devices.csv_cells(&sample, &row.instance, &row.class)
+                    devices.csv_cells(&sample, &row.instance, &row.class),
+                    std::mem::take(&mut mark_cell)
                 );
             }
             let _ = samples.flush();
@@ -247,6 +288,17 @@ pub(super) fn measure(
         .saturating_sub(cpu_started)
         .as_secs_f64();
     log.line(format!("Measured window: {window:.1} s."));
+    // A mark recorded after the last sample still belongs to the window.
+    for mark in new_marks(&marks_path, window_start, &mut marks) {
+        log.line(format!(
+            "Mark at {:.1} s of the window ({}): {}",
+            mark.elapsed_s, mark.at, mark.label
+        ));
+    }
+    let excursions = jetproof_results::excursion::find(&figures_for_excursions, &marks, window);
+    for e in &excursions {
+        log.line(format!("Excursion: {}.", e.describe()));
+    }
 
     let mut instances = Vec::new();
     let mut achieved = 0.0;
@@ -336,6 +388,8 @@ pub(super) fn measure(
         transactions: all_tx,
         process_cpu_seconds: cpu_seconds,
         devices: device_view,
+        marks,
+        excursions,
         ..WorkloadTotals::default()
     };
     if transactional_ios > 0 {
@@ -370,6 +424,15 @@ pub(super) fn measure(
         window_start,
         window_end,
     })
+}
+
+/// The marks of `path` not yet in `seen`, appended to it and returned.
+fn new_marks(path: &Path, window_start: SystemTime, seen: &mut Vec<Mark>) -> Vec<Mark> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all = jetproof_results::excursion::parse_marks(&text, window_start);
+    let fresh: Vec<Mark> = all.into_iter().skip(seen.len()).collect();
+    seen.extend(fresh.iter().cloned());
+    fresh
 }
 
 /// Re-estimates each instance's transactional I/Os per transaction ([`PaceEstimator`]) and sets
