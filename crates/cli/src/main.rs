@@ -42,10 +42,18 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use common::{CliError, Outcome};
 
+/// `jetproof --version`: the crate's version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("JETPROOF_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "jetproof",
-    version,
+    version = VERSION,
     about = "Prove that storage can carry a transactional mail-database workload (a Jetstress for Linux)",
     long_about = None
 )]

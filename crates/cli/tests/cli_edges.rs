@@ -202,4 +202,29 @@ fn a_test_name_given_as_the_job_file_gets_a_did_you_mean() {
         0,
         "nothing made"
     );
+
+/// `jetproof --version` names the commit it was built from (issue 37, `build.rs`): the crate
+/// version and `(commit HASH)`, HASH being this checkout's `git rev-parse --short=12 HEAD`
+/// (with `-dirty` for uncommitted changes), or "unknown" when built outside git.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = jetproof(dir.path())
+        .arg("--version")
+        .output()
+        .expect("run --version");
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).expect("utf-8");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let expected = match head {
+        Some(hash) => format!("jetproof {} (commit {hash}", env!("CARGO_PKG_VERSION")),
+        None => format!("jetproof {} (commit unknown)", env!("CARGO_PKG_VERSION")),
+    };
+    assert!(text.starts_with(&expected), "{text:?} vs {expected:?}");
 }

@@ -21,7 +21,9 @@ fn a_mark_during_a_run_reaches_every_output_and_a_mark_without_a_run_is_refused(
         .args(["mark", "r", "too early"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("no workload test is measuring there"));
+        .stderr(predicates::str::contains(
+            "no workload test is measuring there",
+        ));
     assert!(!dir.path().join("r/marks.jsonl").exists());
     std::fs::remove_dir(dir.path().join("r")).expect("rmdir");
     let job = small_job(dir.path(), "4s", "");
@@ -123,9 +125,10 @@ fn max_excursion_fails_an_excursion_beyond_it_naming_it_and_a_count_needs_the_bo
     }
     let reasons = json["reasons"].as_array().expect("reasons");
     assert!(
-        reasons.iter().any(|r| r.as_str().is_some_and(|r| r
-            .contains("excursion did not return within bounds")
-            && r.contains("db1 db_read above 0.000001 ms"))),
+        reasons.iter().any(|r| r
+            .as_str()
+            .is_some_and(|r| r.contains("excursion did not return within bounds")
+                && r.contains("db1 db_read above 0.000001 ms"))),
         "{reasons:?}"
     );
     let md = std::fs::read_to_string(dir.path().join("r/report.md")).expect("md");
@@ -140,7 +143,12 @@ fn max_excursion_fails_an_excursion_beyond_it_naming_it_and_a_count_needs_the_bo
     )
     .expect("write");
     jetproof(dir.path())
-        .args(["run", counted.to_str().expect("utf-8"), "--test", "performance"])
+        .args([
+            "run",
+            counted.to_str().expect("utf-8"),
+            "--test",
+            "performance",
+        ])
         .args(["--out", "r2"])
         .assert()
         .code(2)
