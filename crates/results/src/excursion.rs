@@ -260,7 +260,7 @@ pub fn find(figures: &[IntervalFigure], marks: &[Mark], window_end_s: f64) -> Ve
                 .max_by(|a, b| a.elapsed_s.total_cmp(&b.elapsed_s));
             if let Some(mark) = before {
                 e.mark = Some(mark.label.clone());
-                e.mark_to_recovery_s = e.recovered.then(|| e.end_s - mark.elapsed_s);
+                e.mark_to_recovery_s = e.recovered.then_some(e.end_s - mark.elapsed_s);
             }
             e
         })
