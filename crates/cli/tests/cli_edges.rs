@@ -202,6 +202,7 @@ fn a_test_name_given_as_the_job_file_gets_a_did_you_mean() {
         0,
         "nothing made"
     );
+}
 
 /// `jetproof --version` names the commit it was built from (issue 37, `build.rs`): the crate
 /// version and `(commit HASH)`, HASH being this checkout's `git rev-parse --short=12 HEAD`
