@@ -192,6 +192,10 @@ pub struct ManyArgs {
     /// host the same TIME to measure one window.
     #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
     pub start_at: Option<std::time::SystemTime>,
+    /// Accept a --start-at more than 7 days ahead (refused without it: such a start is
+    /// almost always a mistyped date, and the command would wait, attached, until then).
+    #[arg(long, requires = "start_at")]
+    pub force_start_at: bool,
     /// The name this host has in result.json (default: its hostname), so that `jetproof
     /// aggregate` can tell apart runs on one machine or in namespaces sharing a hostname.
     #[arg(long, value_name = "NAME", value_parser = parse_host_name)]
@@ -213,14 +217,15 @@ fn parse_host_name(text: &str) -> Result<String, String> {
 }
 
 impl ManyArgs {
-    /// Applies `--host-name` and refuses a start time already past (bad input, exit 2): both
-    /// before any I/O.
+    /// Applies `--host-name` and refuses a start time already past, or more than 7 days ahead
+    /// without `--force-start-at` (bad input, exit 2): both before any I/O.
     pub fn apply(&self) -> Result<(), CliError> {
         if let Some(name) = &self.host_name {
             jetproof_results::host::set_name(name);
         }
         if let Some(at) = self.start_at {
-            jetproof_procedures::start::check_not_past(at).map_err(CliError::bad_input)?;
+            jetproof_procedures::start::check_start_at(at, self.force_start_at)
+                .map_err(CliError::bad_input)?;
         }
         Ok(())
     }

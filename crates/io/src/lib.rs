@@ -21,6 +21,7 @@ pub mod error;
 pub mod fault;
 pub mod fixed;
 pub mod hist;
+pub mod input;
 pub mod limits;
 pub mod mem;
 pub mod meter;

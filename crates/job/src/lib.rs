@@ -432,6 +432,24 @@ fn invalid(field: &str, problem: impl Into<String>, fix: impl Into<String>) -> J
     }
 }
 
+/// The smallest `simulation.iops_per_mailbox` other than 0: below it a run of hours does no I/O
+/// at all and its verdict compares zeros (issue 34, point 6). Microsoft's tables start at 0.006.
+pub const MIN_IOPS_PER_MAILBOX: f64 = 0.0001;
+
+/// The largest `simulation.iops_per_mailbox`. Far above any mailbox (Microsoft's tables end at
+/// 0.48) on purpose: an unreachable target is how a user asks auto-tune for the storage's limit.
+pub const MAX_IOPS_PER_MAILBOX: f64 = 1_000_000.0;
+
+/// The largest target of one server, `mailboxes × iops_per_mailbox`, in IOPS: a billion, a
+/// thousand times what the fastest array does, and a figure every report still prints exactly.
+pub const MAX_TARGET_IOPS: f64 = 1e9;
+
+/// The largest latency threshold (`thresholds.*_ms`): an hour, in milliseconds.
+pub const MAX_LATENCY_THRESHOLD_MS: f64 = 3_600_000.0;
+
+/// The largest `thresholds.page_fault_stalls_per_sec` (Jetstress's limit is 1).
+pub const MAX_STALLS_PER_SEC: f64 = 1_000_000.0;
+
 /// The largest job file read: a job of a thousand instances is well under it.
 pub const MAX_JOB_FILE_BYTES: u64 = 4 << 20;
 
@@ -449,45 +467,24 @@ pub struct Instance {
 impl Job {
     /// Reads and validates a job file.
     ///
-    /// A device or directory given as the job file is refused before it is read (reading
-    /// `/dev/zero` would never end), and so is a file of more than [`MAX_JOB_FILE_BYTES`]; a
-    /// named pipe (a shell's `<(...)`) is read like a file.
+    /// The path must be a regular file (or a link to one) of at most [`MAX_JOB_FILE_BYTES`]; a
+    /// device, directory, named pipe or socket is refused before it is read (reading `/dev/zero`
+    /// would never end, and opening a pipe with no writer would wait forever), through the one
+    /// checked reader, [`jetproof_io::input`].
     pub fn load(path: &Path) -> Result<Job, JobError> {
-        use std::io::Read;
-        use std::os::unix::fs::FileTypeExt;
-        let error = |message: String| JobError::Parse {
+        use jetproof_io::input::{InputError, read_text};
+        let text = read_text(path, MAX_JOB_FILE_BYTES).map_err(|e| JobError::Parse {
             path: path.display().to_string(),
-            message,
-        };
-        let kind = std::fs::metadata(path)
-            .map_err(|e| error(format!("cannot read the job file: {e}")))?
-            .file_type();
-        let what = if kind.is_block_device() {
-            Some("a block device")
-        } else if kind.is_char_device() {
-            Some("a character device")
-        } else if kind.is_dir() {
-            Some("a directory")
-        } else if kind.is_socket() {
-            Some("a socket")
-        } else {
-            None
-        };
-        if let Some(what) = what {
-            return Err(error(format!(
-                "is {what}, not a job file; give the path of a TOML job file (`jetproof plan --write-job FILE` writes one)"
-            )));
-        }
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX_JOB_FILE_BYTES + 1).read_to_string(&mut text))
-            .map_err(|e| error(format!("cannot read the job file: {e}")))?;
-        if text.len() as u64 > MAX_JOB_FILE_BYTES {
-            return Err(error(format!(
-                "is larger than {} bytes, which no job file is; give the path of a TOML job file",
-                MAX_JOB_FILE_BYTES
-            )));
-        }
+            message: match e {
+                InputError::NotRegular(what) => format!(
+                    "is {what}, not a job file; give the path of a TOML job file (`jetproof plan --write-job FILE` writes one)"
+                ),
+                InputError::TooLarge { .. } => format!(
+                    "{e}: no job file is that large; give the path of a TOML job file"
+                ),
+                other => format!("cannot read the job file: {other}"),
+            },
+        })?;
         Job::parse(&text, &path.display().to_string())
     }
 
@@ -592,11 +589,28 @@ impl Job {
     /// Checks every value. Called by `parse`; call it again after applying overrides.
     pub fn validate(&self) -> Result<(), JobError> {
         let s = &self.simulation;
-        if !s.iops_per_mailbox.is_finite() || s.iops_per_mailbox < 0.0 {
+        let iops = s.iops_per_mailbox;
+        if !(iops == 0.0 || (MIN_IOPS_PER_MAILBOX..=MAX_IOPS_PER_MAILBOX).contains(&iops)) {
             return Err(invalid(
                 "simulation.iops_per_mailbox",
-                format!("is {}", s.iops_per_mailbox),
-                "give a number of 0 or more (0 runs flat out, with no target)",
+                format!("is {}", shown(iops)),
+                format!(
+                    "give 0 (flat out, no target) or {MIN_IOPS_PER_MAILBOX} to \
+                     {MAX_IOPS_PER_MAILBOX} (Microsoft's tables: 0.006 to 0.48)"
+                ),
+            ));
+        }
+        let target = s.mailboxes as f64 * iops;
+        if target > MAX_TARGET_IOPS {
+            return Err(invalid(
+                "simulation.iops_per_mailbox",
+                format!(
+                    "({}) × simulation.mailboxes ({}) is a target of {} IOPS",
+                    shown(iops),
+                    s.mailboxes,
+                    shown(target)
+                ),
+                format!("give a target of at most {MAX_TARGET_IOPS} IOPS per server"),
             ));
         }
         if !(1..=100).contains(&s.capacity_percent) {
@@ -906,21 +920,24 @@ impl Job {
             ("thresholds.log_write_max_ms", t.log_write_max_ms),
         ] {
             if let Some(v) = value
-                && (!v.is_finite() || v <= 0.0)
+                && (!v.is_finite() || v <= 0.0 || v > MAX_LATENCY_THRESHOLD_MS)
             {
                 return Err(invalid(
                     field,
-                    format!("is {v}"),
-                    "give a latency in milliseconds above 0",
+                    format!("is {}", shown(v)),
+                    format!(
+                        "give a latency in milliseconds above 0 and at most \
+                         {MAX_LATENCY_THRESHOLD_MS} (an hour)"
+                    ),
                 ));
             }
         }
         let stalls = t.page_fault_stalls_per_sec;
-        if !stalls.is_finite() || stalls < 0.0 {
+        if !(0.0..=MAX_STALLS_PER_SEC).contains(&stalls) {
             return Err(invalid(
                 "thresholds.page_fault_stalls_per_sec",
-                format!("is {stalls}"),
-                "give a rate of 0 or more (Jetstress's limit is 1)",
+                format!("is {}", shown(stalls)),
+                format!("give a rate of 0 to {MAX_STALLS_PER_SEC} (Jetstress's limit is 1)"),
             ));
         }
         if let Some(span) = &t.max_excursion
@@ -943,6 +960,16 @@ impl Job {
     }
 }
 
+/// A number as a message shows it: plainly in the ranges people write, else in exponent form
+/// (1e-300 printed plainly is three hundred zeros).
+fn shown(value: f64) -> String {
+    if value == 0.0 || (1e-4..1e12).contains(&value.abs()) {
+        format!("{value}")
+    } else {
+        format!("{value:e}")
+    }
+}
+
 /// Two instances may share neither a database file nor a log directory: their logs would
 /// interleave (and recovery then fail), or two engines would write one file. Paths are compared
 /// as the file system resolves them, as far as they exist (symbolic links, `.` and `..`, and
@@ -955,11 +982,13 @@ fn check_paths_not_shared(instances: &[InstanceSpec]) -> Result<(), JobError> {
         ),
         ("database_path", |i: &InstanceSpec| &i.database_path),
     ] {
-        let mut seen: Vec<(PathBuf, usize)> = Vec::new();
+        // A map, not a list searched per instance: ten thousand instances were 50 million
+        // comparisons (issue 34, point 5); this is one look-up each.
+        let mut seen: std::collections::HashMap<PathBuf, usize> =
+            std::collections::HashMap::with_capacity(instances.len());
         for (index, instance) in instances.iter().enumerate() {
             let resolved = resolve_existing(path_of(instance));
-            if let Some((_, first)) = seen.iter().find(|(path, _)| *path == resolved) {
-                let other = &instances[*first];
+            if let Some(other) = seen.get(&resolved).and_then(|first| instances.get(*first)) {
                 return Err(invalid(
                     &format!("storage.instance[{index}].{key}"),
                     format!(
@@ -984,7 +1013,7 @@ fn check_paths_not_shared(instances: &[InstanceSpec]) -> Result<(), JobError> {
                     ),
                 ));
             }
-            seen.push((resolved, index));
+            seen.entry(resolved).or_insert(index);
         }
     }
     Ok(())
@@ -1317,9 +1346,62 @@ mod tests {
             .expect_err("negative refused");
         let text = err.to_string();
         assert!(
-            text.contains("thresholds.page_fault_stalls_per_sec") && text.contains("0 or more"),
+            text.contains("thresholds.page_fault_stalls_per_sec") && text.contains("0 to 1000000"),
             "{text}"
         );
+    }
+
+    /// Issue 34, point 6: a rate that gives no I/O, or a target no report can print, is refused
+    /// naming its key; the ends of each range are accepted.
+    #[test]
+    fn impossible_rates_are_refused_naming_the_key_and_the_range_ends_accepted() {
+        for (text, key) in [
+            (
+                "[simulation]\niops_per_mailbox = 1e-300\n",
+                "simulation.iops_per_mailbox",
+            ),
+            (
+                "[simulation]\niops_per_mailbox = 1e308\n",
+                "simulation.iops_per_mailbox",
+            ),
+            (
+                "[simulation]\niops_per_mailbox = nan\n",
+                "simulation.iops_per_mailbox",
+            ),
+            (
+                "[simulation]\niops_per_mailbox = -0.1\n",
+                "simulation.iops_per_mailbox",
+            ),
+            (
+                "[simulation]\nmailboxes = 2000\niops_per_mailbox = 1000000.0\n\
+                 [storage]\ndb_size = \"1GiB\"\n",
+                "simulation.iops_per_mailbox",
+            ),
+            (
+                "[thresholds]\ndb_read_avg_ms = 1e300\n",
+                "thresholds.db_read_avg_ms",
+            ),
+            (
+                "[thresholds]\nlog_write_max_ms = inf\n",
+                "thresholds.log_write_max_ms",
+            ),
+            (
+                "[thresholds]\npage_fault_stalls_per_sec = 1e7\n",
+                "thresholds.page_fault_stalls_per_sec",
+            ),
+        ] {
+            let err = Job::parse(text, "j").expect_err(text);
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        for text in [
+            "[simulation]\niops_per_mailbox = 0\n",
+            "[simulation]\niops_per_mailbox = 0.0001\n",
+            "[simulation]\nmailboxes = 1000\niops_per_mailbox = 1000000.0\n\
+             [storage]\ndb_size = \"1GiB\"\n",
+            "[thresholds]\ndb_read_avg_ms = 3600000\npage_fault_stalls_per_sec = 1000000\n",
+        ] {
+            Job::parse(text, "j").unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
     }
 
     #[test]

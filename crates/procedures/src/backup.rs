@@ -202,12 +202,10 @@ fn is_own_copy(dir: &Path, file: &Path) -> bool {
     if !dir.join(crate::target::MARKER).is_file() {
         return false;
     }
-    let Ok(mut opened) = std::fs::File::open(file) else {
+    // Checked before it is opened: a pipe there must not block, a device is not ours.
+    let Ok(mut opened) = jetproof_io::input::open_regular(file, u64::MAX) else {
         return false;
     };
-    if !opened.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
     let mut head = [0u8; 4096];
     let Ok(read) = opened.read(&mut head) else {
         return false;

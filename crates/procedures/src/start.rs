@@ -25,10 +25,39 @@ const FINE_STEP: Duration = Duration::from_millis(1);
 /// this often.
 const COARSE_STEP: Duration = Duration::from_millis(100);
 
-/// A start time is refused (bad input, before any I/O) when it is already past at launch: the
-/// hosts would not share a window. Checked by the command before anything else.
-pub fn check_not_past(at: SystemTime) -> Result<(), BadInput> {
+/// How far ahead `--start-at` may be without `--force-start-at`: 7 days. A start further off is
+/// almost always a typo (a year, `9999-12-31`) that would leave the databases attached and the
+/// command waiting, silently, for as long (issue 34, point 6).
+pub const MAX_START_AHEAD: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A start time is refused (bad input, before any I/O) when it is already past at launch (the
+/// hosts would not share a window), or more than [`MAX_START_AHEAD`] ahead unless `force` (the
+/// user's `--force-start-at`). Checked by the command before anything else.
+pub fn check_start_at(at: SystemTime, force: bool) -> Result<(), BadInput> {
     let now = SystemTime::now();
+    if !force
+        && at
+            .duration_since(now)
+            .is_ok_and(|ahead| ahead > MAX_START_AHEAD)
+    {
+        let ahead_s = jetproof_results::clock::millis_between(now, at) / 1e3;
+        return Err(bad(
+            "--start-at",
+            format!(
+                "{} is {:.1} days ahead on this host's clock ({}), more than the {} days a start \
+                 may be ahead; give a nearer time, or add --force-start-at to wait that long",
+                jetproof_results::clock::rfc3339_millis(at),
+                ahead_s / 86_400.0,
+                jetproof_results::clock::rfc3339_millis(now),
+                MAX_START_AHEAD.as_secs() / 86_400
+            ),
+        ));
+    }
+    check_not_past_at(at, now)
+}
+
+/// A start time already past at launch is refused.
+fn check_not_past_at(at: SystemTime, now: SystemTime) -> Result<(), BadInput> {
     if at <= now {
         let late_ms = jetproof_results::clock::millis_between(at, now);
         return Err(bad(
@@ -98,9 +127,26 @@ mod tests {
         let at = SystemTime::now() + Duration::from_secs(3600);
         assert_eq!(wait_until(at, &stop, || {}), None);
         let past = SystemTime::now() - Duration::from_secs(5);
-        let error = check_not_past(past).expect_err("past");
+        for force in [false, true] {
+            let error = check_start_at(past, force).expect_err("past");
+            assert_eq!(error.field, "--start-at");
+            assert!(error.message.contains("in the past"), "{}", error.message);
+            assert!(check_start_at(at, force).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_start_more_than_7_days_ahead_needs_force() {
+        let far = SystemTime::now() + MAX_START_AHEAD + Duration::from_secs(60);
+        let error = check_start_at(far, false).expect_err("far");
         assert_eq!(error.field, "--start-at");
-        assert!(error.message.contains("in the past"), "{}", error.message);
-        assert!(check_not_past(at).is_ok());
+        assert!(
+            error.message.contains("7 days") && error.message.contains("--force-start-at"),
+            "{}",
+            error.message
+        );
+        assert!(check_start_at(far, true).is_ok());
+        let near = SystemTime::now() + MAX_START_AHEAD - Duration::from_secs(60);
+        assert!(check_start_at(near, false).is_ok());
     }
 }

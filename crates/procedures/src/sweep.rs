@@ -1362,7 +1362,8 @@ mod tests {
             performance(&with_threads(&s.job, t), false, &out, &log, &options)
                 .map_err(|e| e.to_string())?;
             let json: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(out.file("result.json")).map_err(|e| e.to_string())?,
+                &jetproof_results::read_result_json(&out.file("result.json"))
+                    .map_err(|e| e.to_string())?,
             )
             .map_err(|e| e.to_string())?;
             Ok(PointRun::Ran(point_from_result(&json, s, t, name)))

@@ -156,10 +156,13 @@ pub fn group_by_test(paths: &[PathBuf]) -> Result<Vec<(TestKind, Vec<PathBuf>)>,
 /// True when the file is an aggregate's own `result.json` (so a parent directory can hold the
 /// hosts' results and their aggregate).
 fn is_aggregate_file(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|bytes| {
-        let head = &bytes[..bytes.len().min(4096)];
-        String::from_utf8_lossy(head).contains("\"aggregate\": true")
-    })
+    use std::io::Read;
+    let Ok(file) = jetproof_io::input::open_regular(path, crate::MAX_RESULT_JSON_BYTES) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(4096);
+    file.take(4096).read_to_end(&mut head).is_ok()
+        && String::from_utf8_lossy(&head).contains("\"aggregate\": true")
 }
 
 /// Reads every file, in parallel (a thousand hosts' results are a few hundred MB of JSON).
@@ -186,7 +189,8 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<HostInput>, AggregateError> {
 }
 
 fn load_one(path: &Path) -> Result<HostInput, AggregateError> {
-    let text = std::fs::read(path).map_err(|e| refuse(path, format!("cannot read: {e}")))?;
+    let text = jetproof_io::input::read_bytes(path, crate::MAX_RESULT_JSON_BYTES)
+        .map_err(|e| refuse(path, e.to_string()))?;
     let other_version = |version: u32| {
         refuse(
             path,
@@ -523,6 +527,7 @@ impl<'de> Deserialize<'de> for AggregateResult {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
         let wire = AggregateResultWire::deserialize(deserializer)?;
+        crate::check_schema_version(wire.schema_version).map_err(D::Error::custom)?;
         let test = wire.test;
         let hosts = wire
             .hosts

@@ -1525,7 +1525,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 path.display()
             );
             let report = path.with_file_name("report.md");
-            match std::fs::read_to_string(&report) {
+            match jetproof_io::input::read_text(&report, crate::MAX_RESULT_JSON_BYTES) {
                 Ok(text) => {
                     for line in text.lines() {
                         // Headings of the host's report sit under the appendix's.

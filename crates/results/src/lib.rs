@@ -50,6 +50,46 @@ pub use testlog::TestLog;
 /// `mb_per_sec` in MB/s everywhere, the damage matrix's findings).
 pub const SCHEMA_VERSION: u32 = 5;
 
+/// The most bytes of a `result.json` jetproof reads (`report`, `compare`, `aggregate`, `sweep`):
+/// a result of a thousand instances with every histogram is a few MB; a larger file is not one.
+pub const MAX_RESULT_JSON_BYTES: u64 = 256 << 20;
+
+/// The most bytes of a `samples.csv` jetproof reads: one row per instance and sample interval,
+/// about 200 bytes, so a week of 1-second samples of 8 instances.
+pub const MAX_SAMPLES_CSV_BYTES: u64 = 1 << 30;
+
+/// The one check of a document's `schema_version` every reader makes (`report`, `compare`,
+/// `aggregate`, `sweep`): versions 1 to [`SCHEMA_VERSION`] read (keys added since are optional);
+/// 0 and later versions are not ours. `aggregate` further needs every host at one version.
+pub fn check_schema_version(version: u32) -> Result<(), String> {
+    if (1..=SCHEMA_VERSION).contains(&version) {
+        Ok(())
+    } else {
+        Err(format!(
+            "schema_version {version}: this jetproof reads versions 1 to {SCHEMA_VERSION}; {}",
+            if version == 0 {
+                "no jetproof writes version 0, so this is not a jetproof result"
+            } else {
+                "it was written by a newer jetproof; read it with that version"
+            }
+        ))
+    }
+}
+
+/// Reads a `result.json` through the checked reader ([`jetproof_io::input`]): a regular file of
+/// at most [`MAX_RESULT_JSON_BYTES`], never a pipe or a device.
+pub fn read_result_json(path: &std::path::Path) -> Result<String, jetproof_io::input::InputError> {
+    jetproof_io::input::read_text(path, MAX_RESULT_JSON_BYTES)
+}
+
+/// Reads a `samples.csv` when there is one, through the checked reader; nothing at the path is
+/// `Ok(None)`, a pipe, a device or a file over [`MAX_SAMPLES_CSV_BYTES`] an error.
+pub fn read_samples_csv(
+    path: &std::path::Path,
+) -> Result<Option<String>, jetproof_io::input::InputError> {
+    jetproof_io::input::read_optional_text(path, MAX_SAMPLES_CSV_BYTES)
+}
+
 /// The test that produced a result.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -192,6 +232,7 @@ impl<'de> Deserialize<'de> for TestResult {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
         let wire = TestResultWire::deserialize(deserializer)?;
+        check_schema_version(wire.schema_version).map_err(D::Error::custom)?;
         let test = wire.test;
         let totals = typed_totals(test, wire.totals)
             .map_err(|e| D::Error::custom(format!("totals: {e}")))?;

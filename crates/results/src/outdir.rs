@@ -126,7 +126,11 @@ impl OutDir {
     /// Writes `report.html` (`crate::html`) from `result` and the directory's `samples.csv`,
     /// when there is one.
     pub fn write_html(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
-        let samples = std::fs::read_to_string(self.file("samples.csv")).ok();
+        // Written by this run a moment ago; a file that is not there (or no longer a regular
+        // file) only leaves the charts out.
+        let samples = crate::read_samples_csv(&self.file("samples.csv"))
+            .ok()
+            .flatten();
         let path = self.file("report.html");
         // Made from the result as `result.json` reads back (serde_json's float parsing can
         // differ from the value written in the last digit), so `jetproof report` rebuilds

@@ -854,7 +854,9 @@ pub fn markdown(result: &TestResult) -> String {
     if let Some(log) = result
         .log_file
         .as_ref()
-        .and_then(|path| std::fs::read_to_string(path).ok())
+        // The path comes from result.json, which may have been edited: read it only as a
+        // regular file of bounded size (a pipe or /dev/zero there must not hang the report).
+        .and_then(|path| jetproof_io::input::read_text(path, crate::MAX_RESULT_JSON_BYTES).ok())
         .filter(|log| !log.trim().is_empty())
     {
         let _ = writeln!(out, "## Test Log\n");

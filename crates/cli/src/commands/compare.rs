@@ -35,9 +35,10 @@ enum Loaded {
 
 fn load(dir: &Path) -> Result<Loaded, CliError> {
     let path = dir.join("result.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = jetproof_results::read_result_json(&path).map_err(|e| {
         CliError::bad_input(anyhow::anyhow!(
-            "{}: not a results directory ({e})",
+            "{}: not a results directory (result.json {e}); give a directory jetproof wrote \
+             its results into",
             dir.display()
         ))
     })?;
@@ -56,10 +57,15 @@ fn load(dir: &Path) -> Result<Loaded, CliError> {
         return Ok(Loaded::Aggregate(Box::new(result)));
     }
     let result: TestResult = serde_json::from_str(&text).map_err(|e| not("a test result", e))?;
-    Ok(Loaded::Result(
-        Box::new(result),
-        std::fs::read_to_string(dir.join("samples.csv")).ok(),
-    ))
+    let samples_path = dir.join("samples.csv");
+    let samples = jetproof_results::read_samples_csv(&samples_path).map_err(|e| {
+        CliError::bad_input(anyhow::anyhow!(
+            "{}: {e}; samples.csv is the file jetproof writes beside result.json, remove what \
+             is there instead",
+            samples_path.display()
+        ))
+    })?;
+    Ok(Loaded::Result(Box::new(result), samples))
 }
 
 /// The default `--out`: `compare-<test>-<time>` beside the results' default.

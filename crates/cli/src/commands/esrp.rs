@@ -45,17 +45,17 @@ struct PlanFlags {
 /// The names jetproof writes into the output directory; nothing else may be there.
 const OUTPUTS: [&str; 2] = ["esrp.md", "esrp.html"];
 
+/// The most bytes of a solution file, a `plan_json` or an earlier `esrp.md`/`esrp.html` that
+/// `jetproof esrp` reads (each is a few KB; read through [`jetproof_io::input`]).
+const MAX_SOLUTION_BYTES: u64 = 64 << 20;
+
 fn bad(message: String) -> CliError {
     CliError::bad_input(anyhow!(message))
 }
 
 fn read_solution(path: &Path) -> Result<Solution, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        bad(format!(
-            "{}: cannot read the solution file: {e}",
-            path.display()
-        ))
-    })?;
+    let text = jetproof_io::input::read_text(path, MAX_SOLUTION_BYTES)
+        .map_err(|e| bad(format!("{}: the solution file {e}", path.display())))?;
     toml::from_str(&text).map_err(|e| {
         bad(format!(
             "{}: {}; the keys are listed in docs/esrp.md",
@@ -73,12 +73,8 @@ fn plan_value(solution: &Solution, base: &Path) -> Result<Option<serde_json::Val
         )),
         (Some(file), true) => {
             let path = base.join(file);
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                bad(format!(
-                    "`plan_json` {}: cannot read it: {e}",
-                    path.display()
-                ))
-            })?;
+            let text = jetproof_io::input::read_text(&path, MAX_SOLUTION_BYTES)
+                .map_err(|e| bad(format!("`plan_json` {}: {e}", path.display())))?;
             let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 bad(format!(
                     "`plan_json` {}: not `jetproof plan --json` output: {e}",
@@ -149,7 +145,7 @@ fn check_out(out: &Path, results: &Path) -> Result<(), CliError> {
             && path
                 .symlink_metadata()
                 .is_ok_and(|m| m.file_type().is_file())
-            && std::fs::read_to_string(&path).is_ok_and(|text| {
+            && jetproof_io::input::read_text(&path, MAX_SOLUTION_BYTES).is_ok_and(|text| {
                 text.contains("Made by jetproof") || text.contains("id=\"esrp-mark\"")
             });
         if !ours {

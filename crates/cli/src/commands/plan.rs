@@ -340,9 +340,9 @@ fn check_target(path: &Path, flag: &str) -> Result<(), CliError> {
         )));
     }
     if path.exists() || path.symlink_metadata().is_ok() {
-        let ours = std::fs::read(path)
+        // Only a regular file can be a job file plan wrote; a pipe there is not opened to wait.
+        let ours = jetproof_io::input::read_text(path, jetproof_job::MAX_JOB_FILE_BYTES)
             .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok())
             .is_some_and(|text| text.lines().next() == Some(JOB_FILE_MARKER));
         if !ours {
             return Err(CliError::bad_input(anyhow!(

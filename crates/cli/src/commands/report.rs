@@ -25,13 +25,21 @@ pub struct Args {
 /// Every input read and rendered first, so a bad one stops the command before any write.
 fn render(dir: &Path) -> Result<String, CliError> {
     let json_path = dir.join("result.json");
-    let json = std::fs::read_to_string(&json_path).map_err(|e| {
+    let json = jetproof_results::read_result_json(&json_path).map_err(|e| {
         CliError::bad_input(anyhow::anyhow!(
-            "{}: not a results directory (no readable result.json: {e})",
+            "{}: not a results directory (result.json {e}); give a directory jetproof wrote \
+             its results into",
             dir.display()
         ))
     })?;
-    let samples = std::fs::read_to_string(dir.join("samples.csv")).ok();
+    let samples_path = dir.join("samples.csv");
+    let samples = jetproof_results::read_samples_csv(&samples_path).map_err(|e| {
+        CliError::bad_input(anyhow::anyhow!(
+            "{}: {e}; samples.csv is the file jetproof writes beside result.json, remove what \
+             is there instead",
+            samples_path.display()
+        ))
+    })?;
     jetproof_results::html::report_from_json(&json, samples.as_deref()).map_err(|e| {
         CliError::bad_input(anyhow::anyhow!(
             "{}: not a jetproof result: {e}",

@@ -244,7 +244,9 @@ fn point_error(e: RunError, s: &SeriesPlan, threads: u32) -> CliError {
 }
 
 fn read_json(path: &Path) -> anyhow::Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let text = jetproof_results::read_result_json(path)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("read {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
 }
 
