@@ -134,8 +134,8 @@ pub fn group_by_test(paths: &[PathBuf]) -> Result<Vec<(TestKind, Vec<PathBuf>)>,
     }
     let mut groups: Vec<(TestKind, Vec<PathBuf>)> = Vec::new();
     for path in paths {
-        let file =
-            std::fs::File::open(path).map_err(|e| refuse(path, format!("cannot read: {e}")))?;
+        let file = jetproof_io::input::open_regular(path, crate::MAX_RESULT_JSON_BYTES)
+            .map_err(|e| refuse(path, e.to_string()))?;
         let peek: Peek = serde_json::from_reader(std::io::BufReader::new(file))
             .map_err(|e| refuse(path, format!("not a result.json: {e}")))?;
         match groups.iter_mut().find(|(t, _)| *t == peek.test) {

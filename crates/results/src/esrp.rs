@@ -218,7 +218,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         #[serde(default)]
         instances: Vec<serde::de::IgnoredAny>,
     }
-    let head = std::fs::File::open(path)
+    let head = jetproof_io::input::open_regular(path, crate::MAX_RESULT_JSON_BYTES)
         .ok()
         .and_then(|f| serde_json::from_reader::<_, Head>(std::io::BufReader::new(f)).ok())
         .filter(|h| h.schema_version == crate::SCHEMA_VERSION);

@@ -59,7 +59,8 @@ pub fn read_results(results_dir: &Path) -> Result<Vec<ResultFile>, String> {
     paths
         .into_iter()
         .map(|path| {
-            let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = jetproof_io::input::read_bytes(&path, crate::MAX_RESULT_JSON_BYTES)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             let value = serde_json::from_slice(&text)
                 .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
             Ok(ResultFile { path, value })

@@ -164,8 +164,8 @@ fn verify(
     results_dir: &Path,
     plan: Option<&serde_json::Value>,
 ) -> Result<Outcome, CliError> {
-    let text = std::fs::read_to_string(md)
-        .map_err(|e| bad(format!("--verify {}: cannot read it: {e}", md.display())))?;
+    let text = jetproof_io::input::read_text(md, MAX_SOLUTION_BYTES)
+        .map_err(|e| bad(format!("--verify {}: {e}", md.display())))?;
     let results = jetproof_results::esrp_check::read_results(results_dir).map_err(bad)?;
     let checked = jetproof_results::esrp_check::check(&text, &results, plan);
     for problem in &checked.problems {
