@@ -20,6 +20,8 @@ pub struct LiveSample {
     pub read_limit_ms: f64,
     pub log_limit_ms: f64,
     pub stalls_per_sec: f64,
+    /// Database page fault stalls of the window so far, all instances together.
+    pub page_fault_stalls: u64,
     /// The verdict's latency rules on what was measured so far: every instance's average up to
     /// now within the average thresholds, no interval average above the maxima. (The target is
     /// judged on the whole window, at the end.)
@@ -84,6 +86,23 @@ pub trait LiveView: Sync {
     /// pass, a backup, log generation and replay, init): called often (every poll, every few
     /// MB); a plain view keeps one line per sample interval, and every `milestone`.
     fn status(&self, _status: &PhaseStatus) {}
+    /// The measured window begins: each instance's live counters (a scraper of `--metrics-listen`
+    /// reads them when it asks, not once per sample) and the thresholds it is judged against.
+    fn window_started(&self, _window: &LiveWindow) {}
+    /// The measured window is over: what the instances do after it is not the test's.
+    fn window_ended(&self) {}
+}
+
+/// What a live view is told when the measured window begins ([`LiveView::window_started`]).
+pub struct LiveWindow {
+    /// The instances' live counters, in the job's order.
+    pub instances: Vec<std::sync::Arc<jetproof_io::meter::InstanceStats>>,
+    /// The thresholds of the verdict.
+    pub limits: jetproof_results::verdict::Limits,
+    /// The transactional IOPS target of all instances together, when the test is paced.
+    pub target_iops: Option<f64>,
+    /// The window's length.
+    pub duration_s: f64,
 }
 
 /// Where a phase outside the measured window stands (`docs/report.md`, "Live view").

@@ -52,6 +52,11 @@ pub struct Args {
     /// sample interval on a pipe (every test, and the init a run starts).
     #[arg(long)]
     pub quiet: bool,
+    /// Performance and stress: serve the test's live figures to Prometheus at
+    /// `http://ADDR:PORT/metrics` while it runs (docs/metrics.md); a bare PORT listens on
+    /// loopback only, another address is your choice to expose them.
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics_listen: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -106,6 +111,11 @@ fn run_test(mut args: Args, test: TestType) -> Result<Outcome, CliError> {
     }
     if args.log_files.is_some() && args.test() != TestType::SoftRecovery {
         crate::common::refuse_flags(&command, &["--log-files"])?;
+    }
+    if args.metrics_listen.is_some()
+        && !matches!(args.test, TestType::Performance | TestType::Stress)
+    {
+        crate::common::refuse_flags(&command, &["--metrics-listen"])?;
     }
     args.many.apply()?;
     if args.cache_max.is_some() && args.test() == TestType::Backup {
@@ -270,6 +280,12 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         TestKind::Performance
     };
     jetproof_procedures::performance::check_job(job).map_err(run_error)?;
+    // Bound before any I/O: a bad address or a port in use is bad input, nothing done.
+    let metrics = args
+        .metrics_listen
+        .as_deref()
+        .map(crate::metrics::MetricsServer::bind)
+        .transpose()?;
     let selected = select_backend(job)?;
     let from_init = if jetproof_procedures::performance::databases_exist(job) {
         warn_db_size(args);
@@ -303,12 +319,16 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
         test.name(),
         job.run.sample_interval.as_duration(),
     );
+    let watch = crate::metrics::Watch {
+        live: &live,
+        metrics: metrics.as_ref(),
+    };
     let options = RunOptions {
         backend: selected.backend.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
         start_at: args.many.start_at,
-        live: Some(&live),
+        live: Some(&watch),
     };
     let checksum_after = if stress {
         job.run.checksum_after_stress

@@ -53,7 +53,7 @@ pub struct Args {
     pub sets: Vec<SetSpec>,
     /// Overlay finished sweeps (their folders) in one report, with the difference at each
     /// point from the first; written to --out.
-    #[arg(long, value_name = "DIR", num_args = 2.., conflicts_with_all = ["threads", "find_max", "sets", "duration"])]
+    #[arg(long, value_name = "DIR", num_args = 2.., conflicts_with_all = ["threads", "find_max", "sets", "duration", "metrics_listen"])]
     pub compare: Vec<PathBuf>,
     /// Directory holding the databases (overrides storage.data_dir).
     #[arg(long, value_name = "DIR")]
@@ -71,6 +71,10 @@ pub struct Args {
     /// No live view on stderr while a point measures.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve the points' live figures to Prometheus at `http://ADDR:PORT/metrics` while the
+    /// sweep runs (docs/metrics.md); a bare PORT listens on loopback only.
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics_listen: Option<String>,
 }
 
 fn parse_io_engine(text: &str) -> Result<IoEngine, String> {
@@ -107,6 +111,12 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         }
         backends.push(select_backend(&s.job)?);
     }
+    // Bound before any I/O: a bad address or a port in use is bad input, nothing done.
+    let metrics = args
+        .metrics_listen
+        .as_deref()
+        .map(crate::metrics::MetricsServer::bind)
+        .transpose()?;
     // The databases must be there: a sweep measures them, it does not make them.
     jetproof_procedures::performance::preflight(&sweep::with_threads(&base, threads.values[0]))
         .map_err(run_error)?;
@@ -181,12 +191,16 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             &format!("sweep, {t} thread(s)"),
             job.run.sample_interval.as_duration(),
         );
+        let watch = crate::metrics::Watch {
+            live: &live,
+            metrics: metrics.as_ref(),
+        };
         let options = RunOptions {
             backend: selected.backend.clone(),
             stop: &stop,
             seed: 0x6a70_7275_6e00_0001,
             start_at: None,
-            live: Some(&live),
+            live: Some(&watch),
         };
         let result =
             jetproof_procedures::performance::performance(&job, false, &point_out, &log, &options);

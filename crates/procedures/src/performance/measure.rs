@@ -77,7 +77,16 @@ pub(super) fn measure(
         .iter()
         .map(|a| a.database.database().space_stats())
         .collect();
+    let stalls_base = stalls_seen;
     let mut stalls_per_sec = Vec::new();
+    if let Some(live) = options.live {
+        live.window_started(&crate::live::LiveWindow {
+            instances: attached.iter().map(|a| a.stats.clone()).collect(),
+            limits: *limits,
+            target_iops: per_instance_target.map(|t| t * attached.len() as f64),
+            duration_s: duration.as_secs_f64(),
+        });
+    }
     let window_started = Instant::now();
     let window_start = SystemTime::now();
     // The process's CPU time over the window alone (warm-up and shut-down excluded): every
@@ -224,6 +233,7 @@ pub(super) fn measure(
                     read_limit_ms: limits.db_read_avg_ms,
                     log_limit_ms: limits.log_write_avg_ms,
                     stalls_per_sec: stalls_per_sec.last().copied().unwrap_or(0.0),
+                    page_fault_stalls: stalls_seen.saturating_sub(stalls_base),
                     passing: true,
                 };
                 for (index, delta) in sample.instances.iter().enumerate() {
@@ -281,6 +291,9 @@ pub(super) fn measure(
         std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
     }
     let window_span = window_started.elapsed();
+    if let Some(live) = options.live {
+        live.window_ended();
+    }
     let device_view = devices.finish();
     let window = window_span.as_secs_f64();
     let window_end = window_start + window_span;
