@@ -416,3 +416,47 @@ impl LiveView for Watch<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jetproof_io::hist::LatencyHistogram;
+
+    #[test]
+    fn a_bare_port_is_loopback_and_an_address_is_taken_as_given() {
+        let parsed = |text: &str| parse_listen(text).ok().map(|a| a.to_string());
+        assert_eq!(parsed("9464").as_deref(), Some("127.0.0.1:9464"));
+        assert_eq!(parsed("0.0.0.0:9464").as_deref(), Some("0.0.0.0:9464"));
+        assert_eq!(parsed("[::1]:9464").as_deref(), Some("[::1]:9464"));
+        for bad in ["", "port", "70000", "1.2.3.4", "1.2.3.4:99999"] {
+            assert!(parsed(bad).is_none(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_ladder_puts_each_io_in_its_bucket_and_the_rest_above_ten_seconds() {
+        // 50 µs and 100 µs at or below the first bound, 150 µs in the second, 3 ms in 0.005,
+        // 20 s past the last bound.
+        let latency =
+            LatencyHistogram::from_values([50_000, 100_000, 150_000, 3_000_000, 20_000_000_000]);
+        let snap = ClassSnapshot {
+            count: latency.count,
+            latency,
+            ..ClassSnapshot::default()
+        };
+        let buckets = ladder(&snap);
+        assert_eq!(buckets.len(), LATENCY_BUCKETS_S.len() + 1);
+        let at = |bound: f64| {
+            buckets
+                .iter()
+                .find(|(b, _)| *b == bound)
+                .map(|(_, c)| *c)
+                .unwrap_or(u64::MAX)
+        };
+        assert_eq!(at(0.0001), 2);
+        assert_eq!(at(0.0002), 1);
+        assert_eq!(at(0.005), 1);
+        assert_eq!(at(f64::INFINITY), 1);
+        assert_eq!(buckets.iter().map(|(_, c)| c).sum::<u64>(), 5);
+    }
+}
