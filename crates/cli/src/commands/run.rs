@@ -112,9 +112,7 @@ fn run_test(mut args: Args, test: TestType) -> Result<Outcome, CliError> {
     if args.log_files.is_some() && args.test() != TestType::SoftRecovery {
         crate::common::refuse_flags(&command, &["--log-files"])?;
     }
-    if args.metrics_listen.is_some()
-        && !matches!(args.test, TestType::Performance | TestType::Stress)
-    {
+    if args.metrics_listen.is_some() && !matches!(test, TestType::Performance | TestType::Stress) {
         crate::common::refuse_flags(&command, &["--metrics-listen"])?;
     }
     args.many.apply()?;
