@@ -2,7 +2,8 @@
 //! maps its outcome to an exit code. No test logic lives here.
 //!
 //! Exit codes (`README.md`): 0 pass, 1 the verdict is fail, 2 bad input (nothing was done),
-//! 3 a runtime error such as an I/O error, with the reason on stderr.
+//! 3 a runtime error such as an I/O error, with the reason on stderr, 4 a panic (a bug) stopped
+//! every thread (`panics`).
 
 /// `println!` that never panics: a standard output that cannot be written (a closed pipe, a
 /// terminal gone after SIGHUP, a full disk) is said once on stderr ([`common::write_out`]).
@@ -36,6 +37,7 @@ mod commands;
 mod common;
 mod live;
 mod metrics;
+mod panics;
 mod progress;
 mod signals;
 
@@ -114,6 +116,7 @@ enum Command {
 }
 
 fn main() {
+    panics::install();
     let cli = Cli::parse();
     // Hundreds of sessions need more descriptors than the usual soft limit of 1024 (an io_uring
     // per session reading at once, per file): take what the hard limit allows, as fio does.

@@ -16,6 +16,7 @@
 pub mod buf;
 pub mod bytes;
 pub mod class;
+pub mod clock;
 pub mod crc;
 pub mod error;
 pub mod fault;

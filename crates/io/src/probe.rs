@@ -555,7 +555,7 @@ fn run_uring(
         }
     }
     let (reads, writes) = (stats.class(IoClass::DbRead), stats.class(IoClass::DbWrite));
-    let deadline = Instant::now() + spec.duration;
+    let deadline = crate::clock::later(Instant::now(), spec.duration);
     let push = |queue: &mut crate::uring::UringQueue,
                 chooser: &mut Chooser,
                 slot: usize,
@@ -639,7 +639,7 @@ fn run_threads(
     chooser: impl Fn(u64) -> Chooser,
 ) -> Result<(), ProbeError> {
     let metered = MeteredFile::wrap(file.clone(), stats.clone());
-    let deadline = Instant::now() + spec.duration;
+    let deadline = crate::clock::later(Instant::now(), spec.duration);
     let failed = AtomicBool::new(false);
     let results: Vec<Result<(), IoError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..spec.queue_depth as u64)

@@ -453,6 +453,14 @@ pub const MAX_STALLS_PER_SEC: f64 = 1_000_000.0;
 /// The largest job file read: a job of a thousand instances is well under it.
 pub const MAX_JOB_FILE_BYTES: u64 = 4 << 20;
 
+/// The longest duration a job may give (a year): a test window, a stress window or a sample
+/// interval beyond it is a mistake, and every clock sum on it stays far from overflow.
+pub const MAX_SPAN: Span = Span(std::time::Duration::from_secs(366 * 24 * 3600));
+
+/// The largest size a job may give (1 PiB): no database, cache or log file is larger, and every
+/// sum and product of sizes in a run stays far from `u64::MAX`.
+pub const MAX_BYTE_SIZE: ByteSize = ByteSize(1 << 50);
+
 /// The page sizes the engine supports.
 pub const PAGE_SIZES: [u64; 4] = [4096, 8192, 16384, 32768];
 
@@ -588,6 +596,7 @@ impl Job {
 
     /// Checks every value. Called by `parse`; call it again after applying overrides.
     pub fn validate(&self) -> Result<(), JobError> {
+        self.check_bounds()?;
         let s = &self.simulation;
         let iops = s.iops_per_mailbox;
         if !(iops == 0.0 || (MIN_IOPS_PER_MAILBOX..=MAX_IOPS_PER_MAILBOX).contains(&iops)) {
@@ -967,6 +976,59 @@ fn shown(value: f64) -> String {
         format!("{value}")
     } else {
         format!("{value:e}")
+    }
+}
+
+impl Job {
+    /// Every duration at most [`MAX_SPAN`] and every size at most [`MAX_BYTE_SIZE`], checked
+    /// first, so that no later check or clock sum works on a value near overflow (issue 34:
+    /// `sample_interval = "18446744073709551615s"` panicked `run`).
+    fn check_bounds(&self) -> Result<(), JobError> {
+        for (field, span) in [
+            ("run.duration", self.run.duration),
+            ("run.stress_duration", self.run.stress_duration),
+            ("run.sample_interval", self.run.sample_interval),
+        ] {
+            if span > MAX_SPAN {
+                return Err(invalid(
+                    field,
+                    format!("is {span}"),
+                    format!("give at most {MAX_SPAN} (a year)"),
+                ));
+            }
+        }
+        let sizes = [
+            (
+                "simulation.mailbox_size",
+                Some(self.simulation.mailbox_size),
+            ),
+            ("storage.db_size", self.storage.db_size),
+            ("storage.page_size", Some(self.storage.page_size)),
+            ("workload.record_size", Some(self.workload.record_size)),
+            (
+                "workload.maintenance_read_size",
+                Some(self.workload.maintenance_read_size),
+            ),
+            ("workload.dedup_unit", Some(self.workload.dedup_unit)),
+            ("cache.min_size", Some(self.cache.min_size)),
+            ("cache.max_size", Some(self.cache.max_size)),
+            ("cache.checkpoint_depth", self.cache.checkpoint_depth),
+            ("log.file_size", Some(self.log.file_size)),
+            ("log.buffer_size", Some(self.log.buffer_size)),
+            ("log.sector_size", Some(self.log.sector_size)),
+        ];
+        for (field, size) in sizes {
+            if let Some(size) = size
+                && size > MAX_BYTE_SIZE
+            {
+                return Err(invalid(
+                    field,
+                    format!("is {} bytes", size.bytes()),
+                    format!("give at most {MAX_BYTE_SIZE}"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

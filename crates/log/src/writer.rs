@@ -1513,7 +1513,7 @@ fn background_flusher(inner: &Inner) {
     // The lazy timer runs from the last write or capacity wake-up, as before; a wake-up only to
     // prepare the spare does not restart it, so a lazy commit is still written within the
     // interval.
-    let mut deadline = std::time::Instant::now() + interval;
+    let mut deadline = jetproof_io::clock::later(std::time::Instant::now(), interval);
     loop {
         {
             let mut state = inner.state.lock();
@@ -1538,7 +1538,7 @@ fn background_flusher(inner: &Inner) {
                 return;
             }
             if woken || timer_due {
-                deadline = std::time::Instant::now() + interval;
+                deadline = jetproof_io::clock::later(std::time::Instant::now(), interval);
                 let pending = unwritten_bytes(&state) > 0;
                 if !state.flushing && (pending || state.rollover_requested) {
                     // A failure poisons the log; the waiting sessions see it.

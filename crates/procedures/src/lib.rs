@@ -25,3 +25,4 @@ pub mod start;
 pub mod store;
 pub mod sweep;
 pub mod target;
+pub mod test_hooks;

@@ -691,7 +691,7 @@ pub fn replay(
             .iter()
             .map(|(_, stats, _)| ReplaySampler::new(stats.clone(), started))
             .collect();
-        let mut next_sample = started + interval;
+        let mut next_sample = jetproof_io::clock::later(started, interval);
         let mut next_status = started;
         loop {
             while let Ok(index) = ends.try_recv() {
@@ -712,7 +712,7 @@ pub fn replay(
                     sampler.sample(started);
                 }
                 while next_sample <= now {
-                    next_sample += interval;
+                    next_sample = jetproof_io::clock::later(next_sample, interval);
                 }
             }
             if let Some(live) = live

@@ -62,6 +62,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    if args.duration > jetproof_job::MAX_SPAN {
+        return Err(CliError::bad_input(anyhow::anyhow!(
+            "--duration {}: give at most {} (a year)",
+            args.duration,
+            jetproof_job::MAX_SPAN
+        )));
+    }
     let spec = ProbeSpec {
         path: args.path,
         block_size: args.block_size.bytes(),

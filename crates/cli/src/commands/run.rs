@@ -1,7 +1,8 @@
 //! `jetproof run [JOB] --test performance|stress|backup|soft-recovery`: the Jetstress test types.
 //!
 //! Exit codes: 0 pass; 1 the verdict failed (reasons printed); 2 bad input; 3 a storage error
-//! stopped an instance (for soft recovery: its log generation or its replay).
+//! stopped an instance (for soft recovery: its log generation or its replay); 4 a panic stopped
+//! every thread, `result.json` says so (`crate::panics`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -222,6 +223,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
     crate::common::warn_memory(job);
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Recovery).map_err(CliError::bad_input)?;
+    crate::panics::write_failed_result(&out, TestKind::Recovery, job);
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
@@ -295,6 +297,7 @@ fn performance(job: &jetproof_job::Job, args: &Args, stress: bool) -> Result<Out
     jetproof_procedures::performance::preflight(job).map_err(run_error)?;
     crate::common::warn_memory(job);
     let out = OutDir::prepare(args.out.as_deref(), test).map_err(CliError::bad_input)?;
+    crate::panics::write_failed_result(&out, test, job);
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
@@ -387,6 +390,7 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
     let selected = select_backend(job)?;
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Backup).map_err(CliError::bad_input)?;
+    crate::panics::write_failed_result(&out, TestKind::Backup, job);
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;

@@ -93,7 +93,7 @@ pub(super) fn measure(
     // thread's, sessions, flushers, log writers, maintenance and this one.
     let cpu_started = jetproof_io::sample::process_cpu_time();
     let interval = job.run.sample_interval.as_duration();
-    let mut next_sample = window_started + interval;
+    let mut next_sample = jetproof_io::clock::later(window_started, interval);
     let mut interval_max: BTreeMap<(usize, IoClass), f64> = BTreeMap::new();
     // The live view's running averages: (sum of latency × count, count) per instance and class.
     let mut live_sums: BTreeMap<(usize, IoClass), (f64, u64)> = BTreeMap::new();
@@ -185,6 +185,7 @@ pub(super) fn measure(
                 );
             }
             let _ = samples.flush();
+            crate::test_hooks::panic_point("main");
             for (index, delta) in sample.instances.iter().enumerate() {
                 for (class, snap) in &delta.classes {
                     if snap.count == 0 {
@@ -281,7 +282,7 @@ pub(super) fn measure(
                 ) && stalls_average <= limits.page_fault_stalls_per_sec;
                 live.sample(&figures);
             }
-            next_sample += interval;
+            next_sample = jetproof_io::clock::later(next_sample, interval);
         }
         if elapsed >= duration {
             break;

@@ -97,8 +97,13 @@ pub(super) fn with_sessions<T>(
                     .wrapping_add((index as u64) << 32)
                     .wrapping_add(u64::from(session));
                 scope.spawn(move || {
-                    let stopped =
-                        || stop.load(Ordering::Relaxed) || a.failed.load(Ordering::Relaxed);
+                    let born = std::time::Instant::now();
+                    let stopped = || {
+                        if born.elapsed() > std::time::Duration::from_secs(1) {
+                            crate::test_hooks::panic_point("session");
+                        }
+                        stop.load(Ordering::Relaxed) || a.failed.load(Ordering::Relaxed)
+                    };
                     if let Err(error) = run_session(&a.load, seed, &stopped) {
                         a.failed.store(true, Ordering::Relaxed);
                         a.error.set_once(error.to_string());

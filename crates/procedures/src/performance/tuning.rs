@@ -139,7 +139,7 @@ fn trial(
     options: &RunOptions<'_>,
 ) -> Option<Measurement> {
     let wait = |span: Duration| {
-        let until = Instant::now() + span;
+        let until = jetproof_io::clock::later(Instant::now(), span);
         loop {
             if options.stop.load(Ordering::Relaxed)
                 || options.start_at.is_some_and(crate::start::reached)
