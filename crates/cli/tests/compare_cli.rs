@@ -103,6 +103,25 @@ fn compare_and_report_never_write_over_or_through_what_jetproof_did_not_make() {
             "precious"
         );
     }
+    // --out a symbolic link to a directory: refused by every writer as links are (issue 34),
+    // nothing written where it points.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("dir");
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("linked")).expect("link");
+    for args in [
+        &["report", "a", "--out", "linked"][..],
+        &["compare", "a", "a", "--out", "linked"][..],
+    ] {
+        let out = jetproof(dir.path()).args(args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("is a symbolic link"), "{args:?}: {stderr}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).expect("list").count(),
+            0,
+            "{args:?}: nothing written through the link"
+        );
+    }
     // A link at report.html in the results directory itself: refused, its target untouched.
     let precious = dir.path().join("precious.txt");
     std::fs::write(&precious, "keep").expect("precious");

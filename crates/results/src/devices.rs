@@ -287,6 +287,19 @@ mod tests {
         let md = crate::report::markdown(&busy);
         assert!(md.contains("## Device\n"), "{md}");
         assert!(md.contains("## Device Notes\n"), "{md}");
+        // The terminal summary keeps its 100 columns: the notes are wrapped (issue 34: 165).
+        let text = crate::report::text(&busy);
+        assert!(text.contains("Device Notes"), "{text}");
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains("95% busy"), "{text}");
+        assert!(words.contains("not jetproof's"), "{text}");
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
     }
 
     #[test]

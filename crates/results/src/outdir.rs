@@ -33,6 +33,10 @@ pub enum OutDirError {
         "--out {path}: {entry:?} there is a symbolic link, which jetproof never writes through; choose an empty or new directory"
     )]
     Link { path: PathBuf, entry: String },
+    #[error(
+        "--out {path}: is a symbolic link, which jetproof never writes through; give the directory it points to, or an empty or new directory"
+    )]
+    IsLink { path: PathBuf },
     #[error("--out {path}: exists and is not a directory; choose a directory path")]
     NotADirectory { path: PathBuf },
     #[error("--out {path}: cannot create the results directory: {source}")]
@@ -71,6 +75,13 @@ impl OutDir {
             Some(p) => p.to_path_buf(),
             None => Self::default_path(test),
         };
+        // The directory itself a link: refused as a link at a result file's name is (issue 34).
+        if path
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            return Err(OutDirError::IsLink { path });
+        }
         if path.exists() {
             if !path.is_dir() {
                 return Err(OutDirError::NotADirectory { path });

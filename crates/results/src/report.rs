@@ -145,6 +145,26 @@ impl Table {
     }
 }
 
+/// `text` in lines of at most `width` characters, broken at spaces (a word longer than
+/// `width` gets a line of its own).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// The terminal's width budget: the final summary fits a 100-column terminal.
 const TERMINAL_COLUMNS: usize = 100;
 
@@ -759,7 +779,18 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
         sections.push(("Device", t));
         if !devices.notes.is_empty() {
             let mut t = Table::new(&["Note"]);
-            devices.notes.into_iter().for_each(|note| t.row(vec![note]));
+            for note in devices.notes {
+                match detail {
+                    // A note is a sentence of 150 columns or more: the terminal gets it
+                    // wrapped, each line a row, so the summary keeps to its 100 columns.
+                    Detail::Terminal => {
+                        for line in wrap(&note, TERMINAL_COLUMNS - 4) {
+                            t.row(vec![line]);
+                        }
+                    }
+                    Detail::Report => t.row(vec![note]),
+                }
+            }
             sections.push(("Device Notes", t));
         }
     }
