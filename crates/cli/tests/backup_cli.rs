@@ -226,3 +226,174 @@ fn a_backup_copy_holds_a_correctable_page_as_on_disk_and_reports_it() {
         .assert()
         .code(1);
 }
+
+/// Whether a copy under its final name in `to` is whole: for each database, either no file
+/// under the copy's name, or one equal to the source; returns how many are missing.
+fn copies_missing_or_whole(dir: &Path, to: &Path) -> usize {
+    let mut missing = 0;
+    for n in 1..=2 {
+        let copy = to.join(format!("db{n}.jpdb"));
+        if copy.exists() {
+            assert!(
+                std::fs::read(&copy).expect("copy") == std::fs::read(database(dir, n)).expect("db"),
+                "{} is under its name but is not the whole database",
+                copy.display()
+            );
+        } else {
+            missing += 1;
+        }
+    }
+    missing
+}
+
+/// A tmpfs of `size` mounted at `at` for the test's life (CI runs as root).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).expect("mount point");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_backup_to_a_full_target_leaves_no_copy_under_its_name_and_writes_result_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = initialised(dir.path());
+    // Room for one 8 MiB copy and not two.
+    let to = dir.path().join("small");
+    let _mount = Tmpfs::mount(&to, "12m");
+    let output = jetproof(dir.path())
+        .args([
+            "run",
+            &job,
+            "--test",
+            "backup",
+            "--to",
+            to.to_str().expect("utf-8"),
+            "--out",
+            "b",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // A storage error: exit 3, after result.json was written.
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let r = result(&dir.path().join("b/result.json"));
+    assert_eq!(r["verdict"], "fail", "{r}");
+    let reasons = r["reasons"].to_string();
+    assert!(
+        reasons.contains("the backup stopped") && reasons.contains("No space left on device"),
+        "{reasons}"
+    );
+    let errors: Vec<_> = r["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .filter(|i| i["backup"]["error"].is_string())
+        .collect();
+    assert!(!errors.is_empty(), "{r}");
+    for failed in &errors {
+        assert!(failed["backup"]["copy_path"].is_null(), "{failed}");
+    }
+    assert!(copies_missing_or_whole(dir.path(), &to) >= 1);
+    let partials: Vec<_> = std::fs::read_dir(&to)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(partials.is_empty(), "unfinished copies left: {partials:?}");
+}
+
+#[test]
+fn a_backup_killed_mid_copy_leaves_no_copy_under_its_name_and_the_next_one_finishes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Larger databases read in small pieces: the copy lasts long enough to be killed.
+    let path = small_job(dir.path(), "2s", "");
+    let text = std::fs::read_to_string(&path)
+        .expect("job")
+        .replace("db_size = \"8MiB\"", "db_size = \"48MiB\"")
+        .replace(
+            "record_size = \"1KiB\"",
+            "record_size = \"1KiB\"\nmaintenance_read_size = \"64KiB\"",
+        );
+    std::fs::write(&path, text).expect("job");
+    let job = path.to_str().expect("utf-8").to_string();
+    jetproof(dir.path())
+        .args(["init", &job, "--out", "i"])
+        .assert()
+        .success();
+    let to = dir.path().join("copies");
+    let partial = to.join("db1.jpdb.partial");
+    let mut child = common::spawn_jetproof(
+        dir.path(),
+        &[
+            "run", &job, "--test", "backup", "--to", "copies", "--out", "b", "--quiet",
+        ],
+        false,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !partial.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never started"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert!(
+        partial.exists(),
+        "killed mid-copy, the unfinished copy keeps its .partial name"
+    );
+    assert!(
+        copies_missing_or_whole(dir.path(), &to) >= 1,
+        "db1 was killed mid-copy and must have no copy under its name"
+    );
+    // The next backup to that directory writes over the unfinished copy and finishes.
+    jetproof(dir.path())
+        .args([
+            "run", &job, "--test", "backup", "--to", "copies", "--out", "b2",
+        ])
+        .assert()
+        .success();
+    assert_eq!(copies_missing_or_whole(dir.path(), &to), 0);
+    assert!(!partial.exists());
+    let r = result(&dir.path().join("b2/result.json"));
+    assert_eq!(r["verdict"], "pass", "{r}");
+}
+
+#[test]
+fn a_partial_name_holding_a_file_jetproof_did_not_make_is_refused_and_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = initialised(dir.path());
+    let to = dir.path().join("copies");
+    std::fs::create_dir(&to).expect("mkdir");
+    std::fs::write(to.join(".jetproof"), "marker").expect("marker");
+    std::fs::write(to.join("db1.jpdb.partial"), "someone's notes").expect("foreign file");
+    refused(
+        dir.path(),
+        &job,
+        &to,
+        "not an unfinished copy jetproof made",
+    );
+    assert_eq!(
+        std::fs::read_to_string(to.join("db1.jpdb.partial")).expect("kept"),
+        "someone's notes"
+    );
+}

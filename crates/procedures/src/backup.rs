@@ -25,6 +25,15 @@
 //! backup would write is a database of the job (same device and inode, so hard links and
 //! symlinked directories are caught); when such a file exists and is not a copy jetproof made
 //! (or is a symlink); and when two instances would write the same file.
+//!
+//! **A copy under its name is always finished.** Each copy is written as `NAME.partial` beside
+//! its final name (an earlier copy of that name is removed first), synced, read back (its
+//! CRC-32C must be the one of the bytes read from the database) and only then renamed to
+//! `NAME`, the directory synced. A backup that fails (a read or write error, a full target, the
+//! copy read back different) or is stopped removes the partial file and still writes
+//! `result.json`, with the reason (verdict fail; `error` in the database's section). One killed
+//! outright leaves only `NAME.partial`, which the next backup to that directory (marked as
+//! jetproof's) writes over; a `NAME.partial` that is not jetproof's is refused as any file.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -190,6 +199,23 @@ fn check_copy_targets(job: &Job, dir: &Path) -> Result<(), BadInput> {
                 ),
             ));
         }
+        // An unfinished copy an earlier backup left (killed mid-copy) is jetproof's own and is
+        // written over; anything else at that name is kept and refused.
+        let partial = partial_path(&target);
+        if let Ok(meta) = std::fs::symlink_metadata(&partial) {
+            let own = meta.is_file()
+                && dir.join(crate::target::MARKER).is_file()
+                && crate::target::partial_is_ours(&partial, job);
+            if !own {
+                return Err(bad(
+                    "--to",
+                    format!(
+                        "{} exists and is not an unfinished copy jetproof made; jetproof never overwrites it. Give an empty or new directory",
+                        partial.display()
+                    ),
+                ));
+            }
+        }
         planned.push((target, instance.name.clone()));
     }
     Ok(())
@@ -349,7 +375,7 @@ pub fn backup(
         handles
             .into_iter()
             .map(|h| match h.join() {
-                Ok(result) => result,
+                Ok(result) => Ok(result),
                 Err(_) => Err(BackupError::Results("a backup thread panicked".into())),
             })
             .collect()
@@ -364,7 +390,12 @@ pub fn backup(
         let (instance, stats) = (&source.instance, &source.stats);
         let outcome = outcome?;
         read_bytes += outcome.bytes;
-        if outcome.bytes < source.header.file_size_bytes() {
+        if let Some(error) = &outcome.error {
+            reasons.push(format!(
+                "{}: the backup stopped: {error}; no copy is left under its name",
+                instance.name
+            ));
+        } else if outcome.bytes < source.header.file_size_bytes() {
             interrupted = true;
         }
         log.line(format!(
@@ -471,32 +502,54 @@ fn back_up_one(
     options: &BackupOptions<'_>,
     done: &AtomicU64,
     total_bytes: u64,
-) -> Result<DatabaseBackup, BackupError> {
+) -> DatabaseBackup {
     let (instance, file, header) = (&source.instance, source.file.as_ref(), &source.header);
     let page_size = header.page_size as usize;
     let size = header.file_size_bytes();
+    let mut report = DatabaseBackup::default();
+    let started = Instant::now();
+    // The copy is written under `NAME.partial` and gets its name only once it is whole, synced
+    // and read back equal (the module's header): a copy under its name is always finished.
     let copy = match &options.to {
         Some(dir) => {
             let path = copy_path(dir, instance);
-            let file = options
-                .backend
-                .open(&path, &OpenOptions::create().with_direct(direct))?;
-            file.set_size(size)?;
-            Some((path, file))
+            let partial = partial_path(&path);
+            let opened = remove_earlier_copy(&path).and_then(|()| {
+                let target = options
+                    .backend
+                    .open(&partial, &OpenOptions::create().with_direct(direct))?;
+                target.set_size(size)?;
+                Ok(target)
+            });
+            match opened {
+                Ok(target) => Some((path, partial, target)),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    report.error =
+                        Some(format!("cannot start the copy {}: {e}", partial.display()));
+                    return report;
+                }
+            }
         }
         None => None,
     };
     let mut buffer = AlignedBuf::zeroed(read_size);
-    let mut report = DatabaseBackup::default();
-    let started = Instant::now();
     let mut offset = 0u64;
+    let mut read_crc = 0u32;
+    let mut error = None;
     while offset < size {
         if options.stop.load(Ordering::Relaxed) {
             break;
         }
         let length = (size - offset).min(read_size as u64) as usize;
         let chunk = &mut buffer[..length];
-        file.read_at(chunk, offset, IoClass::BackupRead)?;
+        if let Err(e) = file.read_at(chunk, offset, IoClass::BackupRead) {
+            error = Some(format!(
+                "reading {} at byte {offset}: {e}",
+                instance.database_path.display()
+            ));
+            break;
+        }
         // Verified without changing a byte: the copy is what is on disk (the module's header).
         for (index, page) in chunk.chunks_exact(page_size).enumerate() {
             let number = offset / page_size as u64 + index as u64;
@@ -517,19 +570,120 @@ fn back_up_one(
                 PageCheck::Bad => report.bad_pages.push(number),
             }
         }
-        if let Some((_, target)) = &copy {
-            target.write_at(chunk, offset, IoClass::DbWrite)?;
+        if let Some((_, partial, target)) = &copy {
+            read_crc = jetproof_io::crc::crc32c_append(read_crc, chunk);
+            if let Err(e) = target.write_at(chunk, offset, IoClass::DbWrite) {
+                error = Some(format!(
+                    "writing the copy {} at byte {offset}: {e}",
+                    partial.display()
+                ));
+                break;
+            }
         }
         offset += length as u64;
         let so_far = done.fetch_add(length as u64, Ordering::Relaxed) + length as u64;
         (options.progress)(so_far, total_bytes);
     }
-    if let Some((path, target)) = copy {
-        target.sync_data(IoClass::DbWrite)?;
-        report.copy_path = Some(path);
-    }
     report.bytes = offset;
     report.seconds = started.elapsed().as_secs_f64();
     report.mb_per_sec = offset as f64 / 1e6 / report.seconds.max(1e-9);
-    Ok(report)
+    if let Some((path, partial, target)) = copy {
+        // Finished: synced, read back, renamed. Not finished (an error, or stopped): removed.
+        let finished = if error.is_none() && offset == size {
+            finish_copy(
+                target, &partial, &path, size, read_size, direct, read_crc, options,
+            )
+        } else {
+            drop(target);
+            Err(None)
+        };
+        match finished {
+            Ok(()) => report.copy_path = Some(path),
+            Err(why) => {
+                let _ = std::fs::remove_file(&partial);
+                error = error.or(why);
+            }
+        }
+    }
+    report.error = error;
+    report
+}
+
+/// `NAME.partial`: where the copy named `copy` is written until it is finished.
+pub fn partial_path(copy: &Path) -> PathBuf {
+    let mut name = copy.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    copy.with_file_name(name)
+}
+
+/// An earlier copy at `path` (checked to be jetproof's by `preflight`) is removed before the
+/// new one is made, so that a file under the copy's name is always the copy of the last backup
+/// that finished it, never one a failed backup left behind.
+fn remove_earlier_copy(path: &Path) -> Result<(), IoError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IoError::Path {
+            op: "remove the earlier copy",
+            path: path.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Syncs the copy, reads it back (its CRC-32C must be the one of the bytes read from the
+/// database), and renames it to its name, the directory synced after. `Err(reason)` leaves the
+/// partial file for the caller to remove.
+#[allow(clippy::too_many_arguments)]
+fn finish_copy(
+    target: Arc<dyn IoFile>,
+    partial: &Path,
+    path: &Path,
+    size: u64,
+    read_size: usize,
+    direct: bool,
+    read_crc: u32,
+    options: &BackupOptions<'_>,
+) -> Result<(), Option<String>> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        Some(format!("{what} the copy {}: {e}", partial.display()))
+    };
+    target
+        .sync_data(IoClass::DbWrite)
+        .map_err(|e| failed("syncing", &e))?;
+    drop(target);
+    let copy = options
+        .backend
+        .open(partial, &OpenOptions::read_only().with_direct(direct))
+        .map_err(|e| failed("reopening", &e))?;
+    if copy.size().map_err(|e| failed("sizing", &e))? != size {
+        return Err(Some(format!(
+            "the copy {} is not {size} bytes long after it was written",
+            partial.display()
+        )));
+    }
+    let mut buffer = AlignedBuf::zeroed(read_size);
+    let mut copy_crc = 0u32;
+    let mut offset = 0u64;
+    while offset < size {
+        let length = (size - offset).min(read_size as u64) as usize;
+        let chunk = &mut buffer[..length];
+        copy.read_at(chunk, offset, IoClass::BackupRead)
+            .map_err(|e| failed("reading back", &e))?;
+        copy_crc = jetproof_io::crc::crc32c_append(copy_crc, chunk);
+        offset += length as u64;
+    }
+    drop(copy);
+    if copy_crc != read_crc {
+        return Err(Some(format!(
+            "the copy {} read back differs from what was read from the database (CRC-32C {copy_crc:08x}, expected {read_crc:08x})",
+            partial.display()
+        )));
+    }
+    std::fs::rename(partial, path).map_err(|e| failed("renaming", &e))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| failed("syncing the directory of", &e))?;
+    }
+    Ok(())
 }

@@ -237,6 +237,7 @@ impl InstanceFigures {
         match self {
             InstanceFigures::Workload(w) => w.error.as_deref(),
             InstanceFigures::Recovery(r) => r.error.as_deref().or(r.generation_error.as_deref()),
+            InstanceFigures::Backup(b) => b.backup.error.as_deref(),
             _ => None,
         }
     }
@@ -441,7 +442,13 @@ pub struct DatabaseBackup {
     /// Pages newer than the flush map says they were written (the database was shut down
     /// cleanly, so the map holds every write): written behind jetproof's back.
     pub newer_than_flush_map_pages: Vec<u64>,
+    /// The finished copy (`--to`): set only once the copy was written whole, synced, read back
+    /// equal to what was read from the database, and renamed from `NAME.partial` to its name.
     pub copy_path: Option<PathBuf>,
+    /// Why the backup of this database stopped (a read or write error, the copy read back
+    /// different): no copy is left under its name. Absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One instance of a recovery (`jetproof recover`, the soft-recovery test).

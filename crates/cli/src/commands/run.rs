@@ -439,6 +439,16 @@ fn backup(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliError> {
 
     out!("{}", jetproof_results::report::backup_text(&result));
     outln!("Result: {}", out.file("result.json").display());
+    if result
+        .instances
+        .iter()
+        .any(|i| i.figures.storage_error().is_some())
+    {
+        return Err(CliError::runtime(anyhow::anyhow!(
+            "a storage error stopped the backup of a database; see the reasons above and {}",
+            log.path().display()
+        )));
+    }
     Ok(match result.verdict {
         Verdict::Pass => Outcome::Pass,
         Verdict::Fail => Outcome::Fail,
