@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 
@@ -172,4 +174,82 @@ fn bad_job_fields_exit_2_naming_the_field() {
         !dir.path().join("jetproof-data").exists(),
         "nothing created on bad input"
     );
+}
+
+/// `init` whose disk fills up while it fills the databases (another program takes the room
+/// after the checks) fails with exit 3 and still writes `result.json`, verdict fail, with the
+/// reason (issue 34, point 7). CI runs as root, for the tmpfs.
+#[test]
+fn init_that_fails_on_a_full_disk_writes_result_json_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("small");
+    std::fs::create_dir(&data).expect("mount point");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=200m", "tmpfs"])
+        .arg(&data)
+        .status()
+        .expect("mount runs");
+    assert!(
+        mounted.success(),
+        "mounting a tmpfs needs root (CI runs as root)"
+    );
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&data);
+    let path = common::small_job(dir.path(), "2s", "");
+    let text = std::fs::read_to_string(&path)
+        .expect("job")
+        .replace("db_size = \"8MiB\"", "db_size = \"32MiB\"")
+        .replace(
+            "direct_io = false",
+            &format!(
+                "direct_io = false\ndata_dir = {:?}",
+                data.display().to_string()
+            ),
+        );
+    std::fs::write(&path, text).expect("job");
+    let job = path.to_str().expect("utf-8").to_string();
+    let child = common::spawn_jetproof(dir.path(), &["init", &job, "--out", "i", "--quiet"], true);
+    // Once the fill has begun, the rest of the file system is taken.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let started = || {
+        walk(&data)
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with(".partial"))
+    };
+    while !started() {
+        assert!(std::time::Instant::now() < deadline, "the fill never began");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let mut filler = std::fs::File::create(data.join("filler")).expect("filler");
+    let block = vec![0x5au8; 1 << 20];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    let output = child.wait_with_output().expect("init ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let r = common::result(&dir.path().join("i/result.json"));
+    assert_eq!(r["verdict"], "fail", "{r}");
+    assert_eq!(r["test"], "init", "{r}");
+    let reasons = r["reasons"].to_string();
+    assert!(
+        reasons.contains("init failed") && reasons.contains("No space left on device"),
+        "{reasons}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }

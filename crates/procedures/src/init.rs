@@ -263,7 +263,9 @@ fn check_resumable(job: &Job, first: &Instance) -> Result<(), BadInput> {
     Ok(())
 }
 
-/// Creates and fills the job's databases.
+/// Creates and fills the job's databases. One that fails after its checks (a full disk, a
+/// write error, an interrupt) still writes `result.json`: verdict fail, the error as its reason,
+/// as every other test does (issue 34, point 7).
 pub fn init(
     job: &Job,
     out: &OutDir,
@@ -273,6 +275,48 @@ pub fn init(
     preflight(job, &options.permissions)?;
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
+    let outcome = make_and_fill(job, out, log, options, started_at.clone(), started);
+    if let Err(error) = &outcome
+        && !matches!(error, InitError::BadInput(_))
+    {
+        log.line(format!("Init failed: {error}"));
+        let mut result = TestResult {
+            instances: job
+                .instances()
+                .iter()
+                .map(|i| instance_result(i, &InstanceStats::new(i.name.clone()), Duration::ZERO))
+                .collect(),
+            log_file: Some(log.path().to_path_buf()),
+            totals: Totals::Init(InitTotals::default()),
+            io_engine: Some(options.backend.name().to_string()),
+            interrupted: matches!(error, InitError::Interrupted { .. }),
+            ..TestResult::new(
+                TestKind::Init,
+                started_at,
+                started.elapsed().as_secs_f64(),
+                Parameters::of_job(job),
+            )
+        };
+        result.set_reasons(vec![format!("init failed: {error}")]);
+        // The error is what the user must see; a result that cannot be written is said in the
+        // test log beside it.
+        if let Err(e) = out.write_result_and_report(&result) {
+            log.line(format!(
+                "The failed init's result.json cannot be written: {e}"
+            ));
+        }
+    }
+    outcome
+}
+
+fn make_and_fill(
+    job: &Job,
+    out: &OutDir,
+    log: &TestLog,
+    options: &InitOptions<'_>,
+    started_at: String,
+    started: Instant,
+) -> Result<InitSummary, InitError> {
     let instances = job.instances();
     let db_size = job.db_size();
 
