@@ -60,6 +60,18 @@ pub struct JobArgs {
 }
 
 /// Bad input naming `flags`, given to `command`, which does not use them.
+/// A results directory's `samples.csv` (absent: `None`), read by `report` and `compare` alike;
+/// anything that is not one jetproof wrote is bad input naming the file.
+pub fn read_samples(path: &std::path::Path) -> Result<Option<String>, CliError> {
+    jetproof_results::read_samples_csv(path).map_err(|e| {
+        CliError::bad_input(anyhow::anyhow!(
+            "{}: {e}; samples.csv is the file jetproof writes beside result.json, remove what \
+             is there instead",
+            path.display()
+        ))
+    })
+}
+
 pub fn refuse_flags(command: &str, flags: &[&str]) -> Result<(), CliError> {
     if flags.is_empty() {
         return Ok(());

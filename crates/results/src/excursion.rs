@@ -10,6 +10,7 @@
 //! mark to the return within bounds (the end of the excursion's last interval).
 
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -83,8 +84,10 @@ pub fn append_mark(dir: &Path, label: &str) -> Result<MarkLine, MarkError> {
         path: dir.to_path_buf(),
         source,
     };
+    // Never through a symbolic link swapped in after the look above (O_NOFOLLOW).
     let mut file = std::fs::OpenOptions::new()
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(io)?;
     // One write of the whole line: appends of lines this short do not interleave.

@@ -58,13 +58,7 @@ fn load(dir: &Path) -> Result<Loaded, CliError> {
     }
     let result: TestResult = serde_json::from_str(&text).map_err(|e| not("a test result", e))?;
     let samples_path = dir.join("samples.csv");
-    let samples = jetproof_results::read_samples_csv(&samples_path).map_err(|e| {
-        CliError::bad_input(anyhow::anyhow!(
-            "{}: {e}; samples.csv is the file jetproof writes beside result.json, remove what \
-             is there instead",
-            samples_path.display()
-        ))
-    })?;
+    let samples = crate::common::read_samples(&samples_path)?;
     Ok(Loaded::Result(Box::new(result), samples))
 }
 

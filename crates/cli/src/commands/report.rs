@@ -33,13 +33,7 @@ fn render(dir: &Path) -> Result<String, CliError> {
         ))
     })?;
     let samples_path = dir.join("samples.csv");
-    let samples = jetproof_results::read_samples_csv(&samples_path).map_err(|e| {
-        CliError::bad_input(anyhow::anyhow!(
-            "{}: {e}; samples.csv is the file jetproof writes beside result.json, remove what \
-             is there instead",
-            samples_path.display()
-        ))
-    })?;
+    let samples = crate::common::read_samples(&samples_path)?;
     jetproof_results::html::report_from_json(&json, samples.as_deref()).map_err(|e| {
         CliError::bad_input(anyhow::anyhow!(
             "{}: not a jetproof result: {e}",

@@ -3,6 +3,7 @@
 
 use super::*;
 use jetproof_results::excursion::{IntervalFigure, Mark};
+use std::os::unix::fs::OpenOptionsExt as _;
 
 /// The measured window, with the sessions already running: sampling, pacing, and the figures.
 #[allow(clippy::too_many_arguments)]
@@ -101,11 +102,18 @@ pub(super) fn measure(
     let mut interrupted = false;
     // Marks (issue 37): `jetproof mark` appends to this control file; read every interval.
     let marks_path = out.file(jetproof_results::excursion::MARKS_FILE);
-    std::fs::File::create(&marks_path).map_err(|source| IoError::Path {
-        op: "create",
-        path: marks_path.clone(),
-        source,
-    })?;
+    // Made fresh, never through a symbolic link planted at its name (O_NOFOLLOW).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&marks_path)
+        .map_err(|source| IoError::Path {
+            op: "create",
+            path: marks_path.clone(),
+            source,
+        })?;
     let mut marks: Vec<Mark> = Vec::new();
     let mut figures_for_excursions: Vec<IntervalFigure> = Vec::new();
     loop {
@@ -441,8 +449,13 @@ pub(super) fn measure(
 }
 
 /// The marks of `path` not yet in `seen`, appended to it and returned.
+/// The most `marks.jsonl` may hold (a mark is ~100 bytes: some 160,000 marks).
+const MAX_MARKS_BYTES: u64 = 16 << 20;
+
 fn new_marks(path: &Path, window_start: SystemTime, seen: &mut Vec<Mark>) -> Vec<Mark> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // The checked reader: a FIFO or device put in its place never blocks the sampling loop,
+    // and a runaway file is not read whole every interval (issue 34).
+    let text = jetproof_io::input::read_text(path, MAX_MARKS_BYTES).unwrap_or_default();
     let all = jetproof_results::excursion::parse_marks(&text, window_start);
     let fresh: Vec<Mark> = all.into_iter().skip(seen.len()).collect();
     seen.extend(fresh.iter().cloned());
