@@ -140,7 +140,7 @@ impl LatencyHistogram {
         loop {
             match (a.peek(), b.peek()) {
                 (Some(x), Some(y)) if x[0] == y[0] => {
-                    merged.push([x[0], x[1] + y[1]]);
+                    merged.push([x[0], x[1].saturating_add(y[1])]);
                     a.next();
                     b.next();
                 }
@@ -164,8 +164,10 @@ impl LatencyHistogram {
             }
         }
         self.buckets = merged;
-        self.count += other.count;
-        self.sum_ns += other.sum_ns;
+        // Saturating, as the counts above: histograms merged from result.json files read back
+        // (aggregate) may be damaged; wrong figures then, never a panic.
+        self.count = self.count.saturating_add(other.count);
+        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
         self.min_ns = self.min_ns.min(other.min_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
     }
@@ -224,7 +226,9 @@ impl LatencyHistogram {
         let layout = new_hdr();
         let mut seen = 0;
         for &[key, count] in &self.buckets {
-            seen += count;
+            // Saturating: a histogram read back from a damaged result.json may hold counts
+            // whose sum overflows; its figures are then wrong, never a panic (issue 34's fuzzer).
+            seen = u64::saturating_add(seen, count);
             if seen >= rank {
                 return layout
                     .highest_equivalent(key)
@@ -245,7 +249,7 @@ impl LatencyHistogram {
             let mut seen = 0;
             let mut next = 0;
             for &[key, count] in &self.buckets {
-                seen += count;
+                seen = u64::saturating_add(seen, count);
                 while next < quantiles.len() {
                     let rank =
                         ((quantiles[next] * self.count as f64).ceil() as u64).clamp(1, self.count);
@@ -286,8 +290,11 @@ impl LatencyHistogram {
     pub fn is_consistent(&self) -> bool {
         let sorted = self.buckets.windows(2).all(|w| w[0][0] < w[1][0]);
         let non_zero = self.buckets.iter().all(|b| b[1] > 0);
-        let total: u64 = self.buckets.iter().map(|b| b[1]).sum();
-        sorted && non_zero && total == self.count
+        let total = self
+            .buckets
+            .iter()
+            .try_fold(0u64, |sum, b| sum.checked_add(b[1]));
+        sorted && non_zero && total == Some(self.count)
     }
 }
 
@@ -368,6 +375,25 @@ impl ClassSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzzer (seed 1796228569607073045, input 1132): bucket counts read back from a
+    /// damaged result.json that overflow u64 made the quantiles and the consistency check panic.
+    #[test]
+    fn counts_that_overflow_are_inconsistent_and_never_panic() {
+        let h = LatencyHistogram {
+            count: 2,
+            sum_ns: 10,
+            min_ns: 1,
+            max_ns: 1_000,
+            buckets: vec![[1, u64::MAX], [1_000, u64::MAX]],
+        };
+        assert!(!h.is_consistent());
+        assert!(h.value_at_quantile_ns(0.99) >= h.min_ns);
+        let _ = h.summary(0, 1.0);
+        let mut merged = h.clone();
+        merged.merge(&h);
+        assert_eq!(merged.buckets[0][1], u64::MAX);
+    }
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
