@@ -156,7 +156,7 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, CliError> {
 
 /// The test-log lines naming the owner locks held (and those a reader could not take on a
 /// read-only file system).
-pub fn log_owner_lock(log: &TestLog, lock: &jetproof_procedures::lock::OwnerLock) {
+pub fn log_owner_lock(log: &TestLog, lock: &jetproof_storage::lock::OwnerLock) {
     let paths = lock.paths();
     if !paths.is_empty() {
         log.line(format!(
@@ -189,7 +189,7 @@ pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
 /// Says on stderr when the job's caches fit in this machine's memory but not in what is
 /// available now (a job that cannot fit at all is refused by the procedures' checks).
 pub fn warn_memory(job: &Job) {
-    use jetproof_procedures::host::{HostMemory, memory_warning};
+    use jetproof_storage::host::{HostMemory, memory_warning};
     if let Some(warning) = HostMemory::read().and_then(|memory| memory_warning(job, &memory)) {
         errln!("jetproof: {warning}");
     }

@@ -181,6 +181,10 @@ pub struct Workload {
     pub dedup_unit: ByteSize,
 }
 
+/// Most sessions per instance that `threads = "auto"` may start (auto-tune's search stops
+/// there; the host's thread check counts a run of "auto" at this many).
+pub const AUTO_MAX_SESSIONS: u32 = 256;
+
 /// A session count, or automatic tuning.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Threads {

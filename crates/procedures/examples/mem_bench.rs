@@ -15,8 +15,8 @@ use std::sync::atomic::AtomicBool;
 use jetproof_job::Job;
 use jetproof_procedures::init::{InitOptions, NoProgress, init};
 use jetproof_procedures::performance::{RunOptions, performance};
-use jetproof_procedures::target::Permissions;
 use jetproof_results::{OutDir, TestKind, TestLog};
+use jetproof_storage::target::Permissions;
 
 fn main() -> ExitCode {
     let (Ok(job_path), Ok(out_dir)) = (

@@ -24,7 +24,7 @@ pub const MARGIN: f64 = 1.05;
 pub const SATURATION_GAIN: f64 = 1.10;
 
 /// Most sessions per instance the search tries.
-pub const MAX_SESSIONS: u32 = 256;
+pub const MAX_SESSIONS: u32 = jetproof_job::AUTO_MAX_SESSIONS;
 
 /// What one trial measured: the type `result.json` writes (`parameters.autotune.trials[]`).
 pub use jetproof_results::sections::AutotuneTrial as Trial;

@@ -51,7 +51,7 @@ use jetproof_results::{
     io_results,
 };
 
-use crate::target::{BadInput, bad};
+use jetproof_storage::target::{BadInput, bad};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -84,12 +84,12 @@ pub struct BackupOptions<'a> {
 /// Checks the databases and the destination without writing (the destination's probe aside:
 /// a scratch file jetproof creates and removes, to know its file system takes direct I/O).
 pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
-    crate::host::check_existing(job, &job.instances(), false)?;
-    crate::database::require_databases(job, Path::exists)?;
+    jetproof_storage::host::check_existing(job, &job.instances(), false)?;
+    jetproof_storage::database::require_databases(job, Path::exists)?;
     if let Some(dir) = to {
         check_copy_targets(job, dir)?;
-        let (state, entry) = crate::target::dir_state(dir)?;
-        if state == crate::target::DirState::Foreign {
+        let (state, entry) = jetproof_storage::target::dir_state(dir)?;
+        if state == jetproof_storage::target::DirState::Foreign {
             return Err(bad(
                 "--to",
                 format!(
@@ -100,7 +100,7 @@ pub fn preflight(job: &Job, to: Option<&Path>) -> Result<(), BackupError> {
             )
             .into());
         }
-        crate::host::probe_dir(dir, "--to", job.storage.direct_io)?;
+        jetproof_storage::host::probe_dir(dir, "--to", job.storage.direct_io)?;
     }
     Ok(())
 }
@@ -204,8 +204,8 @@ fn check_copy_targets(job: &Job, dir: &Path) -> Result<(), BadInput> {
         let partial = partial_path(&target);
         if let Ok(meta) = std::fs::symlink_metadata(&partial) {
             let own = meta.is_file()
-                && dir.join(crate::target::MARKER).is_file()
-                && crate::target::partial_is_ours(&partial, job);
+                && dir.join(jetproof_storage::target::MARKER).is_file()
+                && jetproof_storage::target::partial_is_ours(&partial, job);
             if !own {
                 return Err(bad(
                     "--to",
@@ -225,7 +225,7 @@ fn check_copy_targets(job: &Job, dir: &Path) -> Result<(), BadInput> {
 /// in a directory marked as jetproof's?
 fn is_own_copy(dir: &Path, file: &Path) -> bool {
     use std::io::Read;
-    if !dir.join(crate::target::MARKER).is_file() {
+    if !dir.join(jetproof_storage::target::MARKER).is_file() {
         return false;
     }
     // Checked before it is opened: a pipe there must not block, a device is not ours.
@@ -236,7 +236,7 @@ fn is_own_copy(dir: &Path, file: &Path) -> bool {
     let Ok(read) = opened.read(&mut head) else {
         return false;
     };
-    crate::database::looks_like_database(&head[..read])
+    jetproof_storage::database::looks_like_database(&head[..read])
 }
 
 pub fn backup(
@@ -317,12 +317,18 @@ pub fn backup(
             }
         };
         problems.extend(
-            crate::database::header_copies(options.backend.as_ref(), &instance.database_path)
-                .behind,
+            jetproof_storage::database::header_copies(
+                options.backend.as_ref(),
+                &instance.database_path,
+            )
+            .behind,
         );
         problems.extend(
-            crate::database::appended_bytes(options.backend.as_ref(), &instance.database_path)
-                .map(|a| format!("{a} (not copied)")),
+            jetproof_storage::database::appended_bytes(
+                options.backend.as_ref(),
+                &instance.database_path,
+            )
+            .map(|a| format!("{a} (not copied)")),
         );
         sources.push(Source {
             instance: instance.clone(),
@@ -334,7 +340,7 @@ pub fn backup(
         });
     }
     if let Some(dir) = &options.to {
-        crate::target::make_own_dir(dir).map_err(|source| IoError::Path {
+        jetproof_storage::target::make_own_dir(dir).map_err(|source| IoError::Path {
             op: "create directory",
             path: dir.clone(),
             source,

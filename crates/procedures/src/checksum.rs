@@ -253,10 +253,10 @@ fn mb_per_sec(bytes: u64, seconds: f64) -> f64 {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChecksumError {
-    /// A database is missing (`crate::database::require_databases`, the check every test
+    /// A database is missing (`jetproof_storage::database::require_databases`, the check every test
     /// makes).
     #[error(transparent)]
-    MissingDatabase(#[from] crate::target::BadInput),
+    MissingDatabase(#[from] jetproof_storage::target::BadInput),
     #[error(
         "{path} (instance {instance}) is a directory, not a database file; check the job's database paths"
     )]
@@ -321,7 +321,7 @@ pub fn preflight(job: &Job, backend: &dyn IoBackend) -> Result<(), ChecksumError
 }
 
 fn check_exist(instances: &[Instance], backend: &dyn IoBackend) -> Result<(), ChecksumError> {
-    crate::database::require_instance_databases(instances, |path| backend.exists(path))?;
+    jetproof_storage::database::require_instance_databases(instances, |path| backend.exists(path))?;
     for instance in instances {
         let path = &instance.database_path;
         if path.is_dir() {
@@ -364,11 +364,11 @@ fn open_targets(
             options.direct_io,
             &stats,
         )?;
-        // A database on a device keeps its flush map in its log directory (`crate::raw`): name
+        // A database on a device keeps its flush map in its log directory (`jetproof_storage::raw`): name
         // the real file.
-        let map_path = if crate::target::is_block_device(&instance.database_path) {
-            crate::raw::real_flush_map(&instance.database_path).unwrap_or_else(|| {
-                crate::raw::flush_map_of(&instance.database_path, &instance.log_path)
+        let map_path = if jetproof_storage::target::is_block_device(&instance.database_path) {
+            jetproof_storage::raw::real_flush_map(&instance.database_path).unwrap_or_else(|| {
+                jetproof_storage::raw::flush_map_of(&instance.database_path, &instance.log_path)
             })
         } else {
             flush_map_path(&instance.database_path)
@@ -406,7 +406,11 @@ fn open_targets(
                 (flush_map, flush_map_finding)
             };
         let appended_bytes = trailing_bytes
-            - growth_leftover_bytes(file.as_ref(), &header, trailing_bytes.min(growth_bytes))?;
+            - jetproof_storage::database::growth_leftover_bytes(
+                file.as_ref(),
+                &header,
+                trailing_bytes.min(growth_bytes),
+            )?;
         targets.push(Target {
             instance: instance.clone(),
             file,
@@ -414,8 +418,11 @@ fn open_targets(
             header,
             trailing_bytes,
             appended_bytes,
-            header_copy_behind: crate::database::header_copies(backend, &instance.database_path)
-                .behind,
+            header_copy_behind: jetproof_storage::database::header_copies(
+                backend,
+                &instance.database_path,
+            )
+            .behind,
             flush_map,
             flush_map_finding,
         });
@@ -468,34 +475,6 @@ pub(crate) fn open_flush_map(
         FlushMapStatus::Unusable(why) => (None, finding("unusable", Some(why), Vec::new())),
     };
     Ok((flush_map, flush_map_finding))
-}
-
-/// How many of the first `bytes` past the header's last page are what an unfinished growth
-/// leaves: whole pages, each formatted (a sealed page at its own position) or still zeros (a
-/// format write the crash cut). The rest of the trailing bytes were appended by something else.
-pub(crate) fn growth_leftover_bytes(
-    file: &dyn IoFile,
-    header: &DbHeader,
-    bytes: u64,
-) -> Result<u64, ChecksumError> {
-    let page_size = u64::from(header.page_size);
-    let whole = bytes / page_size * page_size;
-    if whole == 0 {
-        return Ok(0);
-    }
-    let mut buf = AlignedBuf::zeroed(usize::try_from(whole).unwrap_or(usize::MAX));
-    file.read_at(&mut buf, header.file_size_bytes(), IoClass::ChecksumRead)?;
-    let first = header.page_count;
-    let leftover = buf
-        .chunks_exact(page_size as usize)
-        .enumerate()
-        .take_while(|(i, page)| {
-            let number = u32::try_from(first + *i as u64).unwrap_or(u32::MAX);
-            page.iter().all(|&b| b == 0)
-                || matches!(checksum::verify(page, number), PageCheck::Good)
-        })
-        .count() as u64;
-    Ok(leftover * page_size)
 }
 
 /// Runs the checksum pass over every database of `job`. Never writes.
@@ -663,10 +642,10 @@ fn verify_logs(
     // in memory and are probed instead.
     let listed = if instance.log_path.is_dir() {
         Some(list_generations(&instance.log_path)?)
-    } else if crate::target::is_block_device(&instance.log_path) {
-        // A log region's name table is its listing (`crate::logregion`).
+    } else if jetproof_storage::target::is_block_device(&instance.log_path) {
+        // A log region's name table is its listing (`jetproof_storage::logregion`).
         Some(
-            crate::logregion::list_names(&instance.log_path)?
+            jetproof_storage::logregion::list_names(&instance.log_path)?
                 .iter()
                 .filter_map(|name| jetproof_log::format::parse_generation_file_name(name))
                 .collect(),

@@ -16,7 +16,7 @@
 //! database; the next init removes the leftovers (they are jetproof's own).
 //!
 //! Every check of the targets (foreign files, devices, free space) runs before the first write:
-//! see [`crate::target`].
+//! see [`jetproof_storage::target`].
 //!
 //! **An interrupted init is finished by the next one.** Interrupted, it leaves the databases
 //! it completed in place and the others under their `.partial` names. The next `init` (without
@@ -44,7 +44,7 @@ use jetproof_workload::content::Content;
 use jetproof_workload::keys::FillPlan;
 use rand::{Rng, SeedableRng};
 
-use crate::target::{self, BadInput, PARTIAL_SUFFIX, Permissions};
+use jetproof_storage::target::{self, BadInput, PARTIAL_SUFFIX, Permissions, partial_path};
 
 /// First guess of what a record costs in the file beyond its value (key, node entry, leaf
 /// slack); the fill plan corrects it from the file's real growth.
@@ -140,7 +140,7 @@ impl InitError {
 
 /// The job's database paths that are block devices, and whether any database is a file.
 pub fn interrupted_targets(job: &Job) -> (Vec<PathBuf>, bool) {
-    let devices: Vec<PathBuf> = crate::raw::device_databases(job)
+    let devices: Vec<PathBuf> = jetproof_storage::raw::device_databases(job)
         .into_iter()
         .map(|(device, _)| device)
         .collect();
@@ -194,7 +194,7 @@ pub struct InitOptions<'a> {
 /// job against this host's memory and threads (the whole job, so that a run it cannot make is
 /// refused before the fill), and the directories (writable, taking direct I/O when asked).
 pub fn preflight(job: &Job, permissions: &Permissions) -> Result<(), InitError> {
-    crate::host::check_new_dirs_writable(job)?;
+    jetproof_storage::host::check_new_dirs_writable(job)?;
     target::check_init_targets(job, permissions)?;
     let instances = job.instances();
     if !permissions.recreate && is_resumable(&instances) {
@@ -202,27 +202,19 @@ pub fn preflight(job: &Job, permissions: &Permissions) -> Result<(), InitError> 
             check_resumable(job, instance)?;
         }
     }
-    crate::host::check_job_fits(job)?;
-    crate::host::check_new_targets(job)?;
+    jetproof_storage::host::check_job_fits(job)?;
+    jetproof_storage::host::check_new_targets(job)?;
     Ok(())
 }
 
-/// True when the job's databases are what an interrupted init leaves: some databases exist
-/// (each renamed into place once complete) and some do not.
-pub fn is_resumable(instances: &[Instance]) -> bool {
-    let exists: Vec<bool> = instances
-        .iter()
-        .map(|i| i.database_path.is_file())
-        .collect();
-    exists.iter().any(|e| *e) && exists.iter().any(|e| !*e)
-}
+pub use jetproof_storage::target::is_resumable;
 
 /// Checks that a database a resumed init keeps is one the job would have made: closed cleanly
 /// (init renames it into place only then), of the job's page size, and of the job's size (the
 /// fill ends at most one extent past it).
 fn check_resumable(job: &Job, first: &Instance) -> Result<(), BadInput> {
     let refuse = |why: String| {
-        crate::target::bad(
+        jetproof_storage::target::bad(
             "--recreate",
             format!(
                 "{} exists and other databases of the job do not, as an interrupted init leaves them, but {why}; pass --recreate to make every database anew",
@@ -504,12 +496,6 @@ fn instance_result(
     }
 }
 
-pub(crate) fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
-    name.push(PARTIAL_SUFFIX);
-    PathBuf::from(name)
-}
-
 /// Creates the directories (marked as jetproof's), removes jetproof's own leftovers, and with
 /// `--recreate` the databases jetproof made earlier.
 fn prepare_directories(
@@ -531,13 +517,13 @@ fn prepare_directories(
         for dir in target::instance_dirs(instance) {
             own_dir(&dir)?;
         }
-        // A log on a device is laid out anew (`crate::logregion`): what log was there is gone,
+        // A log on a device is laid out anew (`jetproof_storage::logregion`): what log was there is gone,
         // and the first attach creates the new one in the region.
         if target::is_block_device(&instance.log_path) {
-            crate::logregion::format_for_init(job, instance)?;
+            jetproof_storage::logregion::format_for_init(job, instance)?;
             // A database on a device then keeps its flush map in the data directory.
             if target::is_block_device(&instance.database_path) {
-                own_dir(&crate::raw::flush_map_dir(job, instance))?;
+                own_dir(&jetproof_storage::raw::flush_map_dir(job, instance))?;
             }
         }
         // check_init_targets (run again under the owner lock) made sure each file removed here

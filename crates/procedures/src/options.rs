@@ -13,7 +13,7 @@ use jetproof_io::uring::UringBackend;
 use jetproof_io::{IoBackend, IoError};
 use jetproof_job::{IoEngine, Job};
 
-use crate::target::{BadInput, bad};
+use jetproof_storage::target::{BadInput, bad};
 
 /// The I/O backend of a job (`storage.io_engine`, or `--io-engine`), opened once per command
 /// and handed to the procedure, which opens every database and log file through it.
@@ -77,9 +77,9 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, BadInput> {
             ),
         },
     };
-    // The job's databases on block devices open as files through it (`crate::raw`).
-    // And its logs on block devices open as log regions (`crate::logregion`).
-    let backend = crate::raw::wrap(job, crate::logregion::wrap(job, backend));
+    // The job's databases on block devices open as files through it (`jetproof_storage::raw`).
+    // And its logs on block devices open as log regions (`jetproof_storage::logregion`).
+    let backend = jetproof_storage::raw::wrap(job, jetproof_storage::logregion::wrap(job, backend));
     Ok(SelectedBackend { backend, fallback })
 }
 

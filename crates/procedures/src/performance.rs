@@ -58,12 +58,12 @@ use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::Store;
 
 use crate::autotune::{self, Conclusion, Measurement, Trial};
-use crate::database::require_databases;
 use crate::init::mailboxes_per_database;
 use crate::maintenance::{self, ScanConfig, ScanState};
 use crate::options::{instance_options, keeps_log_files};
 use crate::replication::{self, SenderConfig, SenderState};
-use crate::target::{BadInput, bad};
+use jetproof_storage::database::require_databases;
+use jetproof_storage::target::{BadInput, bad};
 
 mod attach;
 mod measure;
@@ -95,10 +95,10 @@ const CONTROL_SETTLE: Duration = CONTROL_HORIZON;
 /// `run` calls it before initialising missing databases, so a job that cannot run is refused
 /// before anything is written.
 ///
-/// The job must also fit this host (memory, threads: `crate::host::check_job_fits`), read from
+/// The job must also fit this host (memory, threads: `jetproof_storage::host::check_job_fits`), read from
 /// /proc only.
 pub fn check_job(job: &Job) -> Result<(), RunError> {
-    crate::host::check_job_fits(job)?;
+    jetproof_storage::host::check_job_fits(job)?;
     check_cache_below_database(job)?;
     if let Threads::Auto = job.workload.threads
         && job.target_iops().is_none()
@@ -139,12 +139,12 @@ fn suggested_cache(database: jetproof_job::ByteSize) -> jetproof_job::ByteSize {
 
 /// Checks, without writing, that the job can run and the databases exist: the job fits this
 /// host (memory, threads), every database is a file made with the job's page size, and it and its
-/// log directory can be written, with direct I/O when the job asks for it (`crate::host`).
+/// log directory can be written, with direct I/O when the job asks for it (`jetproof_storage::host`).
 /// Whether they were closed cleanly is checked when the run reads their headers.
 pub fn preflight(job: &Job) -> Result<(), RunError> {
     check_job(job)?;
-    crate::host::check_job_fits(job)?;
-    crate::host::check_existing(job, &job.instances(), true)?;
+    jetproof_storage::host::check_job_fits(job)?;
+    jetproof_storage::host::check_existing(job, &job.instances(), true)?;
     require_databases(job, Path::exists)?;
     Ok(())
 }
@@ -400,11 +400,11 @@ pub fn performance(
     let mut header_findings = Vec::new();
     for instance in &instances {
         require_clean(job, options.backend.as_ref(), instance)?;
-        let mut found = crate::database::header_copy_findings(
+        let mut found = jetproof_storage::database::header_copy_findings(
             options.backend.as_ref(),
             &instance.database_path,
         );
-        found.extend(crate::database::appended_bytes(
+        found.extend(jetproof_storage::database::appended_bytes(
             options.backend.as_ref(),
             &instance.database_path,
         ));

@@ -45,11 +45,11 @@ use jetproof_workload::pacer::Pacer;
 use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::Store;
 
-use crate::database::require_databases;
 use crate::init::mailboxes_per_database;
 use crate::run::{RunError, RunOptions};
 use crate::store::{EngineStore, require_clean};
-use crate::target::bad;
+use jetproof_storage::database::require_databases;
+use jetproof_storage::target::bad;
 
 /// Sessions per instance when the job says `threads = "auto"`.
 pub const AUTO_SESSIONS: u32 = 4;
@@ -92,17 +92,18 @@ impl Generating {
 }
 
 /// Checks, before anything is written, that the soft-recovery test can run: the job fits this
-/// host (memory, threads), the existing databases can be attached (`crate::host::check_existing`),
+/// host (memory, threads), the existing databases can be attached (`jetproof_storage::host::check_existing`),
 /// and the `log_files` generations each instance will write fit in the free space of its log
 /// directory's file system (summed per file system): a test that would fill the disk half way
 /// is refused, naming `--log-files` and the figures.
 pub fn preflight(job: &Job, log_files: u32) -> Result<(), RunError> {
-    crate::host::check_job_fits(job)?;
-    crate::host::check_existing(job, &job.instances(), true)?;
+    jetproof_storage::host::check_job_fits(job)?;
+    jetproof_storage::host::check_existing(job, &job.instances(), true)?;
     let per_instance = u64::from(log_files).saturating_mul(job.log.file_size.bytes());
     let mut need: BTreeMap<u64, (u64, u64, std::path::PathBuf)> = BTreeMap::new();
     for instance in job.instances() {
-        if let Some((available, device)) = crate::target::free_space(&instance.log_path) {
+        if let Some((available, device)) = jetproof_storage::target::free_space(&instance.log_path)
+        {
             let entry = need
                 .entry(device)
                 .or_insert((0, available, instance.log_path.clone()));
@@ -131,7 +132,7 @@ pub fn preflight(job: &Job, log_files: u32) -> Result<(), RunError> {
 /// replay (`dirty`, from [`dirty_databases`]): the job fits this host, and each of those
 /// databases is a file of the job's page size that can be written with its log directory.
 pub fn recover_preflight(job: &Job, dirty: &[bool]) -> Result<(), RunError> {
-    crate::host::check_job_fits(job)?;
+    jetproof_storage::host::check_job_fits(job)?;
     let replayed: Vec<_> = job
         .instances()
         .into_iter()
@@ -139,7 +140,7 @@ pub fn recover_preflight(job: &Job, dirty: &[bool]) -> Result<(), RunError> {
         .filter(|(_, d)| **d)
         .map(|(instance, _)| instance)
         .collect();
-    crate::host::check_existing(job, &replayed, true)?;
+    jetproof_storage::host::check_existing(job, &replayed, true)?;
     Ok(())
 }
 
@@ -777,7 +778,7 @@ pub fn replay(
 pub fn dirty_databases(job: &Job, backend: &Arc<dyn IoBackend>) -> Result<Vec<bool>, RunError> {
     // A device where a database file is expected, or a job of another page size, is bad input
     // before any header is read as a database's.
-    crate::host::check_existing(job, &job.instances(), false)?;
+    jetproof_storage::host::check_existing(job, &job.instances(), false)?;
     require_databases(job, |path| backend.exists(path))?;
     let mut dirty = Vec::new();
     for instance in job.instances() {

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use indicatif::ProgressBar;
 use jetproof_procedures::checksum::{self, ChecksumError, ChecksumOptions, ChecksumTest};
-use jetproof_procedures::lock;
 use jetproof_results::{OutDir, TestKind, TestLog};
+use jetproof_storage::lock;
 
 use crate::common::{
     CliError, JobArgs, ManyArgs, Outcome, log_engine, log_owner_lock, select_backend,
@@ -48,13 +48,13 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let selected = select_backend(&job)?;
     let backend = selected.backend.clone();
     // A device where a database file is expected is bad input before anything is made or
-    // read, the lock file beside it included (`jetproof_procedures::host`).
-    jetproof_procedures::host::check_before_lock(&job, false).map_err(CliError::bad_input)?;
+    // read, the lock file beside it included (`jetproof_storage::host`).
+    jetproof_storage::host::check_before_lock(&job, false).map_err(CliError::bad_input)?;
     // Shared with other readers, never with a writer: taken before any header is read.
     let owner = lock::lock_instances(&job, lock::Access::Shared, "checksum")
         .map_err(CliError::bad_input)?;
     // A job of another page size than the databases' is bad input before anything is checked.
-    jetproof_procedures::host::check_existing(&job, &job.instances(), false)
+    jetproof_storage::host::check_existing(&job, &job.instances(), false)
         .map_err(CliError::bad_input)?;
     checksum::preflight(&job, backend.as_ref()).map_err(checksum_error)?;
     let out =

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use jetproof_procedures::init::{InitError, InitOptions};
-use jetproof_procedures::lock::{self, OwnerLock};
-use jetproof_procedures::target::Permissions;
 use jetproof_results::{OutDir, TestKind, TestLog};
+use jetproof_storage::lock::{self, OwnerLock};
+use jetproof_storage::target::Permissions;
 
 use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 

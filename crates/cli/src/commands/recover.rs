@@ -15,10 +15,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use jetproof_procedures::lock;
 use jetproof_procedures::performance::RunError;
 use jetproof_procedures::soft_recovery::{dirty_databases, recover_job};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
+use jetproof_storage::lock;
 
 use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 
@@ -47,7 +47,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let backend = selected.backend.clone();
     // Devices where database files are expected, and files that cannot be written, are bad
     // input before the lock makes its files beside them.
-    jetproof_procedures::host::check_before_lock(&job, true).map_err(CliError::bad_input)?;
+    jetproof_storage::host::check_before_lock(&job, true).map_err(CliError::bad_input)?;
     // Before any header is read: a database whose run is still live is refused as in use (not
     // taken for one left dirty by a crash, which is what recovery is for).
     let owner = lock::lock_instances(&job, lock::Access::Exclusive, "recover")

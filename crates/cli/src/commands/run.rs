@@ -10,9 +10,9 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use jetproof_procedures::backup::{BackupError, BackupOptions};
-use jetproof_procedures::lock::{self, OwnerLock};
 use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_results::{OutDir, TestKind, TestLog, Verdict};
+use jetproof_storage::lock::{self, OwnerLock};
 
 use crate::common::{
     CliError, JobArgs, ManyArgs, Outcome, log_engine, log_owner_lock, select_backend,
@@ -137,7 +137,7 @@ fn run_test(mut args: Args, test: TestType) -> Result<Outcome, CliError> {
 /// Initialises the databases when none exist yet, saying so: a newcomer's first command is a
 /// single `run`. Returns init's owner lock (exclusive on every instance), which the run keeps.
 fn init_if_missing(job: &jetproof_job::Job, args: &Args) -> Result<OwnerLock, CliError> {
-    jetproof_procedures::database::refuse_lost_databases(job).map_err(CliError::bad_input)?;
+    jetproof_storage::database::refuse_lost_databases(job).map_err(CliError::bad_input)?;
     errln!("jetproof: the databases do not exist yet; initialising them first (jetproof init)");
     let init_args = crate::commands::init::Args {
         job: args.job.clone(),
@@ -187,7 +187,7 @@ fn owner_lock(
     }
     // Devices where database files are expected, and files a writer cannot write, are bad
     // input before the lock makes its files beside them.
-    jetproof_procedures::host::check_before_lock(job, args.test() != TestType::Backup)
+    jetproof_storage::host::check_before_lock(job, args.test() != TestType::Backup)
         .map_err(CliError::bad_input)?;
     let access = if args.test() == TestType::Backup {
         lock::Access::Shared
@@ -210,7 +210,7 @@ fn soft_recovery(job: &jetproof_job::Job, args: &Args) -> Result<Outcome, CliErr
         )));
     }
     let log_files = args.log_files.unwrap_or(job.run.recovery_log_files);
-    jetproof_procedures::host::check_job_fits(job).map_err(CliError::bad_input)?;
+    jetproof_storage::host::check_job_fits(job).map_err(CliError::bad_input)?;
     let selected = select_backend(job)?;
     let from_init = if jetproof_procedures::performance::databases_exist(job) {
         warn_db_size(args);

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use jetproof_job::{IoEngine, Span};
-use jetproof_procedures::lock;
 use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_procedures::sweep::{
     self, Ending, Point, PointRun, SeriesPlan, SetSpec, SweepDoc, ThreadList,
 };
 use jetproof_results::{OutDir, TestKind, TestLog};
+use jetproof_storage::lock;
 
 use crate::common::{CliError, JobArgs, Outcome, log_engine, log_owner_lock, select_backend};
 
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     });
     let mut doc = SweepDoc::new(&base, &threads, &args.sets, args.find_max);
     let finished = prepare_out(&out, &mut doc, &series)?;
-    jetproof_procedures::host::check_before_lock(&base, true).map_err(CliError::bad_input)?;
+    jetproof_storage::host::check_before_lock(&base, true).map_err(CliError::bad_input)?;
     let owner = lock::lock_instances(&base, lock::Access::Exclusive, "sweep")
         .map_err(CliError::bad_input)?;
     crate::common::warn_memory(&base);

@@ -99,7 +99,7 @@ impl Holder {
             host: host_name(),
             boot_id: boot_id(),
             start_ticks: start_ticks(std::process::id()).unwrap_or(0),
-            since: jetproof_results::now_rfc3339(),
+            since: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
         }
     }
@@ -239,7 +239,7 @@ pub fn lock_instances(job: &Job, access: Access, command: &str) -> Result<OwnerL
     let holder = Holder::this_process(command, access);
     for instance in job.instances() {
         let db_lock = database_lock_path(&instance.database_path);
-        let partial = crate::init::partial_path(&instance.database_path);
+        let partial = crate::target::partial_path(&instance.database_path);
         let present = [&instance.database_path, &partial, &db_lock]
             .iter()
             .any(|p| p.symlink_metadata().is_ok());
@@ -278,7 +278,7 @@ pub fn lock_instances(job: &Job, access: Access, command: &str) -> Result<OwnerL
 
 /// `init`'s locks, all exclusive: every instance's database and log, then the data directory's
 /// (when the job uses one). Makes the directories (marked as jetproof's, as init would)
-/// so the lock files have a place; call it after [`crate::init::preflight`] and run the
+/// so the lock files have a place; call it after `jetproof_procedures::init::preflight` and run the
 /// preflight again under the lock.
 pub fn lock_for_init(job: &Job, command: &str) -> Result<OwnerLock, LockError> {
     let mut lock = OwnerLock::default();

@@ -182,9 +182,7 @@ pub fn appended_bytes(
     let header = jetproof_engine::DbHeader::read(file.as_ref()).ok()?;
     let trailing = file.size().ok()?.saturating_sub(header.file_size_bytes());
     let growth = u64::from(header.extent_pages).max(1) * u64::from(header.page_size);
-    let leftover =
-        crate::checksum::growth_leftover_bytes(file.as_ref(), &header, trailing.min(growth))
-            .ok()?;
+    let leftover = growth_leftover_bytes(file.as_ref(), &header, trailing.min(growth)).ok()?;
     let appended = trailing - leftover;
     (appended > 0).then(|| {
         format!(
@@ -193,4 +191,37 @@ pub fn appended_bytes(
             path.display()
         )
     })
+}
+
+/// How many of the first `bytes` past the header's last page are what an unfinished growth
+/// leaves: whole pages, each formatted (a sealed page at its own position) or still zeros (a
+/// format write the crash cut). The rest of the trailing bytes were appended by something else.
+pub fn growth_leftover_bytes(
+    file: &dyn jetproof_io::IoFile,
+    header: &jetproof_engine::DbHeader,
+    bytes: u64,
+) -> Result<u64, jetproof_io::IoError> {
+    use jetproof_engine::checksum::{self, PageCheck};
+    let page_size = u64::from(header.page_size);
+    let whole = bytes / page_size * page_size;
+    if whole == 0 {
+        return Ok(0);
+    }
+    let mut buf = jetproof_io::AlignedBuf::zeroed(usize::try_from(whole).unwrap_or(usize::MAX));
+    file.read_at(
+        &mut buf,
+        header.file_size_bytes(),
+        jetproof_io::IoClass::ChecksumRead,
+    )?;
+    let first = header.page_count;
+    let leftover = buf
+        .chunks_exact(page_size as usize)
+        .enumerate()
+        .take_while(|(i, page)| {
+            let number = u32::try_from(first + *i as u64).unwrap_or(u32::MAX);
+            page.iter().all(|&b| b == 0)
+                || matches!(checksum::verify(page, number), PageCheck::Good)
+        })
+        .count() as u64;
+    Ok(leftover * page_size)
 }

@@ -285,9 +285,9 @@ impl RawBackend {
         let dbs = devices
             .into_iter()
             .map(|(device, log_path)| {
-                let partial = crate::init::partial_path(&device);
+                let partial = crate::target::partial_path(&device);
                 let real_map = flush_map_of(&device, &log_path);
-                let real_partial_map = crate::init::partial_path(&real_map);
+                let real_partial_map = crate::target::partial_path(&real_map);
                 if let Ok(mut maps) = REAL_MAPS.lock() {
                     maps.retain(|(d, _)| *d != device);
                     maps.push((device.clone(), real_map.clone()));
@@ -654,7 +654,7 @@ pub fn check_for_init(
         ));
     }
     let map = flush_map_of(path, &flush_map_dir(job, instance));
-    for map in [map.clone(), crate::init::partial_path(&map)] {
+    for map in [map.clone(), crate::target::partial_path(&map)] {
         if map.symlink_metadata().is_ok() && !crate::target::flush_map_is_ours(&map) {
             return Err(bad(
                 &field,
@@ -721,7 +721,7 @@ mod tests {
     fn a_database_made_under_its_partial_name_lands_on_the_device_with_its_map_in_the_log_dir() {
         let (mem, raw) = backends();
         let device = Path::new(DEVICE);
-        let partial = crate::init::partial_path(device);
+        let partial = crate::target::partial_path(device);
         assert!(!raw.exists(&partial), "the partial name never exists");
         let db = Database::create(raw.as_ref(), &partial, options()).expect("create");
         db.close().expect("close");

@@ -224,7 +224,7 @@ impl HostThreads {
 pub fn threads_needed(job: &Job) -> u64 {
     let sessions = match job.workload.threads {
         Threads::Fixed(n) => u64::from(n),
-        Threads::Auto => u64::from(crate::autotune::MAX_SESSIONS),
+        Threads::Auto => u64::from(jetproof_job::AUTO_MAX_SESSIONS),
     };
     (sessions + THREADS_PER_INSTANCE) * job.instance_count() as u64 + THREADS_FIXED
 }
@@ -239,7 +239,7 @@ pub fn check_threads(job: &Job, threads: &HostThreads) -> Result<(), BadInput> {
                 "{} session(s) per instance x {} instance(s), with their background threads, need about {needed} threads, and this host allows {limit} (kernel.threads-max, or the cgroup's pids.max); give fewer sessions per database (a number, not \"auto\") or fewer databases",
                 match job.workload.threads {
                     Threads::Fixed(n) => n.to_string(),
-                    Threads::Auto => format!("up to {} (auto)", crate::autotune::MAX_SESSIONS),
+                    Threads::Auto => format!("up to {} (auto)", jetproof_job::AUTO_MAX_SESSIONS),
                 },
                 job.instance_count()
             ),

@@ -227,8 +227,8 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
                 ));
             }
             // An interrupted init left some databases complete and others missing: the next init
-            // finishes it (`crate::init::is_resumable`).
-            if !permissions.recreate && !crate::init::is_resumable(&instances) {
+            // finishes it ([`is_resumable`]).
+            if !permissions.recreate && !is_resumable(&instances) {
                 return Err(bad(
                     "--recreate",
                     format!(
@@ -248,7 +248,7 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
                 ));
             }
         }
-        let partial = crate::init::partial_path(path);
+        let partial = partial_path(path);
         if partial.symlink_metadata().is_ok() && !partial_is_ours(&partial, job) {
             return Err(bad(
                 format!("database path of {}", instance.name),
@@ -480,6 +480,26 @@ pub fn make_own_dir(dir: &Path) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The name a file has while it is being made: `NAME.partial` ([`PARTIAL_SUFFIX`]), renamed to
+/// `NAME` only once whole. The one naming rule of every file jetproof makes in steps (a database
+/// by init, its flush map, a block device's map), so the checks that recognise a partial file and
+/// the procedures that make one cannot disagree.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(PARTIAL_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// True when the job's databases are what an interrupted init leaves: some databases exist
+/// (each renamed into place once complete) and some do not.
+pub fn is_resumable(instances: &[Instance]) -> bool {
+    let exists: Vec<bool> = instances
+        .iter()
+        .map(|i| i.database_path.is_file())
+        .collect();
+    exists.iter().any(|e| *e) && exists.iter().any(|e| !*e)
 }
 
 #[cfg(test)]

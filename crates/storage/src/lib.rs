@@ -1,0 +1,21 @@
+//! jetproof's storage targets: where the databases and logs of a job live and what jetproof may
+//! do there, below the procedures that run tests on them and above the I/O layer.
+//!
+//! - [`target`]: directories and files jetproof may touch (markers, foreign files, `.partial`
+//!   files and their naming rule), the bad-input type every check here returns;
+//! - [`database`]: recognising a database file, "run init first", lost databases;
+//! - [`device`]: block devices at database or log paths, checked before any I/O;
+//! - [`raw`] and [`logregion`]: the backends that lay a database, and a log, on a device;
+//! - [`lock`]: the owner lock that keeps two commands off one target;
+//! - [`host`]: whether the job fits this host (threads, memory, space, devices);
+//!
+//! It stands on `io`, `job`, and the engine's and the log's file headers (to recognise their
+//! files); it imports no procedure (`docs/README.md`, "The crates, bottom to top").
+
+pub mod database;
+pub mod device;
+pub mod host;
+pub mod lock;
+pub mod logregion;
+pub mod raw;
+pub mod target;
