@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use jetproof_job::{ByteSize, IoEngine, Job, Overrides, Span, Threads};
-use jetproof_procedures::options::SelectedBackend;
 use jetproof_results::TestLog;
+use jetproof_storage::backend::SelectedBackend;
 
 /// How a command ended, when it ran to the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,8 +146,7 @@ impl JobArgs {
 /// an engine the kernel refuses is bad input (exit 2) naming the key and the fix. With "auto"
 /// falling back to std, says so on stderr; [`log_engine`] puts it in the test log.
 pub fn select_backend(job: &Job) -> Result<SelectedBackend, CliError> {
-    let selected =
-        jetproof_procedures::options::select_backend(job).map_err(CliError::bad_input)?;
+    let selected = jetproof_storage::backend::select_backend(job).map_err(CliError::bad_input)?;
     if let Some(why) = &selected.fallback {
         errln!("jetproof: storage.io_engine = \"auto\": {why}");
     }

@@ -1,87 +1,14 @@
-//! How a database instance is opened from a job: one place for the I/O engine, the cache, direct
-//! I/O and log geometry, so a test run, the soft-recovery test and `jetproof recover` reopen a log
-//! with the geometry it was written with, and every command reads and writes through the engine
-//! the job chose.
+//! How a database instance is opened from a job: one place for the cache, direct I/O and log
+//! geometry, so a test run, the soft-recovery test and `jetproof recover` reopen a log with the
+//! geometry it was written with. The I/O engine the job chose is storage's
+//! (`jetproof_storage::backend`).
 
 use std::sync::Arc;
 
 use jetproof_engine::DatabaseOptions;
 use jetproof_instance::InstanceOptions;
 use jetproof_io::meter::InstanceStats;
-use jetproof_io::std_backend::StdBackend;
-use jetproof_io::uring::UringBackend;
-use jetproof_io::{IoBackend, IoError};
-use jetproof_job::{IoEngine, Job};
-
-use jetproof_storage::target::{BadInput, bad};
-
-/// The I/O backend of a job (`storage.io_engine`, or `--io-engine`), opened once per command
-/// and handed to the procedure, which opens every database and log file through it.
-#[derive(Debug, Clone)]
-pub struct SelectedBackend {
-    pub backend: Arc<dyn IoBackend>,
-    /// With "auto" on a kernel where io_uring is unusable: why std is used instead, for the
-    /// test log.
-    pub fallback: Option<String>,
-}
-
-impl SelectedBackend {
-    /// The test-log line that says which engine reads and writes the files, and why when "auto"
-    /// fell back.
-    pub fn log_line(&self, job: &Job) -> String {
-        match &self.fallback {
-            Some(why) => format!(
-                "I/O engine: {} (storage.io_engine = \"{}\": {why})",
-                self.backend.name(),
-                job.storage.io_engine
-            ),
-            None => format!(
-                "I/O engine: {} (storage.io_engine = \"{}\")",
-                self.backend.name(),
-                job.storage.io_engine
-            ),
-        }
-    }
-}
-
-/// Opens the backend the job asks for, before any I/O. An explicit "io_uring" on a kernel that
-/// refuses it (sysctl `kernel.io_uring_disabled`, a seccomp filter) is bad input naming the key
-/// and the fix; "auto" falls back to std and says why.
-pub fn select_backend(job: &Job) -> Result<SelectedBackend, BadInput> {
-    let unavailable = |error: IoError| match error {
-        IoError::UringUnavailable { source } => source.to_string(),
-        other => other.to_string(),
-    };
-    let (backend, fallback): (Arc<dyn IoBackend>, _) = match job.storage.io_engine {
-        IoEngine::Std => (StdBackend::new(), None),
-        IoEngine::IoUring => match UringBackend::new() {
-            Ok(backend) => (backend, None),
-            Err(error) => {
-                return Err(bad(
-                    "storage.io_engine",
-                    format!(
-                        "\"io_uring\" was asked for, and io_uring is not available on this kernel ({}: disabled by sysctl kernel.io_uring_disabled, or blocked by a seccomp filter in a container); set `storage.io_engine = \"std\"` in the job or pass `--io-engine std` (or \"auto\": io_uring where it works, else std)",
-                        unavailable(error)
-                    ),
-                ));
-            }
-        },
-        IoEngine::Auto => match UringBackend::new() {
-            Ok(backend) => (backend, None),
-            Err(error) => (
-                StdBackend::new(),
-                Some(format!(
-                    "io_uring is not available on this kernel ({}), so std is used",
-                    unavailable(error)
-                )),
-            ),
-        },
-    };
-    // The job's databases on block devices open as files through it (`jetproof_storage::raw`).
-    // And its logs on block devices open as log regions (`jetproof_storage::logregion`).
-    let backend = jetproof_storage::raw::wrap(job, jetproof_storage::logregion::wrap(job, backend));
-    Ok(SelectedBackend { backend, fallback })
-}
+use jetproof_job::Job;
 
 /// Log files are kept when the job says so, and whenever a replication sender must read every
 /// closed generation before it could be deleted.
@@ -125,44 +52,5 @@ pub fn recovery_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions
         keep_files: job.log.keep_files,
         checkpoint_interval: None,
         ..instance_options(job, stats)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_job_chooses_the_backend() {
-        let mut job = Job::default();
-        let std = select_backend(&job).expect("std always opens");
-        assert_eq!(std.backend.name(), "std");
-        assert!(std.fallback.is_none());
-        assert_eq!(
-            std.log_line(&job),
-            "I/O engine: std (storage.io_engine = \"std\")"
-        );
-
-        job.storage.io_engine = IoEngine::Auto;
-        let auto = select_backend(&job).expect("auto always opens");
-        // Auto is io_uring exactly when io_uring works here; otherwise it says why not.
-        let uring_works = jetproof_io::uring::UringBackend::new().is_ok();
-        assert_eq!(auto.backend.name() == "io_uring", uring_works);
-        assert_eq!(auto.fallback.is_some(), !uring_works);
-        assert!(auto.log_line(&job).contains("storage.io_engine = \"auto\""));
-
-        job.storage.io_engine = IoEngine::IoUring;
-        match select_backend(&job) {
-            Ok(uring) => {
-                assert!(uring_works);
-                assert_eq!(uring.backend.name(), "io_uring");
-            }
-            Err(error) => {
-                assert!(!uring_works);
-                let text = error.to_string();
-                assert!(text.contains("storage.io_engine"), "{text}");
-                assert!(text.contains("--io-engine std"), "{text}");
-            }
-        }
     }
 }

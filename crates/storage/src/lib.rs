@@ -8,10 +8,12 @@
 //! - [`raw`] and [`logregion`]: the backends that lay a database, and a log, on a device;
 //! - [`lock`]: the owner lock that keeps two commands off one target;
 //! - [`host`]: whether the job fits this host (threads, memory, space, devices);
+//! - [`backend`]: the I/O backend a job asks for, wrapped for its devices.
 //!
 //! It stands on `io`, `job`, and the engine's and the log's file headers (to recognise their
 //! files); it imports no procedure (`docs/README.md`, "The crates, bottom to top").
 
+pub mod backend;
 pub mod database;
 pub mod device;
 pub mod host;
