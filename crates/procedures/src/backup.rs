@@ -51,7 +51,7 @@ use jetproof_results::{
     io_results,
 };
 
-use jetproof_storage::target::{BadInput, bad};
+use jetproof_storage::{BadInput, bad};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -256,7 +256,7 @@ pub enum ChecksumError {
     /// A database is missing (`jetproof_storage::database::require_databases`, the check every test
     /// makes).
     #[error(transparent)]
-    MissingDatabase(#[from] jetproof_storage::target::BadInput),
+    MissingDatabase(#[from] jetproof_storage::BadInput),
     #[error(
         "{path} (instance {instance}) is a directory, not a database file; check the job's database paths"
     )]

@@ -44,7 +44,8 @@ use jetproof_workload::content::Content;
 use jetproof_workload::keys::FillPlan;
 use rand::{Rng, SeedableRng};
 
-use jetproof_storage::target::{self, BadInput, PARTIAL_SUFFIX, Permissions, partial_path};
+use jetproof_storage::BadInput;
+use jetproof_storage::target::{self, PARTIAL_SUFFIX, Permissions, partial_path};
 
 /// First guess of what a record costs in the file beyond its value (key, node entry, leaf
 /// slack); the fill plan corrects it from the file's real growth.
@@ -214,7 +215,7 @@ pub use jetproof_storage::target::is_resumable;
 /// fill ends at most one extent past it).
 fn check_resumable(job: &Job, first: &Instance) -> Result<(), BadInput> {
     let refuse = |why: String| {
-        jetproof_storage::target::bad(
+        jetproof_storage::bad(
             "--recreate",
             format!(
                 "{} exists and other databases of the job do not, as an interrupted init leaves them, but {why}; pass --recreate to make every database anew",

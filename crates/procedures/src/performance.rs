@@ -63,7 +63,7 @@ use crate::maintenance::{self, ScanConfig, ScanState};
 use crate::options::{instance_options, keeps_log_files};
 use crate::replication::{self, SenderConfig, SenderState};
 use jetproof_storage::database::require_databases;
-use jetproof_storage::target::{BadInput, bad};
+use jetproof_storage::{BadInput, bad};
 
 mod attach;
 mod measure;

@@ -8,7 +8,7 @@ use jetproof_engine::EngineError;
 use jetproof_instance::InstanceError;
 use jetproof_io::{IoBackend, IoError};
 
-use jetproof_storage::target::BadInput;
+use jetproof_storage::BadInput;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -48,8 +48,8 @@ use jetproof_workload::store::Store;
 use crate::init::mailboxes_per_database;
 use crate::run::{RunError, RunOptions};
 use crate::store::{EngineStore, require_clean};
+use jetproof_storage::bad;
 use jetproof_storage::database::require_databases;
-use jetproof_storage::target::bad;
 
 /// Sessions per instance when the job says `threads = "auto"`.
 pub const AUTO_SESSIONS: u32 = 4;

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use jetproof_storage::target::{BadInput, bad};
+use jetproof_storage::{BadInput, bad};
 
 /// The last stretch before the start is waited out in short sleeps, not one long one, so the
 /// start is late by at most this (plus the scheduler's wake-up latency).

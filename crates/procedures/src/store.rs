@@ -10,7 +10,7 @@ use jetproof_job::Job;
 use jetproof_workload::store::{Store, StoreError};
 
 use crate::run::RunError;
-use jetproof_storage::target::bad;
+use jetproof_storage::bad;
 
 /// The engine as the workload sees it: a database instance (database + log). Each session is a
 /// thread, and the instance keeps each thread's current transaction.

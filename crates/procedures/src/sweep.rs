@@ -15,7 +15,7 @@ use jetproof_job::{Job, Threads};
 use jetproof_results::svg::{LineChart, Series};
 use serde::{Deserialize, Serialize};
 
-use jetproof_storage::target::{BadInput, bad};
+use jetproof_storage::{BadInput, bad};
 
 /// Version of the `sweep.json` layout (`docs/sweep.md`).
 pub const SWEEP_VERSION: u32 = 1;

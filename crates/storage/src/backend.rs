@@ -10,7 +10,7 @@ use jetproof_io::uring::UringBackend;
 use jetproof_io::{IoBackend, IoError};
 use jetproof_job::{IoEngine, Job};
 
-use crate::target::{BadInput, bad};
+use crate::{BadInput, bad};
 
 /// The I/O backend of a job (`storage.io_engine`, or `--io-engine`), opened once per command
 /// and handed to the procedure, which opens every database and log file through it.

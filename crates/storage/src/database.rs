@@ -6,7 +6,7 @@ use std::path::Path;
 use jetproof_engine::header::SIGNATURE;
 use jetproof_job::{Instance, Job};
 
-use crate::target::{BadInput, bad};
+use crate::{BadInput, bad};
 
 /// Offset of the signature in a header page (see `crates/engine/src/header.rs`).
 const SIGNATURE_OFFSET: usize = 80;

@@ -25,7 +25,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::target::{BadInput, bad};
+use crate::{BadInput, bad};
 
 /// How far into a device the signatures reach (btrfs's superblock at 64 KiB + 64, swap's at the
 /// end of a 64 KiB page).

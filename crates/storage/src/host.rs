@@ -32,7 +32,7 @@ use jetproof_io::std_backend::StdBackend;
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, OpenOptions};
 use jetproof_job::{ByteSize, Instance, Job, Threads};
 
-use crate::target::{BadInput, bad};
+use crate::{BadInput, bad};
 
 /// Threads an instance runs besides its sessions: the cache's flusher, the log's writer, the
 /// checkpointer, background maintenance, the replication sender, recovery's readers (8), with

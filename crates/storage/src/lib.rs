@@ -1,8 +1,9 @@
 //! jetproof's storage targets: where the databases and logs of a job live and what jetproof may
 //! do there, below the procedures that run tests on them and above the I/O layer.
 //!
+//! - [`error`]: [`BadInput`], what every check here returns;
 //! - [`target`]: directories and files jetproof may touch (markers, foreign files, `.partial`
-//!   files and their naming rule), the bad-input type every check here returns;
+//!   files and their naming rule);
 //! - [`database`]: recognising a database file, "run init first", lost databases;
 //! - [`device`]: block devices at database or log paths, checked before any I/O;
 //! - [`raw`] and [`logregion`]: the backends that lay a database, and a log, on a device;
@@ -16,8 +17,11 @@
 pub mod backend;
 pub mod database;
 pub mod device;
+pub mod error;
 pub mod host;
 pub mod lock;
 pub mod logregion;
 pub mod raw;
 pub mod target;
+
+pub use error::{BadInput, bad};

@@ -932,8 +932,8 @@ pub fn check_for_init(
     job: &jetproof_job::Job,
     permissions: &crate::target::Permissions,
     instance: &jetproof_job::Instance,
-) -> Result<(), crate::target::BadInput> {
-    use crate::target::bad;
+) -> Result<(), crate::BadInput> {
+    use crate::bad;
     let path = &instance.log_path;
     let field = format!("log_path of {}", instance.name);
     let found = crate::device::check_device(
@@ -963,13 +963,13 @@ pub fn check_for_init(
 /// The checks of every later command (`run`, `checksum`, `recover`) of a log path that is a
 /// block device, after [`crate::device::check_device`]: a database in a file beside it and a
 /// layout that reads.
-pub fn check_existing(instance: &jetproof_job::Instance) -> Result<(), crate::target::BadInput> {
+pub fn check_existing(instance: &jetproof_job::Instance) -> Result<(), crate::BadInput> {
     let field = format!("log_path of {}", instance.name);
     let backend = jetproof_io::std_backend::StdBackend::new();
     read_layout(backend.as_ref(), &instance.log_path)
         .map(|_| ())
         .map_err(|e| {
-            crate::target::bad(
+            crate::bad(
                 &field,
                 format!("{e}; make the log region with `jetproof init`"),
             )

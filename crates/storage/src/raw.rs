@@ -593,8 +593,8 @@ pub fn check_for_init(
     job: &Job,
     permissions: &crate::target::Permissions,
     instance: &jetproof_job::Instance,
-) -> Result<(), crate::target::BadInput> {
-    use crate::target::bad;
+) -> Result<(), crate::BadInput> {
+    use crate::bad;
     let path = &instance.database_path;
     let field = format!("database path of {}", instance.name);
     let found = crate::device::check_device(

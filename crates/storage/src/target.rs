@@ -33,20 +33,7 @@ pub const PARTIAL_SUFFIX: &str = ".partial";
 /// Room reserved per instance for log files and the checkpoint, on top of the database.
 pub const LOG_ROOM: ByteSize = ByteSize(64 * ByteSize::MIB);
 
-/// Input that cannot be used, found before any I/O. Names the field or flag and the fix.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct BadInput {
-    pub field: String,
-    pub message: String,
-}
-
-pub fn bad(field: impl Into<String>, message: impl Into<String>) -> BadInput {
-    BadInput {
-        field: field.into(),
-        message: message.into(),
-    }
-}
+use crate::{BadInput, bad};
 
 /// What a directory is to jetproof.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
