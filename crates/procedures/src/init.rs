@@ -608,8 +608,8 @@ fn remove_log_files(
     options: &InitOptions<'_>,
 ) -> Result<(), InitError> {
     let file_size = job.log.file_size.bytes();
-    let kinds = target::own_log_files(instance, database_id, file_size)?;
-    for kind in kinds {
+    let files = target::own_log_files(instance, database_id, file_size)?;
+    for (kind, _) in files {
         jetproof_log::owned::remove_owned(
             options.backend.as_ref(),
             &instance.log_path,
