@@ -67,7 +67,7 @@ const MIN_EXTENT_SIZE: u64 = 1 << 20;
 /// databases grew by multiples of 8 MiB in every test, two of them by no multiple of 16 MiB), but
 /// at most a sixteenth of the target (at least [`MIN_EXTENT_SIZE`]), so a small database's file ends close to its
 /// target.
-fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
+pub(crate) fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
     (target_bytes / 16).clamp(
         MIN_EXTENT_SIZE,
         (jetproof_engine::db::DEFAULT_EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
@@ -763,8 +763,15 @@ fn fill_database<'a>(
     let stats = InstanceStats::new(instance.name.clone());
     let partial = partial_path(&instance.database_path);
     let target_bytes = job.db_size().bytes();
+    // A database on a device is made in place: its partial name exists only inside the raw
+    // backend, and a message names the device.
+    let shown = if crate::target::is_block_device(&instance.database_path) {
+        instance.database_path.clone()
+    } else {
+        partial.clone()
+    };
     let engine_error = |e: &dyn std::fmt::Display| InitError::Engine {
-        path: partial.clone(),
+        path: shown.clone(),
         message: e.to_string(),
     };
     let page_size = job.storage.page_size.bytes();
