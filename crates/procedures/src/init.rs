@@ -759,6 +759,7 @@ fn fill_database<'a>(
     progress: &SharedProgress<'_>,
     others_failed: &AtomicBool,
 ) -> Result<Filled<'a>, InitError> {
+    crate::test_hooks::panic_point("init");
     let started = Instant::now();
     let stats = InstanceStats::new(instance.name.clone());
     let partial = partial_path(&instance.database_path);
