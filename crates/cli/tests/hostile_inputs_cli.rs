@@ -321,3 +321,93 @@ fn ten_thousand_instances_are_checked_and_a_shared_log_directory_among_them_is_f
         &["storage.instance[9999].log_path", "\"i0\"", "\"i9999\""],
     );
 }
+
+/// A job of one instance at `database` with its log in `logs`, small enough to run in seconds.
+fn one_instance_job(dir: &Path, name: &str, database: &Path, logs: &Path) -> String {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "[storage]\ndb_size = \"8MiB\"\ndirect_io = false\n\
+             [[storage.instance]]\nname = \"db1\"\ndatabase_path = \"{}\"\nlog_path = \"{}\"\n\
+             [cache]\nmin_size = \"1MiB\"\nmax_size = \"1MiB\"\n\
+             [run]\nduration = \"2s\"\nsample_interval = \"500ms\"\n{}",
+            database.display(),
+            logs.display(),
+            common::LENIENT_THRESHOLDS
+        ),
+    )
+    .expect("write job");
+    path.to_str().expect("utf-8").to_string()
+}
+
+/// Issue 34, point 7: a second job whose database is not made yet, given the log directory of
+/// another job's live database. `init` used to take that log for a leftover of its own missing
+/// database and remove it, and the first job's database could then never run again ("last used
+/// with a log ... holds none"). Now `init` (and a run's init-if-missing) refuses before writing
+/// anything, naming the directory and the database the log belongs to; the first job runs on.
+/// The instance's own deleted database (its flush map still names the log's database) is still
+/// started afresh by `init`, removing that log.
+#[test]
+fn a_log_directory_holding_another_jobs_log_is_refused_by_init_and_the_log_kept() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path();
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(dir.join("a")).expect("mkdir");
+    std::fs::create_dir_all(dir.join("b")).expect("mkdir");
+    let a = one_instance_job(dir, "a.toml", &dir.join("a/db1.jpdb"), &logs);
+    let b = one_instance_job(dir, "b.toml", &dir.join("b/db1.jpdb"), &logs);
+    let run = |job: &str, out: &str| {
+        jetproof(dir)
+            .args(["run", job, "--test", "performance", "--out", out, "--quiet"])
+            .timeout(TIMEOUT)
+            .output()
+            .expect("runs")
+    };
+    let first = run(&a, "ra");
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let log_before = names_under(&logs);
+    assert!(
+        log_before.iter().any(|p| p.ends_with("checkpoint.jpchk")),
+        "{log_before:?}"
+    );
+    for args in [
+        vec!["init", b.as_str(), "--quiet"],
+        vec!["init", b.as_str(), "--quiet", "--recreate"],
+        vec!["run", b.as_str(), "--test", "performance", "--quiet"],
+    ] {
+        let stderr = refused(
+            dir,
+            &args,
+            &[
+                "log_path of db1",
+                "holds the log of database",
+                "a log directory of its own",
+            ],
+        );
+        assert!(stderr.contains(&logs.display().to_string()), "{stderr}");
+    }
+    assert_eq!(names_under(&logs), log_before, "the log was touched");
+    assert!(!dir.join("b/db1.jpdb").exists(), "a database was made");
+    let again = run(&a, "ra2");
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "the first job lost its log: {again:?}"
+    );
+
+    // The first job's own database deleted by hand: its flush map names the log's database,
+    // so init starts afresh and removes that log.
+    std::fs::remove_file(dir.join("a/db1.jpdb")).expect("remove");
+    jetproof(dir)
+        .args(["init", a.as_str(), "--quiet"])
+        .timeout(TIMEOUT)
+        .assert()
+        .success();
+    assert!(
+        !names_under(&logs)
+            .iter()
+            .any(|p| p.ends_with("checkpoint.jpchk")),
+        "the old log is still there"
+    );
+}

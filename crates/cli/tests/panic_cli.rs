@@ -118,3 +118,53 @@ fn a_duration_or_size_beyond_its_bound_is_refused_naming_the_key() {
     assert!(stderr.contains("--duration"), "{stderr}");
     assert!(!dir.path().join("p").exists());
 }
+
+/// Runs `args` with a panic injected at `place` and checks the process ends with exit 4, says
+/// the panic once and leaves `out/result.json` with verdict fail and the panic as its reason.
+fn panics_with_a_failed_result(dir: &std::path::Path, args: &[&str], place: &str, out: &str) {
+    let output = jetproof(dir)
+        .args(args)
+        .args(["--out", out])
+        .env("JETPROOF_TEST_PANIC", place)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(4),
+        "{args:?} at {place}: {stderr}"
+    );
+    let said = format!("test panic injected at `{place}`");
+    assert_eq!(stderr.matches(&said).count(), 1, "{stderr}");
+    let r = result(&dir.join(out).join("result.json"));
+    assert_eq!(r["verdict"], "fail", "{r}");
+    assert_eq!(r["interrupted"], true, "{r}");
+    assert!(r["reasons"].to_string().contains(&said), "{}", r["reasons"]);
+}
+
+/// Issue 34: `init`, `checksum` and `recover` stopped by a panic used to exit 4 with no
+/// `result.json`; each now writes one (verdict fail, the panic its reason), as `run` does, and
+/// what it left is taken up by the next command: init finishes its partial databases, recover
+/// replays what the panicked recover did not.
+#[test]
+fn init_checksum_and_recover_stopped_by_a_panic_write_a_failed_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = small_job(dir.path(), "10m", "");
+    let job = job.to_str().expect("utf-8");
+    panics_with_a_failed_result(dir.path(), &["init", job, "--quiet"], "init", "i1");
+    run_expecting(dir.path(), &["init", job, "--out", "i2", "--quiet"], 0);
+    panics_with_a_failed_result(dir.path(), &["checksum", job, "--quiet"], "checksum", "c1");
+    // Dirty databases for recover: a run stopped by a panic leaves them as a crash does.
+    let output = jetproof(dir.path())
+        .args(["run", job, "--test", "performance", "--out", "r", "--quiet"])
+        .env("JETPROOF_TEST_PANIC", "main")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    panics_with_a_failed_result(dir.path(), &["recover", job, "--quiet"], "recover", "rec1");
+    let (stdout, _) = run_expecting(dir.path(), &["recover", job, "--out", "rec2"], 0);
+    assert!(!stdout.contains("nothing to recover"), "{stdout}");
+    run_expecting(dir.path(), &["checksum", job, "--out", "c2"], 0);
+}

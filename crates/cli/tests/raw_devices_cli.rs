@@ -174,6 +174,42 @@ fn a_database_larger_than_its_device_is_refused_before_any_write() {
     );
 }
 
+/// Issue 34, point 2: a device of exactly `db_size` passed the check and the fill then failed
+/// after writing most of it (exit 3, naming `/dev/loopN.partial`, a path that does not exist,
+/// and leaving a dirty header only `--recreate` cleared): the fill ends up to one growth step
+/// past the target (1 MiB for 16 MiB). Now refused before any write with the figure and a size
+/// that fits; a device with room for the step is initialised.
+#[test]
+fn a_device_of_exactly_the_database_size_is_refused_before_any_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(device) = LoopDevice::new(dir.path(), "disk.img", 16) else {
+        return;
+    };
+    let exact = job(dir.path(), device.path(), "2s");
+    let (_, stderr) = run(dir.path(), &["init", &exact, "--out", "i"], 2);
+    for word in [
+        "storage.db_size",
+        device.path(),
+        "needs up to 17825792 bytes",
+        "holds 16777216",
+        "at most 15728640",
+    ] {
+        assert!(stderr.contains(word), "no {word:?} in {stderr}");
+    }
+    assert!(!stderr.contains(".partial"), "{stderr}");
+    assert!(
+        common::read_device_at(device.path(), 0, 64 * 1024)
+            .iter()
+            .all(|b| *b == 0),
+        "nothing written"
+    );
+    let Some(roomy) = LoopDevice::new(dir.path(), "roomy.img", 17) else {
+        return;
+    };
+    let roomy_job = job(dir.path(), roomy.path(), "2s");
+    run(dir.path(), &["init", &roomy_job, "--out", "i2"], 0);
+}
+
 /// Two instances, each database on its own loop device (done by hand before, now in the
 /// suite): init fills the first and duplicates it onto the second, a performance test runs on
 /// both, and checksum passes both.

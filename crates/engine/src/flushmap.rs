@@ -841,6 +841,19 @@ pub fn is_flush_map(file: &dyn IoFile) -> bool {
     })
 }
 
+/// The database a flush map names (its newest valid header copy), if `file` is one.
+pub fn map_database_id(file: &dyn IoFile) -> Option<u128> {
+    let mut block = AlignedBuf::zeroed(BLOCK_BYTES);
+    (0..HEADER_BLOCKS)
+        .filter_map(|copy| {
+            file.read_at(&mut block, copy * BLOCK_BYTES as u64, IoClass::FlushMap)
+                .ok()?;
+            decode_header(&block).ok()
+        })
+        .max_by_key(|header| header.sequence)
+        .map(|header| header.identity.database_id)
+}
+
 /// A decoded header copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Header {

@@ -876,6 +876,7 @@ fn scan_target(
     progress: &dyn Progress,
     all_files_bytes: u64,
 ) -> Result<(FileChecksum, crate::reduction::Measured), IoError> {
+    crate::test_hooks::panic_point("checksum");
     let page_size = target.header.page_size as usize;
     let total = target.header.file_size_bytes();
     let chunk = (options.read_size_bytes / page_size).max(1) * page_size;

@@ -68,7 +68,7 @@ const MIN_EXTENT_SIZE: u64 = 1 << 20;
 /// databases grew by multiples of 8 MiB in every test, two of them by no multiple of 16 MiB), but
 /// at most a sixteenth of the target (at least [`MIN_EXTENT_SIZE`]), so a small database's file ends close to its
 /// target.
-fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
+pub(crate) fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
     (target_bytes / 16).clamp(
         MIN_EXTENT_SIZE,
         (jetproof_engine::db::DEFAULT_EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
@@ -595,8 +595,8 @@ fn remove_log_files(
     options: &InitOptions<'_>,
 ) -> Result<(), InitError> {
     let file_size = job.log.file_size.bytes();
-    let kinds = target::own_log_files(instance, database_id, file_size)?;
-    for kind in kinds {
+    let files = target::own_log_files(instance, database_id, file_size)?;
+    for (kind, _) in files {
         jetproof_log::owned::remove_owned(
             options.backend.as_ref(),
             &instance.log_path,
@@ -746,12 +746,20 @@ fn fill_database<'a>(
     progress: &SharedProgress<'_>,
     others_failed: &AtomicBool,
 ) -> Result<Filled<'a>, InitError> {
+    crate::test_hooks::panic_point("init");
     let started = Instant::now();
     let stats = InstanceStats::new(instance.name.clone());
     let partial = partial_path(&instance.database_path);
     let target_bytes = job.db_size().bytes();
+    // A database on a device is made in place: its partial name exists only inside the raw
+    // backend, and a message names the device.
+    let shown = if crate::target::is_block_device(&instance.database_path) {
+        instance.database_path.clone()
+    } else {
+        partial.clone()
+    };
     let engine_error = |e: &dyn std::fmt::Display| InitError::Engine {
-        path: partial.clone(),
+        path: shown.clone(),
         message: e.to_string(),
     };
     let page_size = job.storage.page_size.bytes();

@@ -827,6 +827,7 @@ pub fn recover_job(
         }
     }
     log.line("Recovering databases ...");
+    crate::test_hooks::panic_point("recover");
     let recovery_started = Instant::now();
     let replays = replay(job, backend, &to_replay, live);
     let recovery_seconds = recovery_started.elapsed().as_secs_f64();

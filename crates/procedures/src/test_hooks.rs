@@ -3,8 +3,9 @@
 //!
 //! Honoured only in debug builds (the ones `cargo test` runs): `JETPROOF_TEST_PANIC=PLACE` makes
 //! [`panic_point`]`(PLACE)` panic. A release build ignores the variable. Places: `main` (the
-//! measured window's sampling loop, on the main thread) and `session` (a session thread, a second
-//! after it starts).
+//! measured window's sampling loop, on the main thread), `session` (a session thread, a second
+//! after it starts), `init` (a fill thread, as it starts a database), `checksum` (a reader, as it
+//! starts a database) and `recover` (the main thread, as the replay starts).
 
 /// The variable naming the place to panic at (debug builds only).
 pub const PANIC_VARIABLE: &str = "JETPROOF_TEST_PANIC";

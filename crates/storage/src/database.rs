@@ -37,10 +37,11 @@ pub fn require_instance_databases(
     Ok(())
 }
 
-/// A database that is missing while its flush map or log files are there was deleted or lost,
-/// not never made: a run does not initialise over it (that would remove its log, and with it
-/// the evidence, and report a pass). Refused (bad input, nothing done), naming what is left. A
-/// `.partial` file beside it is an interrupted `init`, which the run's init finishes.
+/// A database that is missing while its flush map is there was deleted or lost, not never made:
+/// a run does not initialise over it (that would remove its log, and with it the evidence, and
+/// report a pass). Refused (bad input, nothing done), naming what is left (the map and any log
+/// files). A `.partial` file beside it is an interrupted `init`, which the run's init finishes.
+/// Log files with no map are refused by the run's init, as another database's log.
 pub fn refuse_lost_databases(job: &Job) -> Result<(), BadInput> {
     for instance in job.instances() {
         let db = &instance.database_path;
@@ -51,9 +52,13 @@ pub fn refuse_lost_databases(job: &Job) -> Result<(), BadInput> {
         }
         let mut left = Vec::new();
         let map = jetproof_engine::flush_map_path(db);
-        if map.symlink_metadata().is_ok() {
-            left.push(format!("its flush map {}", map.display()));
+        if map.symlink_metadata().is_err() {
+            // Without its flush map nothing says a log in the directory was this database's:
+            // the run's init refuses a log of another database itself
+            // (`target::check_init_targets`), and one that is not jetproof's.
+            continue;
         }
+        left.push(format!("its flush map {}", map.display()));
         let log_files = std::fs::read_dir(&instance.log_path)
             .map(|entries| {
                 entries

@@ -80,7 +80,7 @@ pub enum LayoutError {
     )]
     TooSmall { device_bytes: u64, slot_bytes: u64 },
     #[error(
-        "the device holds {device_bytes} bytes: a log region of {slots} slots of {slot_bytes} bytes and a database of {database_bytes} bytes do not fit; use a larger device or a smaller database"
+        "the device holds {device_bytes} bytes: a log region of {slots} slots of {slot_bytes} bytes and a database of up to {database_bytes} bytes (storage.db_size and the growth step its fill may end past it) do not fit; use a larger device or a smaller database"
     )]
     SharedTooSmall {
         device_bytes: u64,
@@ -900,10 +900,14 @@ pub fn layout_of(
     device_bytes: u64,
 ) -> Result<Layout, LayoutError> {
     if is_shared(instance) {
+        // The database region must hold the fill's growth step past the target too (as a
+        // database on a device of its own: `crate::raw::check_for_init`).
+        let target = job.db_size().bytes();
+        let page = job.storage.page_size.bytes();
         Layout::for_shared_device(
             device_bytes,
             job.log.file_size.bytes(),
-            job.db_size().bytes(),
+            target.saturating_add(crate::init::extent_bytes(target, page)),
         )
     } else {
         layout_for(job, device_bytes)

@@ -625,15 +625,20 @@ pub fn check_for_init(
             ),
         ));
     }
-    // The fill ends at most one growth step past the target, and the database needs room for
-    // it on the device.
-    let needed = job.db_size().bytes();
+    // The fill stops once the pages in use reach the target, and the file then ends at most one
+    // growth step past it (`crate::init`): the device needs room for that step too, or the fill
+    // fails after writing most of the device (a 32 MiB database needed 33,685,504 bytes).
+    let target = job.db_size().bytes();
+    let step = crate::init::extent_bytes(target, page);
+    let needed = target.saturating_add(step);
     if needed > geometry.bytes {
         return Err(bad(
             "storage.db_size",
             format!(
-                "the database of {} needs {needed} bytes and {shown} holds {}; make the database smaller (--db-size) or use a larger device",
-                instance.name, geometry.bytes
+                "the database of {} needs up to {needed} bytes ({target} of storage.db_size and the growth step of {step} its fill may end past it) and {shown} holds {}; make the database smaller (storage.db_size at most {}) or use a larger device",
+                instance.name,
+                geometry.bytes,
+                geometry.bytes.saturating_sub(step) / page * page
             ),
         ));
     }

@@ -261,7 +261,32 @@ pub fn check_init_targets(job: &Job, permissions: &Permissions) -> Result<(), Ba
                 ));
             }
         }
-        own_log_files(instance, database_id(path), job.log.file_size.bytes())?;
+        let id = database_id(path);
+        let logs = own_log_files(instance, id, job.log.file_size.bytes())?;
+        // No database at its path, yet a log of a database in its log directory. When the flush
+        // map left at the database's path names that database, the log is this instance's own
+        // (its database was deleted or lost), and init removes it as it starts afresh. Otherwise
+        // it is another database's, maybe another job's that shares the directory: removing it
+        // could cost a live database its log, so nothing is removed and nothing written. A
+        // database on a device is judged by the device's own checks.
+        let own_map = map_database_id(&jetproof_engine::flush_map_path(path));
+        if id.is_none()
+            && !is_block_device(path)
+            && let Some((kind, owner)) = logs
+                .iter()
+                .find_map(|&(k, o)| o.filter(|&o| Some(o) != own_map).map(|o| (k, o)))
+        {
+            return Err(bad(
+                format!("log_path of {}", instance.name),
+                format!(
+                    "{} holds the log of database {owner:#034x} ({} among others), and there is no database at {}: the log is another database's, maybe another job's that shares this directory, and jetproof never removes it. Give this instance a log directory of its own; or, if that database is gone for good, remove its log files (E*.jplog, Enext.jplogtmp, checkpoint.jpchk) from {} yourself",
+                    instance.log_path.display(),
+                    kind.path(&instance.log_path).display(),
+                    path.display(),
+                    instance.log_path.display(),
+                ),
+            ));
+        }
     }
 
     // Free space, summed per file system. A block device needs none.
@@ -319,6 +344,19 @@ pub fn flush_map_is_ours(path: &Path) -> bool {
     backend
         .open(path, &OpenOptions::read_only().buffered().no_follow())
         .is_ok_and(|file| jetproof_engine::flushmap::is_flush_map(file.as_ref()))
+}
+
+/// The database a flush map at `path` names, when it is a regular file and a flush map.
+fn map_database_id(path: &Path) -> Option<u128> {
+    use jetproof_io::{IoBackend, OpenOptions};
+    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    let file = backend
+        .open(path, &OpenOptions::read_only().buffered().no_follow())
+        .ok()?;
+    jetproof_engine::flushmap::map_database_id(file.as_ref())
 }
 
 /// The identity (`database_id`) in the header of the database at `path`, when it exists and its
@@ -390,13 +428,14 @@ impl NoFollow for std::fs::OpenOptions {
 }
 
 /// The files at the log's names in an instance's log directory, each checked to be jetproof's
-/// (and this database's, when `database_id` is known) before `init` removes any of them. One
-/// that is not is bad input naming it: it would block the new log, and it is never removed.
+/// (and this database's, when `database_id` is known) before `init` removes any of them, with the
+/// database each names (none for a spare of zeros). One that is not jetproof's is bad input
+/// naming it: it would block the new log, and it is never removed.
 pub fn own_log_files(
     instance: &Instance,
     database_id: Option<u128>,
     file_size_bytes: u64,
-) -> Result<Vec<jetproof_log::owned::LogFileName>, BadInput> {
+) -> Result<Vec<(jetproof_log::owned::LogFileName, Option<u128>)>, BadInput> {
     use jetproof_log::owned::{LogFileName, check_owned};
     let Ok(entries) = std::fs::read_dir(&instance.log_path) else {
         return Ok(Vec::new());
@@ -409,26 +448,28 @@ pub fn own_log_files(
             continue;
         };
         let path = entry.path();
-        if let Err(error) = check_owned(&*backend, &path, kind, database_id, Some(file_size_bytes))
-        {
-            let why = match error {
-                jetproof_log::LogError::NotOurs { reason, .. } => reason,
-                other => other.to_string(),
-            };
-            return Err(bad(
-                format!("log_path of {}", instance.name),
-                format!(
-                    "{} has a log file's name but is not {} ({why}); jetproof never removes or writes it, and the log cannot start beside it. Move it away, or give the instance another log directory",
-                    path.display(),
-                    if database_id.is_some() {
-                        "a log file of this database"
-                    } else {
-                        "a jetproof log file"
-                    }
-                ),
-            ));
-        }
-        found.push(kind);
+        let owned = match check_owned(&*backend, &path, kind, database_id, Some(file_size_bytes)) {
+            Ok(owned) => owned,
+            Err(error) => {
+                let why = match error {
+                    jetproof_log::LogError::NotOurs { reason, .. } => reason,
+                    other => other.to_string(),
+                };
+                return Err(bad(
+                    format!("log_path of {}", instance.name),
+                    format!(
+                        "{} has a log file's name but is not {} ({why}); jetproof never removes or writes it, and the log cannot start beside it. Move it away, or give the instance another log directory",
+                        path.display(),
+                        if database_id.is_some() {
+                            "a log file of this database"
+                        } else {
+                            "a jetproof log file"
+                        }
+                    ),
+                ));
+            }
+        };
+        found.push((kind, owned.database_id));
     }
     Ok(found)
 }

@@ -59,6 +59,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     checksum::preflight(&job, backend.as_ref()).map_err(checksum_error)?;
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Checksum).map_err(CliError::bad_input)?;
+    crate::panics::write_failed_result(&out, TestKind::Checksum, &job);
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;

@@ -64,6 +64,7 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     };
     let owner = lock::lock_for_init(&job, &command).map_err(CliError::bad_input)?;
     let out = OutDir::prepare(args.out.as_deref(), TestKind::Init).map_err(CliError::bad_input)?;
+    crate::panics::write_failed_result(&out, TestKind::Init, &job);
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;

@@ -66,6 +66,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
 
     let out =
         OutDir::prepare(args.out.as_deref(), TestKind::Recovery).map_err(CliError::bad_input)?;
+    crate::panics::write_failed_result(&out, TestKind::Recovery, &job);
     let log = TestLog::create(&out.file("test.log"), false)
         .context("create the test log")
         .map_err(CliError::runtime)?;
