@@ -60,20 +60,7 @@ pub fn mailboxes_per_database(job: &Job) -> u32 {
 /// Size a database file starts at before it grows.
 const INITIAL_SIZE: u64 = 8 << 20;
 
-/// The smallest growth step (for small databases).
-const MIN_EXTENT_SIZE: u64 = 1 << 20;
-
-/// The step a database of `target_bytes` grows by, while it is filled and in the tests after:
-/// ESE's 256 pages ([`jetproof_engine::db::DEFAULT_EXTENSION_PAGES`]; the reference reports'
-/// databases grew by multiples of 8 MiB in every test, two of them by no multiple of 16 MiB), but
-/// at most a sixteenth of the target (at least [`MIN_EXTENT_SIZE`]), so a small database's file ends close to its
-/// target.
-pub(crate) fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
-    (target_bytes / 16).clamp(
-        MIN_EXTENT_SIZE,
-        (jetproof_engine::db::DEFAULT_EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
-    )
-}
+use jetproof_storage::database::extent_bytes;
 
 /// How init reports progress: called often, from the working thread.
 pub trait Progress: Sync {
@@ -753,7 +740,7 @@ fn fill_database<'a>(
     let target_bytes = job.db_size().bytes();
     // A database on a device is made in place: its partial name exists only inside the raw
     // backend, and a message names the device.
-    let shown = if crate::target::is_block_device(&instance.database_path) {
+    let shown = if jetproof_storage::target::is_block_device(&instance.database_path) {
         instance.database_path.clone()
     } else {
         partial.clone()

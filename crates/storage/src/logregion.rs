@@ -907,7 +907,7 @@ pub fn layout_of(
         Layout::for_shared_device(
             device_bytes,
             job.log.file_size.bytes(),
-            target.saturating_add(crate::init::extent_bytes(target, page)),
+            target.saturating_add(crate::database::extent_bytes(target, page)),
         )
     } else {
         layout_for(job, device_bytes)

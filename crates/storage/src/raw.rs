@@ -626,10 +626,10 @@ pub fn check_for_init(
         ));
     }
     // The fill stops once the pages in use reach the target, and the file then ends at most one
-    // growth step past it (`crate::init`): the device needs room for that step too, or the fill
+    // growth step past it (`crate::database::extent_bytes`): the device needs room for that step too, or the fill
     // fails after writing most of the device (a 32 MiB database needed 33,685,504 bytes).
     let target = job.db_size().bytes();
-    let step = crate::init::extent_bytes(target, page);
+    let step = crate::database::extent_bytes(target, page);
     let needed = target.saturating_add(step);
     if needed > geometry.bytes {
         return Err(bad(
