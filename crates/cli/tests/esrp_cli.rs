@@ -631,3 +631,48 @@ fn bad_solutions_and_places_exit_2_writing_nothing() {
         assert!(!root.join("esrp").exists() && !root.join("results/doc").exists());
     }
 }
+
+/// Two results of one test under one host name (two runs on one machine without `--host-name`,
+/// or one run given twice) are refused by `esrp` as `aggregate` refuses them: exit 2 naming the
+/// host, both results and `--host-name`, before anything is written. Before, `esrp` kept the
+/// later one as one server and noted it, while `aggregate` refused the same tree.
+#[test]
+fn two_results_of_one_host_name_are_refused_as_aggregate_refuses_them() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let root = root.path();
+    let job = common::small_job(root, "1s", "");
+    let job_arg = job.to_str().expect("utf-8");
+    for folder in ["a", "b"] {
+        jetproof(root)
+            .args(["run", job_arg, "--test", "performance", "--host-name", "h1"])
+            .args(["--out", &format!("results/{folder}/performance")])
+            .assert()
+            .success();
+    }
+    std::fs::write(root.join("s.toml"), "vendor = \"x\"\n").expect("write");
+    let output = jetproof(root)
+        .args(["esrp", "s.toml", "results", "--out", "doc"])
+        .output()
+        .expect("runs");
+    let esrp = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{esrp}");
+    for words in [
+        "host h1 given twice",
+        "results/a/performance/result.json",
+        "results/b/performance/result.json",
+        "--host-name",
+    ] {
+        assert!(esrp.contains(words), "{words:?} missing from: {esrp}");
+    }
+    assert!(!root.join("doc").exists(), "esrp wrote despite refusing");
+    let output = jetproof(root)
+        .args(["aggregate", "results", "--out", "agg"])
+        .output()
+        .expect("runs");
+    let aggregate = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{aggregate}");
+    assert!(
+        aggregate.contains("host h1 given twice") && aggregate.contains("--host-name"),
+        "{aggregate}"
+    );
+}
