@@ -245,8 +245,14 @@ fn help_lists_only_the_overrides_a_command_uses() {
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
     let init = help("init");
-    assert!(!init.contains("--threads") && !init.contains("--duration"), "{init}");
-    assert!(init.contains("--db-size") && init.contains("--data-dir"), "{init}");
+    assert!(
+        !init.contains("--threads") && !init.contains("--duration"),
+        "{init}"
+    );
+    assert!(
+        init.contains("--db-size") && init.contains("--data-dir"),
+        "{init}"
+    );
     for command in ["checksum", "recover"] {
         let text = help(command);
         for flag in ["--threads", "--duration", "--db-size"] {

@@ -155,6 +155,9 @@ fn hitachi_raid_layout_432_database_45_log_disks() {
         "--no-white-space",
         "--no-deleted-item-retention",
         "--no-content-index",
+        // Its log LUs are a tenth of its database LUs (line 446), not the calculator's rule.
+        "--log-volume-percent",
+        "10",
     ]);
     let plan = plan_json(&args);
     assert_eq!(plan["raid_group_disks"], 9);
@@ -555,17 +558,22 @@ fn mailboxes_per_database_round_up_and_the_headroom_is_shown_as_given() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}");
     assert!(
-        text.lines().any(|l| l.trim_start().starts_with("IOPS per mailbox")
-            && l.trim_end().ends_with("0.13 + 20% headroom = 0.156 tested")),
+        text.lines()
+            .any(|l| l.trim_start().starts_with("IOPS per mailbox")
+                && l.trim_end().ends_with("0.13 + 20% headroom = 0.156 tested")),
         "{text}"
     );
     assert!(!text.contains("(with headroom)"), "{text}");
-    assert!(text.contains("750 / 4 databases, rounded up to whole mailboxes"), "{text}");
+    assert!(
+        text.contains("750 / 4 databases, rounded up to whole mailboxes"),
+        "{text}"
+    );
 }
 
 /// Issue 32, item 10: sizes are read as written, decimal or binary. `--mailbox-size 1.5GB` is
-/// 1,500,000,000 bytes (it was 1,536 MiB), `1.5GiB` 1,610,612,736; a job's `db_size = "64MB"`
-/// is 64,000,000 bytes and `"64MiB"` 67,108,864, as `jetproof job` prints them back.
+/// 1,500,000,000 bytes (it was 1,536 MiB), `1.5GiB` 1,610,612,736; a job's `db_size =
+/// "32.768MB"` is 32,768,000 bytes and `"32MiB"` 33,554,432, and `jetproof job` prints each in a
+/// unit that reads back to the same count.
 #[test]
 fn sizes_are_read_as_written_decimal_or_binary() {
     for (size, bytes) in [("1.5GB", 1_500_000_000u64), ("1.5GiB", 1_610_612_736)] {
@@ -580,7 +588,8 @@ fn sizes_are_read_as_written_decimal_or_binary() {
         assert_eq!(plan["mailbox_quota_bytes"], bytes, "{size}: {plan}");
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    for (size, printed, bytes) in [("64MB", "64MB", 64_000_000u64), ("64MiB", "64MiB", 64 << 20)] {
+    // Whole 32 KiB pages: 32.768 MB is 1,000 of them, 32 MiB 1,024.
+    for (size, bytes) in [("32.768MB", 32_768_000u64), ("32MiB", 32 << 20)] {
         let path = dir.path().join("job.toml");
         std::fs::write(&path, format!("[storage]\ndb_size = \"{size}\"\n")).expect("write");
         let job = jetproof_job::Job::load(&path).expect("loads");
@@ -588,7 +597,14 @@ fn sizes_are_read_as_written_decimal_or_binary() {
         let output = jetproof().arg("job").arg(&path).output().expect("runs");
         let text = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{text}");
-        assert!(text.contains(&format!("db_size = \"{printed}\"")), "{size}: {text}");
+        // Printed back in a unit that reads back to the same count.
+        let printed = text
+            .lines()
+            .find_map(|l| l.strip_prefix("db_size = \""))
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("no db_size in {text}"));
+        let again: jetproof_job::ByteSize = printed.parse().expect("reads back");
+        assert_eq!(again.bytes(), bytes, "{size} printed as {printed}");
     }
 }
 
@@ -601,7 +617,11 @@ fn the_log_volume_follows_the_calculators_rule_with_its_inputs() {
     let expected = |logs: f64, log_file: f64, days: f64| {
         ((188.0 * logs * log_file * days + 1.88 * quota) / 0.8) as u64
     };
-    let with_profile: Vec<&str> = LENOVO.iter().copied().chain(["--messages-per-day", "150"]).collect();
+    let with_profile: Vec<&str> = LENOVO
+        .iter()
+        .copied()
+        .chain(["--messages-per-day", "150"])
+        .collect();
     let plan = plan_json(&with_profile);
     let got = plan["log_volume_bytes"].as_u64().expect("log_volume_bytes");
     let want = expected(30.0, 1_048_576.0, 3.0);
@@ -624,11 +644,9 @@ fn the_log_volume_follows_the_calculators_rule_with_its_inputs() {
     let want = expected(40.0, 1_048_576.0, 3.0);
     assert!(got.abs_diff(want) <= 1, "{got} against {want}");
     assert!(
-        plan["notes"]
-            .as_array()
-            .expect("notes")
-            .iter()
-            .any(|n| n.as_str().is_some_and(|n| n.contains("assumes 200 messages per day"))),
+        plan["notes"].as_array().expect("notes").iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("assumes 200 messages per day"))),
         "{plan}"
     );
 }
@@ -654,8 +672,6 @@ fn the_written_job_has_a_cache_its_database_does_not_fit_in() {
             "2",
             "--mailbox-size",
             "640KiB",
-            "--page-size",
-            "8KiB",
             "--data-dir",
             "data",
             "--write-job",
@@ -666,7 +682,12 @@ fn the_written_job_has_a_cache_its_database_does_not_fit_in() {
     let job = jetproof_job::Job::load(&path).expect("loads");
     let db = job.db_size().bytes();
     assert_eq!(db, 50 * 640 * 1024);
-    assert_eq!(job.cache.max_size.bytes(), db / 16 / 8192 * 8192, "{:?}", job.cache);
+    assert_eq!(
+        job.cache.max_size.bytes(),
+        db / 16 / 32768 * 32768,
+        "{:?}",
+        job.cache
+    );
     assert!(job.cache.min_size <= job.cache.max_size);
     let text = std::fs::read_to_string(&path).expect("reads");
     let job_arg = path.to_str().expect("utf-8");

@@ -405,18 +405,16 @@ fn a_run_prints_the_lead_start_at_needs_and_the_databases_growth() {
     let instances = r["instances"].as_array().expect("instances");
     let sum = |key: &str| -> u64 { instances.iter().map(|i| i[key].as_u64().expect(key)).sum() };
     let (initial, last) = (sum("db_size_initial_bytes"), sum("db_size_final_bytes"));
-    let window = r["totals"]["measured_seconds"].as_f64().expect("measured_seconds");
-    let sizes = format!(
-        "Database sizes (all 2 databases): initial {initial} bytes ("
-    );
+    let window = r["totals"]["measured_seconds"]
+        .as_f64()
+        .expect("measured_seconds");
+    let sizes = format!("Database sizes (all 2 databases): initial {initial} bytes (");
     assert!(log.contains(&sizes), "{sizes} missing from {log}");
     assert!(log.contains(&format!(", final {last} bytes (")), "{log}");
     assert!(log.contains("per hour ("), "{log}");
     let report = std::fs::read_to_string(root.path().join("r/report.md")).expect("report.md");
     let per_hour = (last - initial) as f64 / window * 3600.0;
-    let row = format!(
-        "| Database Growth per Hour at the Achieved Rate (bytes) | {per_hour:.0} ("
-    );
+    let row = format!("| Database Growth per Hour at the Achieved Rate (bytes) | {per_hour:.0} (");
     assert!(report.contains(&row), "{row} missing from {report}");
     assert!(
         report.contains(&format!("| Initial Database Size (bytes) | {initial} |"))

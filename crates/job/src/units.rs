@@ -153,7 +153,11 @@ mod tests {
         // Printed sizes read back to the same count, binary or decimal.
         for bytes in [1000, 32_000, 1_500_000_000, 3 << 29, 4096, 12_345] {
             let printed = ByteSize(bytes).to_string();
-            assert_eq!(printed.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{printed}");
+            assert_eq!(
+                printed.parse::<ByteSize>(),
+                Ok(ByteSize(bytes)),
+                "{printed}"
+            );
         }
     }
 

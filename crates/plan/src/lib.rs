@@ -125,6 +125,10 @@ pub struct PlanInputs {
     /// Size of one transaction log file. Unset: the version's (1 MiB for 2007 and later, 5 MiB
     /// for 2003).
     pub log_file_size: Option<ByteSize>,
+    /// The log volume as this share of the database volume instead of the calculator's rule
+    /// (Hitachi's best practice: "Log LUs should be at least 10 percent of the size of the
+    /// database LUs"). Unset: the calculator's rule.
+    pub log_volume_percent: Option<f64>,
     /// Share of a database's mailboxes moved in a week, whose logs the log volume holds (1%).
     pub mailbox_move_percent: f64,
     /// Database page size used to round the job file's database size (job default: 32 KiB).
@@ -158,6 +162,7 @@ impl Default for PlanInputs {
             free_space_percent: 20.0,
             log_truncation_failure_days: 3,
             log_file_size: None,
+            log_volume_percent: None,
             mailbox_move_percent: 1.0,
             page_size: ByteSize::kib(32),
         }
@@ -618,6 +623,13 @@ pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
             "give the days of logs the volume must hold when truncation stops, at least 1 (Microsoft: 3)",
         ));
     }
+    if let Some(percent) = inputs.log_volume_percent {
+        check_percent(
+            "--log-volume-percent",
+            percent,
+            "give a percentage of the database volume from 0 to 100 (Hitachi: 10)",
+        )?;
+    }
     check_percent(
         "--mailbox-move-percent",
         inputs.mailbox_move_percent,
@@ -1062,11 +1074,23 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
             )
         }),
     };
-    let log_volume = match log_messages
+    let by_rule = log_messages
         .as_ref()
-        .and_then(|(m, why)| tables::log_files_per_mailbox_per_day(*m).map(|l| (*m, l, why)))
-    {
-        Some((m, logs, why)) => {
+        .and_then(|(m, why)| tables::log_files_per_mailbox_per_day(*m).map(|l| (*m, l, why)));
+    let log_volume = match (inputs.log_volume_percent, by_rule) {
+        (Some(percent), _) => {
+            let bytes = percent_of(database_volume, percent);
+            steps.push(
+                "Log volume",
+                format!(
+                    "database volume × {}% (--log-volume-percent; Hitachi's best practice: at least 10%)",
+                    format_number(percent)
+                ),
+                format_bytes(to_bytes(bytes)),
+            );
+            bytes
+        }
+        (None, Some((m, logs, why))) => {
             let days = f64::from(inputs.log_truncation_failure_days);
             let daily = largest_database as f64 * logs as f64 * log_file_bytes as f64;
             let moves = percent_of(largest_database as f64, inputs.mailbox_move_percent) * quota;
@@ -1090,7 +1114,7 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
             );
             bytes
         }
-        None => {
+        (None, None) => {
             let bytes = database_volume * 0.10;
             steps.push(
                 "Log volume",
@@ -1532,6 +1556,8 @@ mod tests {
                 content_index: false,
                 free_space_reserve: true,
             },
+            // Its log LUs: "at least 10 percent of the size of the database LUs" (line 446).
+            log_volume_percent: Some(10.0),
             ..hitachi()
         }
     }

@@ -1139,7 +1139,11 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             "- {} mailboxes on {} server(s)\n- {} IOPS per mailbox\n- {} mailbox size\n- {} copies of each database",
             mailboxes.clone().unwrap_or_default(),
             whole(pi("servers")),
-            headroom_text(p("iops_per_mailbox_base"), pi("headroom_percent"), p("iops_per_mailbox")),
+            headroom_text(
+                p("iops_per_mailbox_base"),
+                pi("headroom_percent"),
+                p("iops_per_mailbox")
+            ),
             bytes_gib(p("mailbox_quota_bytes")),
             whole(pi("copies_per_database"))
         );

@@ -497,9 +497,9 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             .collect();
         logs += replayed;
         generated_all += generated;
-        let row = lines.iter().find(|l| {
-            l.starts_with(&format!("| {host} | {generated:.0} | {replayed:.0} | "))
-        });
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("| {host} | {generated:.0} | {replayed:.0} | ")));
         let value = row
             .and_then(|l| l.trim_matches('|').split('|').nth(3))
             .and_then(|v| v.trim().parse().ok());

@@ -342,10 +342,11 @@ fn recovery_table(result: &TestResult) -> Table {
     // at the checkpoint, so it also plays what was there before (the generation open at attach,
     // any an earlier test left), and only the generated files count toward ESRP's 500.
     // `jetproof recover` generated nothing and has no such column.
-    let generated = result
-        .instances
-        .iter()
-        .any(|i| i.figures.recovery().is_some_and(|r| r.logs_generated.is_some()));
+    let generated = result.instances.iter().any(|i| {
+        i.figures
+            .recovery()
+            .is_some_and(|r| r.logs_generated.is_some())
+    });
     let mut columns = vec!["Instance"];
     if generated {
         columns.push("Log files generated");
@@ -442,7 +443,12 @@ fn instance_sum(result: &TestResult, figure: WorkloadFigure) -> Option<u64> {
 /// A byte count for people, not for reading back: the largest binary unit it reaches, two
 /// decimals ("1.30 GiB", "512.00 KiB", "37 B").
 pub fn human_bytes(bytes: u64) -> String {
-    let units = [(1u64 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    let units = [
+        (1u64 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
     for (unit, name) in units {
         if bytes >= unit {
             return format!("{:.2} {name}", bytes as f64 / unit as f64);
@@ -497,10 +503,7 @@ fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
             let per_hour = last.saturating_sub(initial) as f64 / window * 3600.0;
             table.row(vec![
                 "Database Growth per Hour at the Achieved Rate (bytes)".into(),
-                format!(
-                    "{per_hour:.0} ({})",
-                    human_bytes(per_hour as u64)
-                ),
+                format!("{per_hour:.0} ({})", human_bytes(per_hour as u64)),
             ]);
         }
     }
