@@ -72,12 +72,28 @@ enum Command {
     /// Print the built-in job (--default) or a job file with its defaults filled in, as TOML.
     Job(commands::job::Args),
     /// Create the databases of the job and fill them to size.
+    // The job overrides init does not use are hidden from its help (issue 32, item 12), and
+    // still refused by name when given (`JobArgs::refuse_unused`).
+    #[command(
+        mut_arg("threads", |a| a.hide(true)),
+        mut_arg("duration", |a| a.hide(true))
+    )]
     Init(commands::init::Args),
     /// Run a test: performance, stress, backup or soft-recovery.
     Run(commands::run::Args),
     /// Verify every page of every database and log file. Never writes to them.
+    #[command(
+        mut_arg("threads", |a| a.hide(true)),
+        mut_arg("duration", |a| a.hide(true)),
+        mut_arg("db_size", |a| a.hide(true))
+    )]
     Checksum(commands::checksum::Args),
     /// Replay the logs after an unclean stop (what `eseutil /r` does).
+    #[command(
+        mut_arg("threads", |a| a.hide(true)),
+        mut_arg("duration", |a| a.hide(true)),
+        mut_arg("db_size", |a| a.hide(true))
+    )]
     Recover(commands::recover::Args),
     /// Raw random or sequential I/O through jetproof's I/O layer, to know the device.
     Probe(commands::probe::Args),
@@ -116,6 +132,8 @@ enum Command {
 }
 
 fn main() {
+    // The moment the preparation of a run is counted from: the lead `--start-at` needs.
+    jetproof_procedures::start::launched();
     panics::install();
     let cli = Cli::parse();
     // Hundreds of sessions need more descriptors than the usual soft limit of 1024 (an io_uring

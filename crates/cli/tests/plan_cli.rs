@@ -98,12 +98,14 @@ fn hp(disk_iops: &str) -> Vec<&str> {
 }
 
 #[test]
-fn infortrend_1000_mailboxes_160_iops_333_per_database() {
+fn infortrend_1000_mailboxes_160_iops_334_per_database() {
     let plan = plan_json(INFORTREND);
     assert_eq!(plan["target_iops_total"], 160);
     assert_eq!(plan["target_iops_per_server"], 160);
     assert_eq!(plan["mailboxes_per_server"], 1000);
-    assert_eq!(plan["mailboxes_per_database"], 333);
+    // Whole mailboxes, rounded up (issue 32, item 10): Infortrend's report prints 333, yet its
+    // three databases must hold 1,000 between them.
+    assert_eq!(plan["mailboxes_per_database"], 334);
 }
 
 #[test]
@@ -153,6 +155,9 @@ fn hitachi_raid_layout_432_database_45_log_disks() {
         "--no-white-space",
         "--no-deleted-item-retention",
         "--no-content-index",
+        // Its log LUs are a tenth of its database LUs (line 446), not the calculator's rule.
+        "--log-volume-percent",
+        "10",
     ]);
     let plan = plan_json(&args);
     assert_eq!(plan["raid_group_disks"], 9);
@@ -440,6 +445,28 @@ fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
             ],
             "--raid",
         ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--log-retention-days",
+                "0",
+            ],
+            "--log-retention-days",
+        ),
+        (
+            &[
+                "--mailboxes",
+                "100",
+                "--iops-per-mailbox",
+                "0.1",
+                "--log-file-size",
+                "0",
+            ],
+            "--log-file-size",
+        ),
     ];
     for (args, flag) in cases {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -498,4 +525,189 @@ fn overheads_can_be_switched_off() {
     assert_eq!(plan["deleted_item_retention_bytes"], 0);
     assert_eq!(plan["content_index_bytes"], 0);
     assert_eq!(plan["database_volume_bytes"], 100u64 << 30);
+}
+
+/// The Lenovo four-copy report's profile (issue 32, item 10): "750 Users, 5GB Mailbox, 150 Msg,
+/// 4 DBs", "0.13 IOPS user profile (0.16 tested for 20% growth)".
+const LENOVO: &[&str] = &[
+    "--mailboxes",
+    "750",
+    "--iops-per-mailbox",
+    "0.13",
+    "--headroom",
+    "20",
+    "--exchange-version",
+    "2013",
+    "--databases-per-server",
+    "4",
+    "--copies",
+    "4",
+    "--mailbox-size",
+    "5GB",
+];
+
+/// Issue 32, item 10: whole mailboxes per database, rounded up (750 / 4 -> 188, as the report
+/// sizes it); the headroom printed as given, not only the product.
+#[test]
+fn mailboxes_per_database_round_up_and_the_headroom_is_shown_as_given() {
+    let plan = plan_json(LENOVO);
+    assert_eq!(plan["mailboxes_per_database"], 188, "{plan}");
+    assert_eq!(plan["mailboxes_largest_database"], 188, "{plan}");
+    assert_eq!(plan["iops_per_mailbox"], 0.156, "{plan}");
+    let output = jetproof().arg("plan").args(LENOVO).output().expect("runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("IOPS per mailbox")
+                && l.trim_end().ends_with("0.13 + 20% headroom = 0.156 tested")),
+        "{text}"
+    );
+    assert!(!text.contains("(with headroom)"), "{text}");
+    assert!(
+        text.contains("750 / 4 databases, rounded up to whole mailboxes"),
+        "{text}"
+    );
+}
+
+/// Issue 32, item 10: sizes are read as written, decimal or binary. `--mailbox-size 1.5GB` is
+/// 1,500,000,000 bytes (it was 1,536 MiB), `1.5GiB` 1,610,612,736; a job's `db_size =
+/// "32.768MB"` is 32,768,000 bytes and `"32MiB"` 33,554,432, and `jetproof job` prints each in a
+/// unit that reads back to the same count.
+#[test]
+fn sizes_are_read_as_written_decimal_or_binary() {
+    for (size, bytes) in [("1.5GB", 1_500_000_000u64), ("1.5GiB", 1_610_612_736)] {
+        let plan = plan_json(&[
+            "--mailboxes",
+            "100",
+            "--iops-per-mailbox",
+            "0.1",
+            "--mailbox-size",
+            size,
+        ]);
+        assert_eq!(plan["mailbox_quota_bytes"], bytes, "{size}: {plan}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Whole 32 KiB pages: 32.768 MB is 1,000 of them, 32 MiB 1,024.
+    for (size, bytes) in [("32.768MB", 32_768_000u64), ("32MiB", 32 << 20)] {
+        let path = dir.path().join("job.toml");
+        std::fs::write(&path, format!("[storage]\ndb_size = \"{size}\"\n")).expect("write");
+        let job = jetproof_job::Job::load(&path).expect("loads");
+        assert_eq!(job.db_size().bytes(), bytes, "{size}");
+        let output = jetproof().arg("job").arg(&path).output().expect("runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{text}");
+        // Printed back in a unit that reads back to the same count.
+        let printed = text
+            .lines()
+            .find_map(|l| l.strip_prefix("db_size = \""))
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("no db_size in {text}"));
+        let again: jetproof_job::ByteSize = printed.parse().expect("reads back");
+        assert_eq!(again.bytes(), bytes, "{size} printed as {printed}");
+    }
+}
+
+/// Issue 32, item 10: the log LUN by the Exchange calculator's rule, (mailboxes × logs per day
+/// × log file size × retention days + a week's moves) / (1 - free space), each input a flag
+/// with its default; without a message profile, the profile the IOPS per mailbox is in.
+#[test]
+fn the_log_volume_follows_the_calculators_rule_with_its_inputs() {
+    let quota = 5_000_000_000f64;
+    let expected = |logs: f64, log_file: f64, days: f64| {
+        ((188.0 * logs * log_file * days + 1.88 * quota) / 0.8) as u64
+    };
+    let with_profile: Vec<&str> = LENOVO
+        .iter()
+        .copied()
+        .chain(["--messages-per-day", "150"])
+        .collect();
+    let plan = plan_json(&with_profile);
+    let got = plan["log_volume_bytes"].as_u64().expect("log_volume_bytes");
+    let want = expected(30.0, 1_048_576.0, 3.0);
+    assert!(got.abs_diff(want) <= 1, "{got} against {want}");
+    // Each input changes it as the rule says.
+    let custom: Vec<&str> = with_profile
+        .iter()
+        .copied()
+        .chain(["--log-file-size", "5MiB", "--log-retention-days", "7"])
+        .collect();
+    let plan = plan_json(&custom);
+    let got = plan["log_volume_bytes"].as_u64().expect("log_volume_bytes");
+    let want = expected(30.0, 5.0 * 1_048_576.0, 7.0);
+    assert!(got.abs_diff(want) <= 1, "{got} against {want}");
+    assert_eq!(plan["inputs"]["log_truncation_failure_days"], 7, "{plan}");
+    // No profile given: 0.13 is the 2013 table's 200-message row (0.134), 40 logs a day, and a
+    // note says it was assumed (it was database volume × 10%, 110 GiB, before).
+    let plan = plan_json(LENOVO);
+    let got = plan["log_volume_bytes"].as_u64().expect("log_volume_bytes");
+    let want = expected(40.0, 1_048_576.0, 3.0);
+    assert!(got.abs_diff(want) <= 1, "{got} against {want}");
+    assert!(
+        plan["notes"].as_array().expect("notes").iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("assumes 200 messages per day"))),
+        "{plan}"
+    );
+}
+
+/// Issue 32, item 1: a job written for a small rehearsal database carries a cache the database
+/// does not fit in (a sixteenth of it), so the run made from it is not refused; a full-size
+/// database keeps Jetstress's 32 MiB / 256 MiB.
+#[test]
+fn the_written_job_has_a_cache_its_database_does_not_fit_in() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("job.toml");
+    jetproof()
+        .current_dir(dir.path())
+        .args([
+            "plan",
+            "--mailboxes",
+            "100",
+            "--iops-per-mailbox",
+            "0.5",
+            "--headroom",
+            "0",
+            "--databases-per-server",
+            "2",
+            "--mailbox-size",
+            "640KiB",
+            "--data-dir",
+            "data",
+            "--write-job",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let job = jetproof_job::Job::load(&path).expect("loads");
+    let db = job.db_size().bytes();
+    assert_eq!(db, 50 * 640 * 1024);
+    assert_eq!(
+        job.cache.max_size.bytes(),
+        db / 16 / 32768 * 32768,
+        "{:?}",
+        job.cache
+    );
+    assert!(job.cache.min_size <= job.cache.max_size);
+    let text = std::fs::read_to_string(&path).expect("reads");
+    let job_arg = path.to_str().expect("utf-8");
+    jetproof()
+        .current_dir(dir.path())
+        .args(["init", job_arg])
+        .assert()
+        .success();
+    let output = jetproof()
+        .current_dir(dir.path())
+        .args(["run", job_arg, "--test", "performance", "--threads", "1"])
+        .args(["--duration", "2s", "--out", "perf"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(2), "refused: {stderr}\n{text}");
+    assert!(!stderr.contains("cache.max_size"), "{stderr}");
+    assert!(dir.path().join("perf/result.json").exists(), "{stderr}");
+    // Full size: Jetstress's caches (HITACHI: 1.5 TiB databases).
+    let full = plan_json(HITACHI);
+    assert_eq!(full["database_cache_max_bytes"], 256u64 << 20);
+    assert_eq!(full["database_cache_min_bytes"], 32u64 << 20);
 }

@@ -254,6 +254,11 @@ fn a_start_time_already_past_is_bad_input_before_anything_is_made() {
             stderr.contains("--start-at") && stderr.contains("in the past"),
             "{args:?}: {stderr}"
         );
+        // The refusal says where the lead a host needs is found (issue 32, item 12).
+        assert!(
+            stderr.contains("every run prints the lead it needed"),
+            "{args:?}: {stderr}"
+        );
         assert!(!root.path().join("late/data").exists(), "{args:?}");
         assert!(!root.path().join("r").exists(), "{args:?}");
     }
@@ -347,5 +352,73 @@ fn a_warm_up_not_done_by_the_time_still_starts_the_window_on_time() {
     assert!(
         log.contains("The start time arrived before the prerequisites were attained"),
         "{log}"
+    );
+    // How long the preparation had taken and how much lead to give (issue 32, item 12): the
+    // paced warm-up needs the pace's 30 s settling at least, more than the 3 s given.
+    let line = log
+        .lines()
+        .find(|l| l.contains("The start time arrived before the prerequisites"))
+        .expect("the line");
+    let after_launch: f64 = between(line, "attained, ", " s after launch");
+    assert!((2.0..30.0).contains(&after_launch), "{line}");
+    let lead: f64 = between(line, "give --start-at at least ", " s ahead");
+    assert!(lead >= 30.0 + after_launch, "{line}");
+    let given = log
+        .lines()
+        .find(|l| l.contains("Preparation took "))
+        .unwrap_or_else(|| panic!("no preparation line in {log}"));
+    assert!(given.contains("too little lead"), "{given}");
+}
+
+/// The number between `before` and `after` in `line`.
+fn between(line: &str, before: &str, after: &str) -> f64 {
+    line.split_once(before)
+        .and_then(|(_, rest)| rest.split_once(after))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no number between {before:?} and {after:?} in {line}"))
+}
+
+/// A run without `--start-at` prints the lead one would need on this host (issue 32, item 12):
+/// its preparation from launch, and a lead above it; and the databases' sizes and growth.
+#[test]
+fn a_run_prints_the_lead_start_at_needs_and_the_databases_growth() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let job = host_job(root.path(), "lead", "1s", "");
+    init(root.path(), &job);
+    jetproof(root.path())
+        .args(["run", job.to_str().expect("utf-8"), "--test", "performance"])
+        .args(["--out", "r"])
+        .assert()
+        .success();
+    let log = std::fs::read_to_string(root.path().join("r/test.log")).expect("log");
+    let line = log
+        .lines()
+        .find(|l| l.contains("Preparation took "))
+        .unwrap_or_else(|| panic!("no preparation line in {log}"));
+    let took = between(line, "Preparation took ", " s from launch");
+    let lead = between(line, "give --start-at at least ", " s ahead");
+    assert!(took > 0.0 && lead >= took + 5.0, "{line}");
+
+    // The databases' initial and final sizes and the growth to expect per hour at the achieved
+    // rate, in the test log and report.md, from result.json's figures (issue 32, item 12).
+    let r = common::result(&root.path().join("r/result.json"));
+    let instances = r["instances"].as_array().expect("instances");
+    let sum = |key: &str| -> u64 { instances.iter().map(|i| i[key].as_u64().expect(key)).sum() };
+    let (initial, last) = (sum("db_size_initial_bytes"), sum("db_size_final_bytes"));
+    let window = r["totals"]["measured_seconds"]
+        .as_f64()
+        .expect("measured_seconds");
+    let sizes = format!("Database sizes (all 2 databases): initial {initial} bytes (");
+    assert!(log.contains(&sizes), "{sizes} missing from {log}");
+    assert!(log.contains(&format!(", final {last} bytes (")), "{log}");
+    assert!(log.contains("per hour ("), "{log}");
+    let report = std::fs::read_to_string(root.path().join("r/report.md")).expect("report.md");
+    let per_hour = (last - initial) as f64 / window * 3600.0;
+    let row = format!("| Database Growth per Hour at the Achieved Rate (bytes) | {per_hour:.0} (");
+    assert!(report.contains(&row), "{row} missing from {report}");
+    assert!(
+        report.contains(&format!("| Initial Database Size (bytes) | {initial} |"))
+            && report.contains(&format!("| Final Database Size (bytes) | {last} |")),
+        "{report}"
     );
 }

@@ -49,9 +49,14 @@ pub fn text(
     );
     let _ = writeln!(
         text,
-        "# One server of the plan: {} mailboxes × {} IOPS (headroom included) = {} target IOPS,",
+        "# One server of the plan: {} mailboxes × {} IOPS ({}) = {} target IOPS,",
         format_number(plan.mailboxes_per_server as f64),
         format_number(plan.iops_per_mailbox),
+        crate::iops_with_headroom_text(
+            plan.iops_per_mailbox_base,
+            plan.inputs.headroom_percent,
+            plan.iops_per_mailbox
+        ),
         format_number(plan.target_iops_per_server)
     );
     let _ = writeln!(

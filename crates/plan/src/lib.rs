@@ -10,9 +10,9 @@
 //!
 //! Rounding rules, stated once: IOPS are kept to two decimals (so 0.15 × 1.2 × 2,550 prints 459,
 //! not 459.00000000000006); counts of things that must carry a load — mailboxes per server,
-//! disks — round up; mailboxes per database rounds down as the ESRP tables print it (1,000 over
-//! 3 databases is 333), and sizes are computed for the largest database (334) so every volume
-//! fits.
+//! disks — round up; so do mailboxes per database (whole mailboxes: 750 over 4 databases is
+//! 188, as the Lenovo report sizes it), and sizes are computed for that largest database so
+//! every volume fits.
 
 pub mod job_file;
 pub mod render;
@@ -122,6 +122,13 @@ pub struct PlanInputs {
     pub free_space_percent: f64,
     /// Days the log volume must hold logs if truncation (backup, replication) stops (Microsoft: 3).
     pub log_truncation_failure_days: u32,
+    /// Size of one transaction log file. Unset: the version's (1 MiB for 2007 and later, 5 MiB
+    /// for 2003).
+    pub log_file_size: Option<ByteSize>,
+    /// The log volume as this share of the database volume instead of the calculator's rule
+    /// (Hitachi's best practice: "Log LUs should be at least 10 percent of the size of the
+    /// database LUs"). Unset: the calculator's rule.
+    pub log_volume_percent: Option<f64>,
     /// Share of a database's mailboxes moved in a week, whose logs the log volume holds (1%).
     pub mailbox_move_percent: f64,
     /// Database page size used to round the job file's database size (job default: 32 KiB).
@@ -154,6 +161,8 @@ impl Default for PlanInputs {
             content_index_percent: None,
             free_space_percent: 20.0,
             log_truncation_failure_days: 3,
+            log_file_size: None,
+            log_volume_percent: None,
             mailbox_move_percent: 1.0,
             page_size: ByteSize::kib(32),
         }
@@ -334,6 +343,22 @@ pub fn format_number(value: f64) -> String {
 }
 
 /// A byte count in the largest binary unit, two decimals: "1.49 TiB".
+/// The IOPS per mailbox as a report states it: the base figure and the headroom as given, then
+/// what is tested ("0.13 + 20% headroom = 0.156 tested"), as the Lenovo report writes "0.13 (0.16
+/// tested for 20% growth)"; without headroom the figure alone ("0.16, no headroom added").
+pub fn iops_with_headroom_text(base: f64, headroom_percent: f64, tested: f64) -> String {
+    if headroom_percent == 0.0 {
+        format!("{}, no headroom added", format_number(base))
+    } else {
+        format!(
+            "{} + {}% headroom = {} tested",
+            format_number(base),
+            format_number(headroom_percent),
+            format_number(tested)
+        )
+    }
+}
+
 pub fn format_bytes(bytes: u64) -> String {
     let units = [
         (1u64 << 40, "TiB"),
@@ -584,6 +609,27 @@ pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
             "give a percentage from 0 to below 100 (Microsoft: 20)",
         ));
     }
+    if inputs.log_file_size.is_some_and(|size| size.bytes() == 0) {
+        return Err(invalid(
+            "--log-file-size",
+            "is 0",
+            "give the size of one log file (Exchange 2007 and later: 1MiB; 2003: 5MiB)",
+        ));
+    }
+    if inputs.log_truncation_failure_days == 0 {
+        return Err(invalid(
+            "--log-retention-days",
+            "is 0",
+            "give the days of logs the volume must hold when truncation stops, at least 1 (Microsoft: 3)",
+        ));
+    }
+    if let Some(percent) = inputs.log_volume_percent {
+        check_percent(
+            "--log-volume-percent",
+            percent,
+            "give a percentage of the database volume from 0 to 100 (Hitachi: 10)",
+        )?;
+    }
     check_percent(
         "--mailbox-move-percent",
         inputs.mailbox_move_percent,
@@ -685,26 +731,32 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
             inputs.mailboxes, inputs.servers
         ));
     }
-    let per_database = per_server / inputs.databases_per_server;
-    let largest_database = per_server.div_ceil(inputs.databases_per_server);
+    // Whole mailboxes, rounded up: every database is sized for the most it holds. The Lenovo
+    // report sizes 750 / 4 as 188; Infortrend's prints 1,000 / 3 as 333 (rounded down), but its
+    // databases must still hold 334 between them, so the plan says 334 and notes the division.
+    let per_database = per_server.div_ceil(inputs.databases_per_server);
+    let largest_database = per_database;
+    let even = per_server.is_multiple_of(inputs.databases_per_server);
     steps.push(
         "Mailboxes per database",
         format!(
             "{} / {} databases{}",
             format_number(per_server as f64),
             inputs.databases_per_server,
-            if largest_database == per_database {
-                String::new()
+            if even {
+                ""
             } else {
-                format!(", rounded down as ESRP prints it; the largest holds {largest_database}")
+                ", rounded up to whole mailboxes"
             }
         ),
         format_number(per_database as f64),
     );
-    if largest_database != per_database {
+    if !even {
         notes.push(format!(
-            "{} mailboxes per server do not divide into {} databases: {} each as ESRP reports it, and sizes are computed for the largest database ({largest_database})",
-            per_server, inputs.databases_per_server, per_database
+            "{} mailboxes per server do not divide into {} databases ({}): each database is sized for {per_database} whole mailboxes, rounded up (the Lenovo ESRP report sizes 750 / 4 as 188)",
+            per_server,
+            inputs.databases_per_server,
+            format_number(round_to(per_server as f64 / inputs.databases_per_server as f64, 2))
         ));
     }
 
@@ -1002,17 +1054,58 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         },
         format_bytes(to_bytes(database_volume)),
     );
-    let log_volume = match messages.and_then(tables::log_files_per_mailbox_per_day) {
-        Some(logs) => {
-            let days = f64::from(inputs.log_truncation_failure_days);
-            let daily = largest_database as f64 * logs as f64 * ByteSize::MIB as f64;
-            let moves = percent_of(largest_database as f64, inputs.mailbox_move_percent) * quota;
-            let bytes = reserve(daily * days + moves);
+    // The log volume by the Exchange calculator's rule (Microsoft, *Understanding Mailbox
+    // Database and Log Capacity Factors*; docs/plan.md, section 8): the logs a database's
+    // mailboxes write in the days truncation may stop, plus the logs of a week's mailbox moves,
+    // with the free-space reserve. Its inputs: the messages per day (given, or the profile the
+    // IOPS per mailbox is in the version's table), the log file size and the retention days.
+    let log_file_bytes = inputs
+        .log_file_size
+        .map_or(tables::log_file_bytes(version), ByteSize::bytes);
+    let log_messages = match messages {
+        Some(m) => Some((m, "given with --messages-per-day".to_string())),
+        None => tables::messages_for_iops(version, iops_base, copies).map(|m| {
+            (
+                m,
+                format!(
+                    "the {m} messages/day row: the first whose IOPS per mailbox in the {version} table is at least {}",
+                    format_number(iops_base)
+                ),
+            )
+        }),
+    };
+    let by_rule = log_messages
+        .as_ref()
+        .and_then(|(m, why)| tables::log_files_per_mailbox_per_day(*m).map(|l| (*m, l, why)));
+    let log_volume = match (inputs.log_volume_percent, by_rule) {
+        (Some(percent), _) => {
+            let bytes = percent_of(database_volume, percent);
             steps.push(
                 "Log volume",
                 format!(
-                    "({} mailboxes × {logs} logs/day × 1 MiB × {} days + {}% of mailboxes moved × quota) / (1 - {}% free)",
+                    "database volume × {}% (--log-volume-percent; Hitachi's best practice: at least 10%)",
+                    format_number(percent)
+                ),
+                format_bytes(to_bytes(bytes)),
+            );
+            bytes
+        }
+        (None, Some((m, logs, why))) => {
+            let days = f64::from(inputs.log_truncation_failure_days);
+            let daily = largest_database as f64 * logs as f64 * log_file_bytes as f64;
+            let moves = percent_of(largest_database as f64, inputs.mailbox_move_percent) * quota;
+            let bytes = reserve(daily * days + moves);
+            if messages.is_none() {
+                notes.push(format!(
+                    "the log volume assumes {m} messages per day ({why}); give --messages-per-day for your profile"
+                ));
+            }
+            steps.push(
+                "Log volume",
+                format!(
+                    "({} mailboxes × {logs} logs/day ({m} messages/day) × {} per log × {} days + {}% of mailboxes moved × quota) / (1 - {}% free)",
                     format_number(largest_database as f64),
+                    format_bytes(log_file_bytes),
                     inputs.log_truncation_failure_days,
                     format_number(inputs.mailbox_move_percent),
                     format_number(free)
@@ -1021,11 +1114,11 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
             );
             bytes
         }
-        None => {
+        (None, None) => {
             let bytes = database_volume * 0.10;
             steps.push(
                 "Log volume",
-                "database volume × 10% (Hitachi's ratio: 175 GB log LU per 1,750 GB database LU; give --messages-per-day for Microsoft's log formula)".to_string(),
+                "database volume × 10% (no message profile: the IOPS per mailbox is beyond the version's table; Hitachi's ratio, 175 GB log LU per 1,750 GB database LU; give --messages-per-day for Microsoft's log formula)".to_string(),
                 format_bytes(to_bytes(bytes)),
             );
             bytes
@@ -1182,7 +1275,9 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         ),
         format_bytes(test_database),
     );
-    if test_database < 16 * page {
+    // 32 pages at least: the job's cache (16 pages at least, `cache.min_size`) must stay below
+    // the database, or the run is refused (it would measure nothing but the log).
+    if test_database < 32 * page {
         return Err(invalid(
             "--mailbox-size",
             format!(
@@ -1193,18 +1288,28 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
                 inputs.capacity_percent
             ),
             format!(
-                "a database needs at least 16 pages ({}); give a larger --mailbox-size or --capacity-percent, or fewer --databases-per-server",
-                ByteSize(16 * page)
+                "a database needs at least 32 pages ({}), twice the smallest cache; give a larger --mailbox-size or --capacity-percent, or fewer --databases-per-server",
+                ByteSize(32 * page)
             ),
         ));
     }
+    let (cache_min, cache_max) = test_cache(test_database, page);
     steps.push(
         "Database cache per instance while testing",
-        "Jetstress defaults".to_string(),
+        if cache_max == JETSTRESS_CACHE_MAX.bytes() {
+            "Jetstress defaults (the test database is at least 16 times the 256 MiB maximum)"
+                .to_string()
+        } else {
+            format!(
+                "the test database / 16, whole pages, at least 16 pages: Jetstress's {} maximum would hold most or all of the {} database, and a run whose cache holds the database is refused (it would measure nothing but the log)",
+                format_bytes(JETSTRESS_CACHE_MAX.bytes()),
+                format_bytes(test_database)
+            )
+        },
         format!(
             "{} minimum, {} maximum",
-            format_bytes(JETSTRESS_CACHE_MIN.bytes()),
-            format_bytes(JETSTRESS_CACHE_MAX.bytes())
+            format_bytes(cache_min),
+            format_bytes(cache_max)
         ),
     );
     let production_cache = messages
@@ -1266,13 +1371,29 @@ pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
         log_volume_bytes: to_bytes(log_volume),
         storage_total_bytes: to_bytes(storage_total),
         test_database_size_bytes: test_database,
-        database_cache_min_bytes: JETSTRESS_CACHE_MIN.bytes(),
-        database_cache_max_bytes: JETSTRESS_CACHE_MAX.bytes(),
+        database_cache_min_bytes: cache_min,
+        database_cache_max_bytes: cache_max,
         database_cache_production_bytes: production_cache,
         steps: steps.0,
         notes,
         warnings,
     })
+}
+
+/// The cache per instance the job file carries (minimum, maximum): Jetstress's 32 MiB / 256 MiB
+/// when the test database is at least 16 times the maximum; below that, a sixteenth of the
+/// database in whole pages (at least 16 pages, the job's smallest cache), the minimum lowered to
+/// it. A run whose cache maximum holds the database is refused (`docs/refusals.md`), so a
+/// rehearsal's small databases would otherwise get a job that cannot run; a sixteenth keeps
+/// most reads misses, as the cache of a full-size database does. The same sixteenth is what the
+/// refusal suggests.
+fn test_cache(test_database: u64, page: u64) -> (u64, u64) {
+    let max = JETSTRESS_CACHE_MAX.bytes();
+    if test_database / 16 >= max {
+        return (JETSTRESS_CACHE_MIN.bytes(), max);
+    }
+    let max = (test_database / 16 / page * page).max(16 * page);
+    (JETSTRESS_CACHE_MIN.bytes().min(max), max)
 }
 
 impl Plan {
@@ -1290,8 +1411,8 @@ impl Plan {
         job.storage.databases = u32::try_from(self.inputs.databases_per_server).unwrap_or(1024);
         job.storage.db_size = Some(ByteSize(self.test_database_size_bytes));
         job.storage.page_size = self.inputs.page_size;
-        job.cache.min_size = JETSTRESS_CACHE_MIN;
-        job.cache.max_size = JETSTRESS_CACHE_MAX;
+        job.cache.min_size = ByteSize(self.database_cache_min_bytes);
+        job.cache.max_size = ByteSize(self.database_cache_max_bytes);
         // A target is set, so let the run find the sessions that reach it (`docs/workload.md`).
         job.workload.threads = Threads::Auto;
         job
@@ -1349,7 +1470,7 @@ mod tests {
         let plan = plan(&infortrend()).expect("plans");
         assert_eq!(plan.target_iops_total, 160.0);
         assert_eq!(plan.target_iops_per_server, 160.0);
-        assert_eq!(plan.mailboxes_per_database, 333);
+        assert_eq!(plan.mailboxes_per_database, 334, "1,000 / 3 rounded up");
         assert_eq!(plan.mailboxes_largest_database, 334);
         assert!(plan.notes.iter().any(|n| n.contains("334")));
     }
@@ -1435,6 +1556,8 @@ mod tests {
                 content_index: false,
                 free_space_reserve: true,
             },
+            // Its log LUs: "at least 10 percent of the size of the database LUs" (line 446).
+            log_volume_percent: Some(10.0),
             ..hitachi()
         }
     }

@@ -89,6 +89,24 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
         ),
     ];
     rows.push((
+        "Log file size".into(),
+        match inputs.log_file_size {
+            Some(size) => format_bytes(size.bytes()),
+            None => format!(
+                "{} (the version's)",
+                format_bytes(crate::tables::log_file_bytes(plan.exchange_version))
+            ),
+        },
+    ));
+    rows.push((
+        "Log retention if truncation stops".into(),
+        format!("{} days", inputs.log_truncation_failure_days),
+    ));
+    rows.push((
+        "Mailboxes moved per week".into(),
+        format!("{}%", format_number(inputs.mailbox_move_percent)),
+    ));
+    rows.push((
         "Disk size".into(),
         plan.disk_size_bytes
             .map_or("not given".to_string(), format_bytes),
@@ -148,8 +166,12 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             format_number(plan.mailboxes_per_database as f64),
         ),
         (
-            "IOPS per mailbox (with headroom)".into(),
-            format_number(plan.iops_per_mailbox),
+            "IOPS per mailbox".into(),
+            crate::iops_with_headroom_text(
+                plan.iops_per_mailbox_base,
+                inputs.headroom_percent,
+                plan.iops_per_mailbox,
+            ),
         ),
         (
             "Target transactional IOPS per server".into(),

@@ -218,6 +218,25 @@ pub fn log_files_per_mailbox_per_day(messages_per_day: u32) -> Option<u64> {
         .copied()
 }
 
+/// The size of one transaction log file: 1 MiB since Exchange 2007, 5 MiB in Exchange 2003
+/// (Microsoft, *Understanding Mailbox Database and Log Capacity Factors*; Exchange 2003's
+/// E00*.log files are 5 MB).
+pub fn log_file_bytes(version: ExchangeVersion) -> u64 {
+    match version {
+        ExchangeVersion::Exchange2003 => 5 << 20,
+        _ => 1 << 20,
+    }
+}
+
+/// The message profile an IOPS-per-mailbox figure is in: the first row of [`MESSAGE_ROWS`]
+/// whose IOPS in the version's table is at least `iops` (None beyond the table, and for 2003,
+/// whose profiles have no log table of their own: the 2010 rows are used by message count).
+pub fn messages_for_iops(version: ExchangeVersion, iops: f64, copies: u32) -> Option<u32> {
+    MESSAGE_ROWS.iter().copied().find(|&m| {
+        iops_per_mailbox(version, m, copies).is_some_and(|figure| figure.value + 1e-9 >= iops)
+    })
+}
+
 /// Kinds of disk with a typical random-I/O figure, for when the user has not measured one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -12,8 +12,9 @@
 //! The clock is `SystemTime`, read afresh on every pass of the wait, so a clock stepped by NTP
 //! while waiting moves the start with it, as it moves every other host's.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use jetproof_storage::{BadInput, bad};
 
@@ -64,8 +65,9 @@ fn check_not_past_at(at: SystemTime, now: SystemTime) -> Result<(), BadInput> {
             "--start-at",
             format!(
                 "{} is {:.1} s in the past on this host's clock ({}); give a time far enough ahead \
-                 for every host to attach and warm up, e.g. --start-at \"$(date -u -d '+2 min' \
-                 +%Y-%m-%dT%H:%M:%SZ)\"",
+                 for every host to attach and warm up: every run prints the lead it needed \
+                 (\"Preparation took N s ... give --start-at at least M s ahead\"), e.g. \
+                 --start-at \"$(date -u -d '+2 min' +%Y-%m-%dT%H:%M:%SZ)\"",
                 jetproof_results::clock::rfc3339_millis(at),
                 late_ms / 1e3,
                 jetproof_results::clock::rfc3339_millis(now)
@@ -73,6 +75,22 @@ fn check_not_past_at(at: SystemTime, now: SystemTime) -> Result<(), BadInput> {
         ));
     }
     Ok(())
+}
+
+static LAUNCHED: OnceLock<Instant> = OnceLock::new();
+
+/// When this process was launched (the CLI calls this first thing; otherwise the first call):
+/// the preparation a `--start-at` must leave room for is counted from here, since the hosts'
+/// commands are launched, not attached, at the moment their operator (or Ansible) starts them.
+pub fn launched() -> Instant {
+    *LAUNCHED.get_or_init(Instant::now)
+}
+
+/// The lead to give `--start-at` on a host whose preparation took `preparation`: half as much
+/// again, plus 5 s, rounded up to whole seconds (the preparation varies from run to run with the
+/// page cache and the other hosts' load; a short one still needs room for launch skew).
+pub fn suggested_lead(preparation: Duration) -> u64 {
+    (preparation.as_secs_f64() * 1.5 + 5.0).ceil() as u64
 }
 
 /// True once the host's clock has reached `at`.

@@ -423,6 +423,9 @@ pub struct HostInstanceFigures {
     pub backup_mb_per_sec: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_seconds: Option<f64>,
+    /// Soft recovery: log files the test itself generated (what counts toward ESRP's 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_generated: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logs_replayed: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -612,6 +615,9 @@ fn instance_figures(result: &TestResult) -> BTreeMap<String, HostInstanceFigures
             picked.backup_bytes = Some(b.backup.bytes);
             picked.backup_seconds = Some(b.backup.seconds);
             picked.backup_mb_per_sec = Some(b.backup.mb_per_sec);
+        }
+        if let Some(recovery) = instance.figures.recovery() {
+            picked.logs_generated = recovery.logs_generated;
         }
         if let Some(replay) = instance.figures.recovery().and_then(|r| r.replay.as_ref()) {
             picked.logs_replayed = Some(replay.logs_replayed);
@@ -1599,6 +1605,7 @@ mod tests {
                 logs_replayed: 20,
                 recovery_seconds: 40.0,
                 generation_seconds: None,
+                logs_generated: None,
             });
             inputs.push(input);
         }

@@ -182,15 +182,14 @@ pub fn parse_size(text: &str) -> Option<u64> {
     Some((number * factor).round() as u64)
 }
 
-/// What the document needs of a result before its test is merged: who, which test, when, and
-/// what it simulated. Read with the instances skipped, so a first look at a thousand hosts'
+/// What the document needs of a result before its test is merged: who, which test, and what it
+/// simulated. Read with the instances skipped, so a first look at a thousand hosts'
 /// files holds none of their histograms.
 #[derive(Clone, Debug)]
 struct Peek {
     path: PathBuf,
     host: String,
     test: TestKind,
-    measured_start: Option<String>,
     shape: HostShape,
 }
 
@@ -212,8 +211,6 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         test: TestKind,
         host: Host,
         #[serde(default)]
-        measured_start: Option<String>,
-        #[serde(default)]
         parameters: Parameters,
         #[serde(default)]
         instances: Vec<serde::de::IgnoredAny>,
@@ -230,7 +227,6 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
             path: path.to_path_buf(),
             host: r.host.name.clone(),
             test: r.test,
-            measured_start: r.measured_start.clone(),
             shape: shape(
                 &r.host.name,
                 r.test,
@@ -251,7 +247,6 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         ),
         host: head.host.name,
         test: head.test,
-        measured_start: head.measured_start,
     })
 }
 
@@ -417,10 +412,12 @@ fn windows_apart(hosts: &[AggregateHost]) -> Option<String> {
 }
 
 /// Reads every result and combines them test by test, each host by the name its results record
-/// (`--host-name` or its hostname). A host with two results of one test keeps the later (by
-/// `measured_start`), and a note says so.
+/// (`--host-name` or its hostname). Two results of one test under one host name are refused, as
+/// `jetproof aggregate` refuses them: they are either one server's run given twice or two
+/// servers sharing a name (runs on one machine without `--host-name`), and merging them into
+/// one server would judge a server that does not exist.
 pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
-    let mut notes = Vec::new();
+    let notes = Vec::new();
     let refused = |e: aggregate::AggregateError| EsrpError::Results {
         path: PathBuf::from("RESULTS_DIR"),
         message: e.to_string(),
@@ -435,26 +432,17 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
         let host = peek.host.clone();
         names.insert(host.clone());
         let slot = by_test.entry(peek.test.name()).or_default();
-        let (used, unused) = match slot.get(&host) {
-            Some(kept) if kept.measured_start >= peek.measured_start => {
-                (kept.path.clone(), peek.path.clone())
-            }
-            Some(kept) => {
-                let pair = (peek.path.clone(), kept.path.clone());
-                slot.insert(host.clone(), peek);
-                pair
-            }
-            None => {
-                slot.insert(host.clone(), peek);
-                continue;
-            }
-        };
-        notes.push(format!(
-            "{host}: two {} results; {} is used, {} is not",
-            slot.get(&host).map_or("", |i| i.test.name()),
-            used.display(),
-            unused.display()
-        ));
+        if let Some(earlier) = slot.get(&host) {
+            return Err(EsrpError::Results {
+                path: peek.path.clone(),
+                message: format!(
+                    "host {host} given twice in the {} results (also {}); give each host once (runs sharing a machine: `--host-name`; a test run again: move the older result out of RESULTS_DIR)",
+                    peek.test.name(),
+                    earlier.path.display()
+                ),
+            });
+        }
+        slot.insert(host, peek);
     }
     let mut sets = Vec::new();
     for test in TESTS {
@@ -543,7 +531,8 @@ pub struct HostSummary {
     pub pass: bool,
     /// Some(clean) when a checksum pass followed the test.
     pub checksum: Option<bool>,
-    /// The fewest log files any instance replayed (soft recovery).
+    /// The fewest log files any instance generated (soft recovery): what counts toward ESRP's 500,
+    /// not what it replayed (which also holds files an earlier test left past its checkpoint).
     pub fewest_logs: Option<f64>,
     /// Transactional IOPS achieved (performance, stress).
     pub achieved_iops: Option<f64>,
@@ -578,7 +567,7 @@ impl Summary {
                     fewest_logs: h
                         .instance_figures
                         .values()
-                        .filter_map(|f| f.logs_replayed.map(|n| n as f64))
+                        .map(|f| f.logs_generated.unwrap_or(0) as f64)
                         .reduce(f64::min),
                     achieved_iops: h.achieved_iops,
                 })
@@ -795,7 +784,9 @@ pub fn requirements(
                 .map(|h| h.fewest_logs.unwrap_or(0.0))
                 .fold(f64::INFINITY, f64::min);
             (
-                format!("{fewest:.0} log files replayed per instance at the fewest"),
+                format!(
+                    "{fewest:.0} log files generated by the test per instance at the fewest (replayed files an earlier test left do not count)"
+                ),
                 fewest >= RECOVERY_LOG_FILES,
             )
         }
@@ -890,6 +881,26 @@ fn bytes_gib(value: Option<&serde_json::Value>) -> String {
         format!("{:.2} TiB", bytes / (1u64 << 40) as f64)
     } else {
         format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
+    }
+}
+
+/// The plan's IOPS per mailbox with its headroom as given ("0.13 + 20% headroom = 0.156
+/// tested"; `jetproof_plan::iops_with_headroom_text` writes the same for the terminal), not the
+/// product alone as if it were the profile.
+fn headroom_text(
+    base: Option<&serde_json::Value>,
+    headroom_percent: Option<&serde_json::Value>,
+    tested: Option<&serde_json::Value>,
+) -> String {
+    match headroom_percent.and_then(serde_json::Value::as_f64) {
+        Some(h) if h != 0.0 => format!(
+            "{} + {}% headroom = {} tested",
+            whole(base),
+            whole(headroom_percent),
+            whole(tested)
+        ),
+        Some(_) => format!("{}, no headroom added", whole(tested)),
+        None => whole(tested),
     }
 }
 
@@ -1125,11 +1136,14 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     if plan.is_some() {
         let _ = writeln!(
             m,
-            "- {} mailboxes on {} server(s)\n- {} IOPS per mailbox, headroom included ({} before headroom)\n- {} mailbox size\n- {} copies of each database",
+            "- {} mailboxes on {} server(s)\n- {} IOPS per mailbox\n- {} mailbox size\n- {} copies of each database",
             mailboxes.clone().unwrap_or_default(),
             whole(pi("servers")),
-            whole(p("iops_per_mailbox")),
-            whole(p("iops_per_mailbox_base")),
+            headroom_text(
+                p("iops_per_mailbox_base"),
+                pi("headroom_percent"),
+                p("iops_per_mailbox")
+            ),
             bytes_gib(p("mailbox_quota_bytes")),
             whole(pi("copies_per_database"))
         );
@@ -1166,7 +1180,11 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             ),
             (
                 "Simulated profile: I/Os per second per mailbox (IOPS, include headroom)",
-                whole(p("iops_per_mailbox")),
+                headroom_text(
+                    p("iops_per_mailbox_base"),
+                    pi("headroom_percent"),
+                    p("iops_per_mailbox"),
+                ),
             ),
             (
                 "Target transactional IOPS per server",
@@ -1452,9 +1470,9 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         Some(x) => {
             let _ = writeln!(
                 m,
-                "\nTransaction Log Recovery/Replay Performance: the logs of every instance replayed at once.\n\n| Server | Logs replayed | Average time to play one log file (sec) |\n|---|---:|---:|"
+                "\nTransaction Log Recovery/Replay Performance: the logs of every instance replayed at once. Logs generated are what the test itself wrote (ESRP's 500 per instance counts these); logs replayed also hold what was there before it (the generation open at attach, any an earlier test left past its checkpoint).\n\n| Server | Logs generated | Logs replayed | Average time to play one log file (sec) |\n|---|---:|---:|---:|"
             );
-            let (mut all, mut logs) = (Vec::new(), 0.0);
+            let (mut all, mut logs, mut generated_all) = (Vec::new(), 0.0, 0.0);
             for h in &x.per_host {
                 let per: Vec<f64> = h
                     .instance_figures
@@ -1462,16 +1480,26 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                     .filter_map(|f| f.seconds_per_log)
                     .collect();
                 let replayed = h.totals.recovery().map_or(0.0, |t| t.logs_replayed as f64);
+                let generated: f64 = h
+                    .instance_figures
+                    .values()
+                    .map(|f| f.logs_generated.unwrap_or(0) as f64)
+                    .sum();
                 logs += replayed;
+                generated_all += generated;
                 let _ = writeln!(
                     m,
-                    "| {} | {replayed:.0} | {:.3} |",
+                    "| {} | {generated:.0} | {replayed:.0} | {:.3} |",
                     cell(&h.name),
                     mean(&per)
                 );
                 all.extend(per);
             }
-            let _ = writeln!(m, "| **All servers** | {logs:.0} | {:.3} |", mean(&all));
+            let _ = writeln!(
+                m,
+                "| **All servers** | {generated_all:.0} | {logs:.0} | {:.3} |",
+                mean(&all)
+            );
             if let Some(e) = x.apart.as_deref().or(x.error.as_deref()) {
                 let _ = writeln!(m, "\nNot combined: {}.", cell(e));
             }

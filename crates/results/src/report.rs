@@ -338,8 +338,20 @@ fn class_table(result: &TestResult, key: &str, header: &[&str]) -> Option<Table>
 /// Jetstress's soft-recovery figures per instance (log files replayed, seconds, seconds per log)
 /// with what the replay did; a failed replay reads "failed" (its reason is in the reasons).
 fn recovery_table(result: &TestResult) -> Table {
-    let mut table = Table::new(&[
-        "Instance",
+    // The soft-recovery test says what it generated beside what it replayed: the replay starts
+    // at the checkpoint, so it also plays what was there before (the generation open at attach,
+    // any an earlier test left), and only the generated files count toward ESRP's 500.
+    // `jetproof recover` generated nothing and has no such column.
+    let generated = result.instances.iter().any(|i| {
+        i.figures
+            .recovery()
+            .is_some_and(|r| r.logs_generated.is_some())
+    });
+    let mut columns = vec!["Instance"];
+    if generated {
+        columns.push("Log files generated");
+    }
+    columns.extend([
         "Log files replayed",
         "Seconds",
         "Seconds per log",
@@ -350,24 +362,24 @@ fn recovery_table(result: &TestResult) -> Table {
         "CPU µs per record applied",
         "CPU busy %",
     ]);
+    let mut table = Table::new(&columns);
     for instance in &result.instances {
-        let Some(r) = instance.figures.recovery().and_then(|r| r.replay.as_ref()) else {
-            table.row(vec![
-                instance.name.clone(),
-                "failed".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ]);
+        let figures = instance.figures.recovery();
+        let mut row = vec![instance.name.clone()];
+        if generated {
+            row.push(
+                figures
+                    .and_then(|r| r.logs_generated)
+                    .map_or_else(|| "-".into(), |n| n.to_string()),
+            );
+        }
+        let Some(r) = figures.and_then(|r| r.replay.as_ref()) else {
+            row.push("failed".into());
+            row.extend(std::iter::repeat_n("-".to_string(), 8));
+            table.row(row);
             continue;
         };
-        table.row(vec![
-            instance.name.clone(),
+        row.extend([
             r.logs_replayed.to_string(),
             ms(r.seconds),
             ms(r.seconds_per_log),
@@ -380,6 +392,7 @@ fn recovery_table(result: &TestResult) -> Table {
                 .unwrap_or_else(|| "-".into()),
             format!("{:.0}", r.cpu_share * 100.0),
         ]);
+        table.row(row);
     }
     table
 }
@@ -427,6 +440,23 @@ fn instance_sum(result: &TestResult, figure: WorkloadFigure) -> Option<u64> {
 /// size at the start and end of the test (their files' lengths, summed over the instances), and
 /// beside them the bytes of pages in use, which a file grown by whole extents does not show.
 /// The terminal's headline already gives the rates, so there the table starts at the sizes.
+/// A byte count for people, not for reading back: the largest binary unit it reaches, two
+/// decimals ("1.30 GiB", "512.00 KiB", "37 B").
+pub fn human_bytes(bytes: u64) -> String {
+    let units = [
+        (1u64 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (unit, name) in units {
+        if bytes >= unit {
+            return format!("{:.2} {name}", bytes as f64 / unit as f64);
+        }
+    }
+    format!("{bytes} B")
+}
+
 fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
     let initial = instance_sum(result, |w| w.db_size_initial_bytes)?;
     let mut table = Table::new(&["", ""]);
@@ -460,6 +490,20 @@ fn sizing_table(result: &TestResult, detail: Detail) -> Option<Table> {
             table.row(vec![
                 "Database Growth per Transactional I/O (bytes)".into(),
                 format!("{:.0}", last.saturating_sub(initial) as f64 / ios as f64),
+            ]);
+        }
+        // Not Jetstress's either: the room a longer test at the same rate needs, since
+        // `storage.db_size` is only the initial size (issue 32, item 12).
+        if let Some(window) = result
+            .totals
+            .workload()
+            .map(|t| t.measured_seconds)
+            .filter(|s| *s > 0.0)
+        {
+            let per_hour = last.saturating_sub(initial) as f64 / window * 3600.0;
+            table.row(vec![
+                "Database Growth per Hour at the Achieved Rate (bytes)".into(),
+                format!("{per_hour:.0} ({})", human_bytes(per_hour as u64)),
             ]);
         }
     }

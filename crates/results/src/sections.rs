@@ -176,6 +176,12 @@ pub struct RecoveryTotals {
     /// The soft-recovery test's log generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation_seconds: Option<f64>,
+    /// The soft-recovery test: log files this test generated, all instances (the instances'
+    /// `logs_generated` summed). `logs_replayed` also holds what was there before the test (the
+    /// generation open at attach, and any an earlier test left past its checkpoint); only these
+    /// count toward ESRP's 500 per instance. Absent for `jetproof recover` and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_generated: Option<u64>,
 }
 
 /// The test-specific figures of one instance, written beside its I/O classes in the instance

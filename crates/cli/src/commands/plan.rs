@@ -90,6 +90,19 @@ pub struct Args {
     /// Deleted item retention window in days.
     #[arg(long, value_name = "DAYS", default_value_t = 14, value_parser = parse_count_u32, allow_negative_numbers = true)]
     pub retention_days: u32,
+    /// Size of one transaction log file, for the log volume [default: 1MiB; 5MiB for 2003].
+    #[arg(long, value_name = "SIZE")]
+    pub log_file_size: Option<ByteSize>,
+    /// Days of logs the log volume holds if truncation (backup, replication) stops.
+    #[arg(long, value_name = "DAYS", default_value_t = 3, value_parser = parse_count_u32, allow_negative_numbers = true)]
+    pub log_retention_days: u32,
+    /// The log volume as this share of the database volume, instead of the calculator's rule
+    /// (Hitachi's best practice: 10).
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true, value_parser = parse_percent)]
+    pub log_volume_percent: Option<f64>,
+    /// Share of a database's mailboxes moved in a week, whose logs the log volume holds.
+    #[arg(long, value_name = "PERCENT", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_percent)]
+    pub mailbox_move_percent: f64,
     /// Content index share of the database in percent [default: 10 for 2010, 20 for 2013 and
     /// later, 0 for 2003].
     #[arg(long, value_name = "PERCENT", allow_negative_numbers = true, value_parser = parse_percent)]
@@ -251,8 +264,10 @@ impl Args {
             deleted_item_retention_days: self.retention_days,
             content_index_percent: self.content_index_percent,
             free_space_percent: self.free_space_percent,
-            log_truncation_failure_days: 3,
-            mailbox_move_percent: 1.0,
+            log_truncation_failure_days: self.log_retention_days,
+            log_file_size: self.log_file_size,
+            log_volume_percent: self.log_volume_percent,
+            mailbox_move_percent: self.mailbox_move_percent,
             page_size: self.page_size,
         })
     }

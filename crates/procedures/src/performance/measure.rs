@@ -21,6 +21,27 @@ pub(super) fn measure(
     for a in attached {
         a.pace_at(per_instance_target);
     }
+    // The lead `--start-at` needs (issue 32, item 12): how long the preparation took from the
+    // launch, with the lead that covers it; with a start time, how much lead was given.
+    let preparation = crate::start::launched().elapsed();
+    let lead = crate::start::suggested_lead(preparation);
+    match options.start_at {
+        Some(at) => {
+            let given = jetproof_results::clock::millis_between(SystemTime::now(), at) / 1e3
+                + preparation.as_secs_f64();
+            log.line(format!(
+                "Preparation took {:.1} s from launch (attach, warm-up{}); the start time was {given:.1} s after launch{}; give --start-at at least {lead} s ahead on this host.",
+                preparation.as_secs_f64(),
+                if per_instance_target.is_some() { ", pace settled" } else { "" },
+                if given < preparation.as_secs_f64() { ", too little lead" } else { "" },
+            ));
+        }
+        None => log.line(format!(
+            "Preparation took {:.1} s from launch (attach, warm-up{}): give --start-at at least {lead} s ahead on this host.",
+            preparation.as_secs_f64(),
+            if per_instance_target.is_some() { ", pace settled" } else { "" },
+        )),
+    }
     if let Some(at) = options.start_at {
         log.line(format!(
             "Waiting for the start time {} (--start-at); the sessions keep running, paced.",
@@ -421,6 +442,24 @@ pub(super) fn measure(
             "Process CPU over the measured window: {cpu_seconds:.2} s, {per_io:.1} µs per transactional I/O ({transactional_ios} database reads and writes)."
         ));
     }
+    // The databases' sizes and what they grow by in an hour at the rate achieved (issue 32,
+    // item 12): `db_size` is the initial size, and a long test needs room for the growth.
+    let (initial, last) = instances
+        .iter()
+        .filter_map(|i| i.figures.workload())
+        .fold((0u64, 0u64), |(i, l), w| {
+            (i + w.db_size_initial_bytes, l + w.db_size_final_bytes)
+        });
+    let grown = last.saturating_sub(initial);
+    let per_hour = grown as f64 / window.max(1e-9) * 3600.0;
+    log.line(format!(
+        "Database sizes (all {} databases): initial {initial} bytes ({}), final {last} bytes ({}), grown {grown} bytes in the {window:.1} s window; at the achieved {achieved:.1} transactional IOPS they grow about {} per hour ({} per day).",
+        instances.len(),
+        jetproof_results::report::human_bytes(initial),
+        jetproof_results::report::human_bytes(last),
+        jetproof_results::report::human_bytes(per_hour as u64),
+        jetproof_results::report::human_bytes((per_hour * 24.0) as u64),
+    ));
     let stat = |values: &[f64]| {
         (!values.is_empty()).then(|| Stat {
             average: values.iter().sum::<f64>() / values.len() as f64,

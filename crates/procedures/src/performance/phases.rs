@@ -246,9 +246,39 @@ fn attain_prerequisites(
             break;
         }
         if options.start_at.is_some_and(crate::start::reached) {
-            log.line(
-                "The start time arrived before the prerequisites were attained; the measured window starts at the start time as asked (ready_at_start: false).",
-            );
+            // Say how long the preparation had run and how much lead it would need: the time so
+            // far, with the caches' remaining fill at the rate so far and, when paced, the
+            // pace's settling after it (issue 32, item 12).
+            let so_far = crate::start::launched().elapsed();
+            let (resident, max) = attached.iter().fold((0u64, 0u64), |(r, m), a| {
+                let c = a.database.database().cache_stats();
+                (r + c.resident_pages as u64, m + c.max_pages as u64)
+            });
+            let filled = resident as f64 / max.max(1) as f64;
+            let warming = warm_started.elapsed().as_secs_f64();
+            let fill_left = if caches_warm || filled <= 0.0 {
+                0.0
+            } else {
+                warming * (1.0 - filled) / filled
+            };
+            let settle = if per_instance_target.is_some() {
+                CONTROL_SETTLE.as_secs_f64()
+            } else {
+                0.0
+            };
+            let needed = Duration::from_secs_f64(so_far.as_secs_f64() + fill_left + settle);
+            log.line(format!(
+                "The start time arrived before the prerequisites were attained, {:.1} s after launch (caches {:.0}% full{}); the measured window starts at the start time as asked (ready_at_start: false). The preparation needs about {:.0} s on this host: give --start-at at least {} s ahead.",
+                so_far.as_secs_f64(),
+                filled.min(1.0) * 100.0,
+                if caches_warm && settle > 0.0 {
+                    ", pace settling"
+                } else {
+                    ""
+                },
+                needed.as_secs_f64(),
+                crate::start::suggested_lead(needed)
+            ));
             break;
         }
         if warm_started.elapsed() > PREREQUISITE_LIMIT {
