@@ -72,6 +72,25 @@ pub type WriteObserver = Box<dyn FnMut(u64, &[u8]) + Send>;
 /// the body of a free page): [`BulkLoader::with_filler`]. Without one they are zeros.
 pub type Filler = Box<dyn FnMut(&mut [u8]) + Send>;
 
+/// Fills the body (everything after the page header) of the next long-value page:
+/// [`BulkLoader::with_long_values`]. Called once per page, in page order.
+pub type LongValueFiller = Box<dyn FnMut(&mut [u8]) + Send>;
+
+/// Long-value pages are laid down in runs of this many pages (a space map's owned extent), each
+/// run right after a completed leaf.
+pub const LONG_VALUE_RUN_PAGES: usize = 16;
+
+/// The tree id long-value pages carry (the record tree is 1).
+pub const LONG_VALUE_TREE_ID: u32 = 2;
+
+/// Long values to lay down between the leaves.
+struct LongValues {
+    /// Share of the loader's pages (from page 4 on) to make long-value pages.
+    share: f64,
+    fill: LongValueFiller,
+    written: u64,
+}
+
 /// The observer, shared by the loader (set after start, used at `finish`) and its writer.
 type SharedObserver = Arc<std::sync::Mutex<Option<WriteObserver>>>;
 
@@ -179,6 +198,7 @@ pub struct BulkLoader<'a> {
     failed: Option<String>,
     observer: SharedObserver,
     filler: Option<Filler>,
+    long_values: Option<LongValues>,
 }
 
 impl std::fmt::Debug for BulkLoader<'_> {
@@ -247,6 +267,7 @@ impl<'a> BulkLoader<'a> {
             writer: Writer::start(file.clone(), observer.clone()),
             observer,
             filler: None,
+            long_values: None,
             db,
             file,
             page_size,
@@ -292,6 +313,30 @@ impl<'a> BulkLoader<'a> {
     pub fn with_filler(mut self, filler: Filler) -> Self {
         self.filler = Some(filler);
         self
+    }
+
+    /// Makes a `share` (0 to 0.95) of the pages the loader lays down long-value pages (ESE keeps
+    /// a table's long values, attachments above all, on long-value pages of their own tree): in
+    /// runs of [`LONG_VALUE_RUN_PAGES`], each run right after a completed leaf or a mailbox's
+    /// free extent rest ([`BulkLoader::end_extent`]) whenever a whole run keeps them within the
+    /// share, so leaves stay packed and no page is left free for them. Each page is
+    /// [`PageType::LongValue`] with tree [`LONG_VALUE_TREE_ID`], its body made by `fill`, and
+    /// counts as used in the space maps. No tree refers to them: `get`, `check` and a run never
+    /// read them (the record tree holds no long-value references yet). `init` uses them for
+    /// `workload.dedup_ratio` above 1 (issue 33): an attachment stored twice repeats every block
+    /// of its pages but the header's. A share of 0 or less (or not finite) lays down none.
+    pub fn with_long_values(mut self, share: f64, fill: LongValueFiller) -> Self {
+        self.long_values = (share.is_finite() && share > 0.0).then_some(LongValues {
+            share: share.min(0.95),
+            fill,
+            written: 0,
+        });
+        self
+    }
+
+    /// Long-value pages laid down so far.
+    pub fn long_value_pages(&self) -> u64 {
+        self.long_values.as_ref().map_or(0, |lv| lv.written)
     }
 
     /// Records appended so far.
@@ -423,7 +468,7 @@ impl<'a> BulkLoader<'a> {
             let number = self.push_free_page()?;
             self.gaps.push(number);
         }
-        Ok(())
+        self.push_long_values()
     }
 
     /// Formats the next slot as a free page and moves past it; returns its page number.
@@ -453,7 +498,49 @@ impl<'a> BulkLoader<'a> {
         self.leaf_end = self.page_size;
         self.leaf_used_bytes = 0;
         self.leaves += 1;
-        self.advance_slot()
+        self.advance_slot()?;
+        self.push_long_values()
+    }
+
+    /// Lays down the long-value pages owed, in whole runs ([`BulkLoader::with_long_values`]).
+    fn push_long_values(&mut self) -> Result<()> {
+        loop {
+            let laid = self.next_page().saturating_sub(FIRST_TREE_PAGE);
+            let run = LONG_VALUE_RUN_PAGES as u64;
+            let due = self
+                .long_values
+                .as_ref()
+                .is_some_and(|lv| (lv.written + run) as f64 <= lv.share * (laid + run) as f64);
+            if !due {
+                return Ok(());
+            }
+            self.push_long_value_run()?;
+        }
+    }
+
+    fn push_long_value_run(&mut self) -> Result<()> {
+        for _ in 0..LONG_VALUE_RUN_PAGES {
+            let number = self.next_page();
+            let stamp = self.db.take_update_stamp();
+            let slot_start = self.batch_count * self.page_size;
+            if let (Some(slot), Some(lv)) = (
+                self.batch.get_mut(slot_start..slot_start + self.page_size),
+                self.long_values.as_mut(),
+            ) {
+                if let Some(header) = slot.get_mut(..HEADER_SIZE) {
+                    header.fill(0);
+                }
+                if let Some(body) = slot.get_mut(HEADER_SIZE..) {
+                    (lv.fill)(body);
+                }
+                page::write_common(slot, number as u32, PageType::LongValue, stamp);
+                page::put_u32(slot, page::OFFSET_TREE, LONG_VALUE_TREE_ID);
+                checksum::seal(slot);
+                lv.written += 1;
+            }
+            self.advance_slot()?;
+        }
+        Ok(())
     }
 
     /// Counts the slot just filled as complete; sends the batch when full; skips map positions.
