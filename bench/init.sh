@@ -13,7 +13,8 @@
 # Usage: bench/init.sh [DIR]   (DIR: where the data goes; default ./bench-data; removed after)
 # Environment: DB_SIZE (default 2GiB), DATABASES (default 3), ROUNDS (default 3),
 # COMPRESSION_RATIO (default 1.0, the job's workload.compression_ratio),
-# CARGO_TARGET_DIR (where the release build goes; default ./target).
+# CARGO_TARGET_DIR (where the release build goes; default ./target), PROFILE (the cargo profile
+# built and run: release, the default, or profiling, the same code with symbols for perf).
 # Writes bench/results/<date>-init.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,8 +28,9 @@ ratio=${COMPRESSION_RATIO:-1.0}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
-(cd "$here/.." && cargo build --release -q -p jetproof)
-jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
+profile=${PROFILE:-release}
+(cd "$here/.." && cargo build --profile "$profile" -q -p jetproof)
+jetproof="${CARGO_TARGET_DIR:-$here/../target}/$profile/jetproof"
 
 # fio's size for the same bytes one database holds (fio reads "2GiB" as 2 GiB too).
 fio_write() {
@@ -51,12 +53,14 @@ fio_runs=("$(fio_write)")
 init_runs=()
 for round in $(seq 1 "$rounds"); do
   rm -rf "$dir/data" "$dir/results"
-  "$jetproof" init "$dir/job.toml" --out "$dir/results" --quiet >/dev/null
+  # The CPU init spent (user + system seconds): on a shared machine the fill is as fast as the
+  # CPU it gets.
+  cpu=$( { TIMEFORMAT='%U+%S'; time "$jetproof" init "$dir/job.toml" --out "$dir/results" --quiet >/dev/null; } 2>&1 )
   init_runs+=("$(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 t, d = r["totals"], r["data_reduction"]["across_databases"]
-print("%.1f,%.3f,%.3f,%.4f,%.2f" % (t["mb_per_sec"], t["seconds"], d["compression_ratio"], d["duplicate_share"], d["compression_ratio_ci95_percent"]))' "$dir/results/result.json")")
+print("%.1f,%.3f,%.3f,%.4f,%.2f,%.2f" % (t["mb_per_sec"], t["seconds"], d["compression_ratio"], d["duplicate_share"], d["compression_ratio_ci95_percent"], eval(sys.argv[2])))' "$dir/results/result.json" "$cpu")")
   rm -rf "$dir/data" "$dir/results"
   fio_runs+=("$(fio_write)")
 done
@@ -88,13 +92,13 @@ import statistics, sys
 fio = [float(x) for x in sys.argv[1].split()]
 runs = [[float(v) for v in r.split(",")] for r in sys.argv[2].split()]
 setting = float(sys.argv[3])
-print("| round | fio before / after | init overall | init / fio | init seconds | compression measured (set %.2f) | 95%% interval | duplicate 8 KiB blocks, all databases |" % setting)
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| round | fio before / after | init overall | init / fio | init seconds | init CPU seconds | compression measured (set %.2f) | 95%% interval | duplicate 8 KiB blocks, all databases |" % setting)
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 ratios = []
-for i, (rate, seconds, comp, dup, ci) in enumerate(runs):
+for i, (rate, seconds, comp, dup, ci, cpu) in enumerate(runs):
     ref = (fio[i] + fio[i + 1]) / 2
     ratios.append(rate / ref)
-    print(f"| {i + 1} | {fio[i]:.1f} / {fio[i + 1]:.1f} | {rate:.1f} | {rate / ref:.2f} | {seconds:.2f} | {comp:.3f} | ±{ci:.2f}% | {dup * 100:.3f}% |")
+    print(f"| {i + 1} | {fio[i]:.1f} / {fio[i + 1]:.1f} | {rate:.1f} | {rate / ref:.2f} | {seconds:.2f} | {cpu:.2f} | {comp:.3f} | ±{ci:.2f}% | {dup * 100:.3f}% |")
 print()
 print("| figure (median over rounds) | value | target |")
 print("| --- | ---: | ---: |")

@@ -2,7 +2,8 @@
 //! `workload.compression_ratio`, every database its own (no 8 KiB block of one equals a block of
 //! another), a run's inserted and replaced records keep the setting, and `init` and `checksum`
 //! measure and report it (`result.json` `data_reduction`, the reports' "Data Reduction"
-//! section). A dedup ratio the pages cannot hold is refused before any I/O.
+//! section). A dedup ratio of 2.0 repeats about half of the blocks (attachments on long-value
+//! pages); one the pages cannot hold is refused before any I/O.
 
 mod common;
 
@@ -221,20 +222,101 @@ fn a_run_keeps_the_setting_in_what_it_inserts_and_replaces() {
 }
 
 #[test]
+fn a_dedup_ratio_of_two_repeats_about_half_the_blocks_and_keeps_the_compression() {
+    // dedup_ratio = 2.0: half of all 8 KiB blocks of the two databases repeat (attachments
+    // copied from the job's pool on long-value pages), within ±10%, as init measures it
+    // writing and checksum reading back, and after a run; the compression setting still holds.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = job(dir.path(), "compression_ratio = 2.0\ndedup_ratio = 2.0");
+    let job = job.to_str().expect("utf-8");
+    jetproof(dir.path())
+        .args(["init", job, "--out", "init", "--quiet"])
+        .assert()
+        .success();
+    let half = |r: &DataReduction, what: &str| {
+        let all = &r.across_databases;
+        assert!(
+            (0.45..=0.55).contains(&all.duplicate_share),
+            "{what}: {:.2}% of blocks duplicated, set 50%: {all:?}",
+            all.duplicate_share * 100.0
+        );
+        assert!(
+            (all.compression_ratio / 2.0 - 1.0).abs() <= 0.10,
+            "{what}: {all:?}"
+        );
+        assert_eq!(all.blocks_hashed, all.blocks, "{what}");
+        // The pool is the job's: a copy in db2 of an attachment in db1 counts across them only.
+        let within: u64 = r.databases.iter().map(|d| d.figures.duplicate_blocks).sum();
+        assert!(all.duplicate_blocks > within, "{what}: {r:?}");
+        for d in &r.databases {
+            assert!(d.figures.duplicate_share > 0.3, "{what}: {d:?}");
+        }
+        assert_eq!(r.setting.dedup_ratio, 2.0);
+    };
+    let at_init = reduction(dir.path(), "init", "init");
+    half(&at_init, "init");
+    jetproof(dir.path())
+        .args(["checksum", job, "--out", "checksum", "--quiet"])
+        .assert()
+        .success();
+    let read_back = reduction(dir.path(), "checksum", "checksum");
+    half(&read_back, "checksum");
+    assert_eq!(
+        at_init.across_databases.duplicate_blocks,
+        read_back.across_databases.duplicate_blocks
+    );
+    // A run's records are of their own (no repeats): they thin the share by as much as they
+    // grow the databases, which a 3 s window barely does.
+    jetproof(dir.path())
+        .args([
+            "run",
+            job,
+            "--test",
+            "performance",
+            "--out",
+            "run",
+            "--quiet",
+        ])
+        .assert()
+        .success();
+    jetproof(dir.path())
+        .args(["checksum", job, "--out", "after", "--quiet"])
+        .assert()
+        .success();
+    let after = reduction(dir.path(), "after", "checksum");
+    assert!(
+        (0.40..=0.55).contains(&after.across_databases.duplicate_share),
+        "after the run: {:?}",
+        after.across_databases
+    );
+}
+
+#[test]
 fn a_dedup_ratio_the_pages_cannot_hold_is_refused_before_any_io() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let job = job(dir.path(), "dedup_ratio = 2.0");
+    // 32 KiB pages of 8 KiB blocks: long values on at most 90% of the pages hold 2.50.
+    let job = job(dir.path(), "dedup_ratio = 3.0");
     let (_, stderr) = common::run_expecting(
         dir.path(),
         &["init", job.to_str().expect("utf-8"), "--quiet"],
         2,
     );
     assert!(stderr.contains("workload.dedup_ratio"), "{stderr}");
-    assert!(stderr.contains("dedup_ratio = 1.0"), "{stderr}");
+    assert!(stderr.contains("to 2.50"), "{stderr}");
     assert!(!dir.path().join("jetproof-data").exists(), "nothing made");
+    // A page of one block: its header is in every block, nothing can repeat.
+    let job = self::job(dir.path(), "dedup_ratio = 1.5\ndedup_unit = \"32KiB\"");
+    let (_, stderr) = common::run_expecting(
+        dir.path(),
+        &["init", job.to_str().expect("utf-8"), "--quiet"],
+        2,
+    );
+    assert!(stderr.contains("workload.dedup_ratio"), "{stderr}");
+    assert!(stderr.contains("storage.page_size of at least"), "{stderr}");
     for (key, value) in [
         ("compression_ratio", "0.5"),
         ("compression_ratio", "9.0"),
+        ("dedup_ratio", "0.5"),
         ("dedup_unit", "\"3KiB\""),
         ("dedup_unit", "\"128KiB\""),
     ] {

@@ -333,6 +333,35 @@ fn esrp_document_from_three_hosts_matches_their_results_and_the_plan() {
     );
     assert_eq!(row(&sim, "Number of copies per database"), "2");
 
+    // Data Reduction (issue 33): each server's figures from the performance test's checksum
+    // pass, setting and measured, as its result.json has them.
+    let reduction = section(&md, "Data Reduction");
+    for host in &hosts {
+        let r = result(&root.join(format!("results/{host}/performance/result.json")));
+        let d = &r["data_reduction"];
+        let all = &d["across_databases"];
+        let line = reduction
+            .iter()
+            .find(|l| l.starts_with(&format!("| {host} | performance |")))
+            .unwrap_or_else(|| panic!("no data reduction row for {host}: {reduction:#?}"));
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells[2], "8 KiB", "{line}");
+        assert_eq!(cells[3], "1.00", "{line}");
+        let measured = all["compression_ratio"].as_f64().expect("measured");
+        assert!(
+            cells[4].starts_with(&format!("{measured:.2} (")),
+            "{line}: {measured}"
+        );
+        assert_eq!(cells[5], "1.00", "{line}");
+        let share = all["duplicate_share"].as_f64().expect("share") * 100.0;
+        assert_eq!(cells[6], format!("{share:.2}%"), "{line}");
+        assert_eq!(
+            cells[7],
+            format!("{:.3}", all["dedup_ratio"].as_f64().expect("dedup")),
+            "{line}"
+        );
+    }
+
     // Per-server and aggregate tables: each host's result.json, summed and averaged as ESRP does.
     let mut sums = [0.0f64; 3];
     let mut latencies = Vec::new();

@@ -49,6 +49,10 @@ pub enum PageType {
     Interior = 4,
     /// B+tree leaf.
     Leaf = 5,
+    /// A long value's chunk (an attachment's bytes, ESE's long-value pages): the header, then
+    /// the chunk to the end of the page. `init` lays them down when `workload.dedup_ratio` is
+    /// above 1 ([`crate::bulk::BulkLoader::with_long_values`]); no tree refers to them yet.
+    LongValue = 6,
 }
 
 impl PageType {
@@ -59,6 +63,7 @@ impl PageType {
             3 => PageType::SpaceMap,
             4 => PageType::Interior,
             5 => PageType::Leaf,
+            6 => PageType::LongValue,
             _ => return None,
         })
     }

@@ -447,3 +447,83 @@ fn mailboxes_start_owned_extents_and_grow_into_their_own_free_pages() {
 fn db_pages(leaves: &[(u32, u64)]) -> u64 {
     leaves.iter().map(|(_, p)| *p).max().unwrap_or(0)
 }
+
+/// `with_long_values`: the share of the pages laid down is long-value pages (type 6, tree 2,
+/// bodies the filler's, in whole runs), each sealed and counted used; the record tree checks,
+/// reads back and stays usable, and no long-value page is handed out by later growth.
+#[test]
+fn long_value_pages_take_their_share_and_leave_the_tree_usable() {
+    use jetproof_engine::bulk::{LONG_VALUE_RUN_PAGES, LONG_VALUE_TREE_ID};
+    use jetproof_engine::page::{self, PageType};
+    let (backend, path) = mem();
+    let page_size = 32768;
+    let options = small_options(page_size, 64);
+    let mut db = Database::create(backend.as_ref(), path, options.clone()).unwrap();
+    let value = vec![5u8; 2400];
+    let records = 4000u64;
+    let mut filled = 0u8;
+    {
+        let mut loader = db.bulk_load().unwrap().with_long_values(
+            0.75,
+            Box::new(move |body: &mut [u8]| {
+                filled = filled.wrapping_add(1);
+                body.fill(filled | 0x80);
+            }),
+        );
+        for n in 0..records {
+            loader.append(&key(n), &value).unwrap();
+        }
+        assert!(loader.long_value_pages() > 0);
+        assert_eq!(loader.long_value_pages() % LONG_VALUE_RUN_PAGES as u64, 0);
+        loader.finish().unwrap();
+    }
+    let stats = db.check().unwrap();
+    assert_eq!(stats.records, records);
+    db.close().unwrap();
+    verify_file(backend.as_ref(), path, "long values");
+
+    let file = backend.open(path, &OpenOptions::read_only()).unwrap();
+    let pages = file.size().unwrap() / page_size as u64;
+    let mut buf = vec![0u8; page_size];
+    let mut long_values = 0u64;
+    for number in 4..pages {
+        file.read_at(&mut buf, number * page_size as u64, IoClass::DbRead)
+            .unwrap();
+        if page::page_type(&buf) == Some(PageType::LongValue) {
+            long_values += 1;
+            assert_eq!(
+                page::get_u32(&buf, page::OFFSET_TREE),
+                Some(LONG_VALUE_TREE_ID)
+            );
+            let body = &buf[page::HEADER_SIZE..];
+            assert!(body.iter().all(|b| *b == body[0] && *b & 0x80 != 0));
+        }
+    }
+    drop(file);
+    let share = long_values as f64 / (pages - 4) as f64;
+    assert!(
+        (0.70..=0.76).contains(&share),
+        "{long_values} of {pages}: {share}"
+    );
+    // Used pages: headers, maps, tree pages and the long values.
+    let db = Database::open(backend.as_ref(), path, options).unwrap();
+    let map_pages = db.page_count().div_ceil(((page_size - 80) * 8) as u64);
+    assert_eq!(
+        db.used_pages(),
+        2 + map_pages + stats.leaf_pages + stats.interior_pages + long_values
+    );
+    // Growth never hands out a long-value page: inserts keep them all.
+    for n in records..records + 2000 {
+        db.insert(&key(n), &value).unwrap();
+    }
+    db.check().unwrap();
+    db.close().unwrap();
+    let file = backend.open(path, &OpenOptions::read_only()).unwrap();
+    let mut after = 0u64;
+    for number in 4..file.size().unwrap() / page_size as u64 {
+        file.read_at(&mut buf, number * page_size as u64, IoClass::DbRead)
+            .unwrap();
+        after += u64::from(page::page_type(&buf) == Some(PageType::LongValue));
+    }
+    assert_eq!(after, long_values);
+}

@@ -173,8 +173,9 @@ pub struct Workload {
     /// conservative case) up to 8.0 (`docs/design.md`, "Content and data reduction").
     pub compression_ratio: f64,
     /// Blocks over distinct blocks of the data written (vdbench's `dedupratio`): 1.0, no block
-    /// repeated (the default, and the only value the engine's pages can hold: see
-    /// [`Job::validate`]).
+    /// repeated (the default). Above 1, `init` lays down long-value pages (attachments) whose
+    /// blocks repeat, a share [`long_value_share`] of each database's pages; at most
+    /// [`max_dedup_ratio`] for the page size and `dedup_unit`.
     pub dedup_ratio: f64,
     /// The array's block (vdbench's `dedupunit`): duplicates and compression are measured on
     /// blocks of this size, aligned to it in the file. Default 8 KiB.
@@ -249,6 +250,56 @@ pub const MAX_WRITE_BACK_DEPTH: i64 = 1024;
 /// than 64 random bytes and the pages' own structure (headers, slots, keys) decides the measured
 /// figure more than the setting does (`docs/design.md`, "Content and data reduction").
 pub const MAX_COMPRESSION_RATIO: f64 = 8.0;
+
+/// Of the long-value pages `init` lays down for `workload.dedup_ratio` above 1, the share that
+/// hold a copy of an attachment from the job's shared pool (the same file mailed to many
+/// mailboxes, in this database or another); the rest hold attachments of their own.
+pub const LONG_VALUE_POOL_SHARE: f64 = 0.9;
+
+/// Pool draws per pool attachment, on average over the job: the pool's first copies are
+/// distinct blocks too, so the pool is sized to be one hundredth of its draws.
+pub const LONG_VALUE_POOL_COPIES: f64 = 100.0;
+
+/// The most of a database's pages long values may take: the rest hold the records.
+pub const MAX_LONG_VALUE_SHARE: f64 = 0.9;
+
+/// Of a long-value page's `dedup_unit` blocks, the share that can repeat: all but the first,
+/// which holds the page header (page number, checksums). 0 when a page is one block or less.
+pub fn repeatable_block_share(page_size: u64, dedup_unit: u64) -> f64 {
+    let blocks = page_size / dedup_unit.max(1);
+    if blocks < 2 {
+        return 0.0;
+    }
+    (blocks - 1) as f64 / blocks as f64
+}
+
+/// The share of a database's pages `init` makes long-value pages for `dedup_ratio`: a share
+/// `1 - 1 / dedup_ratio` of all blocks must repeat, and of the long-value pages' blocks the
+/// repeatable ones ([`repeatable_block_share`]) of the pool's pages
+/// ([`LONG_VALUE_POOL_SHARE`], less the pool's own first copies) do. 0 at 1.0.
+pub fn long_value_share(dedup_ratio: f64, page_size: u64, dedup_unit: u64) -> f64 {
+    if !dedup_ratio.is_finite() || dedup_ratio <= 1.0 {
+        return 0.0;
+    }
+    let repeated = repeatable_block_share(page_size, dedup_unit)
+        * LONG_VALUE_POOL_SHARE
+        * (1.0 - 1.0 / LONG_VALUE_POOL_COPIES);
+    if repeated <= 0.0 {
+        return f64::INFINITY;
+    }
+    (1.0 - 1.0 / dedup_ratio) / repeated
+}
+
+/// The highest `workload.dedup_ratio` a page size and `dedup_unit` can hold: long values on
+/// [`MAX_LONG_VALUE_SHARE`] of the pages. 1.0 when a page is a single block.
+pub fn max_dedup_ratio(page_size: u64, dedup_unit: u64) -> f64 {
+    let repeated = MAX_LONG_VALUE_SHARE
+        * repeatable_block_share(page_size, dedup_unit)
+        * LONG_VALUE_POOL_SHARE
+        * (1.0 - 1.0 / LONG_VALUE_POOL_COPIES);
+    // Rounded down to two places, so the bound quoted is one the check accepts.
+    ((1.0 / (1.0 - repeated)) * 100.0).floor() / 100.0
+}
 
 /// The transaction log of each instance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -798,22 +849,30 @@ impl Job {
                 "give the array's block, a power of two from 512B to 64KiB (default 8KiB)",
             ));
         }
-        if w.dedup_ratio != 1.0 {
-            let largest_value = record * 3 / 2;
+        let max_dedup = max_dedup_ratio(page, unit);
+        if !(1.0..=max_dedup).contains(&w.dedup_ratio) {
+            let fix = if max_dedup <= 1.0 {
+                format!(
+                    "set workload.dedup_ratio = 1.0 (no duplicates, the default), or give a \
+                     storage.page_size of at least twice workload.dedup_unit ({}): a page of one \
+                     {} block holds its header in that block, so no block can repeat",
+                    ByteSize(2 * unit),
+                    w.dedup_unit
+                )
+            } else {
+                format!(
+                    "give a ratio from 1.0 (no duplicates, the default) to {max_dedup:.2} for \
+                     {} pages and {} blocks: repeated blocks are attachments on long-value pages, \
+                     at most {:.0}% of the pages, and each page's first block holds its header",
+                    st.page_size,
+                    w.dedup_unit,
+                    MAX_LONG_VALUE_SHARE * 100.0
+                )
+            };
             return Err(invalid(
                 "workload.dedup_ratio",
-                format!(
-                    "is {}: jetproof cannot write repeated {} blocks: every block of a database \
-                     page holds a page header or record keys (records of up to {}), so no block \
-                     can equal another, as in an ESE database, whose mail data repeats only where \
-                     attachments fill whole long-value pages, which jetproof's engine does not \
-                     build",
-                    w.dedup_ratio,
-                    w.dedup_unit,
-                    ByteSize(largest_value)
-                ),
-                "set workload.dedup_ratio = 1.0 (no duplicates, the default) and model the \
-                 array's reduction with workload.compression_ratio",
+                format!("is {}", w.dedup_ratio),
+                fix,
             ));
         }
         let scan = w.maintenance_read_size.bytes();
@@ -1546,6 +1605,28 @@ mod tests {
             assert!(text.contains(what) && text.contains(path), "{text}");
             assert!(text.contains("not a job file"), "{text}");
         }
+    }
+
+    #[test]
+    fn dedup_ratios_map_to_long_value_shares_within_the_pages_bound() {
+        let kib = 1024;
+        assert_eq!(long_value_share(1.0, 32 * kib, 8 * kib), 0.0);
+        // Half the blocks repeat: 3/4 of a page's blocks can, 0.9 x 0.99 of those pages do.
+        let f = long_value_share(2.0, 32 * kib, 8 * kib);
+        assert!((f * 0.75 * 0.9 * 0.99 - 0.5).abs() < 1e-12, "{f}");
+        assert_eq!(max_dedup_ratio(32 * kib, 8 * kib), 2.5);
+        assert_eq!(max_dedup_ratio(16 * kib, 8 * kib), 1.66);
+        assert_eq!(max_dedup_ratio(8 * kib, 8 * kib), 1.0);
+        assert!(
+            long_value_share(max_dedup_ratio(32 * kib, 4 * kib), 32 * kib, 4 * kib)
+                <= MAX_LONG_VALUE_SHARE
+        );
+        let parse = |extra: &str| Job::parse(&format!("[workload]\n{extra}\n"), "j");
+        assert!(parse("dedup_ratio = 2.5").is_ok());
+        let err = parse("dedup_ratio = 2.6").expect_err("above the bound");
+        assert!(err.to_string().contains("to 2.50"), "{err}");
+        let err = parse("dedup_ratio = 1.2\ndedup_unit = \"32KiB\"").expect_err("one block");
+        assert!(err.to_string().contains("storage.page_size"), "{err}");
     }
 
     #[test]

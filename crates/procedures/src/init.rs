@@ -40,7 +40,7 @@ use jetproof_results::{
     InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
     io_results,
 };
-use jetproof_workload::content::Content;
+use jetproof_workload::content::{Attachments, Content};
 use jetproof_workload::keys::FillPlan;
 use rand::{Rng, SeedableRng};
 
@@ -798,12 +798,28 @@ fn fill_database<'a>(
         .with_density(job.storage.table_density)
         .with_filler(Box::new(move |bytes: &mut [u8]| free_space.fill(bytes)))
         .with_observer(observer);
+    // A dedup ratio above 1: long-value pages (attachments, a share of them copies from the
+    // job's pool) between the leaves, a share of the pages that makes the blocks that repeat
+    // the setting's (docs/design.md, "Content and data reduction").
+    let long_value_share =
+        jetproof_job::long_value_share(job.workload.dedup_ratio, page_size, unit as u64)
+            .clamp(0.0, jetproof_job::MAX_LONG_VALUE_SHARE);
+    if long_value_share > 0.0 {
+        let job_pages = job_bytes as f64 / page_size as f64;
+        let pool = Attachments::pool_for(job_pages * long_value_share);
+        let mut attachments = Attachments::new(ratio, options.seed, seed, pool);
+        loader = loader.with_long_values(
+            long_value_share,
+            Box::new(move |body: &mut [u8]| attachments.fill_page(body)),
+        );
+    }
     // Records are mail items: each mailbox of this database gets its share, in key order.
+    let guess = (record_size as u64 + RECORD_OVERHEAD_GUESS) as f64 / (1.0 - long_value_share);
     let mut plan = FillPlan::new(
         mailboxes_per_database(job),
         target_bytes,
         start_bytes,
-        record_size as u64 + RECORD_OVERHEAD_GUESS,
+        guess as u64,
     );
     let mut reported = 0u64;
     loop {

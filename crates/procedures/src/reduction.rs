@@ -3,7 +3,7 @@
 //! the file, as an array that deduplicates and compresses in fixed blocks sees them.
 //!
 //! `init` feeds every batch of pages it writes ([`Meter::observe`], from the bulk loader's
-//! writer thread) and `checksum` every chunk it reads; the figures cover the whole file (page
+//! meter thread) and `checksum` every chunk it reads; the figures cover the whole file (page
 //! headers, checksums, free space and free pages included: what the array stores).
 //!
 //! * **Compression**: zstd at level 1 (a fast LZ compressor, as arrays use) on each block of a

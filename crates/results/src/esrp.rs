@@ -139,10 +139,22 @@ pub struct TestSet {
 #[derive(Clone, Debug)]
 pub struct Collected {
     pub sets: Vec<TestSet>,
+    /// The data reduction figures of every result that carries them (init, checksum, a test's
+    /// checksum pass), the newest per host and test.
+    pub reductions: Vec<HostReduction>,
     /// What each result says was simulated, to check against the plan.
     pub shapes: Vec<HostShape>,
     pub notes: Vec<String>,
     pub hosts: Vec<String>,
+}
+
+/// One result's data reduction figures (`result.json` `data_reduction`), for the configuration
+/// section.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostReduction {
+    pub host: String,
+    pub test: TestKind,
+    pub figures: crate::reduction::DataReduction,
 }
 
 /// What one result says it simulated: checked against the plan ([`plan_mismatches`]).
@@ -191,6 +203,7 @@ struct Peek {
     host: String,
     test: TestKind,
     shape: HostShape,
+    reduction: Option<crate::reduction::DataReduction>,
 }
 
 fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
@@ -214,6 +227,8 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         parameters: Parameters,
         #[serde(default)]
         instances: Vec<serde::de::IgnoredAny>,
+        #[serde(default)]
+        data_reduction: Option<crate::reduction::DataReduction>,
     }
     let head = jetproof_io::input::open_regular(path, crate::MAX_RESULT_JSON_BYTES)
         .ok()
@@ -227,6 +242,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
             path: path.to_path_buf(),
             host: r.host.name.clone(),
             test: r.test,
+            reduction: r.data_reduction.clone(),
             shape: shape(
                 &r.host.name,
                 r.test,
@@ -247,6 +263,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         ),
         host: head.host.name,
         test: head.test,
+        reduction: head.data_reduction,
     })
 }
 
@@ -428,6 +445,26 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
     let mut by_test: BTreeMap<&'static str, BTreeMap<String, Peek>> = BTreeMap::new();
     let mut names = BTreeSet::new();
     let mut shapes = Vec::new();
+    let mut reductions: BTreeMap<(String, &'static str), (Option<String>, HostReduction)> =
+        BTreeMap::new();
+    for peek in &peeks {
+        let Some(figures) = &peek.reduction else {
+            continue;
+        };
+        let slot = (peek.host.clone(), peek.test.name());
+        if reductions
+            .get(&slot)
+            .is_some_and(|(kept, _)| *kept >= peek.measured_start)
+        {
+            continue;
+        }
+        let entry = HostReduction {
+            host: peek.host.clone(),
+            test: peek.test,
+            figures: figures.clone(),
+        };
+        reductions.insert(slot, (peek.measured_start.clone(), entry));
+    }
     for peek in peeks {
         let host = peek.host.clone();
         names.insert(host.clone());
@@ -490,6 +527,7 @@ pub fn collect(paths: &[PathBuf]) -> Result<Collected, EsrpError> {
     }
     Ok(Collected {
         sets,
+        reductions: reductions.into_values().map(|(_, r)| r).collect(),
         shapes,
         notes,
         hosts: names.into_iter().collect(),
@@ -839,6 +877,8 @@ pub struct Inputs<'a> {
     pub notes: &'a [String],
     /// What each result simulated ([`Collected::shapes`]).
     pub shapes: &'a [HostShape],
+    /// The data reduction figures the results carry ([`Collected::reductions`]).
+    pub reductions: &'a [HostReduction],
 }
 
 /// The document and whether it is a complete test set.
@@ -846,6 +886,44 @@ pub struct Document {
     pub markdown: String,
     pub complete: bool,
     pub requirements: Vec<Requirement>,
+}
+
+/// What the database files held for an array that compresses and deduplicates (issue 33): the
+/// job's setting and what init and checksum measured, per server and result, all databases of
+/// the server together.
+fn data_reduction_section(m: &mut String, reductions: &[HostReduction]) {
+    let _ = writeln!(m, "\n### Data Reduction\n");
+    if reductions.is_empty() {
+        let _ = writeln!(
+            m,
+            "No result gives data reduction figures (init, checksum or a test's checksum pass of this version): what the database files held for an array that compresses and deduplicates is not stated."
+        );
+        return;
+    }
+    let _ = writeln!(
+        m,
+        "What the database files held, as jetproof measured them (zstd level 1 on a sample of blocks; every duplicate block counted on a share of the blocks chosen by content), all databases of a server together; the setting is the job's `workload.compression_ratio` and `workload.dedup_ratio` (1.0 and 1.0: incompressible, no block repeated).\n"
+    );
+    let _ = writeln!(
+        m,
+        "| Server | Measured by | Block | Compression set | Compression measured | Dedup ratio set | Duplicate blocks | Dedup ratio measured |\n|---|---|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in reductions {
+        let (set, all) = (&r.figures.setting, &r.figures.across_databases);
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {:.2} | {:.2} (±{:.1}%) | {:.2} | {:.2}% | {:.3} |",
+            cell(&r.host),
+            r.test.name(),
+            crate::reduction::unit_label(set.dedup_unit_bytes),
+            set.compression_ratio,
+            all.compression_ratio,
+            all.compression_ratio_ci95_percent,
+            set.dedup_ratio,
+            all.duplicate_share * 100.0,
+            all.dedup_ratio
+        );
+    }
 }
 
 fn pairs(m: &mut String, title: &str, rows: &[[String; 2]]) {
@@ -1216,6 +1294,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             "No plan was given (`plan` or `plan_json` in the solution file): the simulated configuration is not stated."
         );
     }
+    data_reduction_section(&mut m, inputs.reductions);
     pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
     pairs(&mut m, "Primary Storage Software", &s.storage_software);
     pairs(

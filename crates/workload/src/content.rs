@@ -123,6 +123,83 @@ impl Content {
     }
 }
 
+/// Pages of one attachment (a long value): 128 KiB at 32 KiB pages. Each page holds one chunk
+/// of it, at the same place in the page whichever copy, so every copy of an attachment repeats
+/// the blocks of each of its pages but the first (the page header's).
+pub const ATTACHMENT_PAGES: u64 = 4;
+
+/// The long values (attachments) of one database for `workload.dedup_ratio` above 1 (issue 33):
+/// the body of each long-value page `init` lays down, page after page. An attachment is either
+/// a copy of one of the job's shared pool (a share [`jetproof_job::LONG_VALUE_POOL_SHARE`],
+/// drawn uniformly, the same content in every database: the same file sent to many mailboxes)
+/// or one of this database's own; its pages' content is of the job's compression ratio, made
+/// from the attachment's seed and the page's place in it, so two copies are equal page body for
+/// page body.
+#[derive(Clone, Debug)]
+pub struct Attachments {
+    ratio: f64,
+    pool_seed: u64,
+    own_seed: u64,
+    pool: u64,
+    /// Draws (pool or own), own attachments made, page within the current attachment.
+    draws: u64,
+    own: u64,
+    page: u64,
+    current: u64,
+}
+
+impl Attachments {
+    /// `job_seed`: the same for every database (the pool's content); `database_seed`: this
+    /// database's own attachments; `pool`: attachments in the pool (at least 1).
+    pub fn new(ratio: f64, job_seed: u64, database_seed: u64, pool: u64) -> Attachments {
+        Attachments {
+            ratio,
+            pool_seed: splitmix(job_seed ^ 0x6174_7461_6368_706f),
+            own_seed: splitmix(database_seed ^ 0x6f77_6e61_7474_6163),
+            pool: pool.max(1),
+            draws: 0,
+            own: 0,
+            page: 0,
+            current: 0,
+        }
+    }
+
+    /// The pool's size for a job whose long-value pages come to `long_value_pages` in all: the
+    /// pool's pages are [`jetproof_job::LONG_VALUE_POOL_COPIES`] times fewer than the pages
+    /// drawn from it, so its own first copies take a hundredth of the repeats.
+    pub fn pool_for(long_value_pages: f64) -> u64 {
+        let drawn = long_value_pages * jetproof_job::LONG_VALUE_POOL_SHARE;
+        let pool = drawn / jetproof_job::LONG_VALUE_POOL_COPIES / ATTACHMENT_PAGES as f64;
+        if pool.is_finite() && pool >= 1.0 {
+            pool as u64
+        } else {
+            1
+        }
+    }
+
+    /// Fills the body of the next long-value page.
+    pub fn fill_page(&mut self, body: &mut [u8]) {
+        if self.page == 0 {
+            let draw = splitmix(self.own_seed ^ self.draws.wrapping_mul(WY_INCREMENT));
+            self.draws += 1;
+            let uniform = (draw >> 11) as f64 / (1u64 << 53) as f64;
+            self.current = if uniform < jetproof_job::LONG_VALUE_POOL_SHARE {
+                let pick = splitmix(draw) % self.pool;
+                splitmix(self.pool_seed ^ pick.wrapping_mul(WY_INCREMENT))
+            } else {
+                self.own += 1;
+                splitmix(
+                    self.own_seed
+                        .wrapping_add(self.own.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                )
+            };
+        }
+        let seed = self.current ^ (self.page + 1).wrapping_mul(0xd6e8_feb8_6659_fd93);
+        Content::new(self.ratio, seed).fill(body);
+        self.page = (self.page + 1) % ATTACHMENT_PAGES;
+    }
+}
+
 /// wyrand's step: the state advances by this.
 const WY_INCREMENT: u64 = 0xa076_1d64_78bd_642f;
 
@@ -199,6 +276,36 @@ mod tests {
         let (wx, wy) = (words(&x), words(&y));
         assert_eq!(wx.len(), x.len() / 8, "a stream repeats itself");
         assert_eq!(wx.intersection(&wy).count(), 0);
+    }
+
+    #[test]
+    fn attachments_repeat_pool_pages_whole_and_keep_their_own_unique() {
+        // Two databases drawing from one pool of 8 attachments: 90% of their attachments are
+        // the pool's, so nearly all pages repeat (within and across), and own ones never.
+        let pages = 4000usize;
+        let mut seen = std::collections::HashMap::<Vec<u8>, u32>::new();
+        for database in 0..2u64 {
+            let mut lv = Attachments::new(2.0, 42, 1000 + database, 8);
+            let mut body = vec![0u8; 1024];
+            for _ in 0..pages {
+                lv.fill_page(&mut body);
+                *seen.entry(body.clone()).or_default() += 1;
+            }
+        }
+        let total = 2 * pages as u32;
+        let distinct = seen.len() as u32;
+        let repeated = f64::from(total - distinct) / f64::from(total);
+        // Own pages: 10% of all, each once; pool pages: 8 x 4 distinct.
+        assert!((repeated - 0.9).abs() < 0.03, "{repeated}");
+        assert!(distinct >= 32, "{distinct}");
+        // Content keeps the compression setting's zero runs.
+        let mut lv = Attachments::new(2.0, 42, 7, 8);
+        let mut body = vec![0u8; 4096];
+        lv.fill_page(&mut body);
+        let zeros = body.iter().filter(|b| **b == 0).count();
+        assert!((1900..2300).contains(&zeros), "{zeros}");
+        assert_eq!(Attachments::pool_for(0.0), 1);
+        assert_eq!(Attachments::pool_for(44_445.0), 100);
     }
 
     #[test]

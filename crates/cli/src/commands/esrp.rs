@@ -201,6 +201,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
     let paths = esrp::find(&args.results_dir).map_err(CliError::bad_input)?;
     let esrp::Collected {
         sets,
+        reductions,
         shapes,
         notes,
         hosts,
@@ -213,6 +214,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         sets: &sets,
         notes: &notes,
         shapes: &shapes,
+        reductions: &reductions,
     });
     let title = format!(
         "{} {}: ESRP solution document",
