@@ -202,6 +202,7 @@ struct Peek {
     path: PathBuf,
     host: String,
     test: TestKind,
+    measured_start: Option<String>,
     shape: HostShape,
     reduction: Option<crate::reduction::DataReduction>,
 }
@@ -224,6 +225,8 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         test: TestKind,
         host: Host,
         #[serde(default)]
+        measured_start: Option<String>,
+        #[serde(default)]
         parameters: Parameters,
         #[serde(default)]
         instances: Vec<serde::de::IgnoredAny>,
@@ -242,6 +245,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
             path: path.to_path_buf(),
             host: r.host.name.clone(),
             test: r.test,
+            measured_start: r.measured_start.clone(),
             reduction: r.data_reduction.clone(),
             shape: shape(
                 &r.host.name,
@@ -263,6 +267,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         ),
         host: head.host.name,
         test: head.test,
+        measured_start: head.measured_start,
         reduction: head.data_reduction,
     })
 }
