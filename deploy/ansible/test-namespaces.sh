@@ -76,7 +76,8 @@ CFG
     ip netns add "$ns"
     ip netns exec "$ns" ip link set lo up
     echo "$h $(cut -d' ' -f1,2 "$work/host_key.pub")" >> "$work/known_hosts"
-    echo "$h ansible_host=$h jetproof_data_dir=$work/$h/data jetproof_results_dir=$work/$h/results jetproof_path=$work/$h/bin/jetproof" \
+    # Each part (the single tests, the whole set) on its own databases: {{jetproof_part}} (no spaces: INI splits on them).
+    echo "$h ansible_host=$h jetproof_data_dir=$work/$h/{{jetproof_part}}/data jetproof_results_dir=$work/$h/{{jetproof_part}}/results jetproof_path=$work/$h/bin/jetproof" \
       "ansible_ssh_common_args='-o ProxyCommand=\"ip netns exec $ns $sshd -i -f $work/sshd_config\" -o UserKnownHostsFile=$work/known_hosts -o StrictHostKeyChecking=yes'"
   done
   echo
@@ -84,6 +85,7 @@ CFG
   echo "ansible_user=root"
   echo "ansible_ssh_private_key_file=$work/user_key"
   echo "ansible_python_interpreter=$(command -v python3)"
+  echo "jetproof_part=single"
 } > "$work/inventory.ini"
 
 export ANSIBLE_CONFIG=$here/ansible.cfg
@@ -216,7 +218,7 @@ ansible-playbook -i "$work/inventory.ini" "$here/solution.yml" \
   -e jetproof_binary="$jetproof" -e jetproof_controller_binary="$jetproof" \
   -e jetproof_solution="$work/solution.toml" -e jetproof_rehearsal=true \
   -e jetproof_results="$work/solution-results" -e jetproof_esrp_out="$work/solution-esrp" \
-  -e jetproof_start_delay="$delay" -e jetproof_poll_delay=1
+  -e jetproof_start_delay="$delay" -e jetproof_poll_delay=1 -e jetproof_part=solution
 python3 "$here/check-esrp.py" "$work/solution-results" "$work/solution-esrp/esrp.md" \
   "$work/plan.json" performance,stress,backup,soft-recovery "${hosts[@]}"
 echo "test-namespaces: pass"

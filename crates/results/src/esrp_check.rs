@@ -203,7 +203,7 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
         .collect();
     rehearsals.sort();
     let marked = markdown.contains(crate::esrp::REHEARSAL_MARK);
-    c.expect(marked == !rehearsals.is_empty(), || {
+    c.expect(marked != rehearsals.is_empty(), || {
         format!(
             "the document is {}marked a rehearsal, and {}",
             if marked { "" } else { "not " },
