@@ -337,6 +337,10 @@ pub struct Run {
     pub checksum_after_performance: bool,
     /// Verify every page and log file after a stress test (Jetstress always does).
     pub checksum_after_stress: bool,
+    /// This run is a rehearsal of a solution at its reduced scale (`jetproof job --from-solution
+    /// FILE --rehearsal`), not a test of it: changes nothing that runs; every report and the
+    /// ESRP document made from its result say so.
+    pub rehearsal: bool,
 }
 
 /// Pass/fail thresholds. Maxima are judged on the per-interval averages, as Jetstress does.
@@ -446,6 +450,7 @@ impl Default for Run {
             recovery_log_files: 32,
             checksum_after_performance: false,
             checksum_after_stress: true,
+            rehearsal: false,
         }
     }
 }

@@ -169,6 +169,8 @@ pub struct HostShape {
     pub copies: Option<u64>,
     /// `storage.page_size` in bytes.
     pub page_size_bytes: Option<u64>,
+    /// The job's `run.rehearsal`: a dry run of the solution at its reduced scale.
+    pub rehearsal: bool,
 }
 
 /// A size as jobs and plans write it ("8MiB", "1.5GB", "32768"): decimal and binary units.
@@ -218,6 +220,8 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
         simulation: serde_json::Value,
         #[serde(default)]
         storage: serde_json::Value,
+        #[serde(default)]
+        run: serde_json::Value,
     }
     #[derive(Deserialize)]
     struct Head {
@@ -252,6 +256,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
                 r.test,
                 r.parameters.job.get("simulation"),
                 r.parameters.job.get("storage"),
+                r.parameters.job.get("run"),
                 r.instances.len(),
             ),
         });
@@ -263,6 +268,7 @@ fn peek_one(path: &Path) -> Result<Peek, aggregate::AggregateError> {
             head.test,
             Some(&head.parameters.simulation),
             Some(&head.parameters.storage),
+            Some(&head.parameters.run),
             head.instances.len(),
         ),
         host: head.host.name,
@@ -300,6 +306,7 @@ fn shape(
     test: TestKind,
     simulation: Option<&serde_json::Value>,
     storage: Option<&serde_json::Value>,
+    run: Option<&serde_json::Value>,
     databases: usize,
 ) -> HostShape {
     let size = |v: Option<&serde_json::Value>| match v {
@@ -317,6 +324,10 @@ fn shape(
         db_size_bytes: size(sto("db_size")),
         copies: sim("copies_per_database").and_then(|v| v.as_u64()),
         page_size_bytes: size(sto("page_size")),
+        rehearsal: run
+            .and_then(|r| r.get("rehearsal"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
     }
 }
 
@@ -871,6 +882,24 @@ pub fn requirements(
     out
 }
 
+/// The first page's mark of a rehearsal's document (`--verify` looks for it).
+pub const REHEARSAL_MARK: &str = "**REHEARSAL, NOT AN ESRP TEST.**";
+
+/// The requirement a rehearsal's results never meet.
+pub const REHEARSAL_REQUIREMENT: &str = "Not a rehearsal";
+
+/// Every result that ran as a rehearsal (`run.rehearsal`), as "host test", sorted.
+pub fn rehearsals(shapes: &[HostShape]) -> Vec<String> {
+    let mut found: Vec<String> = shapes
+        .iter()
+        .filter(|s| s.rehearsal)
+        .map(|s| format!("{} {}", s.host, s.test.name()))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// What the document is made from.
 pub struct Inputs<'a> {
     pub solution: &'a Solution,
@@ -1107,6 +1136,18 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         plan.is_some(),
         &mismatches,
     );
+    let rehearsals = rehearsals(inputs.shapes);
+    let mut reqs = reqs;
+    reqs.push(Requirement {
+        name: REHEARSAL_REQUIREMENT.into(),
+        required: "no result ran as a rehearsal (the job's `run.rehearsal`)".into(),
+        found: if rehearsals.is_empty() {
+            "no result is a rehearsal".into()
+        } else {
+            format!("rehearsal results: {}", rehearsals.join(", "))
+        },
+        met: rehearsals.is_empty(),
+    });
     let complete = reqs.iter().all(|r| r.met);
     // The target each server is judged by: the plan's when the results match it; no plan: the
     // run's own. Results that do not match the plan are not judged against it at all.
@@ -1139,7 +1180,23 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 .unwrap_or_default()
         )
     });
-    let _ = writeln!(m, "# {}", cell(&title));
+    let _ = writeln!(
+        m,
+        "# {}{}",
+        cell(&title),
+        if rehearsals.is_empty() {
+            ""
+        } else {
+            " (REHEARSAL)"
+        }
+    );
+    if !rehearsals.is_empty() {
+        let _ = writeln!(
+            m,
+            "\n{REHEARSAL_MARK} These results are a dry run of the solution at its reduced scale (the solution's `rehearsal`: shorter tests, fewer log files), not an ESRP test: {}.",
+            cell(&rehearsals.join(", "))
+        );
+    }
     if complete {
         let _ = writeln!(
             m,
@@ -1821,6 +1878,7 @@ mod tests {
             db_size_bytes: Some(8 << 20),
             copies: Some(2),
             page_size_bytes: Some(32768),
+            rehearsal: false,
         };
         assert!(plan_mismatches(&plan, &[shape("a", 20000, 20)]).is_empty());
         let found = plan_mismatches(&plan, &[shape("a", 1000, 4), shape("b", 1000, 20)]);

@@ -194,6 +194,49 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             )
         },
     );
+    // A rehearsal's results (the job's `run.rehearsal`) mark the whole document, its title and
+    // its requirements.
+    let mut rehearsals: Vec<String> = used
+        .iter()
+        .filter(|(_, r)| r.value["parameters"]["run"]["rehearsal"].as_bool() == Some(true))
+        .map(|((h, t), _)| format!("{h} {t}"))
+        .collect();
+    rehearsals.sort();
+    let marked = markdown.contains(crate::esrp::REHEARSAL_MARK);
+    c.expect(marked != rehearsals.is_empty(), || {
+        format!(
+            "the document is {}marked a rehearsal, and {}",
+            if marked { "" } else { "not " },
+            if rehearsals.is_empty() {
+                "no result is one".to_string()
+            } else {
+                format!("these results are: {}", rehearsals.join(", "))
+            }
+        )
+    });
+    if !rehearsals.is_empty() {
+        let title = markdown.lines().next().unwrap_or("");
+        c.expect(title.ends_with("(REHEARSAL)"), || {
+            format!("a rehearsal's title does not say so: {title}")
+        });
+        for r in &rehearsals {
+            c.expect(markdown.contains(r.as_str()), || {
+                format!("the rehearsal mark does not name {r}")
+            });
+        }
+        let requirement = markdown
+            .lines()
+            .find(|l| l.starts_with(&format!("| {} |", crate::esrp::REHEARSAL_REQUIREMENT)));
+        c.expect(
+            requirement.is_some_and(|l| l.trim_end().ends_with("| NO |")),
+            || {
+                format!(
+                    "the requirement \"{}\" is not shown unmet: {requirement:?}",
+                    crate::esrp::REHEARSAL_REQUIREMENT
+                )
+            },
+        );
+    }
     let plan_target = plan.and_then(|p| f(p, "target_iops_per_server"));
 
     // Performance: every server's heading and table, then the aggregate.

@@ -841,6 +841,24 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     sections
 }
 
+/// What a rehearsal's reports say (the job's `run.rehearsal`, set by `jetproof job
+/// --from-solution FILE --rehearsal`): the run is a dry run of a solution at reduced scale.
+pub const REHEARSAL_LINE: &str =
+    "REHEARSAL: a dry run of the solution at its reduced scale (run.rehearsal), not an ESRP test";
+
+/// True when the result's job was a rehearsal (`run.rehearsal = true`).
+pub fn is_rehearsal(result: &TestResult) -> bool {
+    job_is_rehearsal(&result.parameters.job)
+}
+
+/// `run.rehearsal` of a job as a result records it (`parameters`, the job flattened).
+pub fn job_is_rehearsal(job: &serde_json::Map<String, serde_json::Value>) -> bool {
+    job.get("run")
+        .and_then(|run| run.get("rehearsal"))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
 fn headline(result: &TestResult) -> Vec<(String, String)> {
     let mut lines = vec![
         (
@@ -851,6 +869,11 @@ fn headline(result: &TestResult) -> Vec<(String, String)> {
             },
         ),
         ("Test".into(), result.test.name().into()),
+    ];
+    if is_rehearsal(result) {
+        lines.push(("Rehearsal".into(), REHEARSAL_LINE.into()));
+    }
+    lines.extend([
         ("Machine Name".into(), result.host.name.clone()),
         (
             "Operating System".into(),
@@ -872,7 +895,7 @@ fn headline(result: &TestResult) -> Vec<(String, String)> {
             format!("{:.1} s", result.duration_s),
         ),
         ("jetproof Version".into(), result.tool_version.clone()),
-    ];
+    ]);
     if let Some(engine) = &result.io_engine {
         lines.push(("I/O Engine".into(), engine.clone()));
     }
@@ -906,7 +929,16 @@ fn headline(result: &TestResult) -> Vec<(String, String)> {
 /// The Markdown report (written as `report.md`).
 pub fn markdown(result: &TestResult) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# jetproof {} test report\n", result.test.name());
+    let _ = writeln!(
+        out,
+        "# jetproof {} test report{}\n",
+        result.test.name(),
+        if is_rehearsal(result) {
+            " (REHEARSAL)"
+        } else {
+            ""
+        }
+    );
     let _ = writeln!(out, "## Test Summary\n");
     let mut summary = Table::new(&["", ""]);
     for (k, v) in headline(result) {

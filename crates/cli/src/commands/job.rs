@@ -1,17 +1,20 @@
 //! `jetproof job`: the job file as jetproof reads it. `--default` prints the built-in job (what
 //! runs without a job file) as TOML; `jetproof job FILE` checks FILE and prints it with every
-//! default filled in, so what a run will use is visible before it runs. Every key, its type,
-//! default and range: `docs/job.md`.
+//! default filled in, so what a run will use is visible before it runs; `--from-solution
+//! SOLUTION` takes the job every server of a solution runs out of the solution file (`plan
+//! --write-solution`), at ESRP's scale or, with `--rehearsal`, at the solution's rehearsal scale,
+//! and prints it or writes it (`--write FILE`): what the playbook runs on each host
+//! (`docs/many-servers.md`). Every key, its type, default and range: `docs/job.md`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use jetproof_job::Job;
+use jetproof_job::{Job, Span};
 
 use crate::common::{CliError, Outcome};
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("which").required(true).args(["default", "file"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["default", "file", "from_solution"])))]
 pub struct Args {
     /// Print the built-in job (used when a command is given no job file) as TOML.
     #[arg(long)]
@@ -19,9 +22,43 @@ pub struct Args {
     /// A job file to check and print with every default filled in (exit 2 when invalid).
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// The job of a solution file (`plan --write-solution`): its `[job]`, checked as `init` and
+    /// `run` check a job file.
+    #[arg(long, value_name = "SOLUTION")]
+    pub from_solution: Option<PathBuf>,
+    /// With --from-solution: at the solution's rehearsal scale (its `[rehearsal]` durations and
+    /// log count) and marked `run.rehearsal`, so every report says it is a rehearsal.
+    #[arg(long)]
+    pub rehearsal: bool,
+    /// With --from-solution: this host's data directory (`storage.data_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// With --from-solution: refuse unless NAME is one of the solution's `servers`.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// With --from-solution: write the job to FILE instead of printing it (refuses a file
+    /// jetproof did not write).
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
+    if let Some(solution) = &args.from_solution {
+        return from_solution(&args, solution);
+    }
+    // The flags of a solution's job only (clap's `requires` let them pass beside the group).
+    for (given, flag) in [
+        (args.rehearsal, "--rehearsal"),
+        (args.data_dir.is_some(), "--data-dir"),
+        (args.host.is_some(), "--host"),
+        (args.write.is_some(), "--write"),
+    ] {
+        if given {
+            return Err(bad(format!(
+                "`{flag}` is for a solution's job: give --from-solution SOLUTION with it (`jetproof job --from-solution solution.toml {flag} ...`)"
+            )));
+        }
+    }
     let (job, origin) = match &args.file {
         Some(path) => (
             Job::load(path).map_err(CliError::bad_input)?,
@@ -29,16 +66,187 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         ),
         None => (Job::default(), "the built-in job".to_string()),
     };
+    let text = printable(&job)?;
+    outln!("# {origin} (keys: docs/job.md)");
+    out!("{text}");
+    Ok(Outcome::Pass)
+}
+
+/// The job as TOML, checked to read back as the same job (anything else is a bug, not bad
+/// input).
+fn printable(job: &Job) -> Result<String, CliError> {
     let text = job.to_toml();
-    // What is printed must read back as the same job; anything else is a bug, not bad input.
     let back = Job::parse(&text, "the printed job")
         .map_err(|e| CliError::runtime(anyhow!("the printed job does not read back: {e}")))?;
-    if back != job {
+    if back != *job {
         return Err(CliError::runtime(anyhow!(
             "the printed job reads back as another job"
         )));
     }
-    outln!("# {origin} (keys: docs/job.md)");
-    out!("{text}");
+    Ok(text)
+}
+
+/// The most bytes of a solution file read (a few KB each; as `jetproof esrp` reads them).
+const MAX_SOLUTION_BYTES: u64 = 64 << 20;
+
+fn bad(message: String) -> CliError {
+    CliError::bad_input(anyhow!(message))
+}
+
+/// The solution's rehearsal scale: `performance`, `stress` and `soft_recovery_log_files` (as
+/// `plan --write-solution` writes them), and an optional `sample_interval`.
+struct Rehearsal {
+    performance: Span,
+    stress: Span,
+    log_files: u32,
+    sample_interval: Option<Span>,
+}
+
+fn rehearsal(shown: &str, value: Option<&serde_json::Value>) -> Result<Rehearsal, CliError> {
+    const KEYS: [&str; 4] = [
+        "performance",
+        "stress",
+        "soft_recovery_log_files",
+        "sample_interval",
+    ];
+    let Some(table) = value.and_then(serde_json::Value::as_object) else {
+        return Err(bad(format!(
+            "{shown}: `--rehearsal` needs the solution's `[rehearsal]` table (performance, stress, soft_recovery_log_files), which it does not have; write the solution with `jetproof plan ... --write-solution`, or add the table"
+        )));
+    };
+    if let Some(unknown) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(bad(format!(
+            "{shown}: unknown key `rehearsal.{unknown}`; the keys are {}",
+            KEYS.join(", ")
+        )));
+    }
+    let span = |key: &str, required: bool| -> Result<Option<Span>, CliError> {
+        match table.get(key) {
+            None if required => Err(bad(format!(
+                "{shown}: `rehearsal.{key}` is missing; give a duration, like \"2m\""
+            ))),
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| "is not a string".to_string())
+                .and_then(|t| t.parse::<Span>())
+                .map(Some)
+                .map_err(|e| {
+                    bad(format!(
+                        "{shown}: `rehearsal.{key}` {e}; give a duration, like \"2m\""
+                    ))
+                }),
+        }
+    };
+    let log_files = match table.get("soft_recovery_log_files") {
+        None => {
+            return Err(bad(format!(
+                "{shown}: `rehearsal.soft_recovery_log_files` is missing; give a whole number of log files, like 20"
+            )));
+        }
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                bad(format!(
+                    "{shown}: `rehearsal.soft_recovery_log_files` is {v}; give a whole number of log files, 1 or more, like 20"
+                ))
+            })?,
+    };
+    Ok(Rehearsal {
+        performance: span("performance", true)?.unwrap_or_default(),
+        stress: span("stress", true)?.unwrap_or_default(),
+        log_files,
+        sample_interval: span("sample_interval", false)?,
+    })
+}
+
+fn from_solution(args: &Args, path: &Path) -> Result<Outcome, CliError> {
+    let shown = path.display().to_string();
+    let text = jetproof_io::input::read_text(path, MAX_SOLUTION_BYTES)
+        .map_err(|e| bad(format!("{shown}: the solution file {e}")))?;
+    let solution: jetproof_results::esrp::Solution = toml::from_str(&text).map_err(|e| {
+        bad(format!(
+            "{shown}: {}; the keys are listed in docs/esrp.md",
+            e.to_string().trim_end()
+        ))
+    })?;
+    if let Some(host) = &args.host
+        && !solution.servers.is_empty()
+        && !solution.servers.contains(host)
+    {
+        return Err(bad(format!(
+            "`--host` {host} is not one of the solution's servers ({}): name the hosts as the solution does (`plan --hosts`, the inventory's names), or add {host} to `servers` in {shown}",
+            solution.servers.join(", ")
+        )));
+    }
+    let Some(value) = &solution.job else {
+        return Err(bad(format!(
+            "{shown}: the solution file has no `[job]`; write it with `jetproof plan ... --write-solution FILE`, which puts the job every server runs in it"
+        )));
+    };
+    let job_text =
+        toml::to_string(value).map_err(|e| bad(format!("{shown}: `[job]` is not a job: {e}")))?;
+    let origin = format!("{shown} [job]");
+    // A value error names the key, not the file: say it is the solution's job.
+    let mut job = Job::parse(&job_text, &origin).map_err(|e| match e {
+        jetproof_job::JobError::Invalid { .. } => bad(format!("{origin}: {e}")),
+        parse => CliError::bad_input(parse),
+    })?;
+    let scale = if args.rehearsal {
+        let r = rehearsal(&shown, solution.rehearsal.as_ref())?;
+        job.run.duration = r.performance;
+        job.run.stress_duration = r.stress;
+        job.run.recovery_log_files = r.log_files;
+        if let Some(interval) = r.sample_interval {
+            job.run.sample_interval = interval;
+        }
+        job.run.rehearsal = true;
+        "the solution's rehearsal scale (run.rehearsal: every report says it is a rehearsal)"
+    } else {
+        "the solution's job as written"
+    };
+    if let Some(dir) = &args.data_dir {
+        if !job.storage.instance.is_empty() {
+            return Err(bad(format!(
+                "`--data-dir` {}: the solution's job lists its instances (`storage.instance`), whose own paths are used, not a data directory; drop --data-dir",
+                dir.display()
+            )));
+        }
+        job.storage.data_dir = dir.clone();
+    }
+    // The result is checked as a job file is: the rehearsal's values and the data directory too.
+    job.validate().map_err(|e| {
+        bad(format!(
+            "{origin}{}: {e}",
+            if args.rehearsal {
+                " at the rehearsal scale"
+            } else {
+                ""
+            }
+        ))
+    })?;
+    let body = printable(&job)?;
+    let header = format!(
+        "# The job of the solution {shown}, {scale}; made by jetproof {} (keys: docs/job.md).\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    match &args.write {
+        Some(target) => {
+            crate::commands::plan::check_target(target, "--write")?;
+            let text = format!(
+                "{}\n# jetproof overwrites this file only while the line above is its first line.\n{header}\n{body}",
+                jetproof_plan::JOB_FILE_MARKER
+            );
+            std::fs::write(target, text).map_err(|e| {
+                CliError::runtime(anyhow!("write job file {}: {e}", target.display()))
+            })?;
+            outln!("{}: {scale}", target.display());
+        }
+        None => {
+            out!("{header}{body}");
+        }
+    }
     Ok(Outcome::Pass)
 }

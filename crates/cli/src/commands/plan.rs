@@ -338,7 +338,7 @@ fn command_line() -> String {
 }
 
 /// Refuses a path that holds something jetproof did not write, or whose directory is missing.
-fn check_target(path: &Path, flag: &str) -> Result<(), CliError> {
+pub(crate) fn check_target(path: &Path, flag: &str) -> Result<(), CliError> {
     let shown = path.display();
     if path.is_dir() {
         return Err(CliError::bad_input(anyhow!(
