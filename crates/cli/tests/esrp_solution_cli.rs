@@ -530,4 +530,25 @@ fn solution_end_to_end_every_figure_derived_from_the_results() {
     );
     let report = std::fs::read_to_string(root.join("agg-slow/report.md")).expect("report");
     assert!(report.contains("BELOW THE OTHER SERVERS: h2:"), "{report}");
+
+    // A server whose copies read no closed log in its window (a rehearsal's seconds-long
+    // test): the document prints its replication rows as 0, and --verify agrees (it used to
+    // object "a replication row, but no result measured replication reads").
+    copy_tree(&root.join("results"), &root.join("quiet"));
+    edit(&root.join("quiet/h2/performance/result.json"), |v| {
+        for i in v["instances"].as_array_mut().expect("instances") {
+            if let Some(io) = i.as_object_mut() {
+                io.remove("replication_read");
+            }
+        }
+    });
+    let (_, md) = esrp(root, "solution.toml", "quiet", "doc-quiet");
+    let table = lines_under(&md, "Individual Server Metrics: h2");
+    assert!(
+        table
+            .iter()
+            .any(|l| l.starts_with("| Log Replication Reads/sec | 0.000 |")),
+        "{table:#?}"
+    );
+    verified(root, "solution.toml", "quiet", "doc-quiet/esrp.md", 50);
 }

@@ -1047,7 +1047,8 @@ impl ServerRow {
             .collect();
         ServerRow {
             replication: Replication {
-                reads_per_sec: classes.iter().map(|c| c.ops_per_sec).sum(),
+                // Not `sum()`: a float sum of nothing is -0.0, printed "-0.000".
+                reads_per_sec: classes.iter().fold(0.0, |sum, c| sum + c.ops_per_sec),
                 avg_latency_ms: mean(&classes.iter().map(|c| c.avg_latency_ms).collect::<Vec<_>>()),
             },
         }

@@ -243,13 +243,21 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
     let performance = of_test("performance");
     let mut servers = Vec::new();
     let mut verdicts = Vec::new();
+    // The document prints replication rows for every server once any server measured
+    // replication reads: a server whose copies read nothing in its window shows 0.
+    let any_replication = performance
+        .iter()
+        .any(|(_, r)| class(r, "replication_read").is_some());
     for (host, r) in &performance {
         let place = format!("Individual Server Metrics: {host}");
         let Some((head, lines)) = section(markdown, &format!("### {place} (")) else {
             c.expect(false, || format!("no table \"{place}\""));
             continue;
         };
-        let server = Server::of(r);
+        let mut server = Server::of(r);
+        if any_replication && server.replication.is_none() {
+            server.replication = Some((0.0, 0.0));
+        }
         let achieved = f(r, "achieved_iops").unwrap_or(0.0);
         let target = if plan.is_some() {
             plan_target

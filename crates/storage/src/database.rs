@@ -14,7 +14,7 @@ const MIN_EXTENT_SIZE: u64 = 1 << 20;
 /// The step a database of `target_bytes` grows by, while it is filled and in the tests after:
 /// ESE's 256 pages ([`jetproof_engine::db::DEFAULT_EXTENSION_PAGES`]; the reference reports'
 /// databases grew by multiples of 8 MiB in every test, two of them by no multiple of 16 MiB), but
-/// at most a sixteenth of the target (at least [`MIN_EXTENT_SIZE`]), so a small database's file ends close to its
+/// at most a sixteenth of the target (at least `MIN_EXTENT_SIZE`, 1 MiB), so a small database's file ends close to its
 /// target.
 pub fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
     (target_bytes / 16).clamp(
