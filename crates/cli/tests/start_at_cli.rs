@@ -397,7 +397,8 @@ fn a_run_prints_the_lead_start_at_needs_and_the_databases_growth() {
         .unwrap_or_else(|| panic!("no preparation line in {log}"));
     let took = between(line, "Preparation took ", " s from launch");
     let lead = between(line, "give --start-at at least ", " s ahead");
-    assert!(took > 0.0 && lead >= took + 5.0, "{line}");
+    // A quick preparation prints as 0.0 s (one decimal); the lead is 1.5 x it + 5 s, rounded up.
+    assert!(took >= 0.0 && lead >= 1.5 * took + 5.0 - 0.5, "{line}");
 
     // The databases' initial and final sizes and the growth to expect per hour at the achieved
     // rate, in the test log and report.md, from result.json's figures (issue 32, item 12).
