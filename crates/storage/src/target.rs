@@ -334,43 +334,32 @@ fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {
     )
 }
 
-/// Is `path` a regular file holding a jetproof flush map (its signature)?
-pub fn flush_map_is_ours(path: &Path) -> bool {
-    use jetproof_io::{IoBackend, OpenOptions};
-    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let backend = jetproof_io::std_backend::StdBackend::new();
-    backend
-        .open(path, &OpenOptions::read_only().buffered().no_follow())
-        .is_ok_and(|file| jetproof_engine::flushmap::is_flush_map(file.as_ref()))
-}
-
-/// The database a flush map at `path` names, when it is a regular file and a flush map.
-fn map_database_id(path: &Path) -> Option<u128> {
+/// The regular file at `path` opened for reading without following a link; `None` for anything
+/// else (nothing there, a link, a FIFO, a device) or a file that cannot be opened.
+fn open_regular(path: &Path) -> Option<std::sync::Arc<dyn jetproof_io::IoFile>> {
     use jetproof_io::{IoBackend, OpenOptions};
     if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
         return None;
     }
-    let backend = jetproof_io::std_backend::StdBackend::new();
-    let file = backend
+    jetproof_io::std_backend::StdBackend::new()
         .open(path, &OpenOptions::read_only().buffered().no_follow())
-        .ok()?;
-    jetproof_engine::flushmap::map_database_id(file.as_ref())
+        .ok()
+}
+
+/// Is `path` a regular file holding a jetproof flush map (its signature)?
+pub fn flush_map_is_ours(path: &Path) -> bool {
+    open_regular(path).is_some_and(|file| jetproof_engine::flushmap::is_flush_map(file.as_ref()))
+}
+
+/// The database a flush map at `path` names, when it is a regular file and a flush map.
+fn map_database_id(path: &Path) -> Option<u128> {
+    jetproof_engine::flushmap::map_database_id(open_regular(path)?.as_ref())
 }
 
 /// The identity (`database_id`) in the header of the database at `path`, when it exists and its
 /// header can be read.
 pub fn database_id(path: &Path) -> Option<u128> {
-    use jetproof_io::{IoBackend, OpenOptions};
-    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
-        return None;
-    }
-    let backend = jetproof_io::std_backend::StdBackend::new();
-    let file = backend
-        .open(path, &OpenOptions::read_only().buffered().no_follow())
-        .ok()?;
-    jetproof_engine::header::DbHeader::read(file.as_ref())
+    jetproof_engine::header::DbHeader::read(open_regular(path)?.as_ref())
         .ok()
         .map(|h| h.database_id)
 }
