@@ -399,3 +399,106 @@ fn a_rehearsal_says_so_in_its_report_and_marks_the_esrp_document() {
     );
     assert!(said.contains("title does not say so"), "{said}");
 }
+
+#[test]
+fn list_tests_is_the_solutions_test_set_and_refuses_a_tests_table_the_job_contradicts() {
+    // `--list-tests` prints the `[tests]` table's set, one `run --test` name per line (what
+    // the playbook runs); the table and the job must agree, or the document's reader would see
+    // one test set while another runs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let path = solution(root);
+    let list = |solution: &Path, extra: &[&str]| {
+        let out = jetproof(root)
+            .args(["job", "--from-solution"])
+            .arg(solution)
+            .args(extra)
+            .arg("--list-tests")
+            .output()
+            .expect("runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr_of(&out),
+        )
+    };
+    let (code, out, err) = list(&path, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "performance\nstress\nbackup\nsoft-recovery\n");
+
+    // The reader leaves backup out: the set has three tests, at either scale.
+    let no_backup = root.join("no-backup.toml");
+    std::fs::copy(&path, &no_backup).expect("copy");
+    edit_solution(&no_backup, |s| {
+        sub(s, "tests").insert("backup".into(), toml::Value::Boolean(false));
+    });
+    for extra in [&[][..], &["--rehearsal"][..]] {
+        let (code, out, err) = list(&no_backup, extra);
+        assert_eq!(code, Some(0), "{extra:?}: {err}");
+        assert_eq!(out, "performance\nstress\nsoft-recovery\n", "{extra:?}");
+    }
+
+    // A performance duration edited in the table but not in the job: refused at ESRP's scale,
+    // naming both keys, whether listing or writing the job (nothing written).
+    let longer = root.join("longer.toml");
+    std::fs::copy(&path, &longer).expect("copy");
+    edit_solution(&longer, |s| {
+        sub(s, "tests").insert("performance".into(), toml::Value::String("3h".into()));
+    });
+    let (code, _, err) = list(&longer, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    for word in [
+        "`tests.performance` is 3h",
+        "`run.duration`",
+        "make them agree",
+    ] {
+        assert!(err.contains(word), "{word:?} not in {err}");
+    }
+    let job = root.join("job.toml");
+    let out = jetproof(root)
+        .args(["job", "--from-solution"])
+        .arg(&longer)
+        .arg("--write")
+        .arg(&job)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(!job.exists(), "wrote {}", job.display());
+    // At the rehearsal scale the durations are the rehearsal's: the same file is accepted.
+    let (code, out, err) = list(&longer, &["--rehearsal"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "performance\nstress\nbackup\nsoft-recovery\n");
+
+    // A checksum pass the table asks for and the job does not: refused at either scale.
+    let checksum = root.join("checksum.toml");
+    std::fs::copy(&path, &checksum).expect("copy");
+    edit_solution(&checksum, |s| {
+        let on = sub(s, "tests")["checksum_after_stress"]
+            .as_bool()
+            .expect("a bool");
+        sub(s, "tests").insert("checksum_after_stress".into(), toml::Value::Boolean(!on));
+    });
+    let (code, _, err) = list(&checksum, &["--rehearsal"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`run.checksum_after_stress`"), "{err}");
+
+    // An unknown key of the table, and --list-tests without a solution.
+    let unknown = root.join("unknown.toml");
+    std::fs::copy(&path, &unknown).expect("copy");
+    edit_solution(&unknown, |s| {
+        sub(s, "tests").insert("tape".into(), toml::Value::Boolean(true));
+    });
+    let (code, _, err) = list(&unknown, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown key `tests.tape`"), "{err}");
+    let out = jetproof(root)
+        .args(["job", "--default", "--list-tests"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("--from-solution"),
+        "{}",
+        stderr_of(&out)
+    );
+}

@@ -40,6 +40,10 @@ pub struct Args {
     /// jetproof did not write).
     #[arg(long, value_name = "FILE")]
     pub write: Option<PathBuf>,
+    /// With --from-solution: print the tests of the solution's set (its `[tests]` table), one
+    /// name per line as `run --test` takes them, instead of the job; what the playbook runs.
+    #[arg(long, conflicts_with = "write")]
+    pub list_tests: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {
@@ -52,6 +56,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
         (args.data_dir.is_some(), "--data-dir"),
         (args.host.is_some(), "--host"),
         (args.write.is_some(), "--write"),
+        (args.list_tests, "--list-tests"),
     ] {
         if given {
             return Err(bad(format!(
@@ -227,6 +232,13 @@ fn from_solution(args: &Args, path: &Path) -> Result<Outcome, CliError> {
             }
         ))
     })?;
+    let tests = test_set(&shown, solution.tests.as_ref(), &job, args.rehearsal)?;
+    if args.list_tests {
+        for test in tests {
+            outln!("{test}");
+        }
+        return Ok(Outcome::Pass);
+    }
     let body = printable(&job)?;
     let header = format!(
         "# The job of the solution {shown}, {scale}; made by jetproof {} (keys: docs/job.md).\n",
@@ -249,4 +261,120 @@ fn from_solution(args: &Args, path: &Path) -> Result<Outcome, CliError> {
         }
     }
     Ok(Outcome::Pass)
+}
+
+/// The tests of the solution's set, in ESRP's order, as `run --test` names them: the `[tests]`
+/// table `plan --write-solution` writes (a solution without one: all four). The table is what
+/// the document's reader sees and the job is what runs, so they must agree: a duration, log
+/// count or checksum pass of the table that differs from the job's is refused (exit 2), naming
+/// both keys. At the rehearsal scale the durations and log count are the `[rehearsal]` table's,
+/// so only the table's choices (`backup`, the checksum passes) are compared.
+fn test_set(
+    shown: &str,
+    value: Option<&serde_json::Value>,
+    job: &Job,
+    rehearsal: bool,
+) -> Result<Vec<&'static str>, CliError> {
+    const KEYS: [&str; 6] = [
+        "performance",
+        "checksum_after_performance",
+        "stress",
+        "checksum_after_stress",
+        "backup",
+        "soft_recovery_log_files",
+    ];
+    let all = vec!["performance", "stress", "backup", "soft-recovery"];
+    let Some(value) = value else {
+        return Ok(all);
+    };
+    let Some(table) = value.as_object() else {
+        return Err(bad(format!(
+            "{shown}: `tests` is not a table; write it as `plan --write-solution` does (docs/esrp.md)"
+        )));
+    };
+    if let Some(unknown) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(bad(format!(
+            "{shown}: unknown key `tests.{unknown}`; the keys are {}",
+            KEYS.join(", ")
+        )));
+    }
+    let disagree = |key: &str, table_value: String, job_key: &str, job_value: String| {
+        bad(format!(
+            "{shown}: `tests.{key}` is {table_value} but the job's `{job_key}` is {job_value}: the `tests` table is what the document's reader sees and the job is what runs; make them agree (edit one of the two)"
+        ))
+    };
+    let flag = |key: &str| -> Result<Option<bool>, CliError> {
+        match table.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| bad(format!("{shown}: `tests.{key}` is {v}; give true or false"))),
+        }
+    };
+    let span = |key: &str| -> Result<Option<Span>, CliError> {
+        match table.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| "is not a string".to_string())
+                .and_then(|t| t.parse::<Span>())
+                .map(Some)
+                .map_err(|e| {
+                    bad(format!(
+                        "{shown}: `tests.{key}` {e}; give a duration, like \"2h\""
+                    ))
+                }),
+        }
+    };
+    for (key, job_key, job_value) in [
+        (
+            "checksum_after_performance",
+            "run.checksum_after_performance",
+            job.run.checksum_after_performance,
+        ),
+        (
+            "checksum_after_stress",
+            "run.checksum_after_stress",
+            job.run.checksum_after_stress,
+        ),
+    ] {
+        if let Some(v) = flag(key)?
+            && v != job_value
+        {
+            return Err(disagree(key, v.to_string(), job_key, job_value.to_string()));
+        }
+    }
+    if !rehearsal {
+        for (key, job_key, job_value) in [
+            ("performance", "run.duration", job.run.duration),
+            ("stress", "run.stress_duration", job.run.stress_duration),
+        ] {
+            if let Some(v) = span(key)?
+                && v != job_value
+            {
+                return Err(disagree(key, v.to_string(), job_key, job_value.to_string()));
+            }
+        }
+        if let Some(v) = table.get("soft_recovery_log_files") {
+            let n = v.as_u64().filter(|n| *n >= 1).ok_or_else(|| {
+                bad(format!(
+                    "{shown}: `tests.soft_recovery_log_files` is {v}; give a whole number of log files, 1 or more"
+                ))
+            })?;
+            if n != u64::from(job.run.recovery_log_files) {
+                return Err(disagree(
+                    "soft_recovery_log_files",
+                    n.to_string(),
+                    "run.recovery_log_files",
+                    job.run.recovery_log_files.to_string(),
+                ));
+            }
+        }
+    }
+    let backup = flag("backup")?.unwrap_or(true);
+    Ok(all
+        .into_iter()
+        .filter(|t| backup || *t != "backup")
+        .collect())
 }
