@@ -46,10 +46,9 @@ fn soft_recovery_replays_the_generated_logs_and_leaves_clean_databases() {
     let instances = result["instances"].as_array().expect("instances");
     assert_eq!(instances.len(), 2, "{result}");
     for instance in instances {
-        assert!(
-            instance["logs_generated"].as_u64().expect("logs_generated") >= 4,
-            "{instance}"
-        );
+        // Exactly the files asked: every session stops as the fourth is reached (a
+        // transaction in flight then adds a few KB, not a 64 KiB file).
+        assert_eq!(instance["logs_generated"].as_u64(), Some(4), "{instance}");
         // The checkpoint was held at attach: every generated file is replayed.
         assert!(
             instance["logs_replayed"].as_u64().expect("logs_replayed") >= 4,

@@ -898,10 +898,14 @@ fn generate(generating: &[Generating], sessions: u32, log_files: u32, options: &
                     .wrapping_add((index as u64) << 32)
                     .wrapping_add(u64::from(session));
                 scope.spawn(move || {
+                    // Each session also looks at the count itself (an atomic load) between
+                    // transactions: waiting for the watcher's next poll let a fast log run
+                    // past the files asked (5 generated where 4 were asked, issue 32).
                     let stopped = || {
                         options.stop.load(Ordering::Relaxed)
                             || g.done.load(Ordering::Relaxed)
                             || g.failed.load(Ordering::Relaxed)
+                            || g.generated() >= u64::from(log_files)
                     };
                     if let Err(error) = run_session(&g.load, seed, &stopped) {
                         g.set_error(error.to_string());
