@@ -357,6 +357,13 @@ fn a_rehearsal_says_so_in_its_report_and_marks_the_esrp_document() {
     let md = std::fs::read_to_string(root.join("esrp/esrp.md")).expect("esrp.md");
     let first = md.lines().next().expect("a title");
     assert!(first.ends_with("(REHEARSAL)"), "{first}");
+    // The solution as `plan` writes it has no vendor or product yet: the title says so
+    // instead of an empty name ("#  : Exchange ...").
+    assert!(
+        first.starts_with("# Exchange ")
+            && first.contains("(vendor and product not given: `vendor` and `product`"),
+        "{first}"
+    );
     let mark = md
         .lines()
         .find(|l| l.starts_with("**REHEARSAL, NOT AN ESRP TEST.**"))

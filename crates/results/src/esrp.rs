@@ -1171,15 +1171,24 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
 
     let mut m = String::new();
     let title = s.title.clone().unwrap_or_else(|| {
-        format!(
-            "{} {}: Exchange {version} storage solution{}",
-            s.vendor,
-            s.product,
-            mailboxes
-                .as_ref()
-                .map(|n| format!(" for {n} mailboxes"))
-                .unwrap_or_default()
-        )
+        let scale = mailboxes
+            .as_ref()
+            .map(|n| format!(" for {n} mailboxes"))
+            .unwrap_or_default();
+        // Vendor and product are added to the solution file by hand: a document made before
+        // that says what is missing rather than printing an empty name.
+        let who = [s.vendor.trim(), s.product.trim()]
+            .into_iter()
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if who.is_empty() {
+            format!(
+                "Exchange {version} storage solution{scale} (vendor and product not given: `vendor` and `product` in the solution file)"
+            )
+        } else {
+            format!("{who}: Exchange {version} storage solution{scale}")
+        }
     });
     let _ = writeln!(
         m,
