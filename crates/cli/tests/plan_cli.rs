@@ -316,6 +316,30 @@ fn write_job_refuses_a_foreign_file() {
 }
 
 #[test]
+fn write_job_refuses_a_symbolic_link_even_to_its_own_file() {
+    // A link is refused whatever it points to: the write would follow it, so what was checked
+    // and what is written could differ (a link swapped between the two).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ours = dir.path().join("job.toml");
+    write_job(&ours).success();
+    let before = std::fs::read_to_string(&ours).expect("reads");
+    let link = dir.path().join("link.toml");
+    std::os::unix::fs::symlink(&ours, &link).expect("symlink");
+    write_job(&link)
+        .code(2)
+        .stderr(predicate::str::contains("--write-job"))
+        .stderr(predicate::str::contains("is a symbolic link"));
+    assert_eq!(std::fs::read_to_string(&ours).expect("reads"), before);
+    assert!(
+        link.symlink_metadata()
+            .expect("still there")
+            .file_type()
+            .is_symlink(),
+        "the link is left as it was"
+    );
+}
+
+#[test]
 fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
     let cases: &[(&[&str], &str)] = &[
         (

@@ -354,6 +354,15 @@ pub(crate) fn check_target(path: &Path, flag: &str) -> Result<(), CliError> {
             parent.display()
         )));
     }
+    if path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        // The write would go wherever the link points, checked or not when it is written.
+        return Err(CliError::bad_input(anyhow!(
+            "`{flag}` {shown} is a symbolic link; jetproof writes its job and solution files only in place of a regular file it wrote: give the path of the file itself, or another path"
+        )));
+    }
     if path.exists() || path.symlink_metadata().is_ok() {
         // Only a regular file can be a job file plan wrote; a pipe there is not opened to wait.
         let ours = jetproof_io::input::read_text(path, jetproof_job::MAX_JOB_FILE_BYTES)
