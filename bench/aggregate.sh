@@ -104,7 +104,7 @@ PY
   rm -rf "$set_dir"
 done
 
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-aggregate.md}
+out=${OUT:-$(fresh_results "$here/results" aggregate)}
 {
   echo "# jetproof aggregate: time to combine many hosts' results"
   echo

@@ -41,7 +41,7 @@ builds=("${NOW_LABEL:-now}=$jetproof")
 if [[ -n ${BASE_JETPROOF:-} ]]; then
   builds=("${BASE_LABEL:-before}=$BASE_JETPROOF" "${builds[@]}")
 fi
-out=${OUT:-$here/results/$(date +%F)-cache-memory.md}
+out=${OUT:-$(fresh_results "$here/results" cache-memory)}
 
 job() { # $1: page size, $2: cache maximum
   # Records of the default size (2,400 bytes) need pages of 16 KiB or more; smaller pages take

@@ -38,7 +38,7 @@ rounds=${ROUNDS:-2}
 probe_size=${PROBE_SIZE:-1G}
 probe_seconds=${PROBE_SECONDS:-10}
 dir=${1:-/var/tmp/jetproof-bench-devices}
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-devices.md}
+out=${OUT:-$(fresh_results "$here/results" devices)}
 sections=" ${SECTIONS:-fs raw probe} "
 has() { [[ "$sections" == *" $1 "* ]]; }
 if [ "$(id -u)" != 0 ]; then

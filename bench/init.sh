@@ -66,7 +66,7 @@ print("%.1f,%.3f,%.3f,%.4f,%.2f,%.2f" % (t["mb_per_sec"], t["seconds"], d["compr
 done
 rm -f "$dir/job.toml"
 
-out="$here/results/$(date -u +%Y-%m-%d)-init.md"
+out=${OUT:-$(fresh_results "$here/results" init)}
 {
   echo "# init: every database filled (unique content) vs fio sequential write"
   echo

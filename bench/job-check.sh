@@ -19,7 +19,7 @@ DIR=${1:-${JETPROOF_BENCH_DIR:-/var/tmp/jetproof-bench}/job-check}
 SIZES=${SIZES:-"500 1000 2000 5000 10000"}
 RUNS=${RUNS:-3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-REPORT=$ROOT/bench/results/$(date -u +%Y-%m-%d)-job-check.md
+REPORT=$(fresh_results "$ROOT/bench/results" job-check)
 
 (cd "$ROOT" && cargo build --release -q -p jetproof)
 BIN=$CARGO_TARGET_DIR/release/jetproof

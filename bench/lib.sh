@@ -45,3 +45,14 @@ alternate_order() {
     items[j]=$t
   done
 }
+
+# The results file for today's run of NAME: bench/results/<date>-NAME.md, or, when a run of the
+# same day already wrote that file, <date>-NAME-2.md, -3 ... (a rerun never replaces figures an
+# earlier run wrote; a note or the journal may cite them). Args: the results directory, NAME.
+fresh_results() {
+  local dir=$1 name=$2 base n=2
+  base="$dir/$(date -u +%Y-%m-%d)-$name"
+  if [[ ! -e $base.md ]]; then echo "$base.md"; return; fi
+  while [[ -e $base-$n.md ]]; do n=$((n + 1)); done
+  echo "$base-$n.md"
+}

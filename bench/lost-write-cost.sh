@@ -120,7 +120,7 @@ if [[ -z ${BASE_JETPROOF:-} ]]; then
 fi
 rmdir "$dir" 2>/dev/null || true
 
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-lost-write-cost.md}
+out=${OUT:-$(fresh_results "$here/results" lost-write-cost)}
 table=$(printf '%s\n' "${rows[@]}" | python3 -c '
 import statistics, sys
 cell = {}

@@ -80,7 +80,7 @@ PY
   rm -rf "$set_dir"
 done
 
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-report-html.md}
+out=${OUT:-$(fresh_results "$here/results" report-html)}
 {
   echo "# jetproof report: report.html from a 24 h result"
   echo

@@ -42,7 +42,7 @@ fio_size=${FIO_SIZE:-1G}
 fio_runtime=${FIO_RUNTIME:-10}
 readers=${READERS:-8}
 dir=${1:-/var/tmp/jetproof-bench-soft-recovery}
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-soft-recovery.md}
+out=${OUT:-$(fresh_results "$here/results" soft-recovery)}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 if [ -e "$dir/data" ] || [ -e "$dir/data-base" ]; then

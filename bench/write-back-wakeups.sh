@@ -25,7 +25,7 @@ base=${BASE_JETPROOF:?set BASE_JETPROOF to the jetproof binary to compare agains
 now=${NOW_JETPROOF:-$here/../target/release/jetproof}
 rounds=${ROUNDS:-3}
 threads=${THREADS:-4}
-out=${OUT:-$here/results/$(date -u +%Y-%m-%d)-write-back-wakeups.md}
+out=${OUT:-$(fresh_results "$here/results" write-back-wakeups)}
 command -v fio >/dev/null || { echo "fio is missing: apt-get install -y fio" >&2; exit 2; }
 command -v perf >/dev/null || { echo "perf is missing: apt-get install -y linux-perf" >&2; exit 2; }
 notes=$(machine_notes "$dir"; echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)")
