@@ -38,6 +38,8 @@
 # mailboxes at 0.16 IOPS (120 target), 2 sessions, 4 copies, cache 32/256 MiB each, DURATION
 # (180s unless set); its figures are printed against the Lenovo report's performance test (its four
 # instances) and growth against its performance and stress tests, with the log replication reads.
+# Both shapes print the replication sender's reads (size, rate, and bytes read per byte the log
+# writes carry: 0.68-0.96 in the two-copy reports, 1.25-1.29 at Lenovo's four copies).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -160,13 +162,17 @@ for i in r["instances"]:
     # The replication sender's reads of closed generations (class `replication_read`): size
     # and rate, beside the Lenovo report's "Log Replication I/O Performance".
     rep = i.get("replication_read", {})
-    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.1f%% | %d x %.0f KiB | %s | %.0f | %.3f | %.0f | %.2f |" % (
+    # Bytes the copies read per byte the log writes carry: a figure of the log's shape, not of
+    # its rate (the reports: 0.68 - 0.96 with two copies, 1.25 - 1.29 at Lenovo's four;
+    # docs/journal/2026-12-02-low-load-replication.md).
+    rep_per_log = rep.get("count", 0) * rep.get("avg_bytes", 0) / max(lw.get("bytes", 0), 1)
+    print("| %s | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.1f%% | %d x %.0f KiB | %s | %.0f | %.3f | %.0f | %.2f | %.2f |" % (
         i["name"], r["achieved_iops"], rd.get("count", 0) / w, wr.get("avg_bytes", 0),
         lw.get("count", 0) / w, lw.get("avg_bytes", 0),
         (rd.get("count", 0) + wr.get("count", 0)) / t, lw.get("count", 0) / t,
         100.0 * hits / max(hits + misses, 1), ext.get("count", 0),
         ext.get("avg_bytes", 0) / 1024, "—" if growth is None else "%.0f" % growth, used,
-        per_log, rep.get("avg_bytes", 0), rep.get("count", 0) / max(secs, 1)))
+        per_log, rep.get("avg_bytes", 0), rep.get("count", 0) / max(secs, 1), rep_per_log))
 PY
 )
     # The space accounting of each database over the window (result.json's `db_space`,
@@ -225,13 +231,15 @@ if sys.argv[2] == "low-load":
     # reverse order: db reads/s 23.10-23.41, db writes/s 10.63-11.09, db write avg 35,577-35,733 B,
     # log writes/s 2.85-2.98, log write avg 20,579-21,015 B); growth: Initial/Final Database Size
     # over achieved IOPS x duration, performance (136.444, 2 h) 598 B and stress (140.729, 24 h)
-    # 362 B; Log Replication I/O Performance: 98,560-101,453 B at 0.76-0.78 reads/s.
-    print("| Lenovo S3200 (low load) | | | | 2.10 – 2.17 | 35577 – 35733 | 0.27 – 0.27 | 20579 – 21015 | — | — | — | — | 362 – 598 | — | — | 98560 – 101453 | 0.76 – 0.78 |")
+    # 362 B; Log Replication I/O Performance: 98,560-101,453 B at 0.76-0.78 reads/s, 1.25-1.29
+    # bytes read per byte the log writes carry (each instance's reads/s x bytes over its log
+    # writes/s x bytes).
+    print("| Lenovo S3200 (low load) | | | | 2.10 – 2.17 | 35577 – 35733 | 0.27 – 0.27 | 20579 – 21015 | — | — | — | — | 362 – 598 | — | — | 98560 – 101453 | 0.76 – 0.78 | 1.25 – 1.29 |")
     sys.exit()
 try:
     reps = json.load(open(sys.argv[1]))["reports"]
 except OSError:
-    print("| seeds | (reference file not found) | | | | | | | | | | | | | |")
+    print("| seeds | (reference file not found) | | | | | | | | | | | | | | | |")
     sys.exit()
 def rng(k):
     v = [x[k] for x in reps]
@@ -241,7 +249,7 @@ e, f = rng("log_writes_per_db_write"); g, h = rng("log_write_avg_bytes")
 # Growth per transactional I/O is not in the seeds' JSON: the reports' Initial and Final
 # Database Size over achieved IOPS x duration (Infortrend 2 h and 24 h, Hitachi 2 h and 24 h:
 # 241-446 bytes; issue 23, docs/faithfulness.md).
-print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — | — | — | — | 241 – 446 | — | 0.20 – 0.28 | 232560 (Hitachi) | — |" % (
+print("| seeds (%d reports) | | | | %.2f – %.2f | %.0f – %.0f | %.2f – %.2f | %.0f – %.0f | — | — | — | — | 241 – 446 | — | 0.20 – 0.28 | 229800 – 232562 | — | 0.68 – 0.96 |" % (
     len(reps), a, b, c, d, e, f, g, h))
 PY
 )
@@ -257,8 +265,8 @@ PY
   echo
   echo "## Shape figures per instance"
   echo
-  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db I/Os per transaction | log writes per transaction | cache hits | db extension writes (\`db_extend\`) | db growth per transactional I/O (bytes) | pages in use, growth per transactional I/O (bytes) | db growth per log byte written | log replication read avg bytes | log replication reads/s |"
-  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+  echo "| round | variant | instance | achieved IOPS (both) | db reads per db write | db write avg bytes | log writes per db write | log write avg bytes | db I/Os per transaction | log writes per transaction | cache hits | db extension writes (\`db_extend\`) | db growth per transactional I/O (bytes) | pages in use, growth per transactional I/O (bytes) | db growth per log byte written | log replication read avg bytes | log replication reads/s | replication bytes read per log byte written |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
   echo "$seed_ranges"
   printf '%s\n' "${rows[@]}"
   echo

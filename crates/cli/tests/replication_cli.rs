@@ -111,3 +111,26 @@ fn one_copy_has_no_replication_reads() {
         assert!(instance.get("log_replication").is_none(), "{instance}");
     }
 }
+
+/// Four copies: three passive copies, so every closed generation is read three times (one pass
+/// per passive copy; `docs/workload.md`, "Log replication reads").
+#[test]
+fn four_copies_read_each_closed_generation_once_per_passive_copy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (r, _) = run(dir.path(), 4);
+    for instance in r["instances"].as_array().expect("instances") {
+        let sent = &instance["log_replication"];
+        let generations = sent["generations_read"].as_u64().expect("generations");
+        assert!(generations > 0, "{instance}");
+        assert_eq!(
+            sent["bytes_read"].as_u64(),
+            Some(3 * generations * 65_536),
+            "{instance}"
+        );
+    }
+    let log = std::fs::read_to_string(dir.path().join("r/test.log")).expect("test.log");
+    assert!(
+        log.contains("Log replication: 4 copies per database") && log.contains("(3 passes)"),
+        "{log}"
+    );
+}

@@ -23,9 +23,9 @@
 //!
 //! With `simulation.copies_per_database > 1`, each instance also has a log replication sender
 //! for the whole run, warm-up included (`replication.rs`): it reads every generation closed
-//! during the run back once, metered as `replication_read`; the log files are then kept
-//! (`keep_files`), so none is deleted before it is read. Like every class, the result's figures
-//! cover the measured window only.
+//! during the run back once per passive copy, metered as `replication_read`; the log files are
+//! then kept (`keep_files`), so none is deleted before it is read. Like every class, the
+//! result's figures cover the measured window only.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

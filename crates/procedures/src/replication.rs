@@ -1,7 +1,7 @@
 //! Log replication reads: when `simulation.copies_per_database > 1`, each instance has a
 //! replication sender beside its sessions that reads every closed log generation back, start to
-//! end, in large sequential reads, as the sender of a replicated copy (Exchange's log shipping)
-//! would.
+//! end, in large sequential reads, once for each passive copy (`copies - 1`), as the senders of
+//! replicated copies (Exchange's log shipping) would.
 //!
 //! Why it exists: it is part of the load Jetstress puts on the log volume when copies are
 //! configured (the seeds' "Log Replication I/O Performance" table: ~1.5 reads/s of ~232 KB per
@@ -9,8 +9,11 @@
 //!
 //! Invariants:
 //!
-//! * One sender per instance reads each closed generation once, however many extra copies are
-//!   configured, as Jetstress's single log reader does.
+//! * One sender per instance reads each closed generation once per passive copy
+//!   ([`SenderConfig::passes`], `copies - 1`): each passive copy ships the whole log. The
+//!   reports' evidence for it (the Lenovo report, four copies, reads more log bytes than its log
+//!   writes carry; with two copies the reads match the log's growth) is in
+//!   `docs/journal/2026-12-02-low-load-replication.md`.
 //! * A generation is closed once the log's durable end ([`jetproof_log::Log::flushed_lsn`]) is in
 //!   a later generation: every byte of it, its end frame included, is then on stable storage and
 //!   the writer never touches it again.
@@ -66,6 +69,15 @@ pub struct SenderConfig {
     pub database_id: u128,
     pub direct_io: bool,
     pub read_size: usize,
+    /// How many times each closed generation is read: one pass per passive copy
+    /// ([`passes_for_copies`]); at least 1.
+    pub passes: u32,
+}
+
+/// The reading passes a closed generation gets with `copies` copies per database: one per
+/// passive copy (`copies - 1`), none without copies.
+pub fn passes_for_copies(copies: u32) -> u32 {
+    copies.saturating_sub(1)
 }
 
 /// What one sender has done; shared with the run, which reads it at the end.
@@ -91,7 +103,10 @@ pub fn send(
     let mut next = first.max(1);
     while !stop() {
         if next < durable_end().generation {
-            read_generation(backend, config, stats, next, state)?;
+            for _ in 0..config.passes.max(1) {
+                read_generation(backend, config, stats, next, state)?;
+            }
+            state.generations_read.fetch_add(1, Ordering::Relaxed);
             next += 1;
         } else {
             std::thread::sleep(POLL);
@@ -100,7 +115,8 @@ pub fn send(
     Ok(())
 }
 
-/// Reads one closed generation start to end and verifies its header and frames.
+/// Reads one closed generation start to end and verifies its header and frames (one pass: the
+/// caller counts the generation).
 pub fn read_generation(
     backend: &dyn IoBackend,
     config: &SenderConfig,
@@ -158,7 +174,6 @@ pub fn read_generation(
     }
     let frames = verify_frames(&bytes, &header, &path)?;
     state.frames_verified.fetch_add(frames, Ordering::Relaxed);
-    state.generations_read.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
@@ -197,7 +212,13 @@ fn verify_frames(
 /// The test log's line on replication.
 pub fn describe(copies: u32, instances: usize) -> String {
     format!(
-        "Log replication: {copies} copies per database: one sender per instance ({instances} instances) reads each closed log generation once, in {} KiB reads, verifying every frame; log files are kept.",
+        "Log replication: {copies} copies per database: one sender per instance ({instances} instances) reads each closed log generation once per passive copy ({} pass{}), in {} KiB reads, verifying every frame; log files are kept.",
+        passes_for_copies(copies),
+        if passes_for_copies(copies) == 1 {
+            ""
+        } else {
+            "es"
+        },
         READ_SIZE / 1024
     )
 }
@@ -247,6 +268,7 @@ mod tests {
             database_id: 7,
             direct_io: false,
             read_size: READ_SIZE,
+            passes: 1,
         };
         let state = SenderState::default();
         let end = log.flushed_lsn();
@@ -272,6 +294,46 @@ mod tests {
     }
 
     #[test]
+    fn each_closed_generation_is_read_once_per_pass() {
+        let backend = MemBackend::new();
+        let dir = Path::new("/logs");
+        let log = write_log(&backend, dir, 3);
+        let stats = InstanceStats::new("db1");
+        let config = SenderConfig {
+            dir: dir.to_path_buf(),
+            database_id: 7,
+            direct_io: false,
+            read_size: READ_SIZE,
+            passes: passes_for_copies(4),
+        };
+        let state = SenderState::default();
+        let end = log.flushed_lsn();
+        send(
+            backend.as_ref(),
+            &config,
+            &stats,
+            1,
+            &|| end,
+            &state,
+            &|| state.generations_read.load(Ordering::Relaxed) >= end.generation - 1,
+        )
+        .expect("send");
+        let closed = end.generation - 1;
+        assert_eq!(state.generations_read.load(Ordering::Relaxed), closed);
+        let replication = stats.class(IoClass::ReplicationRead).snapshot();
+        // Three passive copies: three whole reads of every 64 KiB file.
+        assert_eq!(replication.count, 3 * closed);
+        assert_eq!(replication.bytes, 3 * closed * 64 * 1024);
+        assert_eq!(
+            state.bytes_read.load(Ordering::Relaxed),
+            3 * closed * 64 * 1024
+        );
+        assert_eq!(passes_for_copies(2), 1);
+        assert_eq!(passes_for_copies(1), 0);
+        log.close().expect("close");
+    }
+
+    #[test]
     fn a_damaged_frame_is_reported_with_file_and_offset() {
         let backend = MemBackend::new();
         let dir = Path::new("/logs");
@@ -287,6 +349,7 @@ mod tests {
             database_id: 7,
             direct_io: false,
             read_size: READ_SIZE,
+            passes: 1,
         };
         let error = read_generation(
             backend.as_ref(),

@@ -169,7 +169,7 @@ pub(super) fn background_maintenance(
 }
 
 /// One instance's log replication sender, until `run_stop`: every generation closed after the
-/// instance was attached is read back once, metered into the instance's figures as
+/// instance was attached is read back once per passive copy, metered into the instance's figures as
 /// `replication_read`. An I/O error or a damaged frame stops the instance like a session's would.
 pub(super) fn replication_sender(
     job: &Job,
@@ -183,6 +183,7 @@ pub(super) fn replication_sender(
         database_id: log.options().database_id,
         direct_io: job.storage.direct_io,
         read_size: replication::READ_SIZE,
+        passes: replication::passes_for_copies(job.simulation.copies_per_database),
     };
     let first = log.flushed_lsn().generation;
     if let Err(error) = replication::send(
