@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use jetproof_job::{ByteSize, IoEngine, Job, Overrides, Span, Threads};
-use jetproof_results::TestLog;
 use jetproof_storage::backend::SelectedBackend;
 
 /// How a command ended, when it ran to the end.
@@ -84,7 +83,8 @@ pub fn refuse_flags(command: &str, flags: &[&str]) -> Result<(), CliError> {
     )))
 }
 
-fn parse_io_engine(text: &str) -> Result<IoEngine, String> {
+/// `--io-engine`'s value, for every command that takes it (`run`, `init`, `sweep`, ...).
+pub fn parse_io_engine(text: &str) -> Result<IoEngine, String> {
     text.parse()
         .map_err(|e| format!("{e} (the flag overrides storage.io_engine)"))
 }
@@ -153,37 +153,9 @@ pub fn select_backend(job: &Job) -> Result<SelectedBackend, CliError> {
     Ok(selected)
 }
 
-/// The test-log lines naming the owner locks held (and those a reader could not take on a
-/// read-only file system).
-pub fn log_owner_lock(log: &TestLog, lock: &jetproof_storage::lock::OwnerLock) {
-    let paths = lock.paths();
-    if !paths.is_empty() {
-        log.line(format!(
-            "Owner lock held for the whole command: {}",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    for note in &lock.notes {
-        log.line(note);
-    }
-}
-
-/// The test-log line naming the I/O engine in use (and why, when "auto" fell back to std), and
-/// the open-file limit the run has (raised at start to the hard limit, `jetproof_io::limits`).
-pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
-    log.line(selected.log_line(job));
-    if let Ok((soft, hard)) = jetproof_io::limits::open_file_limits() {
-        log.line(format!(
-            "Open files: limit {} (hard limit {})",
-            jetproof_io::limits::shown(soft),
-            jetproof_io::limits::shown(hard)
-        ));
-    }
-}
+/// The test-log lines naming the owner locks and the I/O engine: the run sequence's, shared by
+/// every command that writes a test log.
+pub use jetproof_procedures::sequence::{log_engine, log_owner_lock};
 
 /// Says on stderr when the job's caches fit in this machine's memory but not in what is
 /// available now (a job that cannot fit at all is refused by the procedures' checks).

@@ -35,6 +35,7 @@ macro_rules! errln {
 
 mod commands;
 mod common;
+mod front;
 mod live;
 mod metrics;
 mod panics;

@@ -252,93 +252,10 @@ pub fn backup(
 
     // Open and check every database before reading any of them.
     let mut sources = Vec::new();
-    let mut total_bytes = 0u64;
     for instance in &instances {
-        let stats = InstanceStats::new(instance.name.clone());
-        let file = MeteredFile::wrap(
-            options.backend.open(
-                &instance.database_path,
-                &OpenOptions::read_only().with_direct(direct),
-            )?,
-            stats.clone(),
-        );
-        let header = DbHeader::read_with_class(file.as_ref(), IoClass::BackupRead)?;
-        if header.state != DbState::Clean {
-            return Err(bad(
-                format!("database of {}", instance.name),
-                format!(
-                    "{} was not shut down cleanly; run `jetproof recover` first",
-                    instance.database_path.display()
-                ),
-            )
-            .into());
-        }
-        total_bytes += header.file_size_bytes();
-        let mut problems = Vec::new();
-        // Opened as `checksum` opens it; a map that cannot vouch for the pages fails the verdict.
-        let flush_map = match crate::checksum::open_flush_map(
-            options.backend.as_ref(),
-            &instance.database_path,
-            &header,
-            direct,
-            &stats,
-        ) {
-            Ok((map, finding)) => {
-                let path = finding.path.display();
-                match finding.status.as_str() {
-                    "damaged" => problems.push(format!(
-                        "flush map {path} damaged (map pages {:?}): the pages they describe are \
-                         not checked for lost writes",
-                        finding.damaged_map_pages
-                    )),
-                    "unusable" => problems.push(format!(
-                        "flush map {path} unusable: {}; lost writes cannot be checked",
-                        finding.reason.as_deref().unwrap_or("")
-                    )),
-                    // A database made by an earlier build, or the map removed: as checksum,
-                    // not a failure (said in the test log).
-                    "missing" => log.line(format!(
-                        "{}: no flush map ({path}): lost writes cannot be checked",
-                        instance.name
-                    )),
-                    _ => {}
-                }
-                map
-            }
-            Err(e) => {
-                let why = match e {
-                    crate::checksum::ChecksumError::FlushMap { path, reason } => {
-                        format!("flush map {} cannot be read: {reason}", path.display())
-                    }
-                    other => other.to_string(),
-                };
-                problems.push(format!("{why}; lost writes cannot be checked"));
-                None
-            }
-        };
-        problems.extend(
-            jetproof_storage::database::header_copies(
-                options.backend.as_ref(),
-                &instance.database_path,
-            )
-            .behind,
-        );
-        problems.extend(
-            jetproof_storage::database::appended_bytes(
-                options.backend.as_ref(),
-                &instance.database_path,
-            )
-            .map(|a| format!("{a} (not copied)")),
-        );
-        sources.push(Source {
-            instance: instance.clone(),
-            file,
-            header,
-            stats,
-            flush_map,
-            problems,
-        });
+        sources.push(open_source(instance, direct, options, log)?);
     }
+    let total_bytes: u64 = sources.iter().map(|s| s.header.file_size_bytes()).sum();
     if let Some(dir) = &options.to {
         jetproof_storage::target::make_own_dir(dir).map_err(|source| IoError::Path {
             op: "create directory",
@@ -388,6 +305,182 @@ pub fn backup(
     });
     let elapsed = started.elapsed();
 
+    let Gathered {
+        mut reasons,
+        instance_results,
+        interrupted,
+        read_bytes,
+    } = gather(&sources, outcomes, log)?;
+    if interrupted {
+        reasons.push("interrupted before every database was read".into());
+    }
+    let total_mb_per_sec = read_bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9);
+    log.line(format!(
+        "Backup total: {} MB in {:.1} s, {:.1} MB/s",
+        read_bytes / 1_000_000,
+        elapsed.as_secs_f64(),
+        total_mb_per_sec
+    ));
+    let totals = Totals::Backup(BackupTotals {
+        bytes: read_bytes,
+        seconds: elapsed.as_secs_f64(),
+        mb_per_sec: total_mb_per_sec,
+    });
+    let mut result = TestResult {
+        interrupted,
+        instances: instance_results,
+        log_file: Some(log.path().to_path_buf()),
+        totals,
+        io_engine: Some(options.backend.name().to_string()),
+        ..TestResult::new(
+            TestKind::Backup,
+            started_at,
+            elapsed.as_secs_f64(),
+            Parameters::of_job(job),
+        )
+    };
+    result.set_window(&jetproof_results::MeasuredWindow {
+        requested: options.start_at,
+        start: wall_start,
+        end: wall_start + elapsed,
+        ready_at_start,
+    });
+    result.set_reasons(reasons);
+    out.write_result_and_report(&result)
+        .map_err(|e| BackupError::Results(e.to_string()))?;
+    Ok(result)
+}
+
+/// Opens one database for the backup and checks it: clean, its flush map, its header copies,
+/// bytes appended past its last page (the problems fail the verdict).
+fn open_source(
+    instance: &Instance,
+    direct: bool,
+    options: &BackupOptions<'_>,
+    log: &TestLog,
+) -> Result<Source, BackupError> {
+    let stats = InstanceStats::new(instance.name.clone());
+    let file = MeteredFile::wrap(
+        options.backend.open(
+            &instance.database_path,
+            &OpenOptions::read_only().with_direct(direct),
+        )?,
+        stats.clone(),
+    );
+    let header = DbHeader::read_with_class(file.as_ref(), IoClass::BackupRead)?;
+    if header.state != DbState::Clean {
+        return Err(bad(
+            format!("database of {}", instance.name),
+            format!(
+                "{} was not shut down cleanly; run `jetproof recover` first",
+                instance.database_path.display()
+            ),
+        )
+        .into());
+    }
+    let mut problems = Vec::new();
+    // Opened as `checksum` opens it; a map that cannot vouch for the pages fails the verdict.
+    let flush_map = flush_map(
+        instance,
+        &header,
+        &stats,
+        direct,
+        options,
+        log,
+        &mut problems,
+    );
+    problems.extend(
+        jetproof_storage::database::header_copies(
+            options.backend.as_ref(),
+            &instance.database_path,
+        )
+        .behind,
+    );
+    problems.extend(
+        jetproof_storage::database::appended_bytes(
+            options.backend.as_ref(),
+            &instance.database_path,
+        )
+        .map(|a| format!("{a} (not copied)")),
+    );
+    Ok(Source {
+        instance: instance.clone(),
+        file,
+        header,
+        stats,
+        flush_map,
+        problems,
+    })
+}
+
+/// The database's flush map, opened as `checksum` opens it; a map that cannot vouch for the
+/// pages is a problem (it fails the verdict), a missing one is said in the test log.
+fn flush_map(
+    instance: &Instance,
+    header: &DbHeader,
+    stats: &Arc<InstanceStats>,
+    direct: bool,
+    options: &BackupOptions<'_>,
+    log: &TestLog,
+    problems: &mut Vec<String>,
+) -> Option<jetproof_engine::FlushMap> {
+    match crate::checksum::open_flush_map(
+        options.backend.as_ref(),
+        &instance.database_path,
+        header,
+        direct,
+        stats,
+    ) {
+        Ok((map, finding)) => {
+            let path = finding.path.display();
+            match finding.status.as_str() {
+                "damaged" => problems.push(format!(
+                    "flush map {path} damaged (map pages {:?}): the pages they describe are \
+                     not checked for lost writes",
+                    finding.damaged_map_pages
+                )),
+                "unusable" => problems.push(format!(
+                    "flush map {path} unusable: {}; lost writes cannot be checked",
+                    finding.reason.as_deref().unwrap_or("")
+                )),
+                // A database made by an earlier build, or the map removed: as checksum,
+                // not a failure (said in the test log).
+                "missing" => log.line(format!(
+                    "{}: no flush map ({path}): lost writes cannot be checked",
+                    instance.name
+                )),
+                _ => {}
+            }
+            map
+        }
+        Err(e) => {
+            let why = match e {
+                crate::checksum::ChecksumError::FlushMap { path, reason } => {
+                    format!("flush map {} cannot be read: {reason}", path.display())
+                }
+                other => other.to_string(),
+            };
+            problems.push(format!("{why}; lost writes cannot be checked"));
+            None
+        }
+    }
+}
+
+/// Every database's backup, as the result's instances and reasons.
+struct Gathered {
+    reasons: Vec<String>,
+    instance_results: Vec<InstanceResult>,
+    interrupted: bool,
+    read_bytes: u64,
+}
+
+/// What each database's backup found: its line of the test log, its damage and problems as
+/// reasons, its figures.
+fn gather(
+    sources: &[Source],
+    outcomes: Vec<Result<DatabaseBackup, BackupError>>,
+    log: &TestLog,
+) -> Result<Gathered, BackupError> {
     let mut reasons = Vec::new();
     let mut instance_results = Vec::new();
     let mut interrupted = false;
@@ -446,41 +539,12 @@ pub fn backup(
     if interrupted {
         reasons.push("interrupted before every database was read".into());
     }
-    let total_mb_per_sec = read_bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9);
-    log.line(format!(
-        "Backup total: {} MB in {:.1} s, {:.1} MB/s",
-        read_bytes / 1_000_000,
-        elapsed.as_secs_f64(),
-        total_mb_per_sec
-    ));
-    let totals = Totals::Backup(BackupTotals {
-        bytes: read_bytes,
-        seconds: elapsed.as_secs_f64(),
-        mb_per_sec: total_mb_per_sec,
-    });
-    let mut result = TestResult {
+    Ok(Gathered {
+        reasons,
+        instance_results,
         interrupted,
-        instances: instance_results,
-        log_file: Some(log.path().to_path_buf()),
-        totals,
-        io_engine: Some(options.backend.name().to_string()),
-        ..TestResult::new(
-            TestKind::Backup,
-            started_at,
-            elapsed.as_secs_f64(),
-            Parameters::of_job(job),
-        )
-    };
-    result.set_window(&jetproof_results::MeasuredWindow {
-        requested: options.start_at,
-        start: wall_start,
-        end: wall_start + elapsed,
-        ready_at_start,
-    });
-    result.set_reasons(reasons);
-    out.write_result_and_report(&result)
-        .map_err(|e| BackupError::Results(e.to_string()))?;
-    Ok(result)
+        read_bytes,
+    })
 }
 
 /// One database being read, opened and checked before any reading starts.

@@ -757,12 +757,8 @@ fn fill_database<'a>(
         initial_size_bytes: (16 * page_size).max(INITIAL_SIZE.min(target_bytes)),
         // Small databases grow in small steps, so the file ends close to its target.
         extent_bytes: extent_bytes(target_bytes, page_size),
-        cache_min_bytes: job.cache.min_size.bytes(),
-        cache_max_bytes: job.cache.max_size.bytes(),
-        direct_io: job.storage.direct_io,
         stats: Some(stats.clone()),
-        write_back_depth: job.cache.write_back_depth.clamp(1, 1024) as usize,
-        ..DatabaseOptions::default()
+        ..crate::settings::Cache::of(job).database_options(job)
     };
     let mut database = Database::create(options.backend.as_ref(), &partial, db_options)
         .map_err(|e| engine_error(&e))?;

@@ -14,6 +14,8 @@ pub mod performance;
 pub mod reduction;
 pub mod replication;
 pub mod run;
+pub mod sequence;
+pub mod settings;
 pub mod soft_recovery;
 pub mod start;
 pub mod store;

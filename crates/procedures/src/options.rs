@@ -21,13 +21,8 @@ pub fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions
     let file_size_bytes = job.log.file_size.bytes();
     InstanceOptions {
         database: DatabaseOptions {
-            cache_min_bytes: job.cache.min_size.bytes(),
-            cache_max_bytes: job.cache.max_size.bytes(),
-            direct_io: job.storage.direct_io,
             stats: Some(stats),
-            // Validated (1..=1024) when the job was read.
-            write_back_depth: job.cache.write_back_depth.clamp(1, 1024) as usize,
-            ..DatabaseOptions::default()
+            ..crate::settings::Cache::of(job).database_options(job)
         },
         log_file_size_bytes: file_size_bytes,
         // The buffer is also the largest log write, which cannot exceed a generation's data area

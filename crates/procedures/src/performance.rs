@@ -39,7 +39,7 @@ use jetproof_instance::Instance as LoggedInstance;
 use jetproof_io::meter::{InstanceSnapshot, InstanceStats, MeteredFile};
 use jetproof_io::sample::Sampler;
 use jetproof_io::{IoClass, IoError, OpenOptions};
-use jetproof_job::{Job, Threads};
+use jetproof_job::Job;
 use jetproof_results::verdict::{Limits, reasons as judge};
 
 use crate::live::LiveSample;
@@ -62,6 +62,7 @@ use crate::init::mailboxes_per_database;
 use crate::maintenance::{self, ScanConfig, ScanState};
 use crate::options::{instance_options, keeps_log_files};
 use crate::replication::{self, SenderConfig, SenderState};
+use crate::settings::{Cache, Sessions, Settings, Workload};
 use jetproof_storage::database::require_databases;
 use jetproof_storage::{BadInput, bad};
 
@@ -100,9 +101,7 @@ const CONTROL_SETTLE: Duration = CONTROL_HORIZON;
 pub fn check_job(job: &Job) -> Result<(), RunError> {
     jetproof_storage::host::check_job_fits(job)?;
     check_cache_below_database(job)?;
-    if let Threads::Auto = job.workload.threads
-        && job.target_iops().is_none()
-    {
+    if Sessions::of(job, Workload::Measured) == Sessions::Autotune && job.target_iops().is_none() {
         return Err(bad(
             "simulation.iops_per_mailbox",
             "workload.threads = \"auto\" tunes the session count to reach the target (mailboxes x IOPS per mailbox), and there is none; set simulation.iops_per_mailbox (like 0.1) or give a number of sessions per database, like 4",
@@ -116,7 +115,7 @@ pub fn check_job(job: &Job) -> Result<(), RunError> {
 /// the whole database (issue 32): once the cache is warm every read is a hit, the run does no
 /// database I/O and measures nothing but the log. The message gives both sizes and the fix.
 pub fn check_cache_below_database(job: &Job) -> Result<(), BadInput> {
-    let cache = job.cache.max_size;
+    let cache = Cache::of(job).max_size;
     let database = job.db_size();
     if cache.bytes() >= database.bytes() {
         return Err(bad(
@@ -369,7 +368,9 @@ pub fn with_checksum(
     Ok(result)
 }
 
-/// Runs a performance test (or the workload part of a stress test when `stress`).
+/// Runs a performance test (or the workload part of a stress test when `stress`): the headers
+/// checked, the databases attached, the settings told, the phases run beside background
+/// maintenance and log replication, the databases shut down, the findings added, the verdict.
 pub fn performance(
     job: &Job,
     stress: bool,
@@ -379,24 +380,106 @@ pub fn performance(
 ) -> Result<TestResult, RunError> {
     check_job(job)?;
     require_databases(job, |path| options.backend.exists(path))?;
-    let test = if stress {
-        TestKind::Stress
-    } else {
-        TestKind::Performance
-    };
     let duration = if stress {
         job.run.stress_duration.as_duration()
     } else {
         job.run.duration.as_duration()
     };
-    let instances = job.instances();
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
     log.line("Preparing for testing ...");
+    let header_findings = check_headers(job, log, options)?;
+    log.line(format!(
+        "Attaching databases (I/O engine {}) ...",
+        options.backend.name()
+    ));
+    let settings = Settings::of(job, stress);
+    let mut attached = attach_all(job, &settings, log, options)?;
+    let target = tell_settings(job, &settings, &attached, log);
+    let per_instance_target = target.map(|t| t / attached.len().max(1) as f64);
+    for a in &attached {
+        a.pace_at(per_instance_target);
+    }
+    let copies = job.simulation.copies_per_database;
+    if copies > 1 {
+        log.line(replication::describe(copies, attached.len()));
+    }
+    let run_stop = AtomicBool::new(false);
+    let outcome = std::thread::scope(|scope| {
+        if job.workload.background_maintenance {
+            for a in &attached {
+                let run_stop = &run_stop;
+                scope.spawn(move || background_maintenance(job, a, options, log, run_stop));
+            }
+        }
+        if copies > 1 {
+            for a in &attached {
+                let run_stop = &run_stop;
+                scope.spawn(move || replication_sender(job, a, options, run_stop));
+            }
+        }
+        let phases = phases(
+            job,
+            &attached,
+            duration,
+            per_instance_target,
+            &settings,
+            log,
+            out,
+            options,
+        );
+        run_stop.store(true, Ordering::Relaxed);
+        phases
+    });
+    let left = shut_down_all(&mut attached, log);
+    let Phases {
+        mut measured,
+        sessions,
+        tuning,
+        ready_at_start,
+    } = outcome?;
+    measured.reasons.extend(left.shutdown_errors);
+    if job.workload.background_maintenance {
+        add_maintenance(&mut measured, &left.maintenance_found);
+    }
+    add_file_findings(&mut measured, &header_findings, &left.corrected);
+    if copies > 1 {
+        add_replication(&mut measured, copies, &left.replication_done);
+    }
+    if let Some(tuning) = &tuning {
+        add_tuning(
+            &mut measured,
+            tuning,
+            sessions,
+            target,
+            ready_at_start,
+            log,
+            options,
+        );
+    }
+    let run = Finished {
+        stress,
+        started_at,
+        started,
+        sessions,
+        tuning: tuning.as_ref(),
+        ready_at_start,
+        target,
+        limits: &settings.limits,
+    };
+    verdict(job, measured, &run, out, log, options)
+}
 
-    // Attach: check every header before opening any database for writing. A damaged or
-    // stale header copy is told (the attach rewrites both copies, which would repair it in
-    // silence), and bytes appended past the last page (a growth would write over them).
+/// Checks every header before opening any database for writing. A damaged or stale header copy
+/// is told (the attach rewrites both copies, which would repair it in silence), and bytes
+/// appended past the last page (a growth would write over them). Returns each instance's
+/// findings.
+fn check_headers(
+    job: &Job,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<Vec<Vec<String>>, RunError> {
+    let instances = job.instances();
     let mut header_findings = Vec::new();
     for instance in &instances {
         require_clean(job, options.backend.as_ref(), instance)?;
@@ -413,17 +496,22 @@ pub fn performance(
         }
         header_findings.push(found);
     }
-    log.line(format!(
-        "Attaching databases (I/O engine {}) ...",
-        options.backend.name()
-    ));
-    let mix = Mix::from_job(&job.workload);
+    Ok(header_findings)
+}
+
+/// Attaches every instance; on an error the ones attached so far are closed cleanly before the
+/// error is told.
+fn attach_all(
+    job: &Job,
+    settings: &Settings,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<Vec<Attached>, RunError> {
     let mut attached: Vec<Attached> = Vec::new();
-    for instance in &instances {
-        match attach(job, instance, mix, options) {
+    for instance in &job.instances() {
+        match attach(job, instance, settings.mix, options) {
             Ok(a) => attached.push(a),
             Err(error) => {
-                // The databases attached so far are closed cleanly before the error is told.
                 for problem in shut_down(attached) {
                     log.line(problem);
                 }
@@ -431,32 +519,29 @@ pub fn performance(
             }
         }
     }
+    Ok(attached)
+}
+
+/// The test log's lines of the run's settings, as Jetstress's: the cache and its flush
+/// thresholds, the latency thresholds, the operation mix, maintenance, the log, the target.
+/// Returns the target.
+fn tell_settings(
+    job: &Job,
+    settings: &Settings,
+    attached: &[Attached],
+    log: &TestLog,
+) -> Option<f64> {
     log.line("Preparations for testing are complete.");
     log.line("Starting transaction dispatch ..");
-    let page = job.storage.page_size.bytes();
-    let max_pages = job.cache.max_size.bytes() / page;
     log.line(format!(
         "Database cache settings: (minimum: {:.1} MB, maximum: {:.1} MB)",
-        job.cache.min_size.bytes() as f64 / 1_048_576.0,
-        job.cache.max_size.bytes() as f64 / 1_048_576.0
+        settings.cache.min_size.bytes() as f64 / 1_048_576.0,
+        settings.cache.max_size.bytes() as f64 / 1_048_576.0
     ));
-    log.line(format!(
-        "Database flush thresholds: (start: {:.1} MB, stop: {:.1} MB)",
-        (max_pages / 100 * page) as f64 / 1_048_576.0,
-        (max_pages / 50 * page) as f64 / 1_048_576.0
-    ));
-    let limits = Limits {
-        db_read_avg_ms: job.thresholds.db_read_avg_ms,
-        db_read_max_ms: job.db_read_max_ms(stress),
-        log_write_avg_ms: job.thresholds.log_write_avg_ms,
-        log_write_max_ms: job.log_write_max_ms(stress),
-        page_fault_stalls_per_sec: job.thresholds.page_fault_stalls_per_sec,
-        max_excursion_s: job
-            .thresholds
-            .max_excursion
-            .map(|s| s.as_duration().as_secs_f64()),
-        max_excursions: job.thresholds.max_excursions,
-    };
+    if let Some(first) = attached.first() {
+        log.line(flush_thresholds(&first.database));
+    }
+    let limits = settings.limits;
     log.line(format!(
         "Database read latency thresholds: (average: {} msec/read, maximum: {} msec/read).",
         limits.db_read_avg_ms, limits.db_read_max_ms
@@ -470,10 +555,7 @@ pub fn performance(
         limits.page_fault_stalls_per_sec
     ));
     let w = &job.workload;
-    let sessions_label = match w.threads {
-        Threads::Fixed(n) => n.to_string(),
-        Threads::Auto => "auto (tuned below)".to_string(),
-    };
+    let sessions_label = settings.sessions.label();
     log.line(format!(
         "Operation mix: Sessions {sessions_label}, Inserts {}%, Deletes {}%, Replaces {}%, Reads {}%, Lazy Commits {}%.",
         w.insert_percent, w.delete_percent, w.replace_percent, w.read_percent, w.lazy_commit_percent
@@ -508,45 +590,21 @@ pub fn performance(
         )),
         None => log.line("No target: sessions run flat out."),
     }
-    let per_instance_target = target.map(|t| t / attached.len().max(1) as f64);
-    for a in &attached {
-        a.pace_at(per_instance_target);
-    }
+    target
+}
 
-    let copies = job.simulation.copies_per_database;
-    if copies > 1 {
-        log.line(replication::describe(copies, attached.len()));
-    }
+/// What the instances leave when they are shut down.
+struct Leftovers {
+    maintenance_found: Vec<(String, ScanState)>,
+    replication_done: Vec<SenderState>,
+    corrected: Vec<(u64, Vec<(u32, usize)>)>,
+    shutdown_errors: Vec<String>,
+}
 
-    let run_stop = AtomicBool::new(false);
-    let outcome = std::thread::scope(|scope| {
-        if job.workload.background_maintenance {
-            for a in &attached {
-                let run_stop = &run_stop;
-                scope.spawn(move || background_maintenance(job, a, options, log, run_stop));
-            }
-        }
-        if copies > 1 {
-            for a in &attached {
-                let run_stop = &run_stop;
-                scope.spawn(move || replication_sender(job, a, options, run_stop));
-            }
-        }
-        let phases = phases(
-            job,
-            &attached,
-            duration,
-            per_instance_target,
-            &limits,
-            log,
-            out,
-            options,
-        );
-        run_stop.store(true, Ordering::Relaxed);
-        phases
-    });
-    // Shut down whatever happened in the phases (even an error that loses the results), so the
-    // databases are left closed cleanly. What maintenance found is kept first.
+/// Shuts down whatever happened in the phases (even an error that loses the results), so the
+/// databases are left closed cleanly; what maintenance, replication and the cache found is kept
+/// first.
+fn shut_down_all(attached: &mut Vec<Attached>, log: &TestLog) -> Leftovers {
     let maintenance_found: Vec<(String, ScanState)> = attached
         .iter_mut()
         .map(|a| (a.name.clone(), std::mem::take(&mut a.bdm)))
@@ -568,22 +626,23 @@ pub fn performance(
         })
         .collect();
     log.line("Operation mix is complete; shutting down databases ...");
-    for a in &attached {
+    for a in attached.iter() {
         log.line(log_summary(a));
     }
-    let shutdown_errors = shut_down(attached);
+    let shutdown_errors = shut_down(std::mem::take(attached));
     log.line("Databases are shut down.");
-    let Phases {
-        mut measured,
-        sessions,
-        tuning,
-        ready_at_start,
-    } = outcome?;
-    measured.reasons.extend(shutdown_errors);
-    for ((name, bdm), instance) in maintenance_found.iter().zip(measured.instances.iter_mut()) {
-        if !job.workload.background_maintenance {
-            break;
-        }
+    Leftovers {
+        maintenance_found,
+        replication_done,
+        corrected,
+        shutdown_errors,
+    }
+}
+
+/// What background maintenance found: its damaged pages as reasons (the first
+/// [`MAX_DAMAGE_REASONS`]), its figures per instance.
+fn add_maintenance(measured: &mut Measured, found: &[(String, ScanState)]) {
+    for ((name, bdm), instance) in found.iter().zip(measured.instances.iter_mut()) {
         let damaged = bdm.damaged();
         for page in damaged.iter().take(MAX_DAMAGE_REASONS) {
             measured.reasons.push(format!(
@@ -605,9 +664,17 @@ pub fn performance(
             });
         }
     }
+}
+
+/// The headers' findings and the pages corrected in memory, as reasons and figures.
+fn add_file_findings(
+    measured: &mut Measured,
+    header_findings: &[Vec<String>],
+    corrected: &[(u64, Vec<(u32, usize)>)],
+) {
     for ((found, (count, pages)), instance) in header_findings
         .iter()
-        .zip(&corrected)
+        .zip(corrected)
         .zip(measured.instances.iter_mut())
     {
         for finding in found {
@@ -653,38 +720,88 @@ pub fn performance(
             }
         }
     }
-    if copies > 1 {
-        for (sent, instance) in replication_done.iter().zip(measured.instances.iter_mut()) {
-            if let Some(figures) = instance.figures.workload_mut() {
-                figures.log_replication = Some(LogReplication {
-                    copies,
-                    generations_read: sent.generations_read.load(Ordering::Relaxed),
-                    bytes_read: sent.bytes_read.load(Ordering::Relaxed),
-                    frames_verified: sent.frames_verified.load(Ordering::Relaxed),
-                });
-            }
-        }
-    }
-    if let Some(tuning) = &tuning {
-        match &tuning.conclusion {
-            Conclusion::Chosen(_) => {}
-            Conclusion::Unreachable { why, .. } => measured.reasons.push(format!(
-                "auto-tune: the storage cannot reach the target of {:.1} transactional IOPS: {why}; the measured window ran with {sessions} sessions per instance",
-                target.unwrap_or(0.0)
-            )),
-            Conclusion::Stopped { .. } => {
-                if options.start_at.is_some() && !ready_at_start {
-                    log.line("Auto-tune was cut short by the start time (--start-at).");
-                } else if !measured.interrupted {
-                    measured.reasons.push(
-                        "auto-tune was cut short by a storage error before it chose a session count"
-                            .into(),
-                    );
-                }
-            }
-        }
-    }
+}
 
+/// What each log replication sender read.
+fn add_replication(measured: &mut Measured, copies: u32, replication_done: &[SenderState]) {
+    for (sent, instance) in replication_done.iter().zip(measured.instances.iter_mut()) {
+        if let Some(figures) = instance.figures.workload_mut() {
+            figures.log_replication = Some(LogReplication {
+                copies,
+                generations_read: sent.generations_read.load(Ordering::Relaxed),
+                bytes_read: sent.bytes_read.load(Ordering::Relaxed),
+                frames_verified: sent.frames_verified.load(Ordering::Relaxed),
+            });
+        }
+    }
+}
+
+/// Auto-tune's conclusion, as a reason when the target could not be reached or a storage error
+/// cut it short.
+fn add_tuning(
+    measured: &mut Measured,
+    tuning: &Tuning,
+    sessions: u32,
+    target: Option<f64>,
+    ready_at_start: bool,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) {
+    match &tuning.conclusion {
+        Conclusion::Chosen(_) => {}
+        Conclusion::Unreachable { why, .. } => measured.reasons.push(format!(
+            "auto-tune: the storage cannot reach the target of {:.1} transactional IOPS: {why}; the measured window ran with {sessions} sessions per instance",
+            target.unwrap_or(0.0)
+        )),
+        Conclusion::Stopped { .. } => {
+            if options.start_at.is_some() && !ready_at_start {
+                log.line("Auto-tune was cut short by the start time (--start-at).");
+            } else if !measured.interrupted {
+                measured.reasons.push(
+                    "auto-tune was cut short by a storage error before it chose a session count"
+                        .into(),
+                );
+            }
+        }
+    }
+}
+
+/// What the result is made with besides the measured figures.
+struct Finished<'a> {
+    stress: bool,
+    started_at: String,
+    started: Instant,
+    sessions: u32,
+    tuning: Option<&'a Tuning>,
+    ready_at_start: bool,
+    target: Option<f64>,
+    limits: &'a Limits,
+}
+
+/// The result: the measured figures, the window, the verdict with its reasons, written.
+fn verdict(
+    job: &Job,
+    measured: Measured,
+    run: &Finished<'_>,
+    out: &OutDir,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<TestResult, RunError> {
+    let Finished {
+        stress,
+        ref started_at,
+        started,
+        sessions,
+        tuning,
+        ready_at_start,
+        target,
+        limits,
+    } = *run;
+    let test = if stress {
+        TestKind::Stress
+    } else {
+        TestKind::Performance
+    };
     let mut result = TestResult {
         interrupted: measured.interrupted,
         target_iops: target,
@@ -697,9 +814,9 @@ pub fn performance(
         io_engine: Some(options.backend.name().to_string()),
         ..TestResult::new(
             test,
-            started_at,
+            started_at.clone(),
             started.elapsed().as_secs_f64(),
-            parameters(job, sessions, &limits, tuning.as_ref()),
+            parameters(job, sessions, limits, tuning),
         )
     };
     result.set_window(&jetproof_results::MeasuredWindow {
@@ -708,7 +825,7 @@ pub fn performance(
         end: measured.window_end,
         ready_at_start,
     });
-    let mut reasons = judge(&result, &limits);
+    let mut reasons = judge(&result, limits);
     reasons.extend(measured.reasons);
     if result.interrupted {
         reasons.push("interrupted before the end of the measured window".into());
@@ -729,6 +846,19 @@ pub fn performance(
     out.write_result_and_report(&result)
         .map_err(|e| RunError::Results(e.to_string()))?;
     Ok(result)
+}
+
+/// The test log's line of the flush thresholds, as the engine's cache of `database` has them
+/// (ESE's: flushing starts when clean buffers fall under 1 % of the cache, stops at 2 %).
+fn flush_thresholds(database: &LoggedInstance) -> String {
+    let db = database.database();
+    let config = db.cache().config();
+    let page = db.page_size() as f64;
+    format!(
+        "Database flush thresholds: (start: {:.1} MB, stop: {:.1} MB)",
+        config.flush_start_clean_pages() as f64 * page / 1_048_576.0,
+        config.flush_stop_clean_pages() as f64 * page / 1_048_576.0
+    )
 }
 
 struct Measured {

@@ -30,7 +30,7 @@ use jetproof_engine::{DbHeader, DbState};
 use jetproof_instance::{Instance as LoggedInstance, RecoveryReport, recover};
 use jetproof_io::meter::InstanceStats;
 use jetproof_io::{IoBackend, IoClass, OpenOptions};
-use jetproof_job::{Job, Threads};
+use jetproof_job::Job;
 use jetproof_results::checksum::Position;
 use jetproof_results::sections::{
     CorrectedPage, LostLog, RecoverParameters, RecoveryInstance, RecoveryTotals, ReplayFigures,
@@ -40,7 +40,6 @@ use jetproof_results::{
     InstanceFigures, InstanceResult, OutDir, Parameters, TestKind, TestLog, TestResult, Totals,
 };
 use jetproof_workload::mailboxes::Mailboxes;
-use jetproof_workload::mix::Mix;
 use jetproof_workload::pacer::Pacer;
 use jetproof_workload::session::{InstanceLoad, LoadCounters, run_session};
 use jetproof_workload::store::Store;
@@ -51,8 +50,8 @@ use crate::store::{EngineStore, require_clean};
 use jetproof_storage::bad;
 use jetproof_storage::database::require_databases;
 
-/// Sessions per instance when the job says `threads = "auto"`.
-pub const AUTO_SESSIONS: u32 = 4;
+/// Sessions per instance when the job says `threads = "auto"` (`crate::settings`).
+pub use crate::settings::AUTO_SESSIONS;
 
 /// How often the generator checks how far each log has grown.
 const POLL: Duration = Duration::from_millis(20);
@@ -166,10 +165,8 @@ pub fn soft_recovery(
     for instance in &instances {
         require_clean(job, options.backend.as_ref(), instance)?;
     }
-    let sessions = match job.workload.threads {
-        Threads::Fixed(n) => n,
-        Threads::Auto => AUTO_SESSIONS,
-    };
+    let sessions =
+        crate::settings::Sessions::of(job, crate::settings::Workload::SoftRecovery).count();
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
     log.line("Preparing for testing ...");
@@ -177,56 +174,7 @@ pub fn soft_recovery(
         "Attaching databases (I/O engine {}) ...",
         options.backend.name()
     ));
-    let mix = Mix::from_job(&job.workload);
-    let mut generating = Vec::with_capacity(instances.len());
-    for instance in &instances {
-        // The checkpoint held: no checkpointer runs, and no log file is deleted.
-        let mut attach_options =
-            crate::options::instance_options(job, InstanceStats::new(instance.name.clone()));
-        attach_options.keep_files = true;
-        attach_options.checkpoint_interval = None;
-        let opened = LoggedInstance::open(
-            options.backend.clone(),
-            &instance.database_path,
-            &instance.log_path,
-            attach_options,
-        )?;
-        let opened = Arc::new(opened);
-        let store: Arc<dyn Store> = Arc::new(EngineStore(opened.clone()));
-        let mailboxes = match Mailboxes::discover(store.as_ref(), mailboxes_per_database(job)) {
-            Ok(mailboxes) => mailboxes,
-            Err(e) => {
-                // Nothing was changed yet: close this one cleanly; the ones attached before it
-                // are closed cleanly too, so a refused test leaves no database dirty.
-                drop(store);
-                if let Ok(opened) = Arc::try_unwrap(opened) {
-                    let _ = opened.close();
-                }
-                close_all(generating);
-                return Err(RunError::Results(format!("{}: {e}", instance.name)));
-            }
-        };
-        let first_generation = opened.log().end_lsn().generation;
-        generating.push(Generating {
-            name: instance.name.clone(),
-            log_path: instance.log_path.clone(),
-            instance: opened,
-            load: InstanceLoad {
-                store,
-                mailboxes: Arc::new(mailboxes),
-                mix,
-                record_size: job.workload.record_size.bytes() as usize,
-                compression_ratio: job.workload.compression_ratio,
-                // Unpaced: flat out.
-                pacer: Arc::new(Pacer::new()),
-                counters: Arc::new(LoadCounters::default()),
-            },
-            first_generation,
-            done: AtomicBool::new(false),
-            failed: AtomicBool::new(false),
-            error: std::sync::Mutex::new(None),
-        });
-    }
+    let generating = attach_all(job, &instances, options)?;
     let w = &job.workload;
     log.line(format!(
         "Operation mix: Sessions {sessions}, Inserts {}%, Deletes {}%, Replaces {}%, Reads {}%, Lazy Commits {}%.",
@@ -271,21 +219,7 @@ pub fn soft_recovery(
     // The unclean stop: every reference dropped, no `close`. Only what the log made durable and
     // what the cache happened to write survive.
     log.line("Stopping the databases uncleanly (dropped without shut-down, as a crash) ...");
-    let mut stopped = Vec::with_capacity(generating.len());
-    for g in generating {
-        let generated = g.generated();
-        let error = g.error.lock().ok().and_then(|e| e.clone());
-        let Generating {
-            name,
-            log_path,
-            instance,
-            load,
-            ..
-        } = g;
-        drop(load);
-        drop(instance);
-        stopped.push((name, log_path, generated, error));
-    }
+    let stopped = stop_uncleanly(generating);
 
     if let Some(at) = options.start_at {
         log.line(format!(
@@ -385,6 +319,90 @@ pub fn soft_recovery(
         logs_generated: Some(total_generated),
     });
     finish(result, reasons, log, out)
+}
+
+/// Attaches every instance with the checkpoint held (no checkpointer runs, no log file is
+/// deleted), and finds its mailboxes; on an error every instance attached is closed cleanly.
+fn attach_all(
+    job: &Job,
+    instances: &[jetproof_job::Instance],
+    options: &RunOptions<'_>,
+) -> Result<Vec<Generating>, RunError> {
+    let mix = crate::settings::Settings::of(job, false).mix;
+    let mut generating = Vec::with_capacity(instances.len());
+    for instance in instances {
+        // The checkpoint held: no checkpointer runs, and no log file is deleted.
+        let mut attach_options =
+            crate::options::instance_options(job, InstanceStats::new(instance.name.clone()));
+        attach_options.keep_files = true;
+        attach_options.checkpoint_interval = None;
+        let opened = LoggedInstance::open(
+            options.backend.clone(),
+            &instance.database_path,
+            &instance.log_path,
+            attach_options,
+        )?;
+        let opened = Arc::new(opened);
+        let store: Arc<dyn Store> = Arc::new(EngineStore(opened.clone()));
+        let mailboxes = match Mailboxes::discover(store.as_ref(), mailboxes_per_database(job)) {
+            Ok(mailboxes) => mailboxes,
+            Err(e) => {
+                // Nothing was changed yet: close this one cleanly; the ones attached before it
+                // are closed cleanly too, so a refused test leaves no database dirty.
+                drop(store);
+                if let Ok(opened) = Arc::try_unwrap(opened) {
+                    let _ = opened.close();
+                }
+                close_all(generating);
+                return Err(RunError::Results(format!("{}: {e}", instance.name)));
+            }
+        };
+        let first_generation = opened.log().end_lsn().generation;
+        generating.push(Generating {
+            name: instance.name.clone(),
+            log_path: instance.log_path.clone(),
+            instance: opened,
+            load: InstanceLoad {
+                store,
+                mailboxes: Arc::new(mailboxes),
+                mix,
+                record_size: job.workload.record_size.bytes() as usize,
+                compression_ratio: job.workload.compression_ratio,
+                // Unpaced: flat out.
+                pacer: Arc::new(Pacer::new()),
+                counters: Arc::new(LoadCounters::default()),
+            },
+            first_generation,
+            done: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            error: std::sync::Mutex::new(None),
+        });
+    }
+    Ok(generating)
+}
+
+/// The unclean stop: every reference dropped, no `close`. Returns each instance's name, log
+/// path, generations generated and generation error.
+fn stop_uncleanly(
+    generating: Vec<Generating>,
+) -> Vec<(String, std::path::PathBuf, u64, Option<String>)> {
+    let mut stopped = Vec::with_capacity(generating.len());
+    for g in generating {
+        let generated = g.generated();
+        let error = g.error.lock().ok().and_then(|e| e.clone());
+        let Generating {
+            name,
+            log_path,
+            instance,
+            load,
+            ..
+        } = g;
+        drop(load);
+        drop(instance);
+        stopped.push((name, log_path, generated, error));
+    }
+
+    stopped
 }
 
 /// The end of a recovery test (soft recovery or `jetproof recover`): the verdict from the

@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub databases: Option<u32>,
     /// The I/O engine (overrides storage.io_engine): std, io_uring or auto.
-    #[arg(long, value_name = "ENGINE", value_parser = parse_io_engine)]
+    #[arg(long, value_name = "ENGINE", value_parser = crate::common::parse_io_engine)]
     pub io_engine: Option<IoEngine>,
     /// Each instance's database cache maximum, like 16MiB (overrides cache.max_size; lowers
     /// cache.min_size to it when above). A cache that can hold the database is refused.
@@ -75,11 +75,6 @@ pub struct Args {
     /// sweep runs (docs/metrics.md); a bare PORT listens on loopback only.
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub metrics_listen: Option<String>,
-}
-
-fn parse_io_engine(text: &str) -> Result<IoEngine, String> {
-    text.parse()
-        .map_err(|e| format!("{e} (the flag overrides storage.io_engine)"))
 }
 
 pub fn run(args: Args) -> Result<Outcome, CliError> {

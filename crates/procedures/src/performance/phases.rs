@@ -12,15 +12,13 @@ pub(super) fn phases(
     attached: &[Attached],
     duration: Duration,
     per_instance_target: Option<f64>,
-    limits: &Limits,
+    settings: &Settings,
     log: &TestLog,
     out: &OutDir,
     options: &RunOptions<'_>,
 ) -> Result<Phases, RunError> {
-    let fixed = match job.workload.threads {
-        Threads::Fixed(n) => Some(n),
-        Threads::Auto => None,
-    };
+    let limits = &settings.limits;
+    let fixed = settings.sessions.fixed();
     // Auto-tune warms the cache with one session per instance: its trials start from one.
     let warm = with_sessions(
         attached,
@@ -58,7 +56,7 @@ pub(super) fn phases(
         sessions,
         options.seed.wrapping_add(PHASE_MEASURED),
         || {
-            measure(
+            measure(&measure::Run {
                 job,
                 attached,
                 sessions,
@@ -68,7 +66,7 @@ pub(super) fn phases(
                 out,
                 options,
                 limits,
-            )
+            })
         },
     )?;
     Ok(Phases {
