@@ -17,6 +17,7 @@ use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_procedures::sweep::{
     self, Ending, Point, PointRun, SeriesPlan, SetSpec, SweepDoc, ThreadList,
 };
+use jetproof_results::outdir::write_atomically;
 use jetproof_results::{OutDir, TestKind, TestLog};
 use jetproof_storage::lock;
 
@@ -347,9 +348,7 @@ fn prepare_out(
 fn write_sweep(out: &Path, doc: &SweepDoc) -> Result<(), CliError> {
     let write = |name: &str, text: &str| -> Result<(), CliError> {
         let path = out.join(name);
-        let temporary = out.join(format!(".{name}.tmp"));
-        std::fs::write(&temporary, text)
-            .and_then(|_| std::fs::rename(&temporary, &path))
+        write_atomically(&path, text.as_bytes())
             .with_context(|| format!("write {}", path.display()))
             .map_err(CliError::runtime)
     };
