@@ -144,10 +144,10 @@ pub fn group_by_test(paths: &[PathBuf]) -> Result<Vec<(TestKind, Vec<PathBuf>)>,
         }
     }
     let order = |t: &TestKind| {
-        crate::esrp::TESTS
+        crate::ESRP_TESTS
             .iter()
             .position(|x| x == t)
-            .unwrap_or(crate::esrp::TESTS.len())
+            .unwrap_or(crate::ESRP_TESTS.len())
     };
     groups.sort_by_key(|(t, _)| order(t));
     Ok(groups)

@@ -25,13 +25,9 @@ pub const RECOVERY_LOG_FILES: f64 = 500.0;
 /// overlap within milliseconds, and the shared window is the overlap.
 pub const WINDOW_TOLERANCE_SECONDS: f64 = 60.0;
 
-/// The tests of ESRP's set, in the order the document reports them.
-pub const TESTS: [TestKind; 4] = [
-    TestKind::Performance,
-    TestKind::Stress,
-    TestKind::Backup,
-    TestKind::Recovery,
-];
+/// The tests of ESRP's set, in the order the document reports them (defined at the crate's
+/// root, so that `aggregate`, which orders its groups by it, need not import this file).
+pub use crate::ESRP_TESTS as TESTS;
 
 /// A table given in the solution file: column names and rows of cells.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]

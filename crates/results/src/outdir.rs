@@ -171,11 +171,9 @@ impl OutDir {
             Ok(text) => text,
             Err(e) => panic!("a result always serialises: {e}"),
         };
-        write_atomically(&path, (text + "\n").as_bytes()).map_err(|source| {
-            OutDirError::Write {
-                path: path.clone(),
-                source,
-            }
+        write_atomically(&path, (text + "\n").as_bytes()).map_err(|source| OutDirError::Write {
+            path: path.clone(),
+            source,
         })?;
         Ok(path)
     }

@@ -129,7 +129,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             .unwrap_or_else(|| "sweep".into());
         default.with_file_name(name)
     });
-    let mut doc = SweepDoc::new(&base, &threads, &args.sets, args.find_max);
+    let mut doc = sweep::new_doc(&base, &threads, &args.sets, args.find_max);
     let finished = prepare_out(&out, &mut doc, &series)?;
     jetproof_storage::host::check_before_lock(&base, true).map_err(CliError::bad_input)?;
     let owner = lock::lock_instances(&base, lock::Access::Exclusive, "sweep")
