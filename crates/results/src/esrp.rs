@@ -650,8 +650,22 @@ pub fn requirements(
     mismatches: &[String],
 ) -> Vec<Requirement> {
     let mut out = Vec::new();
-    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
+    every_host_ran(&mut out, sets, all_hosts, expected_servers, named_servers);
+    durations(&mut out, sets);
+    targets(&mut out, sets, target_per_server, has_plan, mismatches);
+    recovery_and_passes(&mut out, sets, target_per_server, mismatches);
+    out
+}
 
+/// Every host ran every test, and the servers are the plan's and the solution's.
+fn every_host_ran(
+    out: &mut Vec<Requirement>,
+    sets: &[Summary],
+    all_hosts: &[String],
+    expected_servers: Option<u64>,
+    named_servers: &[String],
+) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     // Every host ran every test.
     let mut missing = Vec::new();
     for test in TESTS {
@@ -692,7 +706,11 @@ pub fn requirements(
         },
         met: missing.is_empty(),
     });
+}
 
+/// Each test ran as long (or as many logs) as ESRP requires.
+fn durations(out: &mut Vec<Requirement>, sets: &[Summary]) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     for (test, required, label) in [
         (
             TestKind::Performance,
@@ -764,7 +782,17 @@ pub fn requirements(
             met,
         });
     }
+}
 
+/// The plan's target on every server, and the results match the plan.
+fn targets(
+    out: &mut Vec<Requirement>,
+    sets: &[Summary],
+    target_per_server: Option<f64>,
+    has_plan: bool,
+    mismatches: &[String],
+) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     if let Some(target) = target_per_server {
         let (found, met) = match set(TestKind::Performance).filter(|s| !s.per_host.is_empty()) {
             Some(_) if !mismatches.is_empty() => (
@@ -825,7 +853,16 @@ pub fn requirements(
             met: mismatches.is_empty(),
         });
     }
+}
 
+/// Soft recovery's replay, and every server passing every test.
+fn recovery_and_passes(
+    out: &mut Vec<Requirement>,
+    sets: &[Summary],
+    target_per_server: Option<f64>,
+    mismatches: &[String],
+) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     let (found, met) = match set(TestKind::Recovery).filter(|s| !s.per_host.is_empty()) {
         Some(s) => {
             let fewest = s
@@ -875,7 +912,6 @@ pub fn requirements(
         },
         met: failing.is_empty(),
     });
-    out
 }
 
 /// The first page's mark of a rehearsal's document (`--verify` looks for it).
