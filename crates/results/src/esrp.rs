@@ -1182,14 +1182,6 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         met: rehearsals.is_empty(),
     });
     let complete = reqs.iter().all(|r| r.met);
-    // The target each server is judged by: the plan's when the results match it; no plan: the
-    // run's own. Results that do not match the plan are not judged against it at all.
-    let judged_target = |h: &AggregateHost| -> Option<f64> {
-        match plan {
-            Some(_) => target,
-            None => h.target_iops,
-        }
-    };
     let version = s
         .exchange_version
         .clone()
@@ -1261,9 +1253,83 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         all_hosts.len()
     );
 
-    let _ = writeln!(m, "\n## Overview");
+    solution_sections(&mut m, inputs, &version, mailboxes.as_deref());
+
+    tested_deployment(&mut m, inputs);
+    data_reduction_section(&mut m, inputs.reductions);
+    pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
+    pairs(&mut m, "Primary Storage Software", &s.storage_software);
+    pairs(
+        &mut m,
+        "Primary Storage Disk Configuration (Mailbox Store Disks)",
+        &s.database_disks,
+    );
+    pairs(
+        &mut m,
+        "Primary Storage Disk Configuration (Transaction Log Disks)",
+        &s.log_disks,
+    );
+    pairs(&mut m, "Replication Configuration", &s.replication);
+
+    let _ = writeln!(m, "\n## Best Practices");
     text_block(
         &mut m,
+        s.best_practices.as_deref(),
+        "The solution file gives no best practices.",
+    );
+
+    let _ = writeln!(m, "\n## Test Result Summary");
+    let _ = writeln!(
+        m,
+        "\n### ESRP requirements\n\n| Requirement | Required | Found | Met |\n|---|---|---|---|"
+    );
+    for r in &reqs {
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} |",
+            cell(&r.name),
+            cell(&r.required),
+            cell(&r.found),
+            if r.met { "yes" } else { "NO" }
+        );
+    }
+    if plan.is_some() {
+        let _ = writeln!(m, "\n### Results against the plan\n");
+        if mismatches.is_empty() {
+            let _ = writeln!(
+                m,
+                "Every result was run as planned: mailboxes per server, databases per host, database size, copies and page size."
+            );
+        } else {
+            let _ = writeln!(
+                m,
+                "The results do not match the plan, so the document does not judge them against it:\n"
+            );
+            for line in &mismatches {
+                let _ = writeln!(m, "- {}", cell(line));
+            }
+        }
+    }
+    reliability(&mut m, inputs);
+    performance_results(&mut m, inputs, &mismatches, target);
+    backup_and_recovery(&mut m, inputs);
+    conclusion(&mut m, inputs, complete);
+    Document {
+        markdown: m,
+        complete,
+        requirements: reqs,
+    }
+}
+
+/// The overview, the disclaimer, the solution's description and the customer profile.
+fn solution_sections(m: &mut String, inputs: &Inputs<'_>, version: &str, mailboxes: Option<&str>) {
+    let s = inputs.solution;
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
+    let _ = writeln!(m, "\n## Overview");
+    text_block(
+        m,
         s.overview.as_deref(),
         &format!(
             "This document describes a storage solution of {} {} for Exchange {version}, tested with jetproof's performance, stress, backup and soft recovery tests on every server at once.",
@@ -1272,7 +1338,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     );
     let _ = writeln!(m, "\n## Disclaimer");
     text_block(
-        &mut m,
+        m,
         None,
         "The results are those of the runs listed in the appendix, on the hardware and software described here. They are not a guarantee of any other deployment's performance. Storage is not the only factor of an Exchange deployment's scalability: processor, memory, network and client behaviour are outside these tests.",
     );
@@ -1283,7 +1349,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         }
     }
     let _ = writeln!(m, "\n## Solution Description");
-    text_block(&mut m, s.description.as_deref(), "");
+    text_block(m, s.description.as_deref(), "");
     if let Some(t) = &s.lun_layout {
         let _ = writeln!(m, "\n### Storage layout\n");
         let _ = writeln!(
@@ -1321,8 +1387,14 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             whole(pi("copies_per_database"))
         );
     }
-    text_block(&mut m, s.customer_profile.as_deref(), "");
+    text_block(m, s.customer_profile.as_deref(), "");
+}
 
+/// The tested deployment: the simulated Exchange configuration from the plan.
+fn tested_deployment(m: &mut String, inputs: &Inputs<'_>) {
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
     let _ = writeln!(m, "\n## Tested Deployment");
     let _ = writeln!(m, "\n### Simulated Exchange Configuration\n");
     if plan.is_some() {
@@ -1389,62 +1461,11 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             "No plan was given (`plan` or `plan_json` in the solution file): the simulated configuration is not stated."
         );
     }
-    data_reduction_section(&mut m, inputs.reductions);
-    pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
-    pairs(&mut m, "Primary Storage Software", &s.storage_software);
-    pairs(
-        &mut m,
-        "Primary Storage Disk Configuration (Mailbox Store Disks)",
-        &s.database_disks,
-    );
-    pairs(
-        &mut m,
-        "Primary Storage Disk Configuration (Transaction Log Disks)",
-        &s.log_disks,
-    );
-    pairs(&mut m, "Replication Configuration", &s.replication);
+}
 
-    let _ = writeln!(m, "\n## Best Practices");
-    text_block(
-        &mut m,
-        s.best_practices.as_deref(),
-        "The solution file gives no best practices.",
-    );
-
-    let _ = writeln!(m, "\n## Test Result Summary");
-    let _ = writeln!(
-        m,
-        "\n### ESRP requirements\n\n| Requirement | Required | Found | Met |\n|---|---|---|---|"
-    );
-    for r in &reqs {
-        let _ = writeln!(
-            m,
-            "| {} | {} | {} | {} |",
-            cell(&r.name),
-            cell(&r.required),
-            cell(&r.found),
-            if r.met { "yes" } else { "NO" }
-        );
-    }
-    if plan.is_some() {
-        let _ = writeln!(m, "\n### Results against the plan\n");
-        if mismatches.is_empty() {
-            let _ = writeln!(
-                m,
-                "Every result was run as planned: mailboxes per server, databases per host, database size, copies and page size."
-            );
-        } else {
-            let _ = writeln!(
-                m,
-                "The results do not match the plan, so the document does not judge them against it:\n"
-            );
-            for line in &mismatches {
-                let _ = writeln!(m, "- {}", cell(line));
-            }
-        }
-    }
+/// Reliability: the stress test, per server.
+fn reliability(m: &mut String, inputs: &Inputs<'_>) {
     let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
-
     let _ = writeln!(m, "\n### Reliability\n");
     match set(TestKind::Stress).filter(|x| !x.per_host.is_empty()) {
         Some(x) => {
@@ -1499,7 +1520,26 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             let _ = writeln!(m, "No stress test results: reliability is not shown.");
         }
     }
+}
 
+/// Storage performance results: per server and all together, judged by the target each server is judged by.
+fn performance_results(
+    m: &mut String,
+    inputs: &Inputs<'_>,
+    mismatches: &[String],
+    target: Option<f64>,
+) {
+    let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    // The target each server is judged by: the plan's when the results match it; no plan: the
+    // run's own. Results that do not match the plan are not judged against it at all.
+    let judged_target = |h: &AggregateHost| -> Option<f64> {
+        match plan {
+            Some(_) => target,
+            None => h.target_iops,
+        }
+    };
     let _ = writeln!(m, "\n### Storage Performance Results");
     let performance = set(TestKind::Performance);
     let replication = performance.is_some_and(|x| {
@@ -1558,7 +1598,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 );
                 let row = ServerRow::of(h);
                 metrics_table(
-                    &mut m,
+                    m,
                     &h.server,
                     target,
                     h.achieved_iops,
@@ -1596,7 +1636,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                     let _ = writeln!(m, "{verdict}.\n");
                     let replicated = Replication::across(&rows);
                     metrics_table(
-                        &mut m,
+                        m,
                         &a.esrp,
                         total_target.filter(|_| mismatches.is_empty()),
                         a.achieved_iops,
@@ -1623,7 +1663,11 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             let _ = writeln!(m, "\nNo performance test results.");
         }
     }
+}
 
+/// Database backup and soft recovery, per server and all together.
+fn backup_and_recovery(m: &mut String, inputs: &Inputs<'_>) {
+    let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
     let _ = writeln!(m, "\n### Database Backup and Recovery Performance");
     match set(TestKind::Backup).filter(|x| !x.per_host.is_empty()) {
         Some(x) => {
@@ -1631,7 +1675,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 m,
                 "\nDatabase Read-only Performance: every database read whole in 256 KiB reads, all at once. Each database's MB read per second is listed; a server's figure is their sum, and all servers' the sum of the servers' (per database × databases = per server).\n"
             );
-            aggregate::backup_table(&mut m, &x.per_host);
+            aggregate::backup_table(m, &x.per_host);
             if let Some(e) = x.apart.as_deref().or(x.error.as_deref()) {
                 let _ = writeln!(m, "\nNot combined: {}.", cell(e));
             }
@@ -1692,14 +1736,18 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             );
         }
     }
+}
 
+/// The conclusion, the notes and the results each server's figures come from.
+fn conclusion(m: &mut String, inputs: &Inputs<'_>, complete: bool) {
+    let s = inputs.solution;
     let _ = writeln!(m, "\n## Conclusion");
     let conclusion = if complete {
         "The runs form a complete ESRP test set and every server passed every test.".to_string()
     } else {
         "The runs do not form a complete ESRP test set (see \"ESRP requirements\"): the figures above show what was measured and must not be read as an ESRP result.".to_string()
     };
-    text_block(&mut m, s.conclusion.as_deref(), &conclusion);
+    text_block(m, s.conclusion.as_deref(), &conclusion);
     if s.conclusion.is_some() {
         let _ = writeln!(m, "\n{conclusion}");
     }
@@ -1743,11 +1791,6 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 }
             }
         }
-    }
-    Document {
-        markdown: m,
-        complete,
-        requirements: reqs,
     }
 }
 
