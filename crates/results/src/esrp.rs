@@ -1376,7 +1376,7 @@ fn solution_sections(m: &mut String, inputs: &Inputs<'_>, version: &str, mailbox
         let _ = writeln!(
             m,
             "- {} mailboxes on {} server(s)\n- {} IOPS per mailbox\n- {} mailbox size\n- {} copies of each database",
-            mailboxes.clone().unwrap_or_default(),
+            mailboxes.unwrap_or_default(),
             whole(pi("servers")),
             headroom_text(
                 p("iops_per_mailbox_base"),
