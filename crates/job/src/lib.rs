@@ -657,6 +657,18 @@ impl Job {
     /// Checks every value. Called by `parse`; call it again after applying overrides.
     pub fn validate(&self) -> Result<(), JobError> {
         self.check_bounds()?;
+        self.check_simulation()?;
+        self.check_instances()?;
+        self.check_database_size()?;
+        self.check_workload()?;
+        self.check_cache()?;
+        self.check_log_and_run()?;
+        self.check_thresholds()?;
+        Ok(())
+    }
+
+    /// The simulation's figures: IOPS per mailbox, the target, capacity, copies.
+    fn check_simulation(&self) -> Result<(), JobError> {
         let s = &self.simulation;
         let iops = s.iops_per_mailbox;
         if !(iops == 0.0 || (MIN_IOPS_PER_MAILBOX..=MAX_IOPS_PER_MAILBOX).contains(&iops)) {
@@ -697,6 +709,11 @@ impl Job {
             ));
         }
 
+        Ok(())
+    }
+
+    /// The storage's page size, density, databases and instances (names, paths).
+    fn check_instances(&self) -> Result<(), JobError> {
         let st = &self.storage;
         if !PAGE_SIZES.contains(&st.page_size.bytes()) {
             return Err(invalid(
@@ -750,6 +767,13 @@ impl Job {
             }
         }
         check_paths_not_shared(&st.instance)?;
+        Ok(())
+    }
+
+    /// The database size against the page size and the mailboxes.
+    fn check_database_size(&self) -> Result<(), JobError> {
+        let s = &self.simulation;
+        let st = &self.storage;
         let page = st.page_size.bytes();
         let db_size = self.db_size().bytes();
         // A database needs its header pages, a space map and room for a tree: 16 pages at least.
@@ -798,6 +822,13 @@ impl Job {
             ));
         }
 
+        Ok(())
+    }
+
+    /// The workload: threads, the mix, the record, compression, dedup, maintenance reads.
+    fn check_workload(&self) -> Result<(), JobError> {
+        let st = &self.storage;
+        let page = st.page_size.bytes();
         let w = &self.workload;
         if let Threads::Fixed(n) = w.threads
             && !(1..=256).contains(&n)
@@ -889,6 +920,12 @@ impl Job {
             ));
         }
 
+        Ok(())
+    }
+
+    /// The database cache: its sizes, the write-back and checkpoint depths.
+    fn check_cache(&self) -> Result<(), JobError> {
+        let page = self.storage.page_size.bytes();
         let c = &self.cache;
         if c.min_size.bytes() < 16 * page {
             return Err(invalid(
@@ -926,6 +963,11 @@ impl Job {
             ));
         }
 
+        Ok(())
+    }
+
+    /// The log's sizes and the run's durations and counts.
+    fn check_log_and_run(&self) -> Result<(), JobError> {
         let l = &self.log;
         if l.file_size.bytes() < 64 * ByteSize::KIB
             || !l.file_size.bytes().is_multiple_of(4096)
@@ -989,6 +1031,11 @@ impl Job {
             ));
         }
 
+        Ok(())
+    }
+
+    /// The thresholds, and the excursion rule.
+    fn check_thresholds(&self) -> Result<(), JobError> {
         let t = &self.thresholds;
         for (field, value) in [
             ("thresholds.db_read_avg_ms", Some(t.db_read_avg_ms)),

@@ -1196,65 +1196,9 @@ impl Inner {
                     .write_latency_ns_total
                     .fetch_add(nanos_since(begun), Ordering::Relaxed);
                 if rollover {
-                    // The next generation was named ahead (and recorded in the checkpoint file)
-                    // by the background; the spare's lock is held only while it is taken, or,
-                    // when none is ready, while one is formatted, named and recorded here.
-                    let waited = std::time::Instant::now();
-                    let mut spares = self.spare.lock();
-                    self.stats
-                        .rollover_spare_wait_ns_total
-                        .fetch_add(nanos_since(waited), Ordering::Relaxed);
-                    let next = match spares.named.take() {
-                        Some(named) if named.generation == generation + 1 => named,
-                        Some(named) => {
-                            return Err(IoError::Injected {
-                                op: "create generation",
-                                path: generation_path(&self.options.dir, generation + 1),
-                                offset: 0,
-                                what: format!(
-                                    "the generation named ahead is {}, not {} (a bug)",
-                                    named.generation,
-                                    generation + 1
-                                ),
-                            });
-                        }
-                        None => {
-                            self.stats
-                                .rollovers_without_spare
-                                .fetch_add(1, Ordering::Relaxed);
-                            let as_io = |error: LogError| match error {
-                                LogError::Io(io) => io,
-                                other => IoError::Injected {
-                                    op: "create generation",
-                                    path: generation_path(&self.options.dir, generation + 1),
-                                    offset: 0,
-                                    what: other.to_string(),
-                                },
-                            };
-                            let staged = spares.staged.take();
-                            let named = name_generation(
-                                &*self.backend,
-                                &self.options,
-                                staged,
-                                generation + 1,
-                                Some(&self.stats),
-                            )
-                            .map_err(as_io)?;
-                            // Recorded before any record can be durable in it (`docs/log.md`,
-                            // "The log's end is proved").
-                            self.checkpoint
-                                .lock()
-                                .record_installed(generation + 1, previous_end)?;
-                            spares.newest_named = generation + 1;
-                            named
-                        }
-                    };
-                    drop(spares);
-                    self.stats.rollovers.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .rollover_latency_ns_total
-                        .fetch_add(nanos_since(begun), Ordering::Relaxed);
-                    return Ok(Some(next));
+                    return self
+                        .next_generation(generation, previous_end, begun)
+                        .map(Some);
                 }
                 Ok(None)
             },
@@ -1285,38 +1229,7 @@ impl Inner {
         let completed = state.write_sequence;
         state.write_sequence += 1;
         match next_file {
-            Some(next) => {
-                // The new generation is not begun: its header block goes at the buffer's start
-                // (copy A exactly as written when it was named, copy B naming where this
-                // generation ended), and its first write carries it. Until then the durable
-                // end stays here, at the end of the generation-end frame.
-                let NamedGeneration {
-                    file: next_file,
-                    mut header,
-                    block,
-                    ..
-                } = next;
-                state.generation = generation + 1;
-                state.file = next_file;
-                state.begun = false;
-                state.previous_end = previous_end;
-                state.buffer_start = 0;
-                let header_block = &mut state.buffer[..DATA_START as usize];
-                header_block.copy_from_slice(&block);
-                header.encode_begun(header_block, previous_end);
-                state.append_end = DATA_START;
-                self.publish_end(state);
-                state.durable = previous_end;
-                self.durable_packed
-                    .store(state.durable.to_u64(), Ordering::Release);
-                state.rollover_requested = false;
-                self.stats
-                    .generations_created
-                    .fetch_add(1, Ordering::Relaxed);
-                // The next spare can be formatted now; it is named once this one is begun.
-                state.spare_wanted = true;
-                self.wake_flusher.notify_one();
-            }
+            Some(next) => self.install_generation(state, next, generation, previous_end),
             None => {
                 // The buffer already starts at the sector holding the durable end.
                 state.durable = Lsn::new(generation, end);
@@ -1342,6 +1255,117 @@ impl Inner {
         // One of the next write's waiters, if any (none asleep: nothing happens).
         self.durable_waiters[((completed + 1) % 2) as usize].notify_one();
         Ok(false)
+    }
+
+    /// A rollover's next generation, after the write that ended this one (`begun`: when that
+    /// write started): the one named ahead, or, when none is ready, one formatted, named and
+    /// recorded here.
+    fn next_generation(
+        &self,
+        generation: u64,
+        previous_end: Lsn,
+        begun: std::time::Instant,
+    ) -> Result<NamedGeneration, IoError> {
+        // The next generation was named ahead (and recorded in the checkpoint file)
+        // by the background; the spare's lock is held only while it is taken, or,
+        // when none is ready, while one is formatted, named and recorded here.
+        let waited = std::time::Instant::now();
+        let mut spares = self.spare.lock();
+        self.stats
+            .rollover_spare_wait_ns_total
+            .fetch_add(nanos_since(waited), Ordering::Relaxed);
+        let next = match spares.named.take() {
+            Some(named) if named.generation == generation + 1 => named,
+            Some(named) => {
+                return Err(IoError::Injected {
+                    op: "create generation",
+                    path: generation_path(&self.options.dir, generation + 1),
+                    offset: 0,
+                    what: format!(
+                        "the generation named ahead is {}, not {} (a bug)",
+                        named.generation,
+                        generation + 1
+                    ),
+                });
+            }
+            None => {
+                self.stats
+                    .rollovers_without_spare
+                    .fetch_add(1, Ordering::Relaxed);
+                let as_io = |error: LogError| match error {
+                    LogError::Io(io) => io,
+                    other => IoError::Injected {
+                        op: "create generation",
+                        path: generation_path(&self.options.dir, generation + 1),
+                        offset: 0,
+                        what: other.to_string(),
+                    },
+                };
+                let staged = spares.staged.take();
+                let named = name_generation(
+                    &*self.backend,
+                    &self.options,
+                    staged,
+                    generation + 1,
+                    Some(&self.stats),
+                )
+                .map_err(as_io)?;
+                // Recorded before any record can be durable in it (`docs/log.md`,
+                // "The log's end is proved").
+                self.checkpoint
+                    .lock()
+                    .record_installed(generation + 1, previous_end)?;
+                spares.newest_named = generation + 1;
+                named
+            }
+        };
+        drop(spares);
+        self.stats.rollovers.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .rollover_latency_ns_total
+            .fetch_add(nanos_since(begun), Ordering::Relaxed);
+        Ok(next)
+    }
+
+    /// Makes `next` the generation appends go to, not begun, after a rollover write ended
+    /// `generation` at `previous_end`.
+    fn install_generation(
+        &self,
+        state: &mut parking_lot::MutexGuard<'_, State>,
+        next: NamedGeneration,
+        generation: u64,
+        previous_end: Lsn,
+    ) {
+        // The new generation is not begun: its header block goes at the buffer's start
+        // (copy A exactly as written when it was named, copy B naming where this
+        // generation ended), and its first write carries it. Until then the durable
+        // end stays here, at the end of the generation-end frame.
+        let NamedGeneration {
+            file: next_file,
+            mut header,
+            block,
+            ..
+        } = next;
+        state.generation = generation + 1;
+        state.file = next_file;
+        state.begun = false;
+        state.previous_end = previous_end;
+        state.buffer_start = 0;
+        let header_block = &mut state.buffer[..DATA_START as usize];
+        header_block.copy_from_slice(&block);
+        header.encode_begun(header_block, previous_end);
+        state.append_end = DATA_START;
+        self.publish_end(state);
+        state.durable = previous_end;
+        self.durable_packed
+            .store(state.durable.to_u64(), Ordering::Release);
+        state.rollover_requested = false;
+        self.stats
+            .generations_created
+            .fetch_add(1, Ordering::Relaxed);
+        // The next spare can be formatted now; it is named once this one is begun.
+        state.spare_wanted = true;
+        self.wake_flusher.notify_one();
     }
 
     /// How many zero bytes the flush frame of this write carries past its [`FlushInfo`] so the

@@ -402,6 +402,15 @@ fn check_percent(flag: &'static str, value: f64, fix: &str) -> Result<(), PlanEr
 
 /// Checks every input before any arithmetic; the first problem is returned with its flag.
 pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
+    validate_profile(inputs)?;
+    validate_layout(inputs)?;
+    validate_disks(inputs)?;
+    validate_overheads(inputs)?;
+    Ok(())
+}
+
+/// The mailboxes and their profile: count, IOPS or messages per day, headroom, size.
+fn validate_profile(inputs: &PlanInputs) -> Result<(), PlanError> {
     if inputs.mailboxes == 0 {
         return Err(invalid(
             "--mailboxes",
@@ -456,6 +465,11 @@ pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
             "give a percentage of 0 or more (ESRP uses 20)",
         ));
     }
+    Ok(())
+}
+
+/// Servers, databases and copies.
+fn validate_layout(inputs: &PlanInputs) -> Result<(), PlanError> {
     if inputs.mailbox_size.bytes() == 0 {
         return Err(invalid(
             "--mailbox-size",
@@ -519,6 +533,11 @@ pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
             "give a percentage from 1 to 100",
         ));
     }
+    Ok(())
+}
+
+/// The write share, the disks and the RAID group.
+fn validate_disks(inputs: &PlanInputs) -> Result<(), PlanError> {
     check_percent(
         "--read-percent",
         inputs.read_percent,
@@ -585,6 +604,11 @@ pub fn validate(inputs: &PlanInputs) -> Result<(), PlanError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// The message size, the content index, free space, the log and the page size.
+fn validate_overheads(inputs: &PlanInputs) -> Result<(), PlanError> {
     if inputs.message_size.bytes() == 0 {
         return Err(invalid(
             "--message-size",

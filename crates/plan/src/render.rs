@@ -19,6 +19,19 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
         plan.exchange_version
     );
 
+    table(&mut out, "Inputs", &input_rows(plan));
+
+    arithmetic(&mut out, plan);
+
+    table(&mut out, "Results", &result_rows(plan));
+
+    lists(&mut out, plan, job_path);
+    out
+}
+
+/// The inputs table's rows: every input, and where a default came from.
+fn input_rows(plan: &Plan) -> Vec<(String, String)> {
+    let inputs = &plan.inputs;
     let mut rows: Vec<(String, String)> = vec![
         ("Mailboxes".into(), format_number(inputs.mailboxes as f64)),
         (
@@ -141,8 +154,11 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             .collect::<Vec<_>>()
             .join(", "),
     ));
-    table(&mut out, "Inputs", &rows);
+    rows
+}
 
+/// The arithmetic, step by step: what, the figure, the formula.
+fn arithmetic(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "Arithmetic");
     for (index, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(
@@ -155,7 +171,11 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
         let _ = writeln!(out, "      {}", step.formula);
     }
     out.push('\n');
+}
 
+/// The results table's rows.
+fn result_rows(plan: &Plan) -> Vec<(String, String)> {
+    let inputs = &plan.inputs;
     let mut results: Vec<(String, String)> = vec![
         (
             "Mailboxes per server".into(),
@@ -255,8 +275,11 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             format_bytes(bytes),
         ));
     }
-    table(&mut out, "Results", &results);
+    results
+}
 
+/// The warnings, the notes and where the job file went.
+fn lists(out: &mut String, plan: &Plan, job_path: Option<&Path>) {
     if !plan.warnings.is_empty() {
         let _ = writeln!(out, "Warnings");
         for warning in &plan.warnings {
@@ -278,7 +301,6 @@ pub fn render(plan: &Plan, job_path: Option<&Path>) -> String {
             path.display()
         );
     }
-    out
 }
 
 fn table(out: &mut String, title: &str, rows: &[(String, String)]) {

@@ -21,6 +21,7 @@
 //! twice; an aggregate given as a host; windows that do not all overlap.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -144,10 +145,10 @@ pub fn group_by_test(paths: &[PathBuf]) -> Result<Vec<(TestKind, Vec<PathBuf>)>,
         }
     }
     let order = |t: &TestKind| {
-        crate::esrp::TESTS
+        crate::ESRP_TESTS
             .iter()
             .position(|x| x == t)
-            .unwrap_or(crate::esrp::TESTS.len())
+            .unwrap_or(crate::ESRP_TESTS.len())
     };
     groups.sort_by_key(|(t, _)| order(t));
     Ok(groups)
@@ -1072,12 +1073,20 @@ const CLASS_ORDER: [(&str, &str); 10] = [
 
 /// The aggregate's `report.md`: the reference reports' tables, made from the result alone.
 pub fn markdown(a: &AggregateResult) -> String {
-    use std::fmt::Write as _;
     let mut m = String::new();
-    let verdict = |v: Verdict| match v {
-        Verdict::Pass => "Pass",
-        Verdict::Fail => "Fail",
-    };
+    summary(&mut m, a);
+    servers(&mut m, a);
+    workload_tables(&mut m, a);
+    latency_distribution(&mut m, a);
+    backup_section(&mut m, a);
+    recovery_table(&mut m, a);
+    checksum_table(&mut m, a);
+    verdicts(&mut m, a);
+    m
+}
+
+/// The title and the test summary: the verdict, the window, the figures, the reasons.
+fn summary(m: &mut String, a: &AggregateResult) {
     let _ = writeln!(
         m,
         "# Aggregate {} test across {} servers\n",
@@ -1111,7 +1120,10 @@ pub fn markdown(a: &AggregateResult) -> String {
     for flag in &a.below_median {
         let _ = writeln!(m, "\nBELOW THE OTHER SERVERS: {flag}");
     }
+}
 
+/// One row per server: its verdict, target and achieved figures, start.
+fn servers(m: &mut String, a: &AggregateResult) {
     let _ = writeln!(
         m,
         "\n## Servers\n\n| Server | Result | Target Transactional I/O per Second | Achieved Transactional I/O per Second | Measured start | Start skew (ms) |\n|---|---|---:|---:|---|---:|"
@@ -1128,7 +1140,10 @@ pub fn markdown(a: &AggregateResult) -> String {
             h.start_skew_ms.map_or("-".into(), |s| format!("{s:.1}"))
         );
     }
+}
 
+/// A workload test's (performance, stress) ESRP tables.
+fn workload_tables(m: &mut String, a: &AggregateResult) {
     let workload = matches!(a.test, TestKind::Performance | TestKind::Stress);
     if workload {
         let _ = writeln!(
@@ -1203,7 +1218,10 @@ pub fn markdown(a: &AggregateResult) -> String {
             exact("log_write", |c| c.p99_ms)
         );
     }
+}
 
+/// Every class's merged histograms, all servers together.
+fn latency_distribution(m: &mut String, a: &AggregateResult) {
     if !a.totals.is_empty() {
         let _ = writeln!(
             m,
@@ -1231,10 +1249,13 @@ pub fn markdown(a: &AggregateResult) -> String {
             }
         }
     }
+}
 
+/// A backup test's table.
+fn backup_section(m: &mut String, a: &AggregateResult) {
     if a.test == TestKind::Backup {
         let _ = writeln!(m, "\n## Database Backup (Read-only) Performance\n");
-        backup_table(&mut m, &a.hosts);
+        backup_table(m, &a.hosts);
         let total: f64 = a.hosts.iter().map(|h| h.backup_mb_per_sec().1).sum();
         let _ = writeln!(
             m,
@@ -1242,7 +1263,10 @@ pub fn markdown(a: &AggregateResult) -> String {
             round2(total)
         );
     }
+}
 
+/// A recovery test's table.
+fn recovery_table(m: &mut String, a: &AggregateResult) {
     if a.test == TestKind::Recovery {
         let _ = writeln!(
             m,
@@ -1273,7 +1297,10 @@ pub fn markdown(a: &AggregateResult) -> String {
             mean(all.iter().copied())
         );
     }
+}
 
+/// The database checksum statistics, per server and summed.
+fn checksum_table(m: &mut String, a: &AggregateResult) {
     let checksum_totals = |h: &AggregateHost| -> Option<ChecksumTotals> {
         match a.test {
             // A checksum host without totals (stopped before its pass) still has its row.
@@ -1316,7 +1343,10 @@ pub fn markdown(a: &AggregateResult) -> String {
             sum[0], sum[1], sum[2], sum[3], sum[4]
         );
     }
+}
 
+/// The verdict of every server and of the solution.
+fn verdicts(m: &mut String, a: &AggregateResult) {
     let _ = writeln!(
         m,
         "\n## Verdict\n\n| Server | Result | Reasons |\n|---|---|---|"
@@ -1340,7 +1370,14 @@ pub fn markdown(a: &AggregateResult) -> String {
             format!("failing: {}", a.failing_hosts.join(", "))
         }
     );
-    m
+}
+
+/// A verdict as the documents write it.
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "Pass",
+        Verdict::Fail => "Fail",
+    }
 }
 
 #[cfg(test)]

@@ -25,13 +25,9 @@ pub const RECOVERY_LOG_FILES: f64 = 500.0;
 /// overlap within milliseconds, and the shared window is the overlap.
 pub const WINDOW_TOLERANCE_SECONDS: f64 = 60.0;
 
-/// The tests of ESRP's set, in the order the document reports them.
-pub const TESTS: [TestKind; 4] = [
-    TestKind::Performance,
-    TestKind::Stress,
-    TestKind::Backup,
-    TestKind::Recovery,
-];
+/// The tests of ESRP's set, in the order the document reports them (defined at the crate's
+/// root, so that `aggregate`, which orders its groups by it, need not import this file).
+pub use crate::ESRP_TESTS as TESTS;
 
 /// A table given in the solution file: column names and rows of cells.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -654,8 +650,22 @@ pub fn requirements(
     mismatches: &[String],
 ) -> Vec<Requirement> {
     let mut out = Vec::new();
-    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
+    every_host_ran(&mut out, sets, all_hosts, expected_servers, named_servers);
+    durations(&mut out, sets);
+    targets(&mut out, sets, target_per_server, has_plan, mismatches);
+    recovery_and_passes(&mut out, sets, target_per_server, mismatches);
+    out
+}
 
+/// Every host ran every test, and the servers are the plan's and the solution's.
+fn every_host_ran(
+    out: &mut Vec<Requirement>,
+    sets: &[Summary],
+    all_hosts: &[String],
+    expected_servers: Option<u64>,
+    named_servers: &[String],
+) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     // Every host ran every test.
     let mut missing = Vec::new();
     for test in TESTS {
@@ -696,7 +706,11 @@ pub fn requirements(
         },
         met: missing.is_empty(),
     });
+}
 
+/// Each test ran as long (or as many logs) as ESRP requires.
+fn durations(out: &mut Vec<Requirement>, sets: &[Summary]) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     for (test, required, label) in [
         (
             TestKind::Performance,
@@ -768,7 +782,17 @@ pub fn requirements(
             met,
         });
     }
+}
 
+/// The plan's target on every server, and the results match the plan.
+fn targets(
+    out: &mut Vec<Requirement>,
+    sets: &[Summary],
+    target_per_server: Option<f64>,
+    has_plan: bool,
+    mismatches: &[String],
+) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     if let Some(target) = target_per_server {
         let (found, met) = match set(TestKind::Performance).filter(|s| !s.per_host.is_empty()) {
             Some(_) if !mismatches.is_empty() => (
@@ -829,7 +853,16 @@ pub fn requirements(
             met: mismatches.is_empty(),
         });
     }
+}
 
+/// Soft recovery's replay, and every server passing every test.
+fn recovery_and_passes(
+    out: &mut Vec<Requirement>,
+    sets: &[Summary],
+    target_per_server: Option<f64>,
+    mismatches: &[String],
+) {
+    let set = |test: TestKind| sets.iter().find(|s| s.test == test);
     let (found, met) = match set(TestKind::Recovery).filter(|s| !s.per_host.is_empty()) {
         Some(s) => {
             let fewest = s
@@ -879,7 +912,6 @@ pub fn requirements(
         },
         met: failing.is_empty(),
     });
-    out
 }
 
 /// The first page's mark of a rehearsal's document (`--verify` looks for it).
@@ -1150,14 +1182,6 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         met: rehearsals.is_empty(),
     });
     let complete = reqs.iter().all(|r| r.met);
-    // The target each server is judged by: the plan's when the results match it; no plan: the
-    // run's own. Results that do not match the plan are not judged against it at all.
-    let judged_target = |h: &AggregateHost| -> Option<f64> {
-        match plan {
-            Some(_) => target,
-            None => h.target_iops,
-        }
-    };
     let version = s
         .exchange_version
         .clone()
@@ -1238,9 +1262,83 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         all_hosts.len()
     );
 
-    let _ = writeln!(m, "\n## Overview");
+    solution_sections(&mut m, inputs, &version, mailboxes.as_deref());
+
+    tested_deployment(&mut m, inputs);
+    data_reduction_section(&mut m, inputs.reductions);
+    pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
+    pairs(&mut m, "Primary Storage Software", &s.storage_software);
+    pairs(
+        &mut m,
+        "Primary Storage Disk Configuration (Mailbox Store Disks)",
+        &s.database_disks,
+    );
+    pairs(
+        &mut m,
+        "Primary Storage Disk Configuration (Transaction Log Disks)",
+        &s.log_disks,
+    );
+    pairs(&mut m, "Replication Configuration", &s.replication);
+
+    let _ = writeln!(m, "\n## Best Practices");
     text_block(
         &mut m,
+        s.best_practices.as_deref(),
+        "The solution file gives no best practices.",
+    );
+
+    let _ = writeln!(m, "\n## Test Result Summary");
+    let _ = writeln!(
+        m,
+        "\n### ESRP requirements\n\n| Requirement | Required | Found | Met |\n|---|---|---|---|"
+    );
+    for r in &reqs {
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} | {} |",
+            cell(&r.name),
+            cell(&r.required),
+            cell(&r.found),
+            if r.met { "yes" } else { "NO" }
+        );
+    }
+    if plan.is_some() {
+        let _ = writeln!(m, "\n### Results against the plan\n");
+        if mismatches.is_empty() {
+            let _ = writeln!(
+                m,
+                "Every result was run as planned: mailboxes per server, databases per host, database size, copies and page size."
+            );
+        } else {
+            let _ = writeln!(
+                m,
+                "The results do not match the plan, so the document does not judge them against it:\n"
+            );
+            for line in &mismatches {
+                let _ = writeln!(m, "- {}", cell(line));
+            }
+        }
+    }
+    reliability(&mut m, inputs);
+    performance_results(&mut m, inputs, &mismatches, target);
+    backup_and_recovery(&mut m, inputs);
+    conclusion(&mut m, inputs, complete);
+    Document {
+        markdown: m,
+        complete,
+        requirements: reqs,
+    }
+}
+
+/// The overview, the disclaimer, the solution's description and the customer profile.
+fn solution_sections(m: &mut String, inputs: &Inputs<'_>, version: &str, mailboxes: Option<&str>) {
+    let s = inputs.solution;
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
+    let _ = writeln!(m, "\n## Overview");
+    text_block(
+        m,
         s.overview.as_deref(),
         &format!(
             "This document describes a storage solution of {} {} for Exchange {version}, tested with jetproof's performance, stress, backup and soft recovery tests on every server at once.",
@@ -1249,7 +1347,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
     );
     let _ = writeln!(m, "\n## Disclaimer");
     text_block(
-        &mut m,
+        m,
         None,
         "The results are those of the runs listed in the appendix, on the hardware and software described here. They are not a guarantee of any other deployment's performance. Storage is not the only factor of an Exchange deployment's scalability: processor, memory, network and client behaviour are outside these tests.",
     );
@@ -1260,7 +1358,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         }
     }
     let _ = writeln!(m, "\n## Solution Description");
-    text_block(&mut m, s.description.as_deref(), "");
+    text_block(m, s.description.as_deref(), "");
     if let Some(t) = &s.lun_layout {
         let _ = writeln!(m, "\n### Storage layout\n");
         let _ = writeln!(
@@ -1287,7 +1385,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         let _ = writeln!(
             m,
             "- {} mailboxes on {} server(s)\n- {} IOPS per mailbox\n- {} mailbox size\n- {} copies of each database",
-            mailboxes.clone().unwrap_or_default(),
+            mailboxes.unwrap_or_default(),
             whole(pi("servers")),
             headroom_text(
                 p("iops_per_mailbox_base"),
@@ -1298,8 +1396,14 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             whole(pi("copies_per_database"))
         );
     }
-    text_block(&mut m, s.customer_profile.as_deref(), "");
+    text_block(m, s.customer_profile.as_deref(), "");
+}
 
+/// The tested deployment: the simulated Exchange configuration from the plan.
+fn tested_deployment(m: &mut String, inputs: &Inputs<'_>) {
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
     let _ = writeln!(m, "\n## Tested Deployment");
     let _ = writeln!(m, "\n### Simulated Exchange Configuration\n");
     if plan.is_some() {
@@ -1366,62 +1470,11 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             "No plan was given (`plan` or `plan_json` in the solution file): the simulated configuration is not stated."
         );
     }
-    data_reduction_section(&mut m, inputs.reductions);
-    pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
-    pairs(&mut m, "Primary Storage Software", &s.storage_software);
-    pairs(
-        &mut m,
-        "Primary Storage Disk Configuration (Mailbox Store Disks)",
-        &s.database_disks,
-    );
-    pairs(
-        &mut m,
-        "Primary Storage Disk Configuration (Transaction Log Disks)",
-        &s.log_disks,
-    );
-    pairs(&mut m, "Replication Configuration", &s.replication);
+}
 
-    let _ = writeln!(m, "\n## Best Practices");
-    text_block(
-        &mut m,
-        s.best_practices.as_deref(),
-        "The solution file gives no best practices.",
-    );
-
-    let _ = writeln!(m, "\n## Test Result Summary");
-    let _ = writeln!(
-        m,
-        "\n### ESRP requirements\n\n| Requirement | Required | Found | Met |\n|---|---|---|---|"
-    );
-    for r in &reqs {
-        let _ = writeln!(
-            m,
-            "| {} | {} | {} | {} |",
-            cell(&r.name),
-            cell(&r.required),
-            cell(&r.found),
-            if r.met { "yes" } else { "NO" }
-        );
-    }
-    if plan.is_some() {
-        let _ = writeln!(m, "\n### Results against the plan\n");
-        if mismatches.is_empty() {
-            let _ = writeln!(
-                m,
-                "Every result was run as planned: mailboxes per server, databases per host, database size, copies and page size."
-            );
-        } else {
-            let _ = writeln!(
-                m,
-                "The results do not match the plan, so the document does not judge them against it:\n"
-            );
-            for line in &mismatches {
-                let _ = writeln!(m, "- {}", cell(line));
-            }
-        }
-    }
+/// Reliability: the stress test, per server.
+fn reliability(m: &mut String, inputs: &Inputs<'_>) {
     let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
-
     let _ = writeln!(m, "\n### Reliability\n");
     match set(TestKind::Stress).filter(|x| !x.per_host.is_empty()) {
         Some(x) => {
@@ -1476,7 +1529,26 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             let _ = writeln!(m, "No stress test results: reliability is not shown.");
         }
     }
+}
 
+/// Storage performance results: per server and all together, judged by the target each server is judged by.
+fn performance_results(
+    m: &mut String,
+    inputs: &Inputs<'_>,
+    mismatches: &[String],
+    target: Option<f64>,
+) {
+    let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
+    let plan = inputs.plan;
+    let p = |key: &str| plan.and_then(|v| v.get(key));
+    // The target each server is judged by: the plan's when the results match it; no plan: the
+    // run's own. Results that do not match the plan are not judged against it at all.
+    let judged_target = |h: &AggregateHost| -> Option<f64> {
+        match plan {
+            Some(_) => target,
+            None => h.target_iops,
+        }
+    };
     let _ = writeln!(m, "\n### Storage Performance Results");
     let performance = set(TestKind::Performance);
     let replication = performance.is_some_and(|x| {
@@ -1535,7 +1607,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 );
                 let row = ServerRow::of(h);
                 metrics_table(
-                    &mut m,
+                    m,
                     &h.server,
                     target,
                     h.achieved_iops,
@@ -1573,7 +1645,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                     let _ = writeln!(m, "{verdict}.\n");
                     let replicated = Replication::across(&rows);
                     metrics_table(
-                        &mut m,
+                        m,
                         &a.esrp,
                         total_target.filter(|_| mismatches.is_empty()),
                         a.achieved_iops,
@@ -1600,7 +1672,11 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             let _ = writeln!(m, "\nNo performance test results.");
         }
     }
+}
 
+/// Database backup and soft recovery, per server and all together.
+fn backup_and_recovery(m: &mut String, inputs: &Inputs<'_>) {
+    let set = |test: TestKind| inputs.sets.iter().find(|x| x.test == test);
     let _ = writeln!(m, "\n### Database Backup and Recovery Performance");
     match set(TestKind::Backup).filter(|x| !x.per_host.is_empty()) {
         Some(x) => {
@@ -1608,7 +1684,7 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 m,
                 "\nDatabase Read-only Performance: every database read whole in 256 KiB reads, all at once. Each database's MB read per second is listed; a server's figure is their sum, and all servers' the sum of the servers' (per database × databases = per server).\n"
             );
-            aggregate::backup_table(&mut m, &x.per_host);
+            aggregate::backup_table(m, &x.per_host);
             if let Some(e) = x.apart.as_deref().or(x.error.as_deref()) {
                 let _ = writeln!(m, "\nNot combined: {}.", cell(e));
             }
@@ -1669,14 +1745,18 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             );
         }
     }
+}
 
+/// The conclusion, the notes and the results each server's figures come from.
+fn conclusion(m: &mut String, inputs: &Inputs<'_>, complete: bool) {
+    let s = inputs.solution;
     let _ = writeln!(m, "\n## Conclusion");
     let conclusion = if complete {
         "The runs form a complete ESRP test set and every server passed every test.".to_string()
     } else {
         "The runs do not form a complete ESRP test set (see \"ESRP requirements\"): the figures above show what was measured and must not be read as an ESRP result.".to_string()
     };
-    text_block(&mut m, s.conclusion.as_deref(), &conclusion);
+    text_block(m, s.conclusion.as_deref(), &conclusion);
     if s.conclusion.is_some() {
         let _ = writeln!(m, "\n{conclusion}");
     }
@@ -1720,11 +1800,6 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 }
             }
         }
-    }
-    Document {
-        markdown: m,
-        complete,
-        requirements: reqs,
     }
 }
 

@@ -161,6 +161,37 @@ fn after(text: &str, word: &str) -> Option<f64> {
 pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Checked {
     let mut c = Checked::default();
     // The results used: per host and test the one measured last.
+    let used = results_used(results);
+    let mismatched = plan.is_some_and(|p| !mismatches(p, &used).is_empty());
+    c.expect(
+        markdown.contains("**DOES NOT MATCH THE PLAN.**") == mismatched,
+        || {
+            format!(
+                "the document is {}marked \"does not match the plan\", and the results {} the plan",
+                if mismatched { "not " } else { "" },
+                if mismatched { "do not match" } else { "match" }
+            )
+        },
+    );
+    check_rehearsal(&mut c, markdown, &used);
+    let plan_target = plan.and_then(|p| f(p, "target_iops_per_server"));
+    let verdicts = check_performance(&mut c, markdown, &used, plan, plan_target, mismatched);
+    check_requirements(
+        &mut c,
+        markdown,
+        &used,
+        plan,
+        plan_target,
+        &verdicts,
+        mismatched,
+    );
+    check_backup(&mut c, markdown, &used);
+    check_recovery(&mut c, markdown, &used);
+    c
+}
+
+/// The results a document uses: per host and test the one measured last.
+fn results_used(results: &[ResultFile]) -> Used<'_> {
     let mut used: BTreeMap<(String, String), &ResultFile> = BTreeMap::new();
     for r in results {
         if r.value.get("aggregate").and_then(Value::as_bool) == Some(true) {
@@ -176,26 +207,23 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             }
         }
     }
-    let of_test = |test: &str| -> Vec<(&String, &Value)> {
-        used.iter()
-            .filter(|((_, t), _)| t == test)
-            .map(|((h, _), r)| (h, &r.value))
-            .collect()
-    };
+    used
+}
 
-    let mismatched = plan.is_some_and(|p| !mismatches(p, &used).is_empty());
-    c.expect(
-        markdown.contains("**DOES NOT MATCH THE PLAN.**") == mismatched,
-        || {
-            format!(
-                "the document is {}marked \"does not match the plan\", and the results {} the plan",
-                if mismatched { "not " } else { "" },
-                if mismatched { "do not match" } else { "match" }
-            )
-        },
-    );
-    // A rehearsal's results (the job's `run.rehearsal`) mark the whole document, its title and
-    // its requirements.
+/// A host and test's result, as the document uses it.
+type Used<'a> = BTreeMap<(String, String), &'a ResultFile>;
+
+/// The results of `test` used, with their hosts.
+fn of_test<'a>(used: &'a Used<'_>, test: &str) -> Vec<(&'a String, &'a Value)> {
+    used.iter()
+        .filter(|((_, t), _)| t == test)
+        .map(|((h, _), r)| (h, &r.value))
+        .collect()
+}
+
+/// A rehearsal's results (the job's `run.rehearsal`) mark the whole document, its title and
+/// its requirements.
+fn check_rehearsal(c: &mut Checked, markdown: &str, used: &Used<'_>) {
     let mut rehearsals: Vec<String> = used
         .iter()
         .filter(|(_, r)| r.value["parameters"]["run"]["rehearsal"].as_bool() == Some(true))
@@ -237,9 +265,19 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             },
         );
     }
-    let plan_target = plan.and_then(|p| f(p, "target_iops_per_server"));
+}
 
-    // Performance: every server's heading and table, then the aggregate.
+/// Performance: every server's heading and table, then the aggregate; the verdicts found
+/// (host, pass, achieved IOPS).
+fn check_performance(
+    c: &mut Checked,
+    markdown: &str,
+    used: &Used<'_>,
+    plan: Option<&Value>,
+    plan_target: Option<f64>,
+    mismatched: bool,
+) -> Vec<(String, bool, f64)> {
+    let of_test = |test: &str| of_test(used, test);
     let performance = of_test("performance");
     let mut servers = Vec::new();
     let mut verdicts = Vec::new();
@@ -302,7 +340,7 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             achieved,
             3,
         );
-        server_rows(&mut c, &place, &lines, &server);
+        server_rows(c, &place, &lines, &server);
         servers.push(server);
     }
     let apart = windows_apart(&performance);
@@ -388,12 +426,26 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
                         )
                     }),
                 };
-                server_rows(&mut c, place, &lines, &all);
+                server_rows(c, place, &lines, &all);
             }
         }
     }
 
-    // The requirements: the plan's target and every server passing, as the headings judge.
+    verdicts
+}
+
+/// The requirements: the plan's target and every server passing, as the headings judge.
+fn check_requirements(
+    c: &mut Checked,
+    markdown: &str,
+    used: &Used<'_>,
+    plan: Option<&Value>,
+    plan_target: Option<f64>,
+    verdicts: &[(String, bool, f64)],
+    mismatched: bool,
+) {
+    let of_test = |test: &str| of_test(used, test);
+    let performance = of_test("performance");
     let requirement = |name: &str| -> Option<(String, bool)> {
         markdown
             .lines()
@@ -414,7 +466,7 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
         });
         // The first page prints each server's figure and verdict as its heading does.
         if !mismatched {
-            for (host, pass, achieved) in &verdicts {
+            for (host, pass, achieved) in verdicts {
                 let said = format!(
                     "{host} {achieved:.3} ({})",
                     if *pass { "pass" } else { "FAIL" }
@@ -465,8 +517,11 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             }
         }
     }
+}
 
-    // Backup: each database's MB/s, per server the sum, all servers the sum of the servers'.
+/// Backup: each database's MB/s, per server the sum, all servers the sum of the servers'.
+fn check_backup(c: &mut Checked, markdown: &str, used: &Used<'_>) {
+    let of_test = |test: &str| of_test(used, test);
     let lines: Vec<&str> = markdown.lines().collect();
     let backup = of_test("backup");
     let mut total = 0.0;
@@ -531,7 +586,11 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             2,
         );
     }
+}
 
+fn check_recovery(c: &mut Checked, markdown: &str, used: &Used<'_>) {
+    let of_test = |test: &str| of_test(used, test);
+    let lines: Vec<&str> = markdown.lines().collect();
     // Soft recovery: logs generated (by the test: what counts toward ESRP's 500) and replayed
     // per server and in all, seconds per log.
     let recovery = of_test("recovery");
@@ -582,7 +641,6 @@ pub fn check(markdown: &str, results: &[ResultFile], plan: Option<&Value>) -> Ch
             3,
         );
     }
-    c
 }
 
 fn server_rows(c: &mut Checked, place: &str, lines: &[&str], s: &Server) {

@@ -22,6 +22,7 @@ pub mod reduction;
 pub mod report;
 pub mod sections;
 pub mod svg;
+pub mod sweep;
 pub mod testlog;
 pub mod verdict;
 
@@ -101,6 +102,15 @@ pub enum TestKind {
     Backup,
     Recovery,
 }
+
+/// The tests of ESRP's set, in the order the ESRP document and an aggregate report them
+/// (`esrp::TESTS`).
+pub const ESRP_TESTS: [TestKind; 4] = [
+    TestKind::Performance,
+    TestKind::Stress,
+    TestKind::Backup,
+    TestKind::Recovery,
+];
 
 impl TestKind {
     pub fn name(self) -> &'static str {

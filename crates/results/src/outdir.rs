@@ -53,6 +53,53 @@ pub enum OutDirError {
     },
 }
 
+/// Writes `bytes` to `path` atomically: into `.<name>.tmp` beside it, then renamed into place,
+/// so a reader finds the old file or the new one, never half of one. The one writer of every
+/// document that is replaced whole (`result.json`, an aggregate's, `sweep.*`). Nothing jetproof
+/// did not create is overwritten or written through: a `path` or temporary that exists as
+/// anything but a regular file (a symbolic link, a directory, a device) is refused, and the
+/// temporary is opened without following a link (`O_NOFOLLOW`), so a link put there between
+/// the check and the open is refused too.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Some(name) = path.file_name() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a file's path",
+        ));
+    };
+    let temporary = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
+    for place in [path, temporary.as_path()] {
+        match place.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(std::io::Error::other(format!(
+                    "{} is a symbolic link, which jetproof never writes through",
+                    place.display()
+                )));
+            }
+            Ok(meta) if !meta.is_file() => {
+                return Err(std::io::Error::other(format!(
+                    "{} exists and is not a regular file; jetproof did not write it",
+                    place.display()
+                )));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temporary)?;
+    file.write_all(bytes)?;
+    drop(file);
+    std::fs::rename(&temporary, path)
+}
+
 #[derive(Clone, Debug)]
 pub struct OutDir {
     path: PathBuf,
@@ -120,17 +167,14 @@ impl OutDir {
     /// a result. Called as soon as a result exists, and again when it grows.
     pub fn write_result(&self, result: &TestResult) -> Result<PathBuf, OutDirError> {
         let path = self.file("result.json");
-        let temporary = self.file(".result.json.tmp");
         let text = match serde_json::to_string_pretty(result) {
             Ok(text) => text,
             Err(e) => panic!("a result always serialises: {e}"),
         };
-        std::fs::write(&temporary, text + "\n")
-            .and_then(|_| std::fs::rename(&temporary, &path))
-            .map_err(|source| OutDirError::Write {
-                path: path.clone(),
-                source,
-            })?;
+        write_atomically(&path, (text + "\n").as_bytes()).map_err(|source| OutDirError::Write {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     }
 
@@ -183,6 +227,29 @@ mod tests {
         OutDir::prepare(Some(&out), TestKind::Init).expect("new dir");
         std::fs::write(out.join("result.json"), "{}").expect("write");
         OutDir::prepare(Some(&out), TestKind::Init).expect("own files are fine");
+    }
+
+    #[test]
+    fn atomic_writer_replaces_its_own_file_and_refuses_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sweep.json");
+        write_atomically(&path, b"one").expect("new");
+        write_atomically(&path, b"two").expect("replace");
+        assert_eq!(std::fs::read(&path).expect("read"), b"two");
+        assert!(!dir.path().join(".sweep.json.tmp").exists());
+        let precious = dir.path().join("precious");
+        std::fs::write(&precious, "keep").expect("write");
+        let linked = dir.path().join("result.json");
+        std::os::unix::fs::symlink(&precious, &linked).expect("link");
+        let err = write_atomically(&linked, b"x").expect_err("a link is refused");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        std::os::unix::fs::symlink(&precious, dir.path().join(".report.json.tmp")).expect("link");
+        let err = write_atomically(&dir.path().join("report.json"), b"x")
+            .expect_err("a link at the temporary is refused");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        write_atomically(&dir.path().join("sub"), b"x").expect_err("a directory is refused");
+        assert_eq!(std::fs::read(&precious).expect("read"), b"keep");
     }
 
     #[test]

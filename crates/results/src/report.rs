@@ -598,6 +598,16 @@ enum Detail {
 
 fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     let mut sections = Vec::new();
+    io_sections(&mut sections, result, detail);
+    instance_sections(&mut sections, result);
+    host_sections(&mut sections, result);
+    mark_sections(&mut sections, result);
+    device_sections(&mut sections, result, detail);
+    sections
+}
+
+/// The sizing, the transactional I/O and every I/O class's table.
+fn io_sections(sections: &mut Vec<(&'static str, Table)>, result: &TestResult, detail: Detail) {
     let has = |key: &str| result.instances.iter().any(|i| i.io.contains_key(key));
     if let Some(t) = sizing_table(result, detail) {
         sections.push(("Database Sizing and Throughput", t));
@@ -675,6 +685,10 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
     if result.test != TestKind::Recovery && (has("db_read") || has("db_write")) {
         sections.push(("Total I/O Performance", total_table(result)));
     }
+}
+
+/// The tables per instance and of the run's settings.
+fn instance_sections(sections: &mut Vec<(&'static str, Table)>, result: &TestResult) {
     if !result.instances.iter().all(|i| i.io.is_empty()) {
         sections.push(("Latency Distribution", distribution_table(result)));
     }
@@ -707,6 +721,10 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
         }
         sections.push(("Database Checksum Statistics", t));
     }
+}
+
+/// What an array could reduce, and the host's counters.
+fn host_sections(sections: &mut Vec<(&'static str, Table)>, result: &TestResult) {
     // What an array that compresses and deduplicates could reduce (issue 33).
     if let Some(reduction) = &result.data_reduction {
         let mut t = Table::new(&crate::reduction::TABLE_HEADER);
@@ -751,6 +769,10 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
         }
         sections.push(("Host System Performance", t));
     }
+}
+
+/// Marks and excursions (issue 37; `crate::excursion`).
+fn mark_sections(sections: &mut Vec<(&'static str, Table)>, result: &TestResult) {
     // Marks and excursions (issue 37; `crate::excursion`).
     if let crate::Totals::Workload(totals) = &result.totals {
         if !totals.marks.is_empty() {
@@ -816,6 +838,10 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
             sections.push(("Excursions", t));
         }
     }
+}
+
+/// The device's view beside ours (issue 21; `crate::devices`).
+fn device_sections(sections: &mut Vec<(&'static str, Table)>, result: &TestResult, detail: Detail) {
     // The device's view beside ours (issue 21; `crate::devices`).
     if let Some(devices) = crate::devices::table(result) {
         let mut t = Table::new(&devices.header);
@@ -838,7 +864,6 @@ fn sections(result: &TestResult, detail: Detail) -> Vec<(&'static str, Table)> {
             sections.push(("Device Notes", t));
         }
     }
-    sections
 }
 
 /// What a rehearsal's reports say (the job's `run.rehearsal`, set by `jetproof job

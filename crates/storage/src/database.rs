@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use jetproof_engine::header::SIGNATURE;
 use jetproof_job::{Instance, Job};
 
+pub use crate::marks::looks_like_database;
 use crate::{BadInput, bad};
 
 /// The smallest growth step (for small databases).
@@ -22,9 +22,6 @@ pub fn extent_bytes(target_bytes: u64, page_size: u64) -> u64 {
         (jetproof_engine::db::DEFAULT_EXTENSION_PAGES * page_size).max(MIN_EXTENT_SIZE),
     )
 }
-
-/// Offset of the signature in a header page (see `crates/engine/src/header.rs`).
-const SIGNATURE_OFFSET: usize = 80;
 
 /// Bad input unless every database of the job exists (`exists` says whether a path does: the
 /// run's I/O backend, or the file system before a backend is chosen): the one "run `jetproof
@@ -61,7 +58,7 @@ pub fn refuse_lost_databases(job: &Job) -> Result<(), BadInput> {
     for instance in job.instances() {
         let db = &instance.database_path;
         let mut partial = db.as_os_str().to_owned();
-        partial.push(crate::target::PARTIAL_SUFFIX);
+        partial.push(crate::marks::PARTIAL_SUFFIX);
         if db.symlink_metadata().is_ok() || Path::new(&partial).exists() {
             continue;
         }
@@ -107,12 +104,6 @@ pub fn refuse_lost_databases(job: &Job) -> Result<(), BadInput> {
         }
     }
     Ok(())
-}
-
-/// Does this first block of a file carry a jetproof database signature? A cheap test used before
-/// any write, to tell jetproof's own databases from foreign files.
-pub fn looks_like_database(head: &[u8]) -> bool {
-    head.get(SIGNATURE_OFFSET..SIGNATURE_OFFSET + SIGNATURE.len()) == Some(&SIGNATURE[..])
 }
 
 /// What a database's two header copies (pages 0 and 1) show beyond the header they give: a copy

@@ -120,6 +120,15 @@ pub fn rules<'a>(job: &jetproof_job::Job, wipe: &'a [PathBuf]) -> DeviceRules<'a
     }
 }
 
+/// Devices this process holds open with `O_EXCL` (the owner lock), so that its own safety checks
+/// do not mistake it for another program.
+pub(crate) static HELD: std::sync::Mutex<Vec<DevNum>> = std::sync::Mutex::new(Vec::new());
+
+/// Is the device `dev` held exclusively by this process ([`hold_exclusive`])?
+pub fn held_here(dev: DevNum) -> bool {
+    HELD.lock().is_ok_and(|held| held.contains(&dev))
+}
+
 /// Checks the block device at `path` (the job's `field`) for `purpose`. Reads, never writes.
 pub fn check_device(
     path: &Path,
@@ -168,7 +177,7 @@ pub fn check_device(
     }
     // This process's own owner lock holds the device exclusively (`crate::raw`): read it
     // without claiming it again.
-    let opened = if crate::raw::held_here(dev) {
+    let opened = if held_here(dev) {
         std::fs::File::open(path)
     } else {
         open_exclusive(path)
@@ -189,8 +198,7 @@ pub fn check_device(
         read_ends(&file).map_err(|e| bad(field, format!("{shown} cannot be read: {e}")))?;
     drop(file);
     // A database header, or the layout header of a log region (`crate::logregion`).
-    let ours =
-        crate::database::looks_like_database(&head) || crate::logregion::looks_like_layout(&head);
+    let ours = crate::marks::looks_like_database(&head) || crate::marks::looks_like_layout(&head);
     let foreign = if ours {
         None
     } else {

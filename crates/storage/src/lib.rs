@@ -21,6 +21,7 @@ pub mod error;
 pub mod host;
 pub mod lock;
 pub mod logregion;
+pub mod marks;
 pub mod raw;
 pub mod target;
 

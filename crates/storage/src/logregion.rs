@@ -26,8 +26,8 @@ use std::sync::Mutex;
 use jetproof_io::bytes::{array_at, u32_at, u64_at};
 use jetproof_io::{AlignedBuf, IoBackend, IoClass, IoError, IoFile, OpenOptions};
 
-/// Magic of the layout header at byte 0 of a log or shared device.
-pub const LAYOUT_MAGIC: &[u8; 8] = b"JPDEVLAY";
+pub use crate::marks::{LAYOUT_MAGIC, looks_like_layout};
+
 /// Magic of a name-table copy.
 pub const TABLE_MAGIC: &[u8; 8] = b"JPLOGDIR";
 /// The layout version this build writes and reads.
@@ -855,7 +855,7 @@ impl IoFile for RegionFile {
 pub fn device_logs(job: &jetproof_job::Job) -> Vec<PathBuf> {
     job.instances()
         .into_iter()
-        .filter(|i| crate::target::is_block_device(&i.log_path))
+        .filter(|i| crate::marks::is_block_device(&i.log_path))
         .map(|i| i.log_path)
         .collect()
 }
@@ -917,16 +917,11 @@ pub fn layout_of(
 /// Does a database of jetproof's exist at the instance's database path (a file, or a header on
 /// its device)?
 fn database_exists(instance: &jetproof_job::Instance) -> bool {
-    if crate::target::is_block_device(&instance.database_path) {
+    if crate::marks::is_block_device(&instance.database_path) {
         crate::raw::looks_like_database_at(&instance.database_path)
     } else {
         instance.database_path.symlink_metadata().is_ok()
     }
-}
-
-/// Does the device at `path` start with a layout header (valid or damaged)?
-pub fn looks_like_layout(head: &[u8]) -> bool {
-    array_at::<8>(head, 0).as_ref() == Some(LAYOUT_MAGIC)
 }
 
 /// `init`'s checks of a log path that is a block device, before anything is written: the safety
@@ -934,7 +929,7 @@ pub fn looks_like_layout(head: &[u8]) -> bool {
 /// earlier layout of jetproof's replaced only with `--recreate`.
 pub fn check_for_init(
     job: &jetproof_job::Job,
-    permissions: &crate::target::Permissions,
+    permissions: &crate::marks::Permissions,
     instance: &jetproof_job::Instance,
 ) -> Result<(), crate::BadInput> {
     use crate::bad;

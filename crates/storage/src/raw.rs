@@ -36,7 +36,8 @@ use std::sync::{Arc, Mutex};
 use jetproof_io::{IoBackend, IoClass, IoError, IoFile, OpenOptions, ReadOp, WriteOp, WriteQueue};
 use jetproof_job::Job;
 
-use crate::device::{DevNum, dev_num};
+pub use crate::device::held_here;
+use crate::device::{DevNum, HELD, dev_num};
 
 /// `BLKGETSIZE64`: `_IOR(0x12, 114, size_t)`, numbered for this architecture by libc's `_IOR`
 /// (libc has the request's number for the block sizes, not for this one).
@@ -77,7 +78,7 @@ pub fn looks_like_database_at(path: &Path) -> bool {
             f.seek(SeekFrom::Start(base))?;
             f.read_exact(&mut head)
         })
-        .is_ok_and(|()| crate::database::looks_like_database(&head))
+        .is_ok_and(|()| crate::marks::looks_like_database(&head))
 }
 
 /// The database region (offset, length) of a device laid out to share a database and its log
@@ -140,15 +141,6 @@ pub fn geometry(path: &Path) -> std::io::Result<Geometry> {
         logical_block,
         physical_block: physical.unwrap_or(logical_block),
     })
-}
-
-/// Devices this process holds open with `O_EXCL` (the owner lock), so that its own safety checks
-/// do not mistake it for another program.
-static HELD: Mutex<Vec<DevNum>> = Mutex::new(Vec::new());
-
-/// Is the device `dev` held exclusively by this process ([`hold_exclusive`])?
-pub fn held_here(dev: DevNum) -> bool {
-    HELD.lock().is_ok_and(|held| held.contains(&dev))
 }
 
 /// An exclusive hold on a device: released (and forgotten by [`held_here`]) when dropped.
@@ -240,7 +232,7 @@ type Sizes = Arc<Mutex<HashMap<PathBuf, u64>>>;
 pub fn device_databases(job: &Job) -> Vec<(PathBuf, PathBuf)> {
     job.instances()
         .into_iter()
-        .filter(|i| crate::target::is_block_device(&i.database_path))
+        .filter(|i| crate::marks::is_block_device(&i.database_path))
         .map(|i| (i.database_path.clone(), flush_map_dir(job, &i)))
         .collect()
 }
@@ -249,7 +241,7 @@ pub fn device_databases(job: &Job) -> Vec<(PathBuf, PathBuf)> {
 /// is on a device too (a log region has no room for a map that grows with the database), the
 /// job's `storage.data_dir` on a file system.
 pub fn flush_map_dir(job: &Job, instance: &jetproof_job::Instance) -> PathBuf {
-    if crate::target::is_block_device(&instance.log_path) {
+    if crate::marks::is_block_device(&instance.log_path) {
         job.storage.data_dir.clone()
     } else {
         instance.log_path.clone()
@@ -285,9 +277,9 @@ impl RawBackend {
         let dbs = devices
             .into_iter()
             .map(|(device, log_path)| {
-                let partial = crate::target::partial_path(&device);
+                let partial = crate::marks::partial_path(&device);
                 let real_map = flush_map_of(&device, &log_path);
-                let real_partial_map = crate::target::partial_path(&real_map);
+                let real_partial_map = crate::marks::partial_path(&real_map);
                 if let Ok(mut maps) = REAL_MAPS.lock() {
                     maps.retain(|(d, _)| *d != device);
                     maps.push((device.clone(), real_map.clone()));
@@ -591,7 +583,7 @@ fn header_is_dirty(path: &Path) -> bool {
 /// jetproof's.
 pub fn check_for_init(
     job: &Job,
-    permissions: &crate::target::Permissions,
+    permissions: &crate::marks::Permissions,
     instance: &jetproof_job::Instance,
 ) -> Result<(), crate::BadInput> {
     use crate::bad;
@@ -659,8 +651,8 @@ pub fn check_for_init(
         ));
     }
     let map = flush_map_of(path, &flush_map_dir(job, instance));
-    for map in [map.clone(), crate::target::partial_path(&map)] {
-        if map.symlink_metadata().is_ok() && !crate::target::flush_map_is_ours(&map) {
+    for map in [map.clone(), crate::marks::partial_path(&map)] {
+        if map.symlink_metadata().is_ok() && !crate::marks::flush_map_is_ours(&map) {
             return Err(bad(
                 &field,
                 format!(
@@ -726,7 +718,7 @@ mod tests {
     fn a_database_made_under_its_partial_name_lands_on_the_device_with_its_map_in_the_log_dir() {
         let (mem, raw) = backends();
         let device = Path::new(DEVICE);
-        let partial = crate::target::partial_path(device);
+        let partial = crate::marks::partial_path(device);
         assert!(!raw.exists(&partial), "the partial name never exists");
         let db = Database::create(raw.as_ref(), &partial, options()).expect("create");
         db.close().expect("close");

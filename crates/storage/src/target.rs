@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use jetproof_job::{ByteSize, Instance, Job};
@@ -27,12 +27,13 @@ use jetproof_job::{ByteSize, Instance, Job};
 /// The marker file in every directory jetproof creates.
 pub const MARKER: &str = ".jetproof";
 
-/// Suffix of a database still being made. Never opened as a database; removed by the next init.
-pub const PARTIAL_SUFFIX: &str = ".partial";
-
 /// Room reserved per instance for log files and the checkpoint, on top of the database.
 pub const LOG_ROOM: ByteSize = ByteSize(64 * ByteSize::MIB);
 
+use crate::marks::open_regular;
+pub use crate::marks::{
+    PARTIAL_SUFFIX, Permissions, flush_map_is_ours, is_block_device, partial_path,
+};
 use crate::{BadInput, bad};
 
 /// What a directory is to jetproof.
@@ -79,13 +80,6 @@ pub fn dir_state(dir: &Path) -> Result<(DirState, Option<String>), BadInput> {
     Ok((DirState::Foreign, example))
 }
 
-/// Is `path` a block device?
-pub fn is_block_device(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.file_type().is_block_device())
-        .unwrap_or(false)
-}
-
 /// Bytes available to an unprivileged writer on the file system holding `path` (or its nearest
 /// existing ancestor), and that file system's device id.
 pub fn free_space(path: &Path) -> Option<(u64, u64)> {
@@ -109,18 +103,6 @@ pub fn free_space(path: &Path) -> Option<(u64, u64)> {
         return None;
     }
     Some((stat.f_bavail as u64 * stat.f_frsize as u64, device))
-}
-
-/// Options that widen what may be touched.
-#[derive(Debug, Clone, Default)]
-pub struct Permissions {
-    /// Put jetproof's files into directories that hold foreign files (never replacing them).
-    pub allow_foreign_files: bool,
-    /// Replace databases (and their logs) that jetproof made earlier.
-    pub recreate: bool,
-    /// Block devices (`--wipe-device`) whose foreign signature init may destroy
-    /// (`crate::device`).
-    pub wipe_devices: Vec<PathBuf>,
 }
 
 /// The directories an instance needs: the database's folder and the log folder.
@@ -334,23 +316,6 @@ fn foreign_error(field: &str, dir: &Path, entry: Option<String>) -> BadInput {
     )
 }
 
-/// The regular file at `path` opened for reading without following a link; `None` for anything
-/// else (nothing there, a link, a FIFO, a device) or a file that cannot be opened.
-fn open_regular(path: &Path) -> Option<std::sync::Arc<dyn jetproof_io::IoFile>> {
-    use jetproof_io::{IoBackend, OpenOptions};
-    if !path.symlink_metadata().is_ok_and(|m| m.is_file()) {
-        return None;
-    }
-    jetproof_io::std_backend::StdBackend::new()
-        .open(path, &OpenOptions::read_only().buffered().no_follow())
-        .ok()
-}
-
-/// Is `path` a regular file holding a jetproof flush map (its signature)?
-pub fn flush_map_is_ours(path: &Path) -> bool {
-    open_regular(path).is_some_and(|file| jetproof_engine::flushmap::is_flush_map(file.as_ref()))
-}
-
 /// The database a flush map at `path` names, when it is a regular file and a flush map.
 fn map_database_id(path: &Path) -> Option<u128> {
     jetproof_engine::flushmap::map_database_id(open_regular(path)?.as_ref())
@@ -497,16 +462,6 @@ pub fn make_own_dir(dir: &Path) -> std::io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// The name a file has while it is being made: `NAME.partial` ([`PARTIAL_SUFFIX`]), renamed to
-/// `NAME` only once whole. The one naming rule of every file jetproof makes in steps (a database
-/// by init, its flush map, a block device's map), so the checks that recognise a partial file and
-/// the procedures that make one cannot disagree.
-pub fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
-    name.push(PARTIAL_SUFFIX);
-    PathBuf::from(name)
 }
 
 /// True when the job's databases are what an interrupted init leaves: some databases exist

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use jetproof_results::aggregate::{self, AggregateResult};
+use jetproof_results::outdir::write_atomically;
 use jetproof_results::{OutDir, Verdict};
 
 use crate::common::{CliError, Outcome};
@@ -95,10 +96,8 @@ fn refuse_input_as_out(out: &Path, files: &[PathBuf]) -> Result<(), CliError> {
 /// result.json (atomically: a temporary file renamed into place), report.md and report.html.
 fn write(out: &OutDir, result: &AggregateResult) -> anyhow::Result<PathBuf> {
     let path = out.file("result.json");
-    let temporary = out.file(".result.json.tmp");
     let text = serde_json::to_string_pretty(result).context("serialise the aggregate")?;
-    std::fs::write(&temporary, text + "\n")
-        .and_then(|_| std::fs::rename(&temporary, &path))
+    write_atomically(&path, (text + "\n").as_bytes())
         .with_context(|| format!("write {}", path.display()))?;
     let report = out.file("report.md");
     std::fs::write(&report, aggregate::markdown(result))

@@ -17,6 +17,7 @@ use jetproof_procedures::performance::{RunError, RunOptions};
 use jetproof_procedures::sweep::{
     self, Ending, Point, PointRun, SeriesPlan, SetSpec, SweepDoc, ThreadList,
 };
+use jetproof_results::outdir::write_atomically;
 use jetproof_results::{OutDir, TestKind, TestLog};
 use jetproof_storage::lock;
 
@@ -123,7 +124,7 @@ pub fn run(args: Args) -> Result<Outcome, CliError> {
             .unwrap_or_else(|| "sweep".into());
         default.with_file_name(name)
     });
-    let mut doc = SweepDoc::new(&base, &threads, &args.sets, args.find_max);
+    let mut doc = sweep::new_doc(&base, &threads, &args.sets, args.find_max);
     let finished = prepare_out(&out, &mut doc, &series)?;
     jetproof_storage::host::check_before_lock(&base, true).map_err(CliError::bad_input)?;
     let owner = lock::lock_instances(&base, lock::Access::Exclusive, "sweep")
@@ -342,9 +343,7 @@ fn prepare_out(
 fn write_sweep(out: &Path, doc: &SweepDoc) -> Result<(), CliError> {
     let write = |name: &str, text: &str| -> Result<(), CliError> {
         let path = out.join(name);
-        let temporary = out.join(format!(".{name}.tmp"));
-        std::fs::write(&temporary, text)
-            .and_then(|_| std::fs::rename(&temporary, &path))
+        write_atomically(&path, text.as_bytes())
             .with_context(|| format!("write {}", path.display()))
             .map_err(CliError::runtime)
     };
