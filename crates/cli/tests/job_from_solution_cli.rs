@@ -11,6 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{jetproof, result};
+use predicates::prelude::*;
 
 /// One server, one database of 20 mailboxes of 640 KiB: a 13,107,200-byte test database.
 const SIZING: [&str; 12] = [
@@ -405,6 +406,28 @@ fn a_rehearsal_says_so_in_its_report_and_marks_the_esrp_document() {
         "{said}"
     );
     assert!(said.contains("title does not say so"), "{said}");
+
+    // The aggregate of the rehearsal's hosts says so too: its title and its summary.
+    jetproof(root)
+        .args(["aggregate", "results", "--out", "agg"])
+        .assert()
+        .code(predicates::ord::eq(0).or(predicates::ord::eq(1)));
+    let agg = std::fs::read_to_string(root.join("agg/performance/report.md"))
+        .or_else(|_| std::fs::read_to_string(root.join("agg/report.md")))
+        .expect("the aggregate's report.md");
+    let title = agg.lines().next().expect("a title");
+    assert!(title.ends_with("(REHEARSAL)"), "{title}");
+    assert!(
+        agg.contains("| Rehearsal | REHEARSAL: a dry run")
+            && agg.contains("not an ESRP test: h1 |"),
+        "{agg}"
+    );
+    let whole = result(&root.join(if root.join("agg/performance").is_dir() {
+        "agg/performance/result.json"
+    } else {
+        "agg/result.json"
+    }));
+    assert_eq!(whole["hosts"][0]["rehearsal"], true, "{whole}");
 }
 
 #[test]

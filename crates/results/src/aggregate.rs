@@ -350,6 +350,9 @@ pub struct AggregateHost {
     pub start_skew_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_at_start: Option<bool>,
+    /// The host's job was a rehearsal (`run.rehearsal`): a dry run at reduced scale.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rehearsal: bool,
     /// ESRP's "Individual Server Metrics" of this host.
     pub server: EsrpMetrics,
     pub instances: Vec<AggregateInstance>,
@@ -519,6 +522,8 @@ struct AggregateHostWire {
     start_skew_ms: Option<f64>,
     #[serde(default)]
     ready_at_start: Option<bool>,
+    #[serde(default)]
+    rehearsal: bool,
     server: EsrpMetrics,
     instances: Vec<AggregateInstance>,
     #[serde(default)]
@@ -551,6 +556,7 @@ impl<'de> Deserialize<'de> for AggregateResult {
                     requested_start: h.requested_start,
                     start_skew_ms: h.start_skew_ms,
                     ready_at_start: h.ready_at_start,
+                    rehearsal: h.rehearsal,
                     server: h.server,
                     instances: h.instances,
                     totals,
@@ -884,6 +890,7 @@ impl Aggregator {
             requested_start: r.requested_start.clone(),
             start_skew_ms: r.start_skew_ms,
             ready_at_start: r.ready_at_start,
+            rehearsal: crate::report::is_rehearsal(r),
             server: EsrpMetrics::server(&esrp),
             instances,
             totals: r.totals.clone(),
@@ -1087,14 +1094,33 @@ pub fn markdown(a: &AggregateResult) -> String {
 
 /// The title and the test summary: the verdict, the window, the figures, the reasons.
 fn summary(m: &mut String, a: &AggregateResult) {
+    let rehearsals: Vec<&str> = a
+        .hosts
+        .iter()
+        .filter(|h| h.rehearsal)
+        .map(|h| h.name.as_str())
+        .collect();
     let _ = writeln!(
         m,
-        "# Aggregate {} test across {} servers\n",
+        "# Aggregate {} test across {} servers{}\n",
         a.test.name(),
-        a.hosts.len()
+        a.hosts.len(),
+        if rehearsals.is_empty() {
+            ""
+        } else {
+            " (REHEARSAL)"
+        }
     );
     let _ = writeln!(m, "## Test Summary\n\n| | |\n|---|---|");
     let _ = writeln!(m, "| Overall Test Result | {} |", verdict(a.verdict));
+    if !rehearsals.is_empty() {
+        let _ = writeln!(
+            m,
+            "| Rehearsal | {}: {} |",
+            crate::report::REHEARSAL_LINE,
+            rehearsals.join(", ")
+        );
+    }
     if !a.failing_hosts.is_empty() {
         let _ = writeln!(m, "| Failing servers | {} |", a.failing_hosts.join(", "));
     }
@@ -1268,11 +1294,20 @@ fn backup_section(m: &mut String, a: &AggregateResult) {
 /// A recovery test's table.
 fn recovery_table(m: &mut String, a: &AggregateResult) {
     if a.test == TestKind::Recovery {
+        // The soft-recovery test says what it generated beside what it replayed (only the
+        // generated files count toward ESRP's 500), as each host's report.md does.
+        let generated = a.hosts.iter().any(|h| {
+            h.totals
+                .recovery()
+                .is_some_and(|t| t.logs_generated.is_some())
+        });
         let _ = writeln!(
             m,
-            "\n## Transaction Log Recovery/Replay Performance\n\n| Server | Logs replayed | Recovery seconds | Average time to play one log file (sec) |\n|---|---:|---:|---:|"
+            "\n## Transaction Log Recovery/Replay Performance\n\n| Server |{} Logs replayed | Recovery seconds | Average time to play one log file (sec) |\n|---|{}---:|---:|---:|",
+            if generated { " Logs generated |" } else { "" },
+            if generated { "---:|" } else { "" }
         );
-        let (mut all, mut logs) = (Vec::new(), 0.0);
+        let (mut all, mut logs, mut generated_all) = (Vec::new(), 0.0, 0u64);
         for h in &a.hosts {
             let per_log: Vec<f64> = h
                 .instance_figures
@@ -1282,10 +1317,17 @@ fn recovery_table(m: &mut String, a: &AggregateResult) {
             let recovery = h.totals.recovery();
             let replayed = recovery.map_or(0.0, |t| t.logs_replayed as f64);
             logs += replayed;
+            let made = recovery.and_then(|t| t.logs_generated);
+            generated_all += made.unwrap_or(0);
             let _ = writeln!(
                 m,
-                "| {} | {replayed:.0} | {:.3} | {:.3} |",
+                "| {} |{} {replayed:.0} | {:.3} | {:.3} |",
                 h.name,
+                if generated {
+                    format!(" {} |", made.map_or_else(|| "-".into(), |n| n.to_string()))
+                } else {
+                    String::new()
+                },
                 recovery.map_or(0.0, |t| t.recovery_seconds),
                 mean(per_log.iter().copied())
             );
@@ -1293,7 +1335,12 @@ fn recovery_table(m: &mut String, a: &AggregateResult) {
         }
         let _ = writeln!(
             m,
-            "| **All servers** | {logs:.0} | | {:.3} |",
+            "| **All servers** |{} {logs:.0} | | {:.3} |",
+            if generated {
+                format!(" {generated_all} |")
+            } else {
+                String::new()
+            },
             mean(all.iter().copied())
         );
     }
