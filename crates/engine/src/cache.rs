@@ -1432,21 +1432,10 @@ impl CacheInner {
         AlignedBuf::zeroed_registered((pages * ps).min(MAX_IO_BYTES.max(ps)).max(bytes))
     }
 
-    /// Issues a flush pass's writes (see [`CacheInner::flush_pass_filtered`]); the caller
-    /// drains them.
-    fn issue_pass(
-        &self,
-        state: &mut FlushState,
-        clean_goal: usize,
-        older_than: Option<u64>,
-    ) -> Result<()> {
-        if state.queue.is_none() {
-            let queue =
-                open_write_queue(&self.file, self.config.write_back_depth, IoClass::DbWrite)
-                    .map_err(EngineError::from)?;
-            state.queue = Some(queue);
-        }
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    /// A flush pass's dirty frames sorted by page, `(page, frame)`, and the order its runs are
+    /// seeded in (indices into the first): clock order from `hand`, unreferenced frames first;
+    /// only frames first dirtied before `older_than` when given.
+    fn pass_order(&self, hand: u32, older_than: Option<u64>) -> (Vec<(u32, usize)>, Vec<usize>) {
         // The dirty frames, read without the map's mutex: every page access's lookup takes it,
         // and a scan of the whole frame table under it (thousands of frames) held sessions up
         // at every pass. A frame read here as dirty with some page may have changed since; each
@@ -1460,7 +1449,7 @@ impl CacheInner {
             })
             .collect();
         dirty.sort_unstable();
-        let start = state.hand as usize % allocated;
+        let start = hand as usize % allocated;
         // Seeds in clock order from the hand, unreferenced frames first (a snapshot of each
         // reference bit, read once): two walks over the frames instead of a sort of the dirty
         // ones by (referenced, clock distance), which gives the same order.
@@ -1491,6 +1480,25 @@ impl CacheInner {
             }
         }
         order.append(&mut referenced_ones);
+        (dirty, order)
+    }
+
+    /// Issues a flush pass's writes (see [`CacheInner::flush_pass_filtered`]); the caller
+    /// drains them.
+    fn issue_pass(
+        &self,
+        state: &mut FlushState,
+        clean_goal: usize,
+        older_than: Option<u64>,
+    ) -> Result<()> {
+        if state.queue.is_none() {
+            let queue =
+                open_write_queue(&self.file, self.config.write_back_depth, IoClass::DbWrite)
+                    .map_err(EngineError::from)?;
+            state.queue = Some(queue);
+        }
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        let (dirty, order) = self.pass_order(state.hand, older_than);
         let mut done = vec![false; dirty.len()];
         let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
         let ps = self.config.page_size;
