@@ -124,7 +124,7 @@ pub fn rules<'a>(job: &jetproof_job::Job, wipe: &'a [PathBuf]) -> DeviceRules<'a
 /// do not mistake it for another program.
 pub(crate) static HELD: std::sync::Mutex<Vec<DevNum>> = std::sync::Mutex::new(Vec::new());
 
-/// Is the device `dev` held exclusively by this process ([`hold_exclusive`])?
+/// Is the device `dev` held exclusively by this process ([`crate::raw::hold_exclusive`])?
 pub fn held_here(dev: DevNum) -> bool {
     HELD.lock().is_ok_and(|held| held.contains(&dev))
 }
