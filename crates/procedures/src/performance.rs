@@ -77,7 +77,7 @@ pub(crate) use crate::store::{EngineStore, require_clean};
 use attach::{attach, log_summary, shut_down};
 use measure::{control, measure};
 use pace::{CONTROL_HORIZON, CONTROL_MIN_TRANSACTIONS, CONTROL_TICK};
-pub use pace::{PACE_HEADROOM, PaceEstimator};
+pub use pace::{PACE_HEADROOM, PaceEstimator, WindowAccount};
 use phases::{background_maintenance, phases, replication_sender, with_sessions};
 use tuning::tune;
 
@@ -1138,11 +1138,11 @@ mod tests {
     #[test]
     fn pacing_reaches_the_target_where_the_storage_is_not_the_limit() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (mut job, backend) = setup(dir.path(), 2, "iops_per_mailbox = 2.0\n");
-        job.run.duration = jetproof_job::Span::secs(20);
+        let (mut job, backend) = setup(dir.path(), 2, "iops_per_mailbox = 10.0\n");
+        job.run.duration = jetproof_job::Span::secs(30);
         backend.configure(|c| c.added_latency = Duration::from_millis(1));
         let target = job.target_iops().expect("a target");
-        assert_eq!(target, 40.0);
+        assert_eq!(target, 200.0);
         let out =
             OutDir::prepare(Some(&dir.path().join("r")), TestKind::Performance).expect("out dir");
         let log = TestLog::create(&out.file("test.log"), false).expect("log");

@@ -26,6 +26,13 @@ pub(super) fn measure(run: &Run<'_>) -> Result<Measured, RunError> {
     }
     wait_for_start(run);
     let mut window = Window::open(run)?;
+    // Each instance's account of the window's I/Os against its aim (`WindowAccount`).
+    let opened = Instant::now();
+    let mut accounts: Vec<WindowAccount> = run
+        .attached
+        .iter()
+        .map(|a| WindowAccount::open(opened, transactional_ios(a)))
+        .collect();
     loop {
         let now = Instant::now();
         let elapsed = now.duration_since(window.started);
@@ -48,6 +55,7 @@ pub(super) fn measure(run: &Run<'_>) -> Result<Measured, RunError> {
             break;
         }
         control(run.attached, run.per_instance_target);
+        settle_accounts(run.attached, run.per_instance_target, &mut accounts);
         let until_next = window.next_sample.saturating_duration_since(Instant::now());
         std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
     }
@@ -719,7 +727,7 @@ pub(super) fn control(attached: &[Attached], per_instance_target: Option<f64>) {
         return;
     };
     for a in attached {
-        let ios = a.stats.class(IoClass::DbRead).count() + a.stats.class(IoClass::DbWrite).count();
+        let ios = transactional_ios(a);
         let transactions = a.load.counters.transactions();
         let Some(per_tx) = a
             .pace_estimator()
@@ -729,5 +737,30 @@ pub(super) fn control(attached: &[Attached], per_instance_target: Option<f64>) {
         };
         a.set_ios_per_transaction(per_tx);
         a.load.pacer.set_rate(Some(target * PACE_HEADROOM / per_tx));
+    }
+}
+
+/// An instance's transactional I/Os so far (database reads and writes).
+fn transactional_ios(a: &Attached) -> u64 {
+    a.stats.class(IoClass::DbRead).count() + a.stats.class(IoClass::DbWrite).count()
+}
+
+/// In the measured window, after [`control`]'s estimate: sets each instance's pacer to the
+/// transaction rate its account asks for (the I/O rate that brings the window's average to the
+/// aim, over the estimate of I/Os per transaction).
+fn settle_accounts(
+    attached: &[Attached],
+    per_instance_target: Option<f64>,
+    accounts: &mut [WindowAccount],
+) {
+    let Some(target) = per_instance_target else {
+        return;
+    };
+    let now = Instant::now();
+    for (a, account) in attached.iter().zip(accounts) {
+        let rate = account.rate(now, transactional_ios(a), target * PACE_HEADROOM);
+        if let Some(per_tx) = a.ios_per_transaction() {
+            a.load.pacer.set_rate(Some(rate / per_tx));
+        }
     }
 }
