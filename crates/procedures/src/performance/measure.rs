@@ -31,7 +31,7 @@ pub(super) fn measure(run: &Run<'_>) -> Result<Measured, RunError> {
     let mut accounts: Vec<WindowAccount> = run
         .attached
         .iter()
-        .map(|a| WindowAccount::open(opened, transactional_ios(a)))
+        .map(|a| WindowAccount::open(opened, transactional_ios(a), a.load.pacer.dropped()))
         .collect();
     loop {
         let now = Instant::now();
@@ -758,7 +758,12 @@ fn settle_accounts(
     };
     let now = Instant::now();
     for (a, account) in attached.iter().zip(accounts) {
-        let rate = account.rate(now, transactional_ios(a), target * PACE_HEADROOM);
+        let rate = account.rate(
+            now,
+            transactional_ios(a),
+            a.load.pacer.dropped(),
+            target * PACE_HEADROOM,
+        );
         if let Some(per_tx) = a.ios_per_transaction() {
             a.load.pacer.set_rate(Some(rate / per_tx));
         }

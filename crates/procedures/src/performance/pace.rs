@@ -27,11 +27,14 @@ pub const PACE_HEADROOM: f64 = 1.015;
 /// against the flushes that carry the writes (a few seconds apart), short against a window.
 pub(super) const CATCH_UP: Duration = Duration::from_secs(15);
 
-/// The most the account holds, as a share of `CATCH_UP`'s I/Os at the aim: the rate it asks for
-/// stays within 0.75 and 1.25 times the aim. What the storage could not do beyond that (a
-/// stall, a pulled path) is forgiven, not repaid: after a long stall the storage gets at most a
-/// quarter more than the aim for `CATCH_UP`, not a burst that would judge its recovery under
-/// far more than the target's load.
+/// The bound of the rate the account asks for, as a share of the aim: within 0.75 and 1.25
+/// times the aim. It is also the most of a shortfall the account holds, as a share of
+/// `CATCH_UP`'s I/Os at the aim, while the storage is the limit (the pacer drops turns: the
+/// sessions are more than its backlog behind): what the storage could not do beyond that (a
+/// stall, a pulled path) is forgiven, not repaid, so after a long stall the storage gets at most
+/// a quarter more than the aim for `CATCH_UP`, not a burst that would judge its recovery under
+/// far more than the target's load. A shortfall or a surplus while the storage keeps up (the
+/// flushes' timing, a wrong estimate) is never forgiven: it is what the account is for.
 pub(super) const CATCH_UP_LIMIT: f64 = 0.25;
 
 /// How slowly the account's gain learns a lasting bias (the time it takes a shortfall of a
@@ -45,55 +48,57 @@ pub(super) const GAIN_BOUNDS: (f64, f64) = (0.8, 1.25);
 /// The measured window's account of one instance: the transactional I/Os done since the window
 /// opened against the aim times the time elapsed. The pace estimate converts a rate of I/Os
 /// into a rate of transactions, and whatever it gets wrong (the I/Os a transaction costs vary,
-/// writes come in flushes, a loaded machine starts sessions late and the pacer drops their
-/// turns) shows in the account, which asks for the rate that brings the window's average back
-/// to the aim within `CATCH_UP` (the integral term a rate estimate alone lacks), times a gain
-/// that learns a lasting bias (so that the account need not hold a standing shortfall to
-/// correct it, which would leave the window's average short by that shortfall).
+/// writes come in flushes, a loaded machine starts sessions late) shows in the account, which
+/// asks for the rate that brings the window's average back to the aim within `CATCH_UP` (the
+/// integral term a rate estimate alone lacks), times a gain that learns a lasting bias (so that
+/// the account need not hold a standing shortfall to correct it, which would leave the window's
+/// average short by that shortfall).
 #[derive(Debug, Clone)]
 pub struct WindowAccount {
     opened: Instant,
     base_ios: u64,
-    /// I/Os forgiven (a shortfall, positive) or not counted against (a surplus, negative)
-    /// beyond `CATCH_UP_LIMIT`.
+    /// The shortfall forgiven while the storage was the limit, beyond `CATCH_UP_LIMIT`.
     forgiven: f64,
     gain: f64,
     last: Instant,
+    /// The pacer's dropped turns at the last call.
+    dropped: u64,
 }
 
 impl WindowAccount {
-    /// An account opened at `now` with the instance's transactional I/O count then.
-    pub fn open(now: Instant, ios: u64) -> WindowAccount {
+    /// An account opened at `now` with the instance's transactional I/O count and its pacer's
+    /// dropped turns then.
+    pub fn open(now: Instant, ios: u64, dropped: u64) -> WindowAccount {
         WindowAccount {
             opened: now,
             base_ios: ios,
             forgiven: 0.0,
             gain: 1.0,
             last: now,
+            dropped,
         }
     }
 
-    /// The transactional I/O rate to ask of the estimate at `now`, with `ios` done so far (the
-    /// same count as at opening), for the window's average to meet `aim` I/Os per second.
-    pub fn rate(&mut self, now: Instant, ios: u64, aim: f64) -> f64 {
+    /// The transactional I/O rate to ask of the estimate at `now`, with `ios` done and the
+    /// pacer's `dropped` turns so far (the same counts as at opening), for the window's average
+    /// to meet `aim` I/Os per second.
+    pub fn rate(&mut self, now: Instant, ios: u64, dropped: u64, aim: f64) -> f64 {
         let elapsed = now.saturating_duration_since(self.opened).as_secs_f64();
         let step = now.saturating_duration_since(self.last).as_secs_f64();
+        let behind = dropped > self.dropped;
         self.last = now;
+        self.dropped = dropped;
         let done = ios.saturating_sub(self.base_ios) as f64;
         let horizon = CATCH_UP.as_secs_f64();
         let cap = CATCH_UP_LIMIT * aim * horizon;
         let mut owed = aim * elapsed - done - self.forgiven;
-        let saturated = owed.abs() > cap;
-        if owed > cap {
+        if behind && owed > cap {
             self.forgiven += owed - cap;
             owed = cap;
-        } else if owed < -cap {
-            self.forgiven += owed + cap;
-            owed = -cap;
         }
-        // The gain learns only while the account is within its bounds: a stall must not leave
-        // it high for the recovery.
-        if !saturated && aim > 0.0 {
+        // The gain learns only from what the storage could do, and not from a single flush
+        // larger than the bound: a stall must not leave it high for the recovery.
+        if !behind && owed.abs() <= cap && aim > 0.0 {
             let learned = (owed / (aim * horizon)) * step / GAIN_HORIZON.as_secs_f64();
             self.gain = (self.gain * learned.exp()).clamp(GAIN_BOUNDS.0, GAIN_BOUNDS.1);
         }
@@ -164,32 +169,41 @@ mod tests {
     use super::*;
 
     /// The account asks for the aim when on track, more after a shortfall and less after a
-    /// surplus, never outside 0.75-1.25 times the aim, and forgets what lies beyond that.
+    /// surplus, never outside 0.75-1.25 times the aim; a shortfall while the pacer drops turns
+    /// (the storage is the limit) is forgiven beyond the bound, any other is repaid in full.
     #[test]
     fn the_window_account_repays_within_its_bounds() {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         // On track: 10 s at 100/s.
-        let mut account = WindowAccount::open(t0, 1_000);
-        assert!((account.rate(at(10), 2_000, 100.0) - 100.0).abs() < 1e-9);
+        let mut account = WindowAccount::open(t0, 1_000, 0);
+        assert!((account.rate(at(10), 2_000, 0, 100.0) - 100.0).abs() < 1e-9);
         // 150 short: repaid over 15 s (10/s more), and the gain has begun to learn.
-        let short = WindowAccount::open(t0, 1_000).rate(at(10), 1_850, 100.0);
+        let short = WindowAccount::open(t0, 1_000, 0).rate(at(10), 1_850, 0, 100.0);
         assert!(short > 110.0 && short < 115.0, "{short}");
         // 150 over: less.
-        let over = WindowAccount::open(t0, 1_000).rate(at(10), 2_150, 100.0);
+        let over = WindowAccount::open(t0, 1_000, 0).rate(at(10), 2_150, 0, 100.0);
         assert!(over < 90.0 && over > 85.0, "{over}");
-        // A stall: nothing done for 30 s. The rate is capped at 1.25 x and the rest forgiven...
-        let mut stalled = WindowAccount::open(t0, 0);
-        assert!((stalled.rate(at(30), 0, 100.0) - 125.0).abs() < 1e-9);
+        // A stall: nothing done for 30 s, the pacer dropping turns. The rate is capped at
+        // 1.25 x and the shortfall beyond 375 I/Os forgiven...
+        let mut stalled = WindowAccount::open(t0, 0, 0);
+        assert!((stalled.rate(at(30), 0, 40, 100.0) - 125.0).abs() < 1e-9);
         // ...so once the storage keeps up again, the account owes the cap's worth only (375
         // I/Os), not the 3,000 the stall cost: 20 s later, with those 375 repaid, it is square
-        // and asks for the aim (the gain did not learn while saturated).
-        assert!((stalled.rate(at(50), 2_375, 100.0) - 100.0).abs() < 1e-9);
-        // A surplus beyond the cap is forgotten the same way: 4,000 ahead at 10 s, 375 held;
-        // 10 s at 62.5/s later it is square.
-        let mut ahead = WindowAccount::open(t0, 0);
-        assert!((ahead.rate(at(10), 5_000, 100.0) - 75.0).abs() < 1e-9);
-        assert!((ahead.rate(at(20), 5_625, 100.0) - 100.0).abs() < 1e-9);
+        // and asks for the aim (the gain did not learn while behind).
+        assert!((stalled.rate(at(50), 2_375, 40, 100.0) - 100.0).abs() < 1e-9);
+        // The same shortfall while the pacer dropped nothing (the estimate was wrong, the
+        // writes had not come yet) is kept: still 3,000 owed at 30 s, asked at the bound, and
+        // 20 s of 125/s later 2,500 are still owed.
+        let mut late = WindowAccount::open(t0, 0, 0);
+        assert!((late.rate(at(30), 0, 0, 100.0) - 125.0).abs() < 1e-9);
+        assert!((late.rate(at(50), 2_500, 0, 100.0) - 125.0).abs() < 1e-9);
+        // A surplus is never forgiven: 4,000 ahead at 10 s, asked at the floor until worked
+        // off (10 s of 62.5/s later, 3,625 ahead: still the floor).
+        let mut ahead = WindowAccount::open(t0, 0, 0);
+        assert!((ahead.rate(at(10), 5_000, 0, 100.0) - 75.0).abs() < 1e-9);
+        assert!((ahead.rate(at(20), 5_625, 0, 100.0) - 75.0).abs() < 1e-9);
+        assert!((ahead.rate(at(60), 6_000, 0, 100.0) - 100.0).abs() < 1e-9);
     }
 
     /// A closed loop over a bursty plant, the case the account is for: each transaction costs
@@ -203,7 +217,7 @@ mod tests {
         let t0 = Instant::now();
         let aim = 100.0;
         let simulate = |estimate: f64, kept: f64, with_account: bool| {
-            let mut account = WindowAccount::open(t0, 0);
+            let mut account = WindowAccount::open(t0, 0, 0);
             let (mut ios, mut dirty, mut tx_rate) = (0.0f64, 0.0f64, aim / estimate);
             let dt = 0.1;
             let steps = 1_200; // 120 s
@@ -217,7 +231,7 @@ mod tests {
                     dirty = 0.0;
                 }
                 if with_account && step % 5 == 0 {
-                    tx_rate = account.rate(now, ios as u64, aim) / estimate;
+                    tx_rate = account.rate(now, ios as u64, 0, aim) / estimate;
                 }
             }
             ios / (steps as f64 * dt) / aim
