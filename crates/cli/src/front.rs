@@ -61,6 +61,7 @@ impl Front for RunFront<'_> {
             job: self.job.clone(),
             out: self.out.map(|o| o.join("init")),
             recreate: false,
+            if_missing: false,
             allow_foreign_files: false,
             wipe_device: Vec::new(),
             quiet: self.quiet,

@@ -162,3 +162,73 @@ fn sigterm_during_init_stops_it_and_the_next_init_finishes() {
     assert!(!partial(dir.path(), 1).exists());
     assert!(database(dir.path(), 2).exists());
 }
+
+/// `init --if-missing` (issue 32: the playbook inits "where missing" whatever the job's paths):
+/// with every database there it does nothing (exit 0, says so, no results folder, databases
+/// untouched); with one removed it makes that one only; with one that the job would not make
+/// (another size) it refuses before any write, keeping it, and it cannot be combined with
+/// `--recreate`.
+#[test]
+fn init_if_missing_makes_only_what_is_missing_and_refuses_what_differs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = job(dir.path(), 2, "8MiB");
+    jetproof(dir.path())
+        .args(["init", &job, "--if-missing", "--quiet", "--out", "first"])
+        .assert()
+        .success();
+    let modified = |n| {
+        std::fs::metadata(database(dir.path(), n))
+            .and_then(|m| m.modified())
+            .expect("mtime")
+    };
+    let (db1, db2) = (modified(1), modified(2));
+    jetproof(dir.path())
+        .args(["init", &job, "--if-missing", "--quiet", "--out", "second"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "all 2 database(s) of the job are there",
+        ));
+    assert!(!dir.path().join("second").exists());
+    assert_eq!((modified(1), modified(2)), (db1, db2));
+    std::fs::remove_file(database(dir.path(), 2)).expect("rm");
+    jetproof(dir.path())
+        .args(["init", &job, "--if-missing", "--quiet", "--out", "third"])
+        .assert()
+        .success();
+    assert_eq!(modified(1), db1, "db1 was kept");
+    assert!(database(dir.path(), 2).is_file(), "db2 was made");
+    // The job now asks for larger databases: the ones there are not what it would make.
+    let bigger = with_size(&job, "16MiB");
+    jetproof(dir.path())
+        .args([
+            "init",
+            &bigger,
+            "--if-missing",
+            "--quiet",
+            "--out",
+            "fourth",
+        ])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("--if-missing keeps it")
+                .and(predicate::str::contains("the job's databases are 16MiB")),
+        );
+    assert_eq!(modified(1), db1, "db1 was kept");
+    jetproof(dir.path())
+        .args(["init", &job, "--if-missing", "--recreate"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
+}
+
+/// A copy of the job file `job` beside it with databases of `size`.
+fn with_size(job: &str, size: &str) -> String {
+    let text = std::fs::read_to_string(job).expect("job");
+    let (before, after) = text.split_once("db_size = \"").expect("db_size");
+    let rest = after.split_once('"').expect("quote").1;
+    let path = format!("{job}-{size}.toml");
+    std::fs::write(&path, format!("{before}db_size = \"{size}\"{rest}")).expect("job");
+    path
+}

@@ -201,11 +201,21 @@ pub use jetproof_storage::target::is_resumable;
 /// (init renames it into place only then), of the job's page size, and of the job's size (the
 /// fill ends at most one extent past it).
 fn check_resumable(job: &Job, first: &Instance) -> Result<(), BadInput> {
+    check_complete(
+        job,
+        first,
+        "exists and other databases of the job do not, as an interrupted init leaves them, but",
+    )
+}
+
+/// Checks that the database of `instance` is one the job would have made (see
+/// [`check_resumable`]); `context` opens the refusal after the path.
+fn check_complete(job: &Job, first: &Instance, context: &str) -> Result<(), BadInput> {
     let refuse = |why: String| {
         jetproof_storage::bad(
             "--recreate",
             format!(
-                "{} exists and other databases of the job do not, as an interrupted init leaves them, but {why}; pass --recreate to make every database anew",
+                "{} {context} {why}; pass --recreate to make every database anew",
                 first.database_path.display()
             ),
         )
@@ -241,6 +251,39 @@ fn check_resumable(job: &Job, first: &Instance) -> Result<(), BadInput> {
         )));
     }
     Ok(())
+}
+
+/// `init --if-missing`: are all the job's databases there already, each one the job would have
+/// made (closed cleanly, of the job's page size and size)? `Ok(false)` when one or more are
+/// missing (init then makes those and keeps the others, as it finishes an interrupted init); a
+/// database that is there but is not one the job would have made is refused (exit 2, with why
+/// and `--recreate`), as a resumed init refuses it. A database on a block device is there when
+/// the device holds a jetproof database header; a device without one is missing.
+pub fn all_present(job: &Job) -> Result<bool, InitError> {
+    let instances = job.instances();
+    let mut present = 0;
+    for instance in &instances {
+        let path = &instance.database_path;
+        let there = if jetproof_storage::marks::is_block_device(path) {
+            holds_database_header(path)
+        } else {
+            path.symlink_metadata().is_ok()
+        };
+        if there {
+            check_complete(job, instance, "exists (--if-missing keeps it) but")?;
+            present += 1;
+        }
+    }
+    Ok(present == instances.len())
+}
+
+/// Does the device at `path` start with a jetproof database header?
+fn holds_database_header(path: &Path) -> bool {
+    let backend = jetproof_io::std_backend::StdBackend::new();
+    backend
+        .open(path, &OpenOptions::read_only().buffered())
+        .ok()
+        .is_some_and(|file| jetproof_engine::DbHeader::read(file.as_ref()).is_ok())
 }
 
 /// Creates and fills the job's databases. One that fails after its checks (a full disk, a

@@ -20,6 +20,11 @@ pub struct Args {
     /// Replace databases that jetproof made earlier (never anything else).
     #[arg(long)]
     pub recreate: bool,
+    /// Make only the databases that are missing: when every database of the job is already one
+    /// the job would have made (closed cleanly, its page size and size), do nothing and exit 0;
+    /// when some are, keep them and make the rest. One that is there but differs is refused.
+    #[arg(long, conflicts_with = "recreate")]
+    pub if_missing: bool,
     /// Place jetproof's files in directories that hold other files (those are never touched).
     #[arg(long)]
     pub allow_foreign_files: bool,
@@ -54,6 +59,14 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     // targets are checked once before anything is made (bad input costs nothing), and again by
     // `init` under the lock, where no other command can change them any more.
     lock::refuse_if_written(&job).map_err(CliError::bad_input)?;
+    if args.if_missing && jetproof_procedures::init::all_present(&job).map_err(init_error)? {
+        errln!(
+            "jetproof: init --if-missing: all {} database(s) of the job are there, each as the job would make it; nothing to do",
+            job.instances().len()
+        );
+        let owner = lock::lock_for_init(&job, command).map_err(CliError::bad_input)?;
+        return Ok((Outcome::Pass, owner));
+    }
     jetproof_procedures::init::preflight(&job, &permissions).map_err(init_error)?;
     crate::common::warn_memory(&job);
     let selected = select_backend(&job)?;
