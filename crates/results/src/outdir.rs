@@ -53,8 +53,9 @@ pub enum OutDirError {
     },
 }
 
-/// Writes `bytes` to `path` atomically: into `.<name>.tmp` beside it, then renamed into place,
-/// so a reader finds the old file or the new one, never half of one. The one writer of every
+/// Writes `bytes` to `path` atomically and durably: into `.<name>.tmp` beside it, synced, then
+/// renamed into place and the directory synced, so a reader (after a crash too) finds the old
+/// file or the new one, never half of one. The one writer of every
 /// document that is replaced whole (`result.json`, an aggregate's, `sweep.*`). Nothing jetproof
 /// did not create is overwritten or written through: a `path` or temporary that exists as
 /// anything but a regular file (a symbolic link, a directory, a device) is refused, and the
@@ -96,8 +97,27 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&temporary)?;
     file.write_all(bytes)?;
+    // Durable before it is visible: renamed unsynced, a crash could leave the new name on an
+    // empty or partial file (ext4 and XFS may commit the rename before the data), the very
+    // half-file the rename is there to prevent. The directory is synced after, so the new
+    // name itself survives.
+    file.sync_data()?;
     drop(file);
-    std::fs::rename(&temporary, path)
+    std::fs::rename(&temporary, path)?;
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(directory)?.sync_all()
+}
+
+/// Is `name` the temporary [`write_atomically`] writes a result file through (`.result.json.tmp`
+/// and the like)? A crash between its write and its rename leaves one behind; the next run
+/// replaces it (a link there is still refused).
+fn is_own_temporary(name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .is_some_and(|file| RESULT_FILES.contains(&file))
 }
 
 #[derive(Clone, Debug)]
@@ -139,7 +159,7 @@ impl OutDir {
             })?;
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().to_string();
-                if !RESULT_FILES.contains(&name.as_str()) {
+                if !RESULT_FILES.contains(&name.as_str()) && !is_own_temporary(&name) {
                     return Err(OutDirError::Foreign { path, entry: name });
                 }
                 // A writer here follows links: one at a result file's name is refused.
@@ -227,6 +247,21 @@ mod tests {
         OutDir::prepare(Some(&out), TestKind::Init).expect("new dir");
         std::fs::write(out.join("result.json"), "{}").expect("write");
         OutDir::prepare(Some(&out), TestKind::Init).expect("own files are fine");
+    }
+
+    /// A crash between a result's write and its rename leaves `.result.json.tmp`: the folder
+    /// is still jetproof's, and the next run replaces it; any other hidden file is foreign.
+    #[test]
+    fn a_leftover_temporary_of_a_result_file_is_ours() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("r");
+        std::fs::create_dir_all(&out).expect("mkdir");
+        std::fs::write(out.join("result.json"), "{}").expect("result");
+        std::fs::write(out.join(".result.json.tmp"), "{").expect("leftover");
+        OutDir::prepare(Some(&out), TestKind::Performance).expect("accepted");
+        std::fs::write(out.join(".notes.tmp"), "mine").expect("foreign");
+        let err = OutDir::prepare(Some(&out), TestKind::Performance).expect_err("refused");
+        assert!(err.to_string().contains(".notes.tmp"), "{err}");
     }
 
     #[test]
