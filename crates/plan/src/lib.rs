@@ -3,9 +3,10 @@
 //! volume sizes, back-end IOPS after the RAID write penalty, and the disks needed — plus a job
 //! file for one server that `init` and `run` read unchanged.
 //!
-//! This crate does no I/O. Every figure is computed once, in [`plan`], and recorded as a
-//! [`Step`] (what, formula, figure) in the order it was computed, so the printed arithmetic is the
-//! arithmetic that ran, never a separate rendering of it. The formulas and their sources (the
+//! This crate does no I/O. Every figure is computed once, in [`plan`] (which runs the sizing's
+//! steps in order, one function per section, in `steps.rs`), and recorded as a [`Step`] (what,
+//! formula, figure) in the order it was computed, so the printed arithmetic is the arithmetic
+//! that ran, never a separate rendering of it. The formulas and their sources (the
 //! reference ESRP and Jetstress reports, Microsoft's sizing guidance) are in `docs/plan.md`.
 //!
 //! Rounding rules, stated once: IOPS are kept to two decimals (so 0.15 × 1.2 × 2,550 prints 459,
@@ -16,10 +17,12 @@
 
 pub mod job_file;
 pub mod render;
+mod steps;
 pub mod tables;
 
 use jetproof_job::{ByteSize, Job, Threads};
 use serde::{Serialize, Serializer};
+use steps::Sizing;
 
 pub use tables::{DiskKind, ExchangeVersion, RaidLevel};
 
@@ -669,755 +672,79 @@ fn validate_overheads(inputs: &PlanInputs) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// Records steps as they are computed.
-struct Steps(Vec<Step>);
-
-impl Steps {
-    fn push(&mut self, description: &str, formula: String, figure: String) {
-        self.0.push(Step {
-            description: description.to_string(),
-            formula,
-            figure,
-        });
-    }
-}
-
-/// Sizes the solution. Validates first; every figure is recorded as a step.
+/// Sizes the solution. Validates first; then runs the steps of the sizing in order (in
+/// `steps.rs`, one function per section), every figure recorded as a step.
 pub fn plan(inputs: &PlanInputs) -> Result<Plan, PlanError> {
     validate(inputs)?;
-    let mut steps = Steps(Vec::new());
-    let mut notes = Vec::new();
-    let version = inputs
-        .exchange_version
-        .unwrap_or(ExchangeVersion::Exchange2013);
-    let copies = inputs.copies_per_database;
-
-    // IOPS per mailbox: given, or from the version's table.
-    let table = inputs
-        .messages_per_day
-        .and_then(|m| tables::iops_per_mailbox(version, m, copies));
-    let (iops_base, iops_source) = match (inputs.iops_per_mailbox, &table) {
-        (Some(iops), Some(figure)) => {
-            notes.push(format!(
-                "--iops-per-mailbox {} is used; the {} gives {} for this profile",
-                format_number(iops),
-                figure.row,
-                format_number(figure.value)
-            ));
-            (iops, "given with --iops-per-mailbox".to_string())
-        }
-        (Some(iops), None) => (iops, "given with --iops-per-mailbox".to_string()),
-        (None, Some(figure)) => (figure.value, format!("{} ({})", figure.row, figure.source)),
-        (None, None) => {
-            // validate() refuses this combination; kept as an error, not a panic.
-            return Err(invalid(
-                "--messages-per-day",
-                "has no row in the table",
-                "give --iops-per-mailbox",
-            ));
-        }
-    };
-    steps.push(
-        "IOPS per mailbox before headroom",
-        iops_source.clone(),
-        format_number(iops_base),
-    );
-    let iops = round_to(iops_base * (1.0 + inputs.headroom_percent / 100.0), 6);
-    steps.push(
-        "IOPS per mailbox with headroom",
-        format!(
-            "{} × (1 + {}%)",
-            format_number(iops_base),
-            format_number(inputs.headroom_percent)
-        ),
-        format_number(iops),
-    );
-
-    // Mailboxes.
-    let per_server = inputs.mailboxes.div_ceil(inputs.servers);
-    steps.push(
-        "Mailboxes per server",
-        format!(
-            "{} mailboxes / {} servers{}",
-            format_number(inputs.mailboxes as f64),
-            inputs.servers,
-            if inputs.mailboxes.is_multiple_of(inputs.servers) {
-                ""
-            } else {
-                ", rounded up (the busiest server)"
-            }
-        ),
-        format_number(per_server as f64),
-    );
-    if !inputs.mailboxes.is_multiple_of(inputs.servers) {
-        notes.push(format!(
-            "{} mailboxes do not divide evenly over {} servers: the busiest server carries {per_server}, and the per-server figures and the job file are for it",
-            inputs.mailboxes, inputs.servers
-        ));
-    }
-    // Whole mailboxes, rounded up: every database is sized for the most it holds. The Lenovo
-    // report sizes 750 / 4 as 188; Infortrend's prints 1,000 / 3 as 333 (rounded down), but its
-    // databases must still hold 334 between them, so the plan says 334 and notes the division.
-    let per_database = per_server.div_ceil(inputs.databases_per_server);
-    let largest_database = per_database;
-    let even = per_server.is_multiple_of(inputs.databases_per_server);
-    steps.push(
-        "Mailboxes per database",
-        format!(
-            "{} / {} databases{}",
-            format_number(per_server as f64),
-            inputs.databases_per_server,
-            if even {
-                ""
-            } else {
-                ", rounded up to whole mailboxes"
-            }
-        ),
-        format_number(per_database as f64),
-    );
-    if !even {
-        notes.push(format!(
-            "{} mailboxes per server do not divide into {} databases ({}): each database is sized for {per_database} whole mailboxes, rounded up (the Lenovo ESRP report sizes 750 / 4 as 188)",
-            per_server,
-            inputs.databases_per_server,
-            format_number(round_to(per_server as f64 / inputs.databases_per_server as f64, 2))
-        ));
-    }
-
-    // Target transactional IOPS.
-    let target_server = round_to(per_server as f64 * iops, 2);
-    steps.push(
-        "Target transactional IOPS per server",
-        format!(
-            "{} mailboxes × {}",
-            format_number(per_server as f64),
-            format_number(iops)
-        ),
-        format_number(target_server),
-    );
-    let target_database = round_to(largest_database as f64 * iops, 2);
-    steps.push(
-        "Target transactional IOPS per database",
-        format!(
-            "{} mailboxes × {}",
-            format_number(largest_database as f64),
-            format_number(iops)
-        ),
-        format_number(target_database),
-    );
-    let target_total = round_to(inputs.mailboxes as f64 * iops, 2);
-    steps.push(
-        "Target transactional IOPS in total",
-        format!(
-            "{} mailboxes × {}",
-            format_number(inputs.mailboxes as f64),
-            format_number(iops)
-        ),
-        format_number(target_total),
-    );
-
-    // Back-end IOPS after the RAID write penalty (HP EVA8000 report, Appendix A).
-    let read_percent = inputs.read_percent;
-    let write_percent = inputs.write_percent.unwrap_or(100.0 - read_percent);
-    if read_percent + write_percent < 100.0 {
-        notes.push(format!(
-            "read and write shares sum to {}%: {}% of the I/O is not counted (HP's Appendix A does the same with 66/33)",
-            format_number(read_percent + write_percent),
-            format_number(100.0 - read_percent - write_percent)
-        ));
-    }
-    let penalty = inputs.raid.write_penalty();
-    let reads_total = round_to(target_total * read_percent / 100.0, 2);
-    let writes_total = round_to(target_total * write_percent / 100.0, 2);
-    steps.push(
-        "Reads and writes per second in total",
-        format!(
-            "{} × {}% reads; {} × {}% writes",
-            format_number(target_total),
-            format_number(read_percent),
-            format_number(target_total),
-            format_number(write_percent)
-        ),
-        format!(
-            "{} reads + {} writes",
-            format_number(reads_total),
-            format_number(writes_total)
-        ),
-    );
-    let backend = |target: f64| {
-        round_to(
-            target * read_percent / 100.0 + f64::from(penalty) * target * write_percent / 100.0,
-            2,
-        )
-    };
-    let backend_total = backend(target_total);
-    steps.push(
-        "Back-end IOPS in total (RAID write penalty)",
-        format!(
-            "({} × {}%) + ({penalty} × ({} × {}%)) for {}",
-            format_number(target_total),
-            format_number(read_percent),
-            format_number(target_total),
-            format_number(write_percent),
-            inputs.raid
-        ),
-        format_number(backend_total),
-    );
-    let backend_server = backend(target_server);
-    steps.push(
-        "Back-end IOPS per server",
-        format!(
-            "({} × {}%) + ({penalty} × ({} × {}%))",
-            format_number(target_server),
-            format_number(read_percent),
-            format_number(target_server),
-            format_number(write_percent)
-        ),
-        format_number(backend_server),
-    );
-
-    let (disk_iops, disk_source) = match (inputs.disk_iops, inputs.disk_kind) {
-        (Some(disk), _) => (disk, "given with --disk-iops".to_string()),
-        (None, Some(kind)) => (
-            kind.typical_iops(),
-            format!("typical for {kind}, from --disk-kind; measure with `jetproof probe`"),
-        ),
-        (None, None) => {
-            let kind = DiskKind::Rpm7200;
-            notes.push(format!(
-                "no --disk-iops: the typical figure of a {kind} disk ({}) is assumed; measure yours with `jetproof probe`",
-                format_number(kind.typical_iops())
-            ));
-            (
-                kind.typical_iops(),
-                format!("assumed: typical for {kind}, the most conservative kind"),
-            )
-        }
-    };
-    steps.push(
-        "IOPS per disk",
-        disk_source.clone(),
-        format_number(disk_iops),
-    );
-    let disks_for = |backend: f64| -> u64 {
-        // Rounded before the ceiling so 6,600 / 150 is 44, not 45 by float noise.
-        let disks = round_to(backend / disk_iops, 6).ceil();
-        let disks = if disks >= u64::MAX as f64 {
-            u64::MAX
-        } else {
-            disks as u64
-        };
-        disks.max(inputs.raid.minimum_disks())
-    };
-    let disks_total = disks_for(backend_total);
-    steps.push(
-        "Disks needed for IOPS in total",
-        format!(
-            "{} back-end IOPS / {} IOPS per disk, rounded up (at least {} for {})",
-            format_number(backend_total),
-            format_number(disk_iops),
-            inputs.raid.minimum_disks(),
-            inputs.raid
-        ),
-        format_number(disks_total as f64),
-    );
-    let disks_server = disks_for(backend_server);
-    steps.push(
-        "Disks needed for IOPS per server",
-        format!(
-            "{} / {}, rounded up",
-            format_number(backend_server),
-            format_number(disk_iops)
-        ),
-        format_number(disks_server as f64),
-    );
-    let backend_copies = round_to(backend_total * f64::from(copies), 2);
-    let disks_copies = disks_for(backend_copies);
-    if copies > 1 {
-        steps.push(
-            "Back-end IOPS and disks if all copies share the storage",
-            format!(
-                "{} × {copies} copies; / {} per disk",
-                format_number(backend_total),
-                format_number(disk_iops)
-            ),
-            format!(
-                "{} IOPS, {} disks",
-                format_number(backend_copies),
-                format_number(disks_copies as f64)
-            ),
-        );
-    }
-
-    // Capacity (Microsoft, "Understanding Mailbox Database and Log Capacity Factors").
-    let quota = inputs.mailbox_size.bytes() as f64;
-    let message = inputs.message_size.bytes() as f64;
-    let messages = inputs.messages_per_day;
-    let white_space = match (inputs.overheads.white_space, messages) {
-        (false, _) => {
-            steps.push(
-                "White space per mailbox",
-                "switched off (--no-white-space)".to_string(),
-                "0".to_string(),
-            );
-            0.0
-        }
-        (true, None) => {
-            notes.push(
-                "white space is one day of messages: give --messages-per-day to count it"
-                    .to_string(),
-            );
-            steps.push(
-                "White space per mailbox",
-                "needs --messages-per-day; not counted".to_string(),
-                "0".to_string(),
-            );
-            0.0
-        }
-        (true, Some(m)) => {
-            let bytes = f64::from(m) * message;
-            steps.push(
-                "White space per mailbox",
-                format!(
-                    "{m} messages/day × {}",
-                    format_bytes(inputs.message_size.bytes())
-                ),
-                format_bytes(to_bytes(bytes)),
-            );
-            bytes
-        }
-    };
-    let retention = if inputs.overheads.deleted_item_retention {
-        let days = f64::from(inputs.deleted_item_retention_days);
-        let deleted = messages.map_or(0.0, |m| f64::from(m) * message * days);
-        let bytes = deleted + quota * 0.012 + quota * 0.058;
-        let formula = match messages {
-            Some(m) => format!(
-                "{m} messages/day × {} × {} days + quota × 1.2% + quota × 5.8%",
-                format_bytes(inputs.message_size.bytes()),
-                inputs.deleted_item_retention_days
-            ),
-            None => "quota × 1.2% + quota × 5.8% (give --messages-per-day to add the retention window's messages)".to_string(),
-        };
-        steps.push(
-            "Deleted item retention (Recoverable Items) per mailbox",
-            formula,
-            format_bytes(to_bytes(bytes)),
-        );
-        bytes
-    } else {
-        steps.push(
-            "Deleted item retention (Recoverable Items) per mailbox",
-            "switched off (--no-deleted-item-retention)".to_string(),
-            "0".to_string(),
-        );
-        0.0
-    };
-    let on_disk = quota + white_space + retention;
-    steps.push(
-        "Mailbox size on disk",
-        format!(
-            "quota {} + white space {} + retention {}",
-            format_bytes(inputs.mailbox_size.bytes()),
-            format_bytes(to_bytes(white_space)),
-            format_bytes(to_bytes(retention))
-        ),
-        format_bytes(to_bytes(on_disk)),
-    );
-    let database = largest_database as f64 * on_disk;
-    steps.push(
-        "Database size",
-        format!(
-            "{} mailboxes × {}",
-            format_number(largest_database as f64),
-            format_bytes(to_bytes(on_disk))
-        ),
-        format_bytes(to_bytes(database)),
-    );
-    let index_percent = if inputs.overheads.content_index {
-        inputs
-            .content_index_percent
-            .unwrap_or(version.content_index_percent())
-    } else {
-        0.0
-    };
-    let index = percent_of(database, index_percent);
-    steps.push(
-        "Content index",
-        if inputs.overheads.content_index {
-            format!(
-                "database × {}% ({})",
-                format_number(index_percent),
-                if inputs.content_index_percent.is_some() {
-                    "given".to_string()
-                } else {
-                    format!("Exchange {version}")
-                }
-            )
-        } else {
-            "switched off (--no-content-index)".to_string()
-        },
-        format_bytes(to_bytes(index)),
-    );
-    let free = if inputs.overheads.free_space_reserve {
-        inputs.free_space_percent
-    } else {
-        0.0
-    };
-    let reserve = |bytes: f64| bytes / (1.0 - free / 100.0);
-    let database_volume = reserve(database + index);
-    steps.push(
-        "Database volume",
-        if inputs.overheads.free_space_reserve {
-            format!(
-                "(database + content index) / (1 - {}% free space)",
-                format_number(free)
-            )
-        } else {
-            "database + content index (free space reserve switched off)".to_string()
-        },
-        format_bytes(to_bytes(database_volume)),
-    );
-    // The log volume by the Exchange calculator's rule (Microsoft, *Understanding Mailbox
-    // Database and Log Capacity Factors*; docs/plan.md, section 8): the logs a database's
-    // mailboxes write in the days truncation may stop, plus the logs of a week's mailbox moves,
-    // with the free-space reserve. Its inputs: the messages per day (given, or the profile the
-    // IOPS per mailbox is in the version's table), the log file size and the retention days.
-    let log_file_bytes = inputs
-        .log_file_size
-        .map_or(tables::log_file_bytes(version), ByteSize::bytes);
-    let log_messages = match messages {
-        Some(m) => Some((m, "given with --messages-per-day".to_string())),
-        None => tables::messages_for_iops(version, iops_base, copies).map(|m| {
-            (
-                m,
-                format!(
-                    "the {m} messages/day row: the first whose IOPS per mailbox in the {version} table is at least {}",
-                    format_number(iops_base)
-                ),
-            )
-        }),
-    };
-    let by_rule = log_messages
-        .as_ref()
-        .and_then(|(m, why)| tables::log_files_per_mailbox_per_day(*m).map(|l| (*m, l, why)));
-    let log_volume = match (inputs.log_volume_percent, by_rule) {
-        (Some(percent), _) => {
-            let bytes = percent_of(database_volume, percent);
-            steps.push(
-                "Log volume",
-                format!(
-                    "database volume × {}% (--log-volume-percent; Hitachi's best practice: at least 10%)",
-                    format_number(percent)
-                ),
-                format_bytes(to_bytes(bytes)),
-            );
-            bytes
-        }
-        (None, Some((m, logs, why))) => {
-            let days = f64::from(inputs.log_truncation_failure_days);
-            let daily = largest_database as f64 * logs as f64 * log_file_bytes as f64;
-            let moves = percent_of(largest_database as f64, inputs.mailbox_move_percent) * quota;
-            let bytes = reserve(daily * days + moves);
-            if messages.is_none() {
-                notes.push(format!(
-                    "the log volume assumes {m} messages per day ({why}); give --messages-per-day for your profile"
-                ));
-            }
-            steps.push(
-                "Log volume",
-                format!(
-                    "({} mailboxes × {logs} logs/day ({m} messages/day) × {} per log × {} days + {}% of mailboxes moved × quota) / (1 - {}% free)",
-                    format_number(largest_database as f64),
-                    format_bytes(log_file_bytes),
-                    inputs.log_truncation_failure_days,
-                    format_number(inputs.mailbox_move_percent),
-                    format_number(free)
-                ),
-                format_bytes(to_bytes(bytes)),
-            );
-            bytes
-        }
-        (None, None) => {
-            let bytes = database_volume * 0.10;
-            steps.push(
-                "Log volume",
-                "database volume × 10% (no message profile: the IOPS per mailbox is beyond the version's table; Hitachi's ratio, 175 GB log LU per 1,750 GB database LU; give --messages-per-day for Microsoft's log formula)".to_string(),
-                format_bytes(to_bytes(bytes)),
-            );
-            bytes
-        }
-    };
-    let databases_all = inputs.servers as f64 * inputs.databases_per_server as f64;
-    let storage_total = (database_volume + log_volume) * databases_all * f64::from(copies);
-    steps.push(
-        "Storage for every copy of every database",
-        format!(
-            "(database volume + log volume) × {} servers × {} databases × {copies} copies",
-            inputs.servers, inputs.databases_per_server
-        ),
-        format_bytes(to_bytes(storage_total)),
-    );
-
-    // Disks for capacity: one copy of every database on the storage under test, the database
-    // volumes and the log volumes each on disks of their own (both reference solutions keep
-    // them apart), counted in whole RAID groups.
-    let group_disks = inputs
-        .raid_group_disks
-        .unwrap_or(inputs.raid.default_group_disks());
-    let data_disks = inputs.raid.data_disks(group_disks).unwrap_or(1).max(1);
-    let group_usable = inputs
-        .disk_size
-        .map(|size| size.bytes().saturating_mul(u64::from(data_disks)));
-    let groups_for = |bytes: f64, usable: u64| -> u64 {
-        let groups = round_to(bytes / usable as f64, 6).ceil();
-        let groups = if groups >= u64::MAX as f64 {
-            u64::MAX
-        } else {
-            groups as u64
-        };
-        groups.saturating_mul(u64::from(group_disks))
-    };
-    let database_pool = database_volume * databases_all;
-    let log_pool = log_volume * databases_all;
-    let per_server_pool = database_volume * inputs.databases_per_server as f64;
-    let (capacity_total, capacity_server, log_disks) = match (inputs.disk_size, group_usable) {
-        (Some(size), Some(usable)) => {
-            let group_text = format!(
-                "{group_disks} disks per group ({data_disks} of data{})",
-                if inputs.raid_group_disks.is_some() {
-                    ""
-                } else {
-                    ", the level's common width: give --raid-group-disks"
-                }
-            );
-            steps.push(
-                "Usable capacity of one RAID group",
-                format!(
-                    "{data_disks} data disks × {} for {} with {group_text}",
-                    format_bytes(size.bytes()),
-                    inputs.raid
-                ),
-                format_bytes(usable),
-            );
-            let database_disks = groups_for(database_pool, usable);
-            steps.push(
-                "Disks needed for capacity (database volumes, one copy)",
-                format!(
-                    "{} database volume × {} databases / {} per group, rounded up to whole groups × {group_disks}",
-                    format_bytes(to_bytes(database_volume)),
-                    format_number(databases_all),
-                    format_bytes(usable)
-                ),
-                format_number(database_disks as f64),
-            );
-            let log_disks = groups_for(log_pool, usable);
-            steps.push(
-                "Log disks needed for capacity (log volumes, one copy)",
-                format!(
-                    "{} log volume × {} databases / {} per group, rounded up to whole groups × {group_disks}",
-                    format_bytes(to_bytes(log_volume)),
-                    format_number(databases_all),
-                    format_bytes(usable)
-                ),
-                format_number(log_disks as f64),
-            );
-            (
-                Some(database_disks),
-                Some(groups_for(per_server_pool, usable)),
-                Some(log_disks),
-            )
-        }
-        _ => {
-            notes.push(
-                "no --disk-size: disks are counted for IOPS only; give the capacity of one disk to count them for capacity too".to_string(),
-            );
-            (None, None, None)
-        }
-    };
-    let disks_iops_total = disks_total;
-    let disks_total = disks_total.max(capacity_total.unwrap_or(0));
-    let disks_server = disks_server.max(capacity_server.unwrap_or(0));
-    let disks_copies = disks_copies.max(
-        capacity_total
-            .map(|d| d.saturating_mul(u64::from(copies)))
-            .unwrap_or(0),
-    );
-    if let Some(capacity) = capacity_total {
-        steps.push(
-            "Disks needed (the larger of IOPS and capacity)",
-            format!(
-                "max({} for IOPS, {} for capacity): {}-bound",
-                format_number(disks_iops_total as f64),
-                format_number(capacity as f64),
-                if capacity > disks_iops_total {
-                    "capacity"
-                } else {
-                    "IOPS"
-                }
-            ),
-            format_number(disks_total as f64),
-        );
-        if !disks_total.is_multiple_of(u64::from(group_disks)) {
-            notes.push(format!(
-                "{disks_total} disks is not a whole number of {group_disks}-disk RAID groups: the IOPS count is HP's, not rounded to groups; round up if your array builds fixed groups"
-            ));
-        }
-    }
-
-    // Microsoft's recommended largest database.
-    let mut warnings = Vec::new();
-    let recommended = tables::recommended_max_database_bytes(version, copies);
-    if let Some((limit, source)) = &recommended
-        && to_bytes(database) > *limit
-    {
-        warnings.push(format!(
-            "each database holds {} ({} mailboxes × {}), more than Microsoft recommends: {source}. Use more databases per server (--databases-per-server){}",
-            format_bytes(to_bytes(database)),
-            format_number(largest_database as f64),
-            format_bytes(to_bytes(on_disk)),
-            if copies < 2 {
-                ", or two or more highly available copies"
-            } else {
-                ""
-            }
-        ));
-    }
-
-    // What the test fills, and the caches.
-    let page = inputs.page_size.bytes();
-    let test_data = largest_database as f64 * quota * f64::from(inputs.capacity_percent) / 100.0;
-    let test_database = to_bytes(test_data).div_ceil(page).saturating_mul(page);
-    steps.push(
-        "Test database size (what init fills)",
-        format!(
-            "{} mailboxes × {} × {}% capacity, rounded up to {} pages",
-            format_number(largest_database as f64),
-            format_bytes(inputs.mailbox_size.bytes()),
-            inputs.capacity_percent,
-            inputs.page_size
-        ),
-        format_bytes(test_database),
-    );
-    // 32 pages at least: the job's cache (16 pages at least, `cache.min_size`) must stay below
-    // the database, or the run is refused (it would measure nothing but the log).
-    if test_database < 32 * page {
-        return Err(invalid(
-            "--mailbox-size",
-            format!(
-                "gives test databases of {} ({} mailboxes × {} × {}%)",
-                format_bytes(test_database),
-                largest_database,
-                inputs.mailbox_size,
-                inputs.capacity_percent
-            ),
-            format!(
-                "a database needs at least 32 pages ({}), twice the smallest cache; give a larger --mailbox-size or --capacity-percent, or fewer --databases-per-server",
-                ByteSize(32 * page)
-            ),
-        ));
-    }
-    let (cache_min, cache_max) = test_cache(test_database, page);
-    steps.push(
-        "Database cache per instance while testing",
-        if cache_max == JETSTRESS_CACHE_MAX.bytes() {
-            "Jetstress defaults (the test database is at least 16 times the 256 MiB maximum)"
-                .to_string()
-        } else {
-            format!(
-                "the test database / 16, whole pages, at least 16 pages: Jetstress's {} maximum would hold most or all of the {} database, and a run whose cache holds the database is refused (it would measure nothing but the log)",
-                format_bytes(JETSTRESS_CACHE_MAX.bytes()),
-                format_bytes(test_database)
-            )
-        },
-        format!(
-            "{} minimum, {} maximum",
-            format_bytes(cache_min),
-            format_bytes(cache_max)
-        ),
-    );
-    let production_cache = messages
-        .and_then(|m| tables::database_cache_mib_per_mailbox(version, m))
-        .map(|mib| largest_database * mib * ByteSize::MIB);
-    if let (Some(bytes), Some(m)) = (production_cache, messages) {
-        steps.push(
-            "Database cache per database in production",
-            format!(
-                "{} mailboxes × {} MiB ({m} messages/day, Exchange {version} table)",
-                format_number(largest_database as f64),
-                tables::database_cache_mib_per_mailbox(version, m).unwrap_or(0)
-            ),
-            format_bytes(bytes),
-        );
-    }
+    let mut sizing = Sizing::new(inputs);
+    let iops = sizing.iops_per_mailbox()?;
+    let mailboxes = sizing.mailboxes();
+    let targets = sizing.targets(&mailboxes, &iops);
+    let backend = sizing.backend(&targets);
+    let iops_disks = sizing.disks_for_iops(&backend);
+    let mailbox = sizing.mailbox_on_disk();
+    let volume = sizing.database_volume(&mailboxes, &mailbox);
+    let log_rule = sizing.log_rule(&iops);
+    let log_volume = sizing.log_volume(log_rule, &mailboxes, &mailbox, &volume);
+    let storage_total = sizing.storage_total(&volume, log_volume);
+    let group = sizing.raid_group();
+    let capacity = sizing.capacity_disks(&group, &volume, log_volume);
+    let disks = sizing.disks_needed(&iops_disks, &capacity, &group);
+    let recommended = sizing.recommended_size(&mailboxes, &mailbox, &volume);
+    let test_database = sizing.test_database(&mailboxes)?;
+    let caches = sizing.caches(&mailboxes, test_database);
 
     Ok(Plan {
         inputs: inputs.clone(),
-        exchange_version: version,
-        iops_per_mailbox_base: iops_base,
-        iops_per_mailbox_source: iops_source,
-        iops_per_mailbox: iops,
-        mailboxes_per_server: per_server,
-        mailboxes_per_database: per_database,
-        mailboxes_largest_database: largest_database,
-        target_iops_per_server: target_server,
-        target_iops_per_database: target_database,
-        target_iops_total: target_total,
-        read_iops_total: reads_total,
-        write_iops_total: writes_total,
-        raid_write_penalty: penalty,
-        backend_iops_per_server: backend_server,
-        backend_iops_total: backend_total,
-        backend_iops_all_copies: backend_copies,
-        disk_iops,
-        disk_iops_source: disk_source,
-        disks_needed_for_iops: disks_iops_total,
-        disks_needed_for_capacity: capacity_total,
-        disks_needed: disks_total,
-        disks_needed_per_server: disks_server,
-        disks_needed_all_copies: disks_copies,
-        raid_group_disks: group_disks,
-        raid_group_data_disks: data_disks,
+        exchange_version: sizing.version,
+        iops_per_mailbox_base: iops.base,
+        iops_per_mailbox_source: iops.source,
+        iops_per_mailbox: iops.with_headroom,
+        mailboxes_per_server: mailboxes.per_server,
+        mailboxes_per_database: mailboxes.per_database,
+        mailboxes_largest_database: mailboxes.largest_database,
+        target_iops_per_server: targets.server,
+        target_iops_per_database: targets.database,
+        target_iops_total: targets.total,
+        read_iops_total: backend.reads_total,
+        write_iops_total: backend.writes_total,
+        raid_write_penalty: backend.penalty,
+        backend_iops_per_server: backend.server,
+        backend_iops_total: backend.total,
+        backend_iops_all_copies: backend.all_copies,
+        disk_iops: iops_disks.disk_iops,
+        disk_iops_source: iops_disks.source,
+        disks_needed_for_iops: disks.for_iops,
+        disks_needed_for_capacity: capacity.total,
+        disks_needed: disks.total,
+        disks_needed_per_server: disks.server,
+        disks_needed_all_copies: disks.all_copies,
+        raid_group_disks: group.disks,
+        raid_group_data_disks: group.data_disks,
         disk_size_bytes: inputs.disk_size.map(ByteSize::bytes),
-        raid_group_usable_bytes: group_usable,
-        log_disks_needed: log_disks,
-        disks_needed_with_logs: log_disks.map(|logs| disks_total.saturating_add(logs)),
+        raid_group_usable_bytes: group.usable,
+        log_disks_needed: capacity.logs,
+        disks_needed_with_logs: capacity.logs.map(|logs| disks.total.saturating_add(logs)),
         database_size_recommended_max_bytes: recommended.as_ref().map(|r| r.0),
         database_size_recommended_max_source: recommended.map(|r| r.1),
         mailbox_quota_bytes: inputs.mailbox_size.bytes(),
-        white_space_bytes: to_bytes(white_space),
-        deleted_item_retention_bytes: to_bytes(retention),
-        mailbox_on_disk_bytes: to_bytes(on_disk),
-        database_size_bytes: to_bytes(database),
-        content_index_percent: index_percent,
-        content_index_bytes: to_bytes(index),
-        database_volume_bytes: to_bytes(database_volume),
+        white_space_bytes: to_bytes(mailbox.white_space),
+        deleted_item_retention_bytes: to_bytes(mailbox.retention),
+        mailbox_on_disk_bytes: to_bytes(mailbox.on_disk),
+        database_size_bytes: to_bytes(volume.database),
+        content_index_percent: volume.index_percent,
+        content_index_bytes: to_bytes(volume.index),
+        database_volume_bytes: to_bytes(volume.volume),
         log_volume_bytes: to_bytes(log_volume),
         storage_total_bytes: to_bytes(storage_total),
         test_database_size_bytes: test_database,
-        database_cache_min_bytes: cache_min,
-        database_cache_max_bytes: cache_max,
-        database_cache_production_bytes: production_cache,
-        steps: steps.0,
-        notes,
-        warnings,
+        database_cache_min_bytes: caches.min,
+        database_cache_max_bytes: caches.max,
+        database_cache_production_bytes: caches.production,
+        steps: sizing.steps.0,
+        notes: sizing.notes,
+        warnings: sizing.warnings,
     })
-}
-
-/// The cache per instance the job file carries (minimum, maximum): Jetstress's 32 MiB / 256 MiB
-/// when the test database is at least 16 times the maximum; below that, a sixteenth of the
-/// database in whole pages (at least 16 pages, the job's smallest cache), the minimum lowered to
-/// it. A run whose cache maximum holds the database is refused (`docs/refusals.md`), so a
-/// rehearsal's small databases would otherwise get a job that cannot run; a sixteenth keeps
-/// most reads misses, as the cache of a full-size database does. The same sixteenth is what the
-/// refusal suggests.
-fn test_cache(test_database: u64, page: u64) -> (u64, u64) {
-    let max = JETSTRESS_CACHE_MAX.bytes();
-    if test_database / 16 >= max {
-        return (JETSTRESS_CACHE_MIN.bytes(), max);
-    }
-    let max = (test_database / 16 / page * page).max(16 * page);
-    (JETSTRESS_CACHE_MIN.bytes().min(max), max)
 }
 
 impl Plan {
