@@ -148,7 +148,7 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
     }
     if totals.resumed.is_some() {
         outln!(
-            "  resumed:     an interrupted init's leftovers removed; its complete databases kept"
+            "  resumed:     the complete databases already there kept, only the missing ones made (an interrupted init's leftovers removed)"
         );
     }
     outln!(
