@@ -14,20 +14,25 @@
 //! * [`FaultBackend::crash`] ends the simulated machine: every handle of this backend fails from
 //!   then on with [`IoError::Crashed`], and a *new* backend is returned holding what survived,
 //!   chosen by [`CrashMode`]: only synced data; synced data plus a seeded random subset of the
-//!   pending writes (applied in their original order); or everything but a torn last write, of
+//!   pending writes (applied in their original order); everything but a torn last write, of
 //!   which only a random prefix of sectors ([`FaultConfig::sector_size`], 512 B or 4 KiB)
-//!   reached the disk.
+//!   reached the disk; every pending write kept whole, lost or torn to any subset of its sectors;
+//!   or every pending write cut to the same prefix. [`FaultBackend::crash_copy`] gives the same
+//!   outcome without ending the backend, for tests that try several outcomes of one state.
 //! * While running, with the probabilities of [`FaultConfig`]: a read may return data with one
 //!   bit flipped (transient); a write may store one flipped bit (persistent), land at another
 //!   offset (misdirected: the intended place keeps its old data), or be lost (reported as done,
 //!   never stored). After [`FaultConfig::eio_after_ops`] operations every I/O fails with an
-//!   injected EIO. Every operation can be slowed by [`FaultConfig::added_latency`].
+//!   injected EIO. Every operation can be slowed by [`FaultConfig::added_latency`], every sync
+//!   (`sync_data`, a write-through write) by [`FaultConfig::sync_latency`]; with
+//!   [`FaultConfig::fail_syncs`] every sync fails (the power failing), its write left pending.
 //! * A device whose latency grows with its queue depth, for tests of load sweeps
 //!   (`jetproof sweep`): with [`FaultConfig::read_latency_per_queued_read`] each read also takes
 //!   that long once for every read in flight when it starts, itself included. N sessions each
 //!   blocked in one read at a time then see about N × that latency: the thread count at which a
 //!   latency threshold is crossed is known in advance.
-//! * Targeted faults for named regression tests: [`FaultBackend::flip_bit`].
+//! * Targeted faults for named regression tests: [`FaultBackend::flip_bit`],
+//!   [`FaultBackend::zero_range`].
 //!
 //! Determinism: all random choices come from one RNG seeded by [`FaultConfig::seed`], drawn
 //! under the backend's lock in operation order, and the crash outcome from an RNG seeded by the
@@ -69,6 +74,13 @@ pub struct FaultConfig {
     pub eio_after_ops: Option<u64>,
     /// Added to every read, write and sync.
     pub added_latency: Duration,
+    /// Added to every sync: `sync_data` and each write to a write-through file (a disk's flush;
+    /// makes group commit observable).
+    pub sync_latency: Duration,
+    /// Every sync (`sync_data`, a write-through write) fails with an injected EIO, as when the
+    /// power is failing: a write-through write is stored but stays pending (a crash keeps, loses
+    /// or tears it), a `sync_data` makes nothing durable. A crash turns it off (the power is back).
+    pub fail_syncs: bool,
     /// Added to a read once for every read in flight when it starts (itself included): latency
     /// that grows with the queue depth (see the module header). Zero: none.
     pub read_latency_per_queued_read: Duration,
@@ -88,6 +100,8 @@ impl Default for FaultConfig {
             lost_write_probability: 0.0,
             eio_after_ops: None,
             added_latency: Duration::ZERO,
+            sync_latency: Duration::ZERO,
+            fail_syncs: false,
             read_latency_per_queued_read: Duration::ZERO,
             sync_dir_required: true,
         }
@@ -104,6 +118,16 @@ pub enum CrashMode {
     /// Every unsynced write except the last one of each file, which is torn: a random strict
     /// prefix of its sectors reached the disk.
     TornLast,
+    /// Synced data plus each pending write in order: with `tear_percent` % chance torn to a
+    /// seeded random subset of its sectors (any subset, not a prefix: harsher than the 4 KiB
+    /// atomicity the log assumes when `sector_size` is 512), else kept whole or lost with even
+    /// chance. A write's whole extent counts toward the file's size (the size reached the disk;
+    /// bytes not kept read as zeros).
+    Scattered { tear_percent: u8 },
+    /// Synced data plus the first `bytes` bytes of each pending write, deterministically
+    /// (`usize::MAX`: every pending write whole; 0: none of their bytes). A write's whole extent
+    /// counts toward the file's size, as with `Scattered`.
+    KeepPrefix { bytes: usize },
 }
 
 /// One injected fault, for printing with a failing seed.
@@ -230,6 +254,16 @@ fn apply_write(data: &mut Vec<u8>, offset: u64, src: &[u8]) {
     data[start..end].copy_from_slice(src);
 }
 
+/// Grows `data` to cover `len` bytes at `offset` (zeros); gives the start index.
+fn extend_to(data: &mut Vec<u8>, offset: u64, len: usize) -> usize {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(len);
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    start
+}
+
 fn apply(data: &mut Vec<u8>, pending: &Pending) {
     match pending {
         Pending::Write {
@@ -331,11 +365,45 @@ impl FaultBackend {
         Ok(())
     }
 
+    /// Zeroes `[from, to)` of the stored data (current and durable): lost data on purpose. The
+    /// range is clipped to each content's length.
+    pub fn zero_range(&self, path: &Path, from: u64, to: u64) -> Result<(), IoError> {
+        let mut state = self.shared.state.lock();
+        let Some(&id) = state.names.get(path) else {
+            return Err(not_found("zero a range of", path));
+        };
+        let inode = &mut state.inodes[id];
+        for data in [&mut inode.current, &mut inode.durable] {
+            let end = usize::try_from(to).unwrap_or(usize::MAX).min(data.len());
+            let start = usize::try_from(from).unwrap_or(usize::MAX).min(end);
+            data[start..end].fill(0);
+        }
+        Ok(())
+    }
+
+    /// Every operation after the next `ops` fails with an injected EIO (sets
+    /// [`FaultConfig::eio_after_ops`] relative to the operations seen so far).
+    pub fn fail_after(&self, ops: u64) {
+        let mut state = self.shared.state.lock();
+        state.config.eio_after_ops = Some(state.ops + ops);
+    }
+
     /// Simulates a power loss; see the module header. This backend and its files fail from now
     /// on; the returned backend holds what survived, with fresh fault counters and the same
-    /// configuration.
+    /// configuration (but [`FaultConfig::fail_syncs`] off: the power is back).
     pub fn crash(&self, mode: CrashMode) -> Arc<FaultBackend> {
         self.shared.crashed.store(true, Ordering::SeqCst);
+        self.survivor(mode)
+    }
+
+    /// What [`FaultBackend::crash`] would leave now, without ending this backend: it and its
+    /// files keep working (a test can try several outcomes of one state, or look at a running
+    /// system's durable state). The same state gives the same outcome.
+    pub fn crash_copy(&self, mode: CrashMode) -> Arc<FaultBackend> {
+        self.survivor(mode)
+    }
+
+    fn survivor(&self, mode: CrashMode) -> Arc<FaultBackend> {
         let mut state = self.shared.state.lock();
         let crashes = state.crashes + 1;
         let mut rng = StdRng::seed_from_u64(
@@ -359,6 +427,46 @@ impl FaultBackend {
                         if kept || rng.random_bool(0.5) {
                             apply(&mut data, p);
                         }
+                    }
+                }
+                CrashMode::Scattered { tear_percent } => {
+                    for p in &inode.pending {
+                        let Pending::Write {
+                            offset,
+                            data: src,
+                            durable: false,
+                        } = p
+                        else {
+                            apply(&mut data, p);
+                            continue;
+                        };
+                        let start = extend_to(&mut data, *offset, src.len());
+                        if rng.random_range(0..100u32) < u32::from(tear_percent) {
+                            for (index, piece) in src.chunks(sector).enumerate() {
+                                if rng.random_bool(0.5) {
+                                    let at = start + index * sector;
+                                    data[at..at + piece.len()].copy_from_slice(piece);
+                                }
+                            }
+                        } else if rng.random_bool(0.5) {
+                            data[start..start + src.len()].copy_from_slice(src);
+                        }
+                    }
+                }
+                CrashMode::KeepPrefix { bytes } => {
+                    for p in &inode.pending {
+                        let Pending::Write {
+                            offset,
+                            data: src,
+                            durable: false,
+                        } = p
+                        else {
+                            apply(&mut data, p);
+                            continue;
+                        };
+                        let start = extend_to(&mut data, *offset, src.len());
+                        let kept = bytes.min(src.len());
+                        data[start..start + kept].copy_from_slice(&src[..kept]);
                     }
                 }
                 CrashMode::TornLast => {
@@ -404,18 +512,22 @@ impl FaultBackend {
                 for (n, &i) in order.iter().enumerate() {
                     let write = &inode.in_flight[i];
                     let len = write.data.len();
-                    let kept = match rng.random_range(0..3u32) {
-                        0 => 0,
-                        1 => len,
-                        _ if mode == CrashMode::TornLast => {
-                            let sectors = len.div_ceil(sector);
-                            (rng.random_range(0..sectors.max(1)) * sector).min(len)
-                        }
-                        _ => {
-                            if rng.random_bool(0.5) {
-                                len
-                            } else {
-                                0
+                    let kept = if let CrashMode::KeepPrefix { bytes } = mode {
+                        bytes.min(len)
+                    } else {
+                        match rng.random_range(0..3u32) {
+                            0 => 0,
+                            1 => len,
+                            _ if mode == CrashMode::TornLast => {
+                                let sectors = len.div_ceil(sector);
+                                (rng.random_range(0..sectors.max(1)) * sector).min(len)
+                            }
+                            _ => {
+                                if rng.random_bool(0.5) {
+                                    len
+                                } else {
+                                    0
+                                }
                             }
                         }
                     };
@@ -438,7 +550,11 @@ impl FaultBackend {
             });
         }
         state.events.extend(events.iter().cloned());
-        let next = Self::with_state(state.config.clone(), inodes, names, crashes);
+        let config = FaultConfig {
+            fail_syncs: false,
+            ..state.config.clone()
+        };
+        let next = Self::with_state(config, inodes, names, crashes);
         next.shared.state.lock().events = events;
         next
     }
@@ -611,6 +727,34 @@ impl FaultFile {
         Ok(())
     }
 
+    /// The power failing during a write-through write: it never returns success, and any part
+    /// of it may have reached the disk. Pending, not durable: a crash keeps it whole, loses it
+    /// or tears it.
+    fn store_pending(&self, state: &mut State, offset: u64, src: &[u8]) {
+        let inode = &mut state.inodes[self.inode];
+        apply_write(&mut inode.current, offset, src);
+        inode.pending.push(Pending::Write {
+            offset,
+            data: src.to_vec(),
+            durable: false,
+        });
+    }
+
+    /// A sync refused by [`FaultConfig::fail_syncs`], recorded as an injected EIO.
+    fn failed_sync(&self, state: &mut State, offset: u64) -> IoError {
+        state.events.push(FaultEvent::Eio {
+            path: self.path.clone(),
+            op: "fdatasync",
+            offset,
+        });
+        IoError::Injected {
+            op: "fdatasync",
+            path: self.path.clone(),
+            offset,
+            what: "EIO (power failing)".into(),
+        }
+    }
+
     fn pause(admitted: Admitted) {
         if !admitted.latency.is_zero() {
             std::thread::sleep(admitted.latency);
@@ -682,22 +826,22 @@ impl IoFile for FaultFile {
         let admitted = {
             let mut state = self.shared.state.lock();
             let admitted = match self.shared.admit(&mut state, "write", &self.path, offset) {
+                Ok(_) if self.dsync && state.config.fail_syncs => {
+                    let error = self.failed_sync(&mut state, offset);
+                    self.store_pending(&mut state, offset, src);
+                    return Err(error);
+                }
                 Ok(admitted) => admitted,
                 Err(error @ IoError::Injected { .. }) if self.dsync => {
-                    // The power failing during a write-through write: it never returns
-                    // success, and any part of it may have reached the disk. Pending, not
-                    // durable: a crash keeps it whole, loses it or tears it.
-                    let inode = &mut state.inodes[self.inode];
-                    apply_write(&mut inode.current, offset, src);
-                    inode.pending.push(Pending::Write {
-                        offset,
-                        data: src.to_vec(),
-                        durable: false,
-                    });
+                    self.store_pending(&mut state, offset, src);
                     return Err(error);
                 }
                 Err(error) => return Err(error),
             };
+            let mut admitted = admitted;
+            if self.dsync {
+                admitted.latency += state.config.sync_latency;
+            }
             let config = state.config.clone();
             let chance = |state: &mut State, p: f64| p > 0.0 && state.rng.random_bool(p.min(1.0));
             if chance(&mut state, config.lost_write_probability) {
@@ -761,7 +905,11 @@ impl IoFile for FaultFile {
     fn sync_data(&self, _class: IoClass) -> Result<(), IoError> {
         let admitted = {
             let mut state = self.shared.state.lock();
-            let admitted = self.shared.admit(&mut state, "fdatasync", &self.path, 0)?;
+            let mut admitted = self.shared.admit(&mut state, "fdatasync", &self.path, 0)?;
+            if state.config.fail_syncs {
+                return Err(self.failed_sync(&mut state, 0));
+            }
+            admitted.latency += state.config.sync_latency;
             let inode = &mut state.inodes[self.inode];
             inode.durable = inode.current.clone();
             inode.pending.clear();
@@ -1367,5 +1515,193 @@ mod tests {
         backend.flip_bit(Path::new("/p"), 3, 2).expect("flip");
         let after = backend.crash(CrashMode::SyncedOnly);
         assert_eq!(after.current_contents(Path::new("/p")).expect("f")[3], 4);
+    }
+
+    fn write_through(backend: &FaultBackend, path: &str) -> Arc<dyn IoFile> {
+        backend
+            .open(
+                Path::new(path),
+                &OpenOptions::create().buffered().with_dsync(true),
+            )
+            .expect("open")
+    }
+
+    #[test]
+    fn failing_syncs_leave_writes_pending_and_slow_syncs_sleep() {
+        let backend = FaultBackend::new(FaultConfig {
+            sync_dir_required: false,
+            sync_latency: Duration::from_millis(20),
+            ..FaultConfig::default()
+        });
+        let plain = open(&backend, "/p");
+        let through = write_through(&backend, "/t");
+        let start = std::time::Instant::now();
+        plain.write_at(b"old", 0, IoClass::DbWrite).expect("w");
+        assert!(
+            start.elapsed() < Duration::from_millis(20),
+            "a plain write is not a sync"
+        );
+        plain.sync_data(IoClass::DbWrite).expect("s");
+        through.write_at(b"old", 0, IoClass::LogWrite).expect("w");
+        assert!(start.elapsed() >= Duration::from_millis(40), "two syncs");
+        backend.configure(|c| c.fail_syncs = true);
+        plain
+            .write_at(b"new", 0, IoClass::DbWrite)
+            .expect("a plain write still works");
+        let error = plain.sync_data(IoClass::DbWrite).expect_err("sync fails");
+        assert!(error.to_string().contains("power failing"), "{error}");
+        let error = through
+            .write_at(b"new", 0, IoClass::LogWrite)
+            .expect_err("a write-through write fails");
+        assert!(error.to_string().contains("power failing"), "{error}");
+        assert_eq!(
+            backend.current_contents(Path::new("/t")),
+            Some(b"new".to_vec()),
+            "the failed write-through write was stored"
+        );
+        for path in ["/p", "/t"] {
+            assert_eq!(
+                backend.durable_contents(Path::new(path)),
+                Some(b"old".to_vec()),
+                "{path}: nothing became durable"
+            );
+        }
+        assert_eq!(backend.events().len(), 2);
+        let kept = backend.crash_copy(CrashMode::KeepPrefix { bytes: usize::MAX });
+        assert_eq!(
+            kept.current_contents(Path::new("/t")),
+            Some(b"new".to_vec())
+        );
+        let after = backend.crash(CrashMode::SyncedOnly);
+        assert_eq!(
+            after.current_contents(Path::new("/t")),
+            Some(b"old".to_vec())
+        );
+        assert!(
+            !after.config().fail_syncs,
+            "the power is back after a crash"
+        );
+        write_through(&after, "/t")
+            .write_at(b"yes", 0, IoClass::LogWrite)
+            .expect("syncs work again");
+    }
+
+    #[test]
+    fn keep_prefix_cuts_every_pending_write_and_keeps_the_size() {
+        let backend = FaultBackend::new(FaultConfig {
+            sync_dir_required: false,
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/f");
+        file.write_at(&[1u8; 8], 0, IoClass::DbWrite).expect("w");
+        file.sync_data(IoClass::DbWrite).expect("s");
+        file.write_at(&[2u8; 4], 2, IoClass::DbWrite).expect("w");
+        file.write_at(&[3u8; 4], 10, IoClass::DbWrite).expect("w");
+        let cut = backend.crash_copy(CrashMode::KeepPrefix { bytes: 1 });
+        assert_eq!(
+            cut.current_contents(Path::new("/f")).expect("f"),
+            [1, 1, 2, 1, 1, 1, 1, 1, 0, 0, 3, 0, 0, 0]
+        );
+        let none = backend.crash_copy(CrashMode::KeepPrefix { bytes: 0 });
+        assert_eq!(
+            none.current_contents(Path::new("/f")).expect("f"),
+            [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0]
+        );
+        let all = backend.crash_copy(CrashMode::KeepPrefix { bytes: usize::MAX });
+        assert_eq!(
+            all.current_contents(Path::new("/f")),
+            backend.current_contents(Path::new("/f"))
+        );
+        // A copy leaves the backend running; the same state gives the same copy.
+        file.write_at(&[4u8], 0, IoClass::DbWrite)
+            .expect("still running");
+        assert_eq!(
+            backend
+                .crash_copy(CrashMode::Scattered { tear_percent: 50 })
+                .current_contents(Path::new("/f")),
+            backend
+                .crash_copy(CrashMode::Scattered { tear_percent: 50 })
+                .current_contents(Path::new("/f"))
+        );
+    }
+
+    #[test]
+    fn scattered_keeps_loses_or_tears_each_write_to_any_subset_of_sectors() {
+        let seed = seed();
+        let (mut whole, mut lost, mut gapped) = (0, 0, 0);
+        for case in 0..20u64 {
+            let backend = FaultBackend::new(FaultConfig {
+                seed: seed.wrapping_add(case),
+                sector_size: 512,
+                sync_dir_required: false,
+                ..FaultConfig::default()
+            });
+            let file = open(&backend, "/s");
+            file.write_at(&[0u8; 8 * 4096], 0, IoClass::DbWrite)
+                .expect("w");
+            file.sync_data(IoClass::DbWrite).expect("s");
+            for i in 0..8u64 {
+                file.write_at(&[i as u8 + 1; 4096], i * 4096, IoClass::DbWrite)
+                    .expect("w");
+            }
+            let after = backend.crash(CrashMode::Scattered { tear_percent: 50 });
+            let data = after.current_contents(Path::new("/s")).expect("file");
+            assert_eq!(data.len(), 8 * 4096, "seed {seed}");
+            for i in 0..8usize {
+                let sectors: Vec<bool> = data[i * 4096..(i + 1) * 4096]
+                    .chunks(512)
+                    .map(|sector| {
+                        let new = sector.iter().all(|&b| b == i as u8 + 1);
+                        assert!(
+                            new || sector.iter().all(|&b| b == 0),
+                            "seed {seed}: whole sectors"
+                        );
+                        new
+                    })
+                    .collect();
+                let kept = sectors.iter().filter(|&&new| new).count();
+                match kept {
+                    0 => lost += 1,
+                    8 => whole += 1,
+                    _ => {}
+                }
+                if sectors.windows(2).any(|pair| !pair[0] && pair[1]) {
+                    gapped += 1;
+                }
+            }
+        }
+        assert!(
+            whole > 0 && lost > 0 && gapped > 0,
+            "seed {seed}: {whole} whole, {lost} lost, {gapped} torn with a gap"
+        );
+    }
+
+    #[test]
+    fn zero_range_and_fail_after_damage_on_purpose() {
+        let backend = FaultBackend::new(FaultConfig {
+            sync_dir_required: false,
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/z");
+        file.write_at(&[7u8; 8], 0, IoClass::DbWrite).expect("w");
+        file.sync_data(IoClass::DbWrite).expect("s");
+        backend.zero_range(Path::new("/z"), 2, 4).expect("zero");
+        backend
+            .zero_range(Path::new("/z"), 6, 100)
+            .expect("clipped");
+        let expected = [7, 7, 0, 0, 7, 7, 0, 0];
+        assert_eq!(
+            backend.current_contents(Path::new("/z")).expect("f"),
+            expected
+        );
+        assert_eq!(
+            backend.durable_contents(Path::new("/z")).expect("f"),
+            expected
+        );
+        assert!(backend.zero_range(Path::new("/none"), 0, 1).is_err());
+        backend.fail_after(1);
+        file.read_at(&mut [0u8; 1], 0, IoClass::DbRead)
+            .expect("one more");
+        assert!(file.read_at(&mut [0u8; 1], 0, IoClass::DbRead).is_err());
     }
 }

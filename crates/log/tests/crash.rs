@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{CrashBackend, rng, seed};
+use common::{backend, rng, seed, seeded_backend};
 use jetproof_io::IoBackend;
+use jetproof_io::fault::{CrashMode, FaultBackend};
 use jetproof_log::format::{DATA_START, GenerationHeader};
 use jetproof_log::{
     Durability, FileStatus, Log, LogError, LogOptions, LogReader, Lsn, ReadOptions, Record,
@@ -30,7 +31,7 @@ fn options(dir: &Path) -> LogOptions {
 }
 
 /// A log that writes only when its callers do (the timer at 10 s).
-fn quiet_log(backend: &Arc<CrashBackend>, dir: &Path) -> Log {
+fn quiet_log(backend: &Arc<FaultBackend>, dir: &Path) -> Log {
     Log::create(
         backend.clone(),
         LogOptions {
@@ -44,7 +45,7 @@ fn quiet_log(backend: &Arc<CrashBackend>, dir: &Path) -> Log {
 /// After a crash that left generation 2 not begun: the log reads its `records` records to the
 /// end of generation 1 with no torn tail, verifies clean, and reopens in generation 2 right
 /// after that end; gives the reopened log.
-fn reopened_after_generation_one(crashed: &Arc<CrashBackend>, dir: &Path, records: usize) -> Log {
+fn reopened_after_generation_one(crashed: &Arc<FaultBackend>, dir: &Path, records: usize) -> Log {
     let (read, summary, _) = read_from_checkpoint(crashed.clone(), dir).expect("read");
     assert_eq!(read.len(), records, "the records before the crash, no more");
     assert_eq!(summary.torn_tail, None);
@@ -98,7 +99,7 @@ fn crash_run(seed: u64) {
     };
     // Half the runs fill the partial sector at durable commits (the default), half rewrite it.
     let fill_partial_sector = rng.random_bool(0.5);
-    let mut backend = CrashBackend::new();
+    let mut backend = seeded_backend(rng.random());
     let mut log = Log::create(
         backend.clone(),
         LogOptions {
@@ -150,7 +151,7 @@ fn crash_run(seed: u64) {
         }
         if rng.random_bool(0.5) {
             // Power fails during the last write: it stays unsynced and may be torn.
-            backend.fail_syncs(true);
+            backend.configure(|c| c.fail_syncs = true);
             let payload = body(&mut rng, 2500);
             next_transaction += 1;
             if let Ok(lsn) = log.append(&Record {
@@ -167,7 +168,7 @@ fn crash_run(seed: u64) {
                 assert!(log.commit(lsn, Durability::Durable).is_err(), "seed {seed}");
             }
         }
-        let crashed = backend.crash(&mut rng, 0.5);
+        let crashed = backend.crash_copy(CrashMode::Scattered { tear_percent: 50 });
         drop(log);
 
         let (records, summary, checkpoint) = read_from_checkpoint(crashed.clone(), &dir)
@@ -211,7 +212,7 @@ fn crash_run(seed: u64) {
         assert!(report.is_clean(), "seed {seed} cycle {cycle}: {report:#?}");
 
         backend = crashed;
-        backend.fail_syncs(false);
+        backend.configure(|c| c.fail_syncs = false);
         let (reopened, open_report) = Log::open(
             backend.clone(),
             LogOptions {
@@ -257,8 +258,8 @@ fn crashes_keep_every_durable_commit() {
 
 /// Durable commits, then a write that power loss tears; returns the backend after the crash, the
 /// records that were durable and the durable end before the torn write.
-fn torn_write(keep_new_bytes: u64) -> (Arc<CrashBackend>, Vec<Lsn>, Lsn) {
-    let backend = CrashBackend::new();
+fn torn_write(keep_new_bytes: u64) -> (Arc<FaultBackend>, Vec<Lsn>, Lsn) {
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = quiet_log(&backend, &dir);
     let payload = vec![0x5a; 1000];
@@ -275,7 +276,7 @@ fn torn_write(keep_new_bytes: u64) -> (Arc<CrashBackend>, Vec<Lsn>, Lsn) {
         );
     }
     let end = log.flushed_lsn();
-    backend.fail_syncs(true);
+    backend.configure(|c| c.fail_syncs = true);
     for index in 5..8 {
         let record = Record {
             record_type: 1,
@@ -288,7 +289,9 @@ fn torn_write(keep_new_bytes: u64) -> (Arc<CrashBackend>, Vec<Lsn>, Lsn) {
         }
     }
     // The write started at the sector holding `end`; keep the old part and `keep_new_bytes`.
-    let crashed = backend.crash_keep_prefix((end.offset % 4096 + keep_new_bytes) as usize);
+    let crashed = backend.crash_copy(CrashMode::KeepPrefix {
+        bytes: (end.offset % 4096 + keep_new_bytes) as usize,
+    });
     drop(log);
     (crashed, durable, end)
 }
@@ -383,8 +386,8 @@ fn committed_log(
     records: u64,
     payload_bytes: usize,
     file_size_bytes: u64,
-) -> (Arc<CrashBackend>, Vec<Lsn>) {
-    let backend = CrashBackend::new();
+) -> (Arc<FaultBackend>, Vec<Lsn>) {
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
         backend.clone(),
@@ -421,9 +424,15 @@ fn corruption_in_the_middle_is_an_error_with_file_and_offset() {
         let victim = lsns[5];
         let path = log_file_path(&dir, victim.generation);
         match damage {
-            0 => backend.flip_bit(&path, victim.offset + 100, 3),
-            1 => backend.flip_bit(&path, victim.offset + 9, 0),
-            _ => backend.zero_range(&path, victim.offset, victim.offset + 64),
+            0 => backend
+                .flip_bit(&path, victim.offset + 100, 3)
+                .expect("file to corrupt exists"),
+            1 => backend
+                .flip_bit(&path, victim.offset + 9, 0)
+                .expect("file to corrupt exists"),
+            _ => backend
+                .zero_range(&path, victim.offset, victim.offset + 64)
+                .expect("file to damage exists"),
         }
         let error = read_from_checkpoint(backend.clone(), &dir).expect_err("corrupt");
         match &error {
@@ -461,7 +470,9 @@ fn corruption_at_the_end_of_a_generation_followed_by_another_is_an_error() {
         .rfind(|lsn| lsn.generation == 1)
         .expect("generation 1 has records");
     let path = log_file_path(&dir, 1);
-    backend.flip_bit(&path, last_of_first.offset + 200, 1);
+    backend
+        .flip_bit(&path, last_of_first.offset + 200, 1)
+        .expect("file to corrupt exists");
     let error = read_from_checkpoint(backend.clone(), &dir).expect_err("corrupt");
     assert!(
         matches!(&error, LogError::Corrupt { path: at, offset, .. } if *at == path && *offset == last_of_first.offset),
@@ -477,7 +488,9 @@ fn damage_to_the_last_write_alone_reads_as_a_torn_tail() {
     let (backend, lsns) = committed_log(10, 500, 64 << 10);
     // Generation 1 ends with the close's write; damage the last record.
     let victim = *lsns.last().expect("records");
-    backend.flip_bit(&log_file_path(&dir, 1), victim.offset + 100, 0);
+    backend
+        .flip_bit(&log_file_path(&dir, 1), victim.offset + 100, 0)
+        .expect("file to corrupt exists");
     let (records, summary, _) = read_from_checkpoint(backend, &dir).expect("read");
     assert_eq!(records.len(), 9);
     let torn = summary.torn_tail.expect("reported");
@@ -536,7 +549,7 @@ fn a_checkpoint_ahead_of_the_log_is_refused() {
     // The log lost data it had synced (the disk lied): the checkpoint names a position past the
     // end of what is left.
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let payload = vec![1u8; 300];
     let mut lsns = Vec::new();
@@ -556,7 +569,9 @@ fn a_checkpoint_ahead_of_the_log_is_refused() {
     log.write_checkpoint(lsns[8]).expect("checkpoint");
     log.close().expect("close");
     let path = log_file_path(&dir, 1);
-    backend.zero_range(&path, lsns[3].offset, 64 << 10);
+    backend
+        .zero_range(&path, lsns[3].offset, 64 << 10)
+        .expect("file to damage exists");
     let error = read_from_checkpoint(backend.clone(), &dir).expect_err("ahead");
     assert!(
         matches!(error, LogError::CheckpointBeyondLog { .. }),
@@ -576,7 +591,7 @@ fn the_checkpoint_survives_a_crash_mid_write() {
     for run in 0..30 {
         let seed = base.wrapping_add(run);
         let mut rng = rng(seed);
-        let backend = CrashBackend::new();
+        let backend = seeded_backend(rng.random());
         let log = Log::create(backend.clone(), options(&dir)).expect("create");
         let payload = vec![2u8; 100];
         let mut lsns = Vec::new();
@@ -599,9 +614,9 @@ fn the_checkpoint_survives_a_crash_mid_write() {
         }
         let old = log.checkpoint();
         let new = *lsns.last().expect("records");
-        backend.fail_syncs(true);
+        backend.configure(|c| c.fail_syncs = true);
         assert!(log.write_checkpoint(new).is_err(), "seed {seed}");
-        let crashed = backend.crash(&mut rng, 0.7);
+        let crashed = backend.crash_copy(CrashMode::Scattered { tear_percent: 70 });
         drop(log);
         let read = read_checkpoint(&*crashed, &dir, Some(DATABASE))
             .unwrap_or_else(|error| panic!("seed {seed}: {error}"))
@@ -623,7 +638,7 @@ fn the_checkpoint_survives_a_crash_mid_write() {
 #[test]
 fn rollover_across_many_generations_survives_a_crash() {
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let payload = vec![9u8; 1200];
     let mut last = Lsn::ZERO;
@@ -644,7 +659,7 @@ fn rollover_across_many_generations_survives_a_crash() {
             .expect("append");
     }
     log.wait_durable(last).expect("durable");
-    let crashed = backend.crash_keep_prefix(0);
+    let crashed = backend.crash_copy(CrashMode::KeepPrefix { bytes: 0 });
     drop(log);
     assert!(last.generation > 50, "only {} generations", last.generation);
     let reader = LogReader::open(
@@ -669,7 +684,7 @@ fn a_crash_during_rollover_leaves_a_readable_log() {
     // The write that ends generation 1 reaches the disk but its sync fails: generation 2 is never
     // installed. The log must read to the generation-end frame and reopen after it.
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = quiet_log(&backend, &dir);
     let payload = vec![4u8; 3000];
     let mut lsns = Vec::new();
@@ -692,7 +707,7 @@ fn a_crash_during_rollover_leaves_a_readable_log() {
             + jetproof_log::format::GEN_END_FRAME_BYTES;
         if next_end > 64 << 10 {
             // The next append must roll over; make that write's sync fail.
-            backend.fail_syncs(true);
+            backend.configure(|c| c.fail_syncs = true);
             let error = log
                 .append(&Record {
                     record_type: 1,
@@ -705,11 +720,11 @@ fn a_crash_during_rollover_leaves_a_readable_log() {
         }
     }
     // Everything written survives, including the unsynced generation-end write.
-    let crashed = backend.crash_keep_prefix(usize::MAX);
+    let crashed = backend.crash_copy(CrashMode::KeepPrefix { bytes: usize::MAX });
     drop(log);
     // Generation 2 was named ahead (format version 4), or is not there at all; either way it
     // was never begun.
-    if let Some(bytes) = crashed.file_bytes(&log_file_path(&dir, 2)) {
+    if let Some(bytes) = crashed.current_contents(&log_file_path(&dir, 2)) {
         let header = GenerationHeader::decode(&bytes).expect("header");
         assert!(!header.begun, "{header:?}");
     }
@@ -730,7 +745,9 @@ fn a_crash_during_rollover_leaves_a_readable_log() {
 fn a_damaged_generation_header_is_an_error() {
     let dir = PathBuf::from("/db/log");
     let (backend, _) = committed_log(10, 100, 64 << 10);
-    backend.flip_bit(&log_file_path(&dir, 1), 20, 2);
+    backend
+        .flip_bit(&log_file_path(&dir, 1), 20, 2)
+        .expect("file to corrupt exists");
     let error = read_from_checkpoint(backend.clone(), &dir).expect_err("bad header");
     assert!(matches!(error, LogError::BadHeader { .. }), "{error}");
     let report =
@@ -745,7 +762,7 @@ fn a_damaged_generation_header_is_an_error() {
 fn a_crash_during_create_can_be_created_again() {
     // Generation 1 was installed but the checkpoint was never written: no log exists yet.
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     drop(log);
     backend
@@ -780,7 +797,7 @@ fn a_crash_during_create_can_be_created_again() {
     assert_eq!(records.first().map(|record| record.lsn), Some(lsn));
 }
 
-fn read_all_from(backend: Arc<CrashBackend>, dir: &Path) -> Vec<jetproof_log::LogRecord> {
+fn read_all_from(backend: Arc<FaultBackend>, dir: &Path) -> Vec<jetproof_log::LogRecord> {
     LogReader::open(
         backend,
         dir,
@@ -794,7 +811,7 @@ fn read_all_from(backend: Arc<CrashBackend>, dir: &Path) -> Vec<jetproof_log::Lo
 }
 
 /// Truncates a file to `size` bytes (its durable content too): damage, not a crash.
-fn truncate(backend: &CrashBackend, path: &Path, size: u64) {
+fn truncate(backend: &FaultBackend, path: &Path, size: u64) {
     let file = backend
         .open(path, &jetproof_io::OpenOptions::read_write())
         .expect("open to truncate");
@@ -980,7 +997,9 @@ fn the_verifier_finds_every_generation_by_listing_without_the_checkpoint() {
     assert!(report.checkpoint_missing(), "{report:#?}");
     assert!(report.is_clean(), "{report:#?}");
     // A listed file with damage is reported bad.
-    backend.flip_bit(&log_file_path(&dir, 19), 20, 1);
+    backend
+        .flip_bit(&log_file_path(&dir, 19), 20, 1)
+        .expect("file to corrupt exists");
     let report = jetproof_log::verify_log_dir_listed(
         &*backend,
         &dir,
@@ -1015,7 +1034,7 @@ fn a_zeroed_tail_before_the_durable_end_the_checkpoint_file_recorded_is_lost_log
     // (the documented limit: nothing in the log proves those last writes).
     let dir = PathBuf::from("/db/log");
     for zero_before_the_recorded_end in [true, false] {
-        let backend = CrashBackend::new();
+        let backend = backend();
         let log = Log::create(backend.clone(), options(&dir)).expect("create");
         let payload = vec![9u8; 500];
         let mut lsns = Vec::new();
@@ -1059,7 +1078,9 @@ fn a_zeroed_tail_before_the_durable_end_the_checkpoint_file_recorded_is_lost_log
             lsns[6].offset < recorded.offset,
             "the checkpoint at commit 10 records commit 6 durable: {recorded:?}"
         );
-        backend.zero_range(&log_file_path(&dir, 1), from, 64 << 10);
+        backend
+            .zero_range(&log_file_path(&dir, 1), from, 64 << 10)
+            .expect("file to damage exists");
         let (records, error) = read_until_error(backend.clone(), &dir);
         if zero_before_the_recorded_end {
             assert!(
@@ -1095,7 +1116,7 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 }
 
 /// The checkpoint file names `generation` as the newest installed, and its file is there.
-fn named_ahead(backend: &CrashBackend, dir: &Path, generation: u64) -> bool {
+fn named_ahead(backend: &FaultBackend, dir: &Path, generation: u64) -> bool {
     backend.exists(&log_file_path(dir, generation))
         && read_checkpoint(backend, dir, Some(DATABASE))
             .ok()
@@ -1103,8 +1124,8 @@ fn named_ahead(backend: &CrashBackend, dir: &Path, generation: u64) -> bool {
             .is_some_and(|read| read.checkpoint.newest_generation == generation)
 }
 
-fn not_begun(backend: &CrashBackend, path: &Path) -> bool {
-    let bytes = backend.file_bytes(path).expect("the file exists");
+fn not_begun(backend: &FaultBackend, path: &Path) -> bool {
+    let bytes = backend.current_contents(path).expect("the file exists");
     !GenerationHeader::decode(&bytes).expect("header").begun
 }
 
@@ -1113,7 +1134,7 @@ fn a_generation_named_ahead_reads_as_empty_and_the_log_is_begun_in_it_at_open() 
     // Row 29: the next generation is named (and recorded in the checkpoint file) before it is
     // begun; a crash then leaves it not begun. It holds no record; deleted, it is a loss.
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let payload = vec![5u8; 1000];
     let mut lsns: Vec<Lsn> = Vec::new();
@@ -1134,7 +1155,7 @@ fn a_generation_named_ahead_reads_as_empty_and_the_log_is_begun_in_it_at_open() 
     wait_for("generation 3 named ahead", || {
         named_ahead(&backend, &dir, 3)
     });
-    let crashed = backend.crash_keep_prefix(0);
+    let crashed = backend.crash_copy(CrashMode::KeepPrefix { bytes: 0 });
     drop(log);
     let third = log_file_path(&dir, 3);
     assert!(not_begun(&crashed, &third));
@@ -1149,7 +1170,7 @@ fn a_generation_named_ahead_reads_as_empty_and_the_log_is_begun_in_it_at_open() 
     let named = report.files.last().expect("files");
     assert_eq!((named.generation, named.frames), (3, 0), "{report:#?}");
     // Deleted, the generation named ahead is reported lost (the checkpoint file names it).
-    let deleted = crashed.crash_keep_prefix(0);
+    let deleted = crashed.crash_copy(CrashMode::KeepPrefix { bytes: 0 });
     deleted.remove(&third).expect("remove");
     let (_, error) = read_until_error(deleted.clone(), &dir);
     assert!(
@@ -1162,7 +1183,7 @@ fn a_generation_named_ahead_reads_as_empty_and_the_log_is_begun_in_it_at_open() 
     ));
     // Cut short, it lost nothing, but a crash cannot cut a file: reported like any cut
     // generation (row 26), and `Log::open` refuses.
-    let cut = crashed.crash_keep_prefix(0);
+    let cut = crashed.crash_copy(CrashMode::KeepPrefix { bytes: 0 });
     truncate(&cut, &third, 30 << 10);
     let (records_left, error) = read_until_error(cut.clone(), &dir);
     assert_eq!(
@@ -1208,7 +1229,7 @@ fn a_crash_between_the_generation_end_and_the_next_generations_first_write_reads
     // Row 30: the rollover wrote the generation-end frame and took the generation named ahead,
     // with no I/O of its own; the crash comes before the first write of the new generation.
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = quiet_log(&backend, &dir);
     wait_for("generation 2 named ahead", || {
         named_ahead(&backend, &dir, 2)
@@ -1246,7 +1267,7 @@ fn a_crash_between_the_generation_end_and_the_next_generations_first_write_reads
     // Not durable: the durable end is still the end of generation 1.
     assert!(!log.is_durable(unwritten));
     assert_eq!(log.flushed_lsn().generation, 1);
-    let crashed = backend.crash_keep_prefix(usize::MAX);
+    let crashed = backend.crash_copy(CrashMode::KeepPrefix { bytes: usize::MAX });
     drop(log);
     let second = log_file_path(&dir, 2);
     assert!(not_begun(&crashed, &second));
@@ -1265,7 +1286,7 @@ fn a_torn_header_copy_leaves_the_generation_not_begun_and_its_frames_are_never_r
     // was never acknowledged: the generation is not begun, its frames are not read, and the open
     // that begins it zeroes them first.
     let dir = PathBuf::from("/db/log");
-    let backend = CrashBackend::new();
+    let backend = backend();
     let log = quiet_log(&backend, &dir);
     let payload = vec![6u8; 3000];
     let mut lsns = Vec::new();
@@ -1285,15 +1306,17 @@ fn a_torn_header_copy_leaves_the_generation_not_begun_and_its_frames_are_never_r
         }
         lsns.push(lsn);
     }
-    let crashed = backend.crash_keep_prefix(usize::MAX);
+    let crashed = backend.crash_copy(CrashMode::KeepPrefix { bytes: usize::MAX });
     drop(log);
     let second = log_file_path(&dir, 2);
     assert!(!not_begun(&crashed, &second), "the first write began it");
     // The header's second copy (its own 512-byte sector) did not reach the disk.
     let copy_b = jetproof_log::format::HEADER_COPY_OFFSET as u64;
-    crashed.zero_range(&second, copy_b, copy_b + 512);
+    crashed
+        .zero_range(&second, copy_b, copy_b + 512)
+        .expect("file to damage exists");
     assert!(not_begun(&crashed, &second));
-    let stale = crashed.file_bytes(&second).expect("file");
+    let stale = crashed.current_contents(&second).expect("file");
     assert!(
         stale[DATA_START as usize..DATA_START as usize + 64]
             .iter()
@@ -1302,7 +1325,7 @@ fn a_torn_header_copy_leaves_the_generation_not_begun_and_its_frames_are_never_r
     );
     // The unacknowledged record is not read.
     let log = reopened_after_generation_one(&crashed, &dir, lsns.len());
-    let begun = crashed.file_bytes(&second).expect("file");
+    let begun = crashed.current_contents(&second).expect("file");
     assert!(
         begun[DATA_START as usize..].iter().all(|&byte| byte == 0),
         "the stale frames are zeroed before the generation is begun"

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{CrashBackend, rng, seed};
+use common::{backend, rng, seed};
 use jetproof_io::IoBackend;
 use jetproof_io::IoClass;
+use jetproof_io::fault::CrashMode;
 use jetproof_io::meter::InstanceStats;
 use jetproof_log::format::DATA_START;
 use jetproof_log::{
@@ -43,7 +44,7 @@ fn read_all(backend: Arc<dyn IoBackend>, dir: &Path, from: Lsn) -> Vec<jetproof_
 fn records_round_trip_across_generations() {
     let seed = seed("records_round_trip_across_generations");
     let mut rng = rng(seed);
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let mut expected = Vec::new();
@@ -106,7 +107,7 @@ fn records_round_trip_across_generations() {
 
 #[test]
 fn a_record_inside_a_frame_is_not_a_start_position() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let body = payload(1, 100);
@@ -134,8 +135,8 @@ fn a_record_inside_a_frame_is_not_a_start_position() {
 /// A log whose writes are only its committers' own (the timer at 10 s), each sync taking
 /// `sync_delay`.
 fn committers_log(sync_delay: Duration, file_size: u64, buffer_size: usize) -> Arc<Log> {
-    let backend = CrashBackend::new();
-    backend.set_sync_delay(sync_delay);
+    let backend = backend();
+    backend.configure(|c| c.sync_latency = sync_delay);
     let dir = PathBuf::from("/db/log");
     Arc::new(
         Log::create(
@@ -276,9 +277,9 @@ fn a_durable_commits_writer_writes_once_more_at_once_for_the_commits_that_arrive
 
 #[test]
 fn lazy_commits_become_durable_within_the_timer() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     // Slow syncs: a lazy commit that waited for a log write would take at least this long.
-    backend.set_sync_delay(Duration::from_millis(40));
+    backend.configure(|c| c.sync_latency = Duration::from_millis(40));
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
         backend.clone(),
@@ -314,14 +315,14 @@ fn lazy_commits_become_durable_within_the_timer() {
     // Made durable by the timer, not by a commit: nobody waited, yet every record is synced.
     assert_eq!(LogStats::get(&log.stats().durable_commits), 0);
     assert!(LogStats::get(&log.stats().writes) >= 1);
-    let synced = backend.crash_keep_prefix(0);
+    let synced = backend.crash_copy(CrashMode::KeepPrefix { bytes: 0 });
     log.close().expect("close");
     assert_eq!(read_all(synced, &dir, Lsn::new(1, DATA_START)).len(), 10);
 }
 
 #[test]
 fn log_writes_are_metered_and_sized_by_the_traffic() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let stats = InstanceStats::new("db1");
     let log = Log::create(
@@ -359,7 +360,7 @@ fn log_writes_are_metered_and_sized_by_the_traffic() {
 #[test]
 fn a_durable_commit_fills_its_last_sector_and_the_next_write_starts_on_a_fresh_one() {
     for fill in [true, false] {
-        let backend = CrashBackend::new();
+        let backend = backend();
         let dir = PathBuf::from("/db/log");
         let stats = InstanceStats::new("db1");
         let options = LogOptions {
@@ -424,7 +425,7 @@ fn a_durable_commit_fills_its_last_sector_and_the_next_write_starts_on_a_fresh_o
 
 #[test]
 fn rollover_deletes_generations_before_the_checkpoint() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
         backend.clone(),
@@ -482,7 +483,7 @@ fn rollover_deletes_generations_before_the_checkpoint() {
 
 #[test]
 fn circular_logging_reuses_old_files() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
         backend.clone(),
@@ -530,7 +531,7 @@ fn circular_logging_reuses_old_files() {
 
 #[test]
 fn a_failed_sync_poisons_the_log() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let body = payload(1, 100);
@@ -541,12 +542,12 @@ fn a_failed_sync_poisons_the_log() {
     };
     log.append_and_commit(&record, Durability::Durable)
         .expect("first commit");
-    backend.fail_syncs(true);
+    backend.configure(|c| c.fail_syncs = true);
     let error = log
         .append_and_commit(&record, Durability::Durable)
         .expect_err("sync fails");
     assert!(matches!(error, LogError::Io(_)), "{error}");
-    backend.fail_syncs(false);
+    backend.configure(|c| c.fail_syncs = false);
     for attempt in [
         log.append(&record).map(|_| ()),
         log.commit(Lsn::new(1, DATA_START), Durability::Lazy),
@@ -562,7 +563,7 @@ fn a_failed_sync_poisons_the_log() {
 
 #[test]
 fn a_failed_write_poisons_the_log() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let body = payload(1, 100);
@@ -581,7 +582,7 @@ fn a_failed_write_poisons_the_log() {
 
 #[test]
 fn oversized_records_and_foreign_logs_are_refused() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let max = log.options().max_payload_bytes();
@@ -619,7 +620,7 @@ fn oversized_records_and_foreign_logs_are_refused() {
 
 #[test]
 fn reads_are_metered_as_log_reads_in_large_sequential_reads() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(backend.clone(), options(&dir)).expect("create");
     let body = payload(5, 2000);
@@ -666,7 +667,7 @@ fn no_write_runs_past_the_end_of_a_generation() {
     // after the last write may be just enough for the generation-end frame and no more.
     let seed = seed("no_write_runs_past_the_end_of_a_generation");
     let mut rng = rng(seed);
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
         backend.clone(),
@@ -694,7 +695,7 @@ fn no_write_runs_past_the_end_of_a_generation() {
     log.close().expect("close");
     for generation in 1..=last {
         let size = backend
-            .file_bytes(&log_file_path(&dir, generation))
+            .current_contents(&log_file_path(&dir, generation))
             .map(|bytes| bytes.len());
         assert_eq!(size, Some(64 << 10), "seed {seed}: generation {generation}");
     }
@@ -714,7 +715,7 @@ fn no_write_runs_past_the_end_of_a_generation() {
 fn every_write_ends_in_zeros_though_its_buffer_held_other_bytes() {
     let seed = seed("every_write_ends_in_zeros_though_its_buffer_held_other_bytes");
     let mut rng = rng(seed);
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let sector = 512u64;
     let log = Log::create(
@@ -743,7 +744,7 @@ fn every_write_ends_in_zeros_though_its_buffer_held_other_bytes() {
         log.flush().expect("flush");
         let end = log.flushed_lsn();
         let bytes = backend
-            .file_bytes(&log_file_path(&dir, end.generation))
+            .current_contents(&log_file_path(&dir, end.generation))
             .expect("generation file");
         let rounded = end.offset.div_ceil(sector) * sector;
         let tail = &bytes[end.offset as usize..rounded as usize];
@@ -869,7 +870,7 @@ fn wait_until_durable(log: &Log, lsn: Lsn, what: &str) {
 
 #[test]
 fn every_log_write_is_counted_under_what_started_it() {
-    let backend = CrashBackend::new();
+    let backend = backend();
     let dir = PathBuf::from("/db/log");
     let log = Log::create(
         backend.clone(),
@@ -983,7 +984,7 @@ fn a_version_2_generation_followed_by_a_version_3_one_reads_back() {
     };
     let dir = PathBuf::from("/db/log");
     let database_id = 0xD8_0000_0000_0000_0000_0000_0000_0002u128;
-    let backend = CrashBackend::new();
+    let backend = backend();
     let file_size = 64u64 << 10;
     // (generation, layout, records): each file ends with a flush frame; the first with a
     // generation-end frame after it.

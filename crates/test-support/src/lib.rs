@@ -1,6 +1,17 @@
-//! Dev-only helpers shared by jetproof's tests (a `[dev-dependencies]` entry only): the seed of a
-//! randomised test. Every randomised test takes its seed from `JETPROOF_SEED` when set, so a
-//! failure replays, and names the seed in its failure messages.
+//! Dev-only helpers shared by jetproof's tests (a `[dev-dependencies]` entry only):
+//! * the seed of a randomised test ([`announced_seed`], [`seed_or`]): every randomised test takes
+//!   its seed from `JETPROOF_SEED` when set, so a failure replays, and names the seed in its
+//!   failure messages;
+//! * a small job's text ([`job::SmallJob`]): N databases of a size, in a directory, as the CLI's,
+//!   the procedures' and the instance's tests build them;
+//! * small engine options ([`engine::small_options`], feature `engine`) and small instance
+//!   options ([`instance::small_options`], feature `instance`).
+
+#[cfg(feature = "engine")]
+pub mod engine;
+#[cfg(feature = "instance")]
+pub mod instance;
+pub mod job;
 
 /// `JETPROOF_SEED` if set, else the clock's nanoseconds (`fallback` if the clock reads before
 /// 1970).

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use jetproof_test_support::job::SmallJob;
 
 /// The real `jetproof` binary, run in `dir`.
 pub fn jetproof(dir: &Path) -> Command {
@@ -26,25 +27,19 @@ pub const LENIENT_THRESHOLDS: &str = "[thresholds]\ndb_read_avg_ms = 1000\ndb_re
 /// Two 8 MiB databases of 8 KiB pages with a 1 MiB cache, buffered I/O (runs on any file
 /// system), two sessions, a `duration` window sampled every half second; `extra` is TOML
 /// appended after the `[run]` table (more tables). Unless `extra` has its own `[thresholds]`,
-/// the job carries [`LENIENT_THRESHOLDS`].
+/// the job carries [`LENIENT_THRESHOLDS`]. The text is `jetproof_test_support::job::SmallJob`'s.
 pub fn small_job(dir: &Path, duration: &str, extra: &str) -> PathBuf {
     let thresholds = if extra.contains("[thresholds]") {
         ""
     } else {
         LENIENT_THRESHOLDS
     };
-    let job = dir.join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
-            "[storage]\ndatabases = 2\ndb_size = \"8MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
-             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
-             [cache]\nmin_size = \"512KiB\"\nmax_size = \"1MiB\"\n\
-             [run]\nduration = \"{duration}\"\nsample_interval = \"500ms\"\n{extra}{thresholds}"
-        ),
-    )
-    .expect("write job");
-    job
+    SmallJob {
+        duration: duration.to_string(),
+        extra: format!("{extra}{thresholds}"),
+        ..SmallJob::new(2, "8MiB")
+    }
+    .write(&dir.join("job.toml"))
 }
 
 /// A `result.json`, parsed.

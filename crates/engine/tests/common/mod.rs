@@ -10,24 +10,13 @@ use jetproof_io::mem::MemBackend;
 
 /// The seed of a randomized test: `JETPROOF_SEED` if set, else a fresh one. Printed, so that a
 /// failure can be replayed with `JETPROOF_SEED=<seed> cargo nextest run ...`.
-pub fn seed(test: &str) -> u64 {
-    jetproof_test_support::announced_seed(test)
-}
+#[allow(unused_imports)] // each test binary uses only some of these
+pub use jetproof_test_support::announced_seed as seed;
 
-/// Small options for tests: small cache, inline flushing, no direct I/O.
+/// Small options for tests: a file of 64 pages grown by 32, a cache of 16 to `cache_pages`
+/// pages, inline flushing, no direct I/O (`jetproof_test_support::engine::small_options`).
 pub fn small_options(page_size: usize, cache_pages: u64) -> DatabaseOptions {
-    DatabaseOptions {
-        page_size,
-        initial_size_bytes: 64 * page_size as u64,
-        extent_bytes: 32 * page_size as u64,
-        cache_min_bytes: 16 * page_size as u64,
-        cache_max_bytes: cache_pages * page_size as u64,
-        direct_io: false,
-        stats: None,
-        flush_thread: false,
-        accept_dirty: false,
-        write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
-    }
+    jetproof_test_support::engine::small_options(page_size, 64, 32, 16, cache_pages)
 }
 
 pub fn mem() -> (Arc<MemBackend>, &'static Path) {

@@ -4,10 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use jetproof_engine::DatabaseOptions;
-use jetproof_instance::{Instance, InstanceOptions};
+use jetproof_instance::Instance;
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -31,47 +29,14 @@ pub fn read_log(
     (records, reader.summary().end)
 }
 
-/// The page size of every instance test.
-pub const PAGE: usize = 4096;
+/// The page size of every instance test, and their small options (4 KiB pages, 64 KiB log
+/// files, no background checkpointer: `jetproof_test_support::instance::small_options`).
+#[allow(unused_imports)] // each test binary uses only some of these
+pub use jetproof_test_support::instance::{PAGE, small_options};
 
 /// A test's first seed: `JETPROOF_SEED` if set, else the time; printed with how to replay it.
-pub fn seed(test: &str) -> u64 {
-    jetproof_test_support::announced_seed(test)
-}
-
-/// A small instance for tests: 4 KiB pages, a file of `initial_pages`, a cache of
-/// `cache_min_pages`..`cache_max_pages`, 64 KiB log files with a 32 KiB buffer, lazy commits
-/// durable within 1 ms, a 20 MiB checkpoint depth, log files kept, and no background
-/// checkpointer (tests call `checkpoint` themselves). Tests change fields with `..`.
-pub fn small_options(
-    initial_pages: u64,
-    cache_min_pages: u64,
-    cache_max_pages: u64,
-) -> InstanceOptions {
-    InstanceOptions {
-        database: DatabaseOptions {
-            page_size: PAGE,
-            initial_size_bytes: initial_pages * PAGE as u64,
-            extent_bytes: 64 * PAGE as u64,
-            cache_min_bytes: cache_min_pages * PAGE as u64,
-            cache_max_bytes: cache_max_pages * PAGE as u64,
-            direct_io: false,
-            stats: None,
-            flush_thread: false,
-            accept_dirty: false,
-            write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
-        },
-        log_file_size_bytes: 64 << 10,
-        log_buffer_size_bytes: 32 << 10,
-        log_sector_size_bytes: 4096,
-        lazy_flush_interval: Duration::from_millis(1),
-        checkpoint_depth_bytes: 20 << 20,
-        keep_files: true,
-        circular: false,
-        checkpoint_interval: None,
-        checkpoint_write_interval: Duration::from_secs(1),
-    }
-}
+#[allow(unused_imports)] // each test binary uses only some of these
+pub use jetproof_test_support::announced_seed as seed;
 
 /// One random change through `instance`, mirrored in `model`: half inserts, three in ten
 /// deletes, the rest replaces, of keys `0..keys`; a fifth of the values are large (over half the
