@@ -387,71 +387,22 @@ pub fn performance(
     };
     let started_at = jetproof_results::now_rfc3339();
     let started = Instant::now();
-    log.line("Preparing for testing ...");
-    let header_findings = check_headers(job, log, options)?;
-    log.line(format!(
-        "Attaching databases (I/O engine {}) ...",
-        options.backend.name()
-    ));
-    let settings = Settings::of(job, stress);
-    let mut attached = attach_all(job, &settings, log, options)?;
-    let target = tell_settings(job, &settings, &attached, log);
-    let per_instance_target = target.map(|t| t / attached.len().max(1) as f64);
-    for a in &attached {
-        a.pace_at(per_instance_target);
-    }
-    let copies = job.simulation.copies_per_database;
-    if copies > 1 {
-        log.line(replication::describe(copies, attached.len()));
-    }
-    let run_stop = AtomicBool::new(false);
-    let outcome = std::thread::scope(|scope| {
-        if job.workload.background_maintenance {
-            for a in &attached {
-                let run_stop = &run_stop;
-                scope.spawn(move || background_maintenance(job, a, options, log, run_stop));
-            }
-        }
-        if copies > 1 {
-            for a in &attached {
-                let run_stop = &run_stop;
-                scope.spawn(move || replication_sender(job, a, options, run_stop));
-            }
-        }
-        let phases = phases(
-            job,
-            &attached,
-            duration,
-            per_instance_target,
-            &settings,
-            log,
-            out,
-            options,
-        );
-        run_stop.store(true, Ordering::Relaxed);
-        phases
-    });
-    let left = shut_down_all(&mut attached, log);
+    let mut ready = prepare(job, stress, log, options)?;
+    let outcome = run_beside_background(job, &ready, duration, out, log, options);
+    let left = shut_down_all(&mut ready.attached, log);
     let Phases {
         mut measured,
         sessions,
         tuning,
         ready_at_start,
     } = outcome?;
-    measured.reasons.extend(left.shutdown_errors);
-    if job.workload.background_maintenance {
-        add_maintenance(&mut measured, &left.maintenance_found);
-    }
-    add_file_findings(&mut measured, &header_findings, &left.corrected);
-    if copies > 1 {
-        add_replication(&mut measured, copies, &left.replication_done);
-    }
+    add_leftovers(job, &mut measured, left, &ready.header_findings);
     if let Some(tuning) = &tuning {
         add_tuning(
             &mut measured,
             tuning,
             sessions,
-            target,
+            ready.target,
             ready_at_start,
             log,
             options,
@@ -464,10 +415,118 @@ pub fn performance(
         sessions,
         tuning: tuning.as_ref(),
         ready_at_start,
-        target,
-        limits: &settings.limits,
+        target: ready.target,
+        limits: &ready.settings.limits,
     };
     verdict(job, measured, &run, out, log, options)
+}
+
+/// What the preparations leave for the phases: the headers' findings, the settings, the
+/// databases attached and paced, the target (all instances') and each instance's share of it.
+struct Prepared {
+    header_findings: Vec<Vec<String>>,
+    settings: Settings,
+    attached: Vec<Attached>,
+    target: Option<f64>,
+    per_instance_target: Option<f64>,
+}
+
+/// The preparations, as the test log tells them: every header checked, the databases attached,
+/// the settings told, each instance paced at its share of the target, and with copies > 1 the
+/// log replication described.
+fn prepare(
+    job: &Job,
+    stress: bool,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<Prepared, RunError> {
+    log.line("Preparing for testing ...");
+    let header_findings = check_headers(job, log, options)?;
+    log.line(format!(
+        "Attaching databases (I/O engine {}) ...",
+        options.backend.name()
+    ));
+    let settings = Settings::of(job, stress);
+    let attached = attach_all(job, &settings, log, options)?;
+    let target = tell_settings(job, &settings, &attached, log);
+    let per_instance_target = target.map(|t| t / attached.len().max(1) as f64);
+    for a in &attached {
+        a.pace_at(per_instance_target);
+    }
+    let copies = job.simulation.copies_per_database;
+    if copies > 1 {
+        log.line(replication::describe(copies, attached.len()));
+    }
+    Ok(Prepared {
+        header_findings,
+        settings,
+        attached,
+        target,
+        per_instance_target,
+    })
+}
+
+/// The phases, with one background maintenance scan per instance (when the job asks for it)
+/// and, with copies > 1, one log replication sender per instance beside them for the whole
+/// run; every one of those threads is told to stop when the phases end, and has ended when this
+/// returns.
+fn run_beside_background(
+    job: &Job,
+    ready: &Prepared,
+    duration: Duration,
+    out: &OutDir,
+    log: &TestLog,
+    options: &RunOptions<'_>,
+) -> Result<Phases, RunError> {
+    let attached = &ready.attached;
+    let copies = job.simulation.copies_per_database;
+    let run_stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        if job.workload.background_maintenance {
+            for a in attached {
+                let run_stop = &run_stop;
+                scope.spawn(move || background_maintenance(job, a, options, log, run_stop));
+            }
+        }
+        if copies > 1 {
+            for a in attached {
+                let run_stop = &run_stop;
+                scope.spawn(move || replication_sender(job, a, options, run_stop));
+            }
+        }
+        let phases = phases(
+            job,
+            attached,
+            duration,
+            ready.per_instance_target,
+            &ready.settings,
+            log,
+            out,
+            options,
+        );
+        run_stop.store(true, Ordering::Relaxed);
+        phases
+    })
+}
+
+/// What the shut-down left, added to the measured figures: the shut-down's errors as reasons,
+/// what background maintenance found (when it ran), the headers' findings and the pages
+/// corrected in memory, and with copies > 1 what each replication sender read.
+fn add_leftovers(
+    job: &Job,
+    measured: &mut Measured,
+    left: Leftovers,
+    header_findings: &[Vec<String>],
+) {
+    measured.reasons.extend(left.shutdown_errors);
+    if job.workload.background_maintenance {
+        add_maintenance(measured, &left.maintenance_found);
+    }
+    add_file_findings(measured, header_findings, &left.corrected);
+    let copies = job.simulation.copies_per_database;
+    if copies > 1 {
+        add_replication(measured, copies, &left.replication_done);
+    }
 }
 
 /// Checks every header before opening any database for writing. A damaged or stale header copy

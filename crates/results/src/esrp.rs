@@ -1149,54 +1149,105 @@ fn metrics_table(
 }
 
 /// The document as Markdown (the dialect `report.md` uses, so [`crate::html::markdown_to_html`]
-/// renders it).
+/// renders it): the requirements judged first, then each section in the order ESRP prints
+/// them, each written by a step of its own.
 pub fn document(inputs: &Inputs<'_>) -> Document {
-    let s = inputs.solution;
-    let plan = inputs.plan;
-    let p = |key: &str| plan.and_then(|v| v.get(key));
-    let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
-    let all_hosts: Vec<String> = inputs.hosts.to_vec();
-    let expected = pi("servers").and_then(|v| v.as_u64());
-    let summaries: Vec<Summary> = inputs.sets.iter().map(Summary::of).collect();
-    let target = p("target_iops_per_server").and_then(|v| v.as_f64());
-    let mismatches = plan.map_or(Vec::new(), |p| plan_mismatches(p, inputs.shapes));
-    let reqs = requirements(
-        &summaries,
-        &all_hosts,
-        expected,
-        &s.servers,
-        target,
-        plan.is_some(),
-        &mismatches,
-    );
-    let rehearsals = rehearsals(inputs.shapes);
-    let mut reqs = reqs;
-    reqs.push(Requirement {
-        name: REHEARSAL_REQUIREMENT.into(),
-        required: "no result ran as a rehearsal (the job's `run.rehearsal`)".into(),
-        found: if rehearsals.is_empty() {
-            "no result is a rehearsal".into()
-        } else {
-            format!("rehearsal results: {}", rehearsals.join(", "))
-        },
-        met: rehearsals.is_empty(),
-    });
-    let complete = reqs.iter().all(|r| r.met);
-    let version = s
-        .exchange_version
-        .clone()
-        .or_else(|| {
-            p("exchange_version")
-                .and_then(|v| v.as_str())
-                .map(String::from)
-        })
-        .unwrap_or_else(|| "(version not given)".into());
-    let mailboxes = pi("mailboxes").map(|v| whole(Some(v)));
-
+    let judged = Judged::of(inputs);
     let mut m = String::new();
-    let title = s.title.clone().unwrap_or_else(|| {
+    first_page(&mut m, inputs, &judged);
+    solution_sections(&mut m, inputs, &judged.version, judged.mailboxes.as_deref());
+    configuration_sections(&mut m, inputs);
+    test_result_summary(&mut m, inputs.plan.is_some(), &judged);
+    reliability(&mut m, inputs);
+    performance_results(&mut m, inputs, &judged.mismatches, judged.target);
+    backup_and_recovery(&mut m, inputs);
+    conclusion(&mut m, inputs, judged.complete);
+    Document {
+        markdown: m,
+        complete: judged.complete,
+        requirements: judged.requirements,
+    }
+}
+
+/// What the sections share, worked out once from the inputs before any is written.
+struct Judged {
+    /// The plan's target IOPS per server.
+    target: Option<f64>,
+    /// Where the results do not match the plan ([`plan_mismatches`]); none without a plan.
+    mismatches: Vec<String>,
+    /// The results that ran as a rehearsal ([`rehearsals`]).
+    rehearsals: Vec<String>,
+    /// Every requirement, [`REHEARSAL_REQUIREMENT`] last.
+    requirements: Vec<Requirement>,
+    /// Every requirement is met.
+    complete: bool,
+    /// The Exchange version: the solution's, else the plan's, else "(version not given)".
+    version: String,
+    /// The plan's mailboxes in total, printed.
+    mailboxes: Option<String>,
+}
+
+impl Judged {
+    /// The requirements judged against the results and the plan, the rehearsals found, and
+    /// the version and mailboxes the title and the overview name.
+    fn of(inputs: &Inputs<'_>) -> Judged {
+        let s = inputs.solution;
+        let plan = inputs.plan;
+        let p = |key: &str| plan.and_then(|v| v.get(key));
+        let pi = |key: &str| plan.and_then(|v| v.get("inputs")).and_then(|v| v.get(key));
+        let all_hosts: Vec<String> = inputs.hosts.to_vec();
+        let expected = pi("servers").and_then(|v| v.as_u64());
+        let summaries: Vec<Summary> = inputs.sets.iter().map(Summary::of).collect();
+        let target = p("target_iops_per_server").and_then(|v| v.as_f64());
+        let mismatches = plan.map_or(Vec::new(), |p| plan_mismatches(p, inputs.shapes));
+        let mut requirements = requirements(
+            &summaries,
+            &all_hosts,
+            expected,
+            &s.servers,
+            target,
+            plan.is_some(),
+            &mismatches,
+        );
+        let rehearsals = rehearsals(inputs.shapes);
+        requirements.push(Requirement {
+            name: REHEARSAL_REQUIREMENT.into(),
+            required: "no result ran as a rehearsal (the job's `run.rehearsal`)".into(),
+            found: if rehearsals.is_empty() {
+                "no result is a rehearsal".into()
+            } else {
+                format!("rehearsal results: {}", rehearsals.join(", "))
+            },
+            met: rehearsals.is_empty(),
+        });
+        let complete = requirements.iter().all(|r| r.met);
+        let version = s
+            .exchange_version
+            .clone()
+            .or_else(|| {
+                p("exchange_version")
+                    .and_then(|v| v.as_str())
+                    .map(String::from)
+            })
+            .unwrap_or_else(|| "(version not given)".into());
+        let mailboxes = pi("mailboxes").map(|v| whole(Some(v)));
+        Judged {
+            target,
+            mismatches,
+            rehearsals,
+            requirements,
+            complete,
+            version,
+            mailboxes,
+        }
+    }
+}
+
+/// The document's title: the solution's own, else vendor, product, Exchange version and
+/// mailboxes (saying what is missing when vendor and product are not given).
+fn title(s: &Solution, version: &str, mailboxes: Option<&str>) -> String {
+    s.title.clone().unwrap_or_else(|| {
         let scale = mailboxes
-            .as_ref()
             .map(|n| format!(" for {n} mailboxes"))
             .unwrap_or_default();
         // Vendor and product are added to the solution file by hand: a document made before
@@ -1213,7 +1264,18 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
         } else {
             format!("{who}: Exchange {version} storage solution{scale}")
         }
-    });
+    })
+}
+
+/// The first page: the title, the rehearsal's mark, whether the set is complete (naming every
+/// requirement not met), the plan's mismatches, and what made the document.
+fn first_page(m: &mut String, inputs: &Inputs<'_>, judged: &Judged) {
+    let rehearsals = &judged.rehearsals;
+    let title = title(
+        inputs.solution,
+        &judged.version,
+        judged.mailboxes.as_deref(),
+    );
     let _ = writeln!(
         m,
         "# {}{}",
@@ -1231,13 +1293,14 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             cell(&rehearsals.join(", "))
         );
     }
-    if complete {
+    if judged.complete {
         let _ = writeln!(
             m,
             "\n**Complete ESRP test set**: every requirement in \"ESRP requirements\" below is met by the results."
         );
     } else {
-        let unmet: Vec<String> = reqs
+        let unmet: Vec<String> = judged
+            .requirements
             .iter()
             .filter(|r| !r.met)
             .map(|r| format!("{} ({})", r.name, r.found))
@@ -1248,51 +1311,58 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             cell(&unmet.join("; "))
         );
     }
-    if !mismatches.is_empty() {
+    if !judged.mismatches.is_empty() {
         let _ = writeln!(
             m,
             "\n**DOES NOT MATCH THE PLAN.** {}. No server is judged against the plan's target.",
-            cell(&mismatches.join("; "))
+            cell(&judged.mismatches.join("; "))
         );
     }
     let _ = writeln!(
         m,
         "\nMade by jetproof {} from {} server(s)' results. jetproof is not Microsoft Jetstress, and this document is not a Microsoft ESRP submission.",
         crate::tool_version(),
-        all_hosts.len()
+        inputs.hosts.len()
     );
+}
 
-    solution_sections(&mut m, inputs, &version, mailboxes.as_deref());
-
-    tested_deployment(&mut m, inputs);
-    data_reduction_section(&mut m, inputs.reductions);
-    pairs(&mut m, "Primary Storage Hardware", &s.storage_hardware);
-    pairs(&mut m, "Primary Storage Software", &s.storage_software);
+/// The tested deployment, the data reduction, the solution file's storage hardware, software,
+/// disk and replication tables, and its best practices.
+fn configuration_sections(m: &mut String, inputs: &Inputs<'_>) {
+    let s = inputs.solution;
+    tested_deployment(m, inputs);
+    data_reduction_section(m, inputs.reductions);
+    pairs(m, "Primary Storage Hardware", &s.storage_hardware);
+    pairs(m, "Primary Storage Software", &s.storage_software);
     pairs(
-        &mut m,
+        m,
         "Primary Storage Disk Configuration (Mailbox Store Disks)",
         &s.database_disks,
     );
     pairs(
-        &mut m,
+        m,
         "Primary Storage Disk Configuration (Transaction Log Disks)",
         &s.log_disks,
     );
-    pairs(&mut m, "Replication Configuration", &s.replication);
+    pairs(m, "Replication Configuration", &s.replication);
 
     let _ = writeln!(m, "\n## Best Practices");
     text_block(
-        &mut m,
+        m,
         s.best_practices.as_deref(),
         "The solution file gives no best practices.",
     );
+}
 
+/// The test result summary's opening: every requirement, met or not, and with a plan
+/// (`has_plan`) whether the results were run as planned, naming each mismatch.
+fn test_result_summary(m: &mut String, has_plan: bool, judged: &Judged) {
     let _ = writeln!(m, "\n## Test Result Summary");
     let _ = writeln!(
         m,
         "\n### ESRP requirements\n\n| Requirement | Required | Found | Met |\n|---|---|---|---|"
     );
-    for r in &reqs {
+    for r in &judged.requirements {
         let _ = writeln!(
             m,
             "| {} | {} | {} | {} |",
@@ -1302,9 +1372,9 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
             if r.met { "yes" } else { "NO" }
         );
     }
-    if plan.is_some() {
+    if has_plan {
         let _ = writeln!(m, "\n### Results against the plan\n");
-        if mismatches.is_empty() {
+        if judged.mismatches.is_empty() {
             let _ = writeln!(
                 m,
                 "Every result was run as planned: mailboxes per server, databases per host, database size, copies and page size."
@@ -1314,19 +1384,10 @@ pub fn document(inputs: &Inputs<'_>) -> Document {
                 m,
                 "The results do not match the plan, so the document does not judge them against it:\n"
             );
-            for line in &mismatches {
+            for line in &judged.mismatches {
                 let _ = writeln!(m, "- {}", cell(line));
             }
         }
-    }
-    reliability(&mut m, inputs);
-    performance_results(&mut m, inputs, &mismatches, target);
-    backup_and_recovery(&mut m, inputs);
-    conclusion(&mut m, inputs, complete);
-    Document {
-        markdown: m,
-        complete,
-        requirements: reqs,
     }
 }
 
