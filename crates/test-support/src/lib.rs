@@ -4,8 +4,8 @@
 //!   failure messages;
 //! * a small job's text ([`job::SmallJob`]): N databases of a size, in a directory, as the CLI's,
 //!   the procedures' and the instance's tests build them;
-//! * small engine options ([`engine::small_options`], feature `engine`) and small instance
-//!   options ([`instance::small_options`], feature `instance`).
+//! * small engine options (`engine::small_options`, feature `engine`) and small instance
+//!   options (`instance::small_options`, feature `instance`).
 
 #[cfg(feature = "engine")]
 pub mod engine;
