@@ -1616,8 +1616,8 @@ impl CacheInner {
                 checksum::seal(slot);
                 // Invariant: the copy written names the page it is written to (the seal folds
                 // that number into the checksums); under another number it reads back as damaged.
-                // (The number only: verifying the whole seal per page write in debug builds
-                // slowed the cache enough to move the timing tests of `jetproof-procedures`.)
+                // (The number only: the whole seal's verification would be one more CRC pass
+                // per page write in debug builds.)
                 debug_assert_eq!(
                     checksum::stored_page_number(slot),
                     Some(*page),
