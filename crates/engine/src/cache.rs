@@ -981,6 +981,14 @@ impl CacheInner {
                 self.scavenge_wanted.store(true, Ordering::Release);
                 continue;
             }
+            // Invariant: a frame whose write is in flight is still dirty (its write's completion
+            // clears `writing` before `dirty`), so the clock never evicts it: evicting it would
+            // reuse the frame while the write's page is still being written from its copy and a
+            // failed write could no longer leave the page dirty.
+            debug_assert!(
+                !frame.writing.load(Ordering::Acquire),
+                "the clock evicts frame {f}, whose write is in flight"
+            );
             let old = frame.page.load(Ordering::Acquire);
             if old != NO_PAGE {
                 if map.table.get(&old) == Some(&f) {
@@ -1402,7 +1410,14 @@ impl CacheInner {
             }
             for (&(page, f), &version) in write.frames.iter().zip(&write.versions) {
                 let frame = &self.frames[f];
-                frame.writing.store(false, Ordering::Release);
+                let was_writing = frame.writing.swap(false, Ordering::AcqRel);
+                // Invariant: the frame of a completed write was marked as written from the issue
+                // until now; if not, two writes of one page were in flight at once and the older
+                // could land last.
+                debug_assert!(
+                    was_writing,
+                    "page {page}: a completed write's frame was not writing"
+                );
                 // Never wait for a latch here: its holder may be a session waiting for this very
                 // flush (a stall). A page we cannot latch stays dirty and is written again later.
                 let Some(_guard) = frame.latch.try_read() else {
@@ -1412,7 +1427,11 @@ impl CacheInner {
                     && frame.version.load(Ordering::Acquire) == version
                     && frame.dirty.swap(false, Ordering::AcqRel)
                 {
-                    self.dirty_count.fetch_sub(1, Ordering::AcqRel);
+                    let before = self.dirty_count.fetch_sub(1, Ordering::AcqRel);
+                    // Invariant: the dirty count never underflows (each frame counts once, from
+                    // its first change to the write that cleans it); a wrap would make the
+                    // cache's clean-buffer figure and its flush thresholds wrong.
+                    debug_assert!(before > 0, "the dirty page count underflowed");
                 }
             }
         }
@@ -1595,11 +1614,26 @@ impl CacheInner {
                     counts.push(map.stamp_for_write(*page, slot));
                 }
                 checksum::seal(slot);
+                // Invariant: the copy written names the page it is written to (the seal folds
+                // that number into the checksums); under another number it reads back as damaged.
+                // (The number only: the whole seal's verification would be one more CRC pass
+                // per page write in debug builds.)
+                debug_assert_eq!(
+                    checksum::stored_page_number(slot),
+                    Some(*page),
+                    "page {page} is written under another page number"
+                );
                 versions.push(self.frames[*f].version.load(Ordering::Acquire));
                 max_log_position = max_log_position.max(page::log_position(slot).unwrap_or(0));
             }
             let frames: Vec<(u32, usize)> = run.iter().map(|(p, f, _)| (*p, *f)).collect();
             drop(run);
+            // Invariant: a run is consecutive pages, since one write at the first page's offset
+            // carries them all; a gap would put every later page of the run at a wrong place.
+            debug_assert!(
+                frames.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+                "a write run of pages {frames:?} is not consecutive"
+            );
             let gate = self.gate.read().clone();
             let page_numbers: Vec<u32> = frames.iter().map(|&(page, _)| page).collect();
             let needed = match gate.before_write(&page_numbers, max_log_position) {
@@ -1615,9 +1649,20 @@ impl CacheInner {
                 self.poison(&e);
                 return Err(e);
             }
+            // Invariant (the write-ahead rule): the log is durable up to the newest change of
+            // every page in the write, and past the before images logged for it; a page on disk
+            // ahead of the durable log holds a change that recovery can neither redo nor undo.
+            debug_assert!(
+                gate.is_durable(needed),
+                "pages {page_numbers:?} written before the log is durable to {needed}"
+            );
             let offset = u64::from(first_page) * ps as u64;
-            for &(_, f) in &frames {
-                self.frames[f].writing.store(true, Ordering::Release);
+            for &(page, f) in &frames {
+                let was_writing = self.frames[f].writing.swap(true, Ordering::AcqRel);
+                // Invariant: at most one write per page in flight (runs take only frames not
+                // writing, under their latches); two could complete out of order and leave the
+                // older copy on disk.
+                debug_assert!(!was_writing, "page {page} has a second write in flight");
             }
             let tag = state.next_tag;
             state.next_tag = state.next_tag.wrapping_add(1);

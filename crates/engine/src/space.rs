@@ -572,6 +572,13 @@ impl Space {
                 what: format!("the space map says page {page} (its own or a header) is free"),
             });
         }
+        // Invariant: the maps hand out only pages inside the file; a page past its end would be
+        // written where no space map accounts for it.
+        debug_assert!(
+            page < state.page_count,
+            "page {page} allocated past the file's {} pages",
+            state.page_count
+        );
         self.mark(cache, page, true)?;
         state.used += 1;
         Ok(())
@@ -690,8 +697,20 @@ impl Space {
     /// Returns `page` to the free pool. The caller has already reformatted it as a free page.
     pub fn free(&self, cache: &PageCache, page: u32) -> Result<()> {
         let mut state = self.state.lock();
+        // Invariant: a page freed lies in the file and is not its header or a space map page
+        // (freeing one would let the allocator hand out the database's own bookkeeping).
+        debug_assert!(
+            u64::from(page) < state.page_count
+                && u64::from(page) > u64::from(HEADER_PAGES)
+                && !is_map_page(u64::from(page), self.page_size),
+            "page {page} freed: outside the file's {} pages, or a header or map page",
+            state.page_count
+        );
         self.mark(cache, u64::from(page), false)?;
         bump(&self.counters.freed);
+        // Invariant: the count of pages in use never goes below zero (a free without its
+        // allocation would make the space figures wrong).
+        debug_assert!(state.used > 0, "page {page} freed with no page in use");
         state.used = state.used.saturating_sub(1);
         state.hint = state.hint.min(u64::from(page));
         Ok(())
@@ -712,6 +731,13 @@ impl Space {
         let mut map = cache.write(map_page)?;
         let stamp = stamp_after(&self.stamp, map.data());
         let bit = page % pages_per_map(self.page_size);
+        // Invariant: a page is allocated only while its bit says free (the searches return
+        // only such pages); otherwise two owners would share one page. (Not checked for a
+        // free: which pages are freed comes from the tree's pages, which may be damaged.)
+        debug_assert!(
+            !used || !get_bit(map.data(), bit),
+            "page {page} allocated while in use"
+        );
         set_bit(map.data_mut(), bit, used);
         let log = self.log.read().clone();
         let log_position = log

@@ -255,6 +255,8 @@ struct Replay<'a> {
     cpu_started: std::time::Duration,
     /// The highest update stamp of the records read.
     max_stamp: u64,
+    /// The position of the last record replayed (for the check that it only grows).
+    replayed_to: Option<Lsn>,
     /// The log provably ended early (a generation missing or cut short): every record before
     /// the loss is redone in memory, then the loss is reported with the pages it shows on.
     lost: Option<jetproof_log::LogError>,
@@ -353,6 +355,7 @@ impl<'a> Replay<'a> {
             marked: HashSet::new(),
             cpu_started: jetproof_io::sample::thread_cpu_time(),
             max_stamp: 0,
+            replayed_to: None,
             lost: None,
         }))
     }
@@ -380,6 +383,18 @@ impl<'a> Replay<'a> {
             body,
             ..
         } = ahead;
+        // Invariant: the replay's position only grows, from the checkpoint on; a record read
+        // twice or out of order would be redone over a later change of its page. (A failed
+        // read carries no position.)
+        if !matches!(body, Body::Failed(_)) {
+            debug_assert!(
+                self.replayed_to < Some(lsn) && lsn.to_u64() >= self.checkpoint_lsn,
+                "replay goes from {:?} to {lsn} (checkpoint {})",
+                self.replayed_to,
+                Lsn::from_u64(self.checkpoint_lsn)
+            );
+            self.replayed_to = Some(lsn);
+        }
         let changes = match body {
             Body::Failed(InstanceError::Log(error @ jetproof_log::LogError::LostLog { .. })) => {
                 self.lost = Some(error);
@@ -490,6 +505,7 @@ impl<'a> Replay<'a> {
             }
             _ => None,
         };
+        let stamp_before = page::update_stamp(bytes).unwrap_or(0);
         let applied = change::redo(bytes, update_stamp, lsn.to_u64(), &change.as_change())
             .map_err(|e| {
                 impossible(
@@ -499,6 +515,16 @@ impl<'a> Replay<'a> {
                     e,
                 )
             })?;
+        // Invariant: redo applies a record exactly where the page's stamp is below the
+        // record's, and leaves the page stamped with it; a record applied twice, or skipped on
+        // a page older than it, corrupts the page, and a stamp that went back would let a later
+        // record be applied twice.
+        debug_assert!(
+            applied == (stamp_before < update_stamp)
+                && page::update_stamp(bytes).unwrap_or(0) == stamp_before.max(update_stamp),
+            "page {page}: record at {lsn} with stamp {update_stamp} over stamp {stamp_before}, \
+             applied {applied}"
+        );
         if let Some(entry) = before.filter(|_| applied) {
             // Kept in memory (pinned) until the transaction's end is read: written now, the
             // page would lose the value a crash of this recovery needs.
@@ -667,9 +693,16 @@ impl<'a> Replay<'a> {
             marked,
             cpu_started,
             max_stamp,
+            open,
             ..
         } = self;
         drop(pages);
+        // Invariant: undo rolls back only transactions with no commit or rollback in the log
+        // (their end removes them from both sets); undoing a committed one loses its data.
+        assert!(
+            losers.keys().all(|id| open.contains(id)),
+            "a transaction to roll back is not open"
+        );
         let mut instance_options = options.clone();
         instance_options.checkpoint_interval = None;
         let instance =

@@ -265,6 +265,18 @@ impl CheckpointWriter {
         engine_stamp: Option<u64>,
         durable_end: Lsn,
     ) -> Result<Checkpoint, IoError> {
+        // Invariants: the checkpoint never passes the durable end of the log (recovery would
+        // start after records it needs) and never moves back (it would replay from a place
+        // whose pages were already written over).
+        assert!(
+            lsn <= durable_end,
+            "checkpoint {lsn} past the durable end {durable_end}"
+        );
+        assert!(
+            lsn >= self.last.lsn,
+            "checkpoint {lsn} before the current one {}",
+            self.last.lsn
+        );
         self.write_slot(lsn, engine_stamp, self.last.newest_generation, durable_end)
     }
 

@@ -1161,6 +1161,20 @@ impl Inner {
             align_down(write_start, self.sector)
         };
         let last = align_up(end, self.sector);
+        // Invariant: the write covers whole sectors from the sector holding the durable end (or
+        // the generation's start) through the end of its last frame, inside the buffer; a write
+        // short of that leaves frames unwritten, one before it overwrites durable frames with
+        // other bytes.
+        debug_assert!(
+            first.is_multiple_of(self.sector)
+                && last.is_multiple_of(self.sector)
+                && first <= write_start
+                && end <= last
+                && first >= state.buffer_start
+                && (last - state.buffer_start) as usize <= state.buffer.len(),
+            "log write [{first}, {last}) for frames [{write_start}, {end}) with buffer at {}",
+            state.buffer_start
+        );
         let from = (first - state.buffer_start) as usize;
         let length = (last - first) as usize;
         // The write goes out of the buffer itself: the buffer is swapped with the spare one,
@@ -1231,6 +1245,15 @@ impl Inner {
         match next_file {
             Some(next) => self.install_generation(state, next, generation, previous_end),
             None => {
+                // Invariant: the durable end only grows: a write ends past where the log was
+                // durable before it (a commit acknowledged before a smaller durable end would be
+                // reported durable twice, or not at all).
+                debug_assert!(
+                    Lsn::new(generation, end) > state.durable,
+                    "a log write ending at {} moves the durable end back from {}",
+                    Lsn::new(generation, end),
+                    state.durable
+                );
                 // The buffer already starts at the sector holding the durable end.
                 state.durable = Lsn::new(generation, end);
                 self.durable_packed
@@ -1346,6 +1369,18 @@ impl Inner {
             block,
             ..
         } = next;
+        // Invariant: generation numbers only grow, one at a time, and the generation ended is
+        // the one being written; the end recorded for it is not before its durable end.
+        assert_eq!(
+            state.generation, generation,
+            "rollover from generation {generation} while generation {} is current",
+            state.generation
+        );
+        assert!(
+            previous_end >= state.durable,
+            "generation {generation} ends at {previous_end}, before its durable end {}",
+            state.durable
+        );
         state.generation = generation + 1;
         state.file = next_file;
         state.begun = false;
@@ -1393,6 +1428,12 @@ impl Inner {
     fn append_internal(&self, state: &mut State, kind: FrameKind, payload: &[u8], fill: u64) {
         let size = frame_bytes(payload.len() + fill as usize);
         let lsn = Lsn::new(state.generation, state.append_end);
+        // Invariant: a log-internal frame fits the generation file (its room was reserved by
+        // the appends); past the file's end, its bytes would never be read back.
+        debug_assert!(
+            state.append_end + size <= self.options.file_size_bytes,
+            "a {kind:?} frame at {lsn} runs past the generation's end"
+        );
         let at = (state.append_end - state.buffer_start) as usize;
         encode_frame_filled(
             &mut state.buffer[at..at + size as usize],
