@@ -620,11 +620,17 @@ impl<'a> BulkLoader<'a> {
             None => false,
         };
         if !sent {
-            // The writer stopped after an error: report that error.
-            return match self.writer.returned.recv() {
-                Ok(Err(e)) => Err(e.into()),
-                _ => Err(self.writer_gone()),
-            };
+            // The writer stopped after an error: report that error. The meter may still give
+            // back buffers of batches written before it, on the same channel and ahead of the
+            // error: taking the first message alone lost the error ("writer thread stopped"
+            // where the disk was full).
+            loop {
+                match self.writer.returned.recv() {
+                    Ok(Ok(_written)) => continue,
+                    Ok(Err(e)) => return Err(e.into()),
+                    Err(_) => return Err(self.writer_gone()),
+                }
+            }
         }
         self.batch_first += self.batch_count as u64;
         self.batch_count = 0;
