@@ -1248,18 +1248,24 @@ impl Shared {
         let mut flushed_for_depth = false;
         let tip = self.log.end_lsn();
         if log_distance_bytes(needed, tip, file_size) > depth {
-            // Flush the pages dirty since before three quarters of the depth behind the tip, so
-            // the checkpoint can move well inside the depth (not just back to its edge).
-            let threshold = back_by(tip, depth / 4 * 3, file_size);
+            // Continuous checkpoint maintenance, as ESE's (`BFIMaintCheckpointDepthIFlushPages`
+            // flushes every page whose oldest change is before the preferred checkpoint, the
+            // log's tip less the depth, each time it runs): the pages dirty since before the
+            // depth behind the tip, and no more. Each pass flushes the pages that crossed that
+            // line since the last one (100 ms of log), so the depth's writes are spread evenly
+            // over the run instead of coming in bursts of a quarter of the depth's pages.
+            let threshold = back_by(tip, depth, file_size);
             self.db().flush_older_than(threshold.to_u64())?;
             self.counters.depth_flushes.fetch_add(1, Ordering::Relaxed);
             flushed_for_depth = true;
             needed = self.needed_position();
         }
         let current = self.log.checkpoint();
-        let due = force_write
-            || flushed_for_depth
-            || last_write.elapsed() >= self.options.checkpoint_write_interval;
+        // A depth flush does not force a write: under continuous maintenance nearly every pass
+        // flushes a few pages, and the checkpoint file (a write and an fdatasync of the log
+        // device, with the database file's fdatasync before it) is rewritten at most once per
+        // interval, as it is without depth flushes.
+        let due = force_write || last_write.elapsed() >= self.options.checkpoint_write_interval;
         let mut written = false;
         if needed > current && due {
             // The flush map's snapshot must pair with every checkpoint written: a page written
@@ -1275,7 +1281,6 @@ impl Shared {
             let map_bytes = db.flush_map().dirty_map_pages() as u64
                 * jetproof_engine::flushmap::BLOCK_BYTES as u64;
             let map_due = since.as_secs_f64() * FLUSH_MAP_BYTES_PER_SEC as f64 >= map_bytes as f64
-                || flushed_for_depth
                 || force_write;
             if map_due {
                 db.persist_flush_map(needed.to_u64())?;

@@ -323,6 +323,53 @@ fn the_checkpoint_advances_and_stays_within_the_depth() {
     }
 }
 
+/// Checkpoint maintenance flushes the pages dirty since before the depth and no more (ESE's
+/// continuous maintenance). Pages are dirtied one after another along the log, each far from
+/// the others in the file (so no write coalesces a neighbour) and kept dirty while a few KiB of
+/// log are written on it; after a depth pass the checkpoint is then within one page's log of the
+/// depth, not well inside it (until 2026-12-03 a pass flushed down to three quarters of the
+/// depth: the depth's writes came in bursts of a quarter of its pages).
+#[test]
+fn a_depth_pass_flushes_only_what_is_older_than_the_depth() {
+    let backend = MemBackend::new();
+    let mut opts = options(1024);
+    opts.checkpoint_depth_bytes = 192 << 10;
+    let depth = opts.checkpoint_depth_bytes;
+    let instance = fresh(backend.clone(), &opts);
+    let value = vec![7u8; 400];
+    // About nine records a page: keys 40 apart are on pages at least three apart.
+    let keys: Vec<[u8; 4]> = (0..3000u32).map(|n| n.to_be_bytes()).collect();
+    for key in &keys {
+        assert!(instance.insert(key, &value).unwrap());
+        instance.commit(false).unwrap();
+    }
+    instance.log().flush().unwrap();
+    instance.database().cache().flush_all().unwrap();
+    instance.checkpoint().unwrap();
+    let per_page_log = 10;
+    let mut touched = 0;
+    for key in keys.iter().step_by(40) {
+        for round in 0..per_page_log {
+            let changed = vec![round as u8; 400];
+            assert!(instance.replace(key, &changed).unwrap());
+            instance.commit(false).unwrap();
+        }
+        touched += 1;
+    }
+    instance.log().flush().unwrap();
+    let written_before = instance.database().cache_stats().pages_written;
+    let report = instance.checkpoint().unwrap();
+    let written = instance.database().cache_stats().pages_written - written_before;
+    assert!(report.flushed_for_depth, "{report:?}");
+    assert!(
+        report.depth_bytes <= depth && report.depth_bytes >= depth / 8 * 7,
+        "after the depth pass the checkpoint is {} bytes behind the log's end: it should be \
+         just inside the depth of {depth} ({written} of {touched} pages written)",
+        report.depth_bytes
+    );
+    instance.close().unwrap();
+}
+
 /// The background checkpointer moves the checkpoint on its own.
 #[test]
 fn the_background_checkpointer_advances_the_checkpoint() {
