@@ -370,6 +370,29 @@ fn a_depth_pass_flushes_only_what_is_older_than_the_depth() {
     instance.close().unwrap();
 }
 
+/// `flush_dirty_pages` writes every page dirtied before it (well inside the depth, where a
+/// checkpoint pass writes nothing) and moves the checkpoint to the log's end.
+#[test]
+fn flushing_the_dirty_pages_writes_them_all_and_moves_the_checkpoint() {
+    let backend = MemBackend::new();
+    let instance = fresh(backend.clone(), &options(1024));
+    for n in 0..500u32 {
+        assert!(instance.insert(&n.to_be_bytes(), &[3u8; 300]).unwrap());
+        instance.commit(n % 3 == 0).unwrap();
+    }
+    let pass = instance.checkpoint().unwrap();
+    assert!(!pass.flushed_for_depth, "{pass:?}");
+    assert!(instance.database().cache_stats().dirty_pages > 10);
+    let report = instance.flush_dirty_pages().unwrap();
+    assert_eq!(instance.database().cache_stats().dirty_pages, 0);
+    assert_eq!(
+        report.checkpoint,
+        instance.log().flushed_lsn(),
+        "{report:?}"
+    );
+    instance.close().unwrap();
+}
+
 /// The background checkpointer moves the checkpoint on its own.
 #[test]
 fn the_background_checkpointer_advances_the_checkpoint() {
