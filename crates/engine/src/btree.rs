@@ -420,7 +420,16 @@ impl<'a> Tree<'a> {
         log_position: u64,
     ) -> Result<Option<bool>> {
         let page = leaf.page_number();
-        node::validate(leaf.data()).ok_or_else(|| self.inconsistent(page, "malformed leaf"))?;
+        // Checked once after the leaf was read (or changed other than in place below), not at
+        // every change: the in-place changes keep a valid framing valid.
+        if !leaf.framing_checked() {
+            node::validate(leaf.data()).ok_or_else(|| self.inconsistent(page, "malformed leaf"))?;
+            leaf.mark_framing_checked();
+        }
+        debug_assert!(
+            node::validate(leaf.data()).is_some(),
+            "leaf {page}: framing broken by an in-place change"
+        );
         let ps = leaf.data().len();
         let threshold = node::leaf_merge_threshold(ps);
         let found = node::leaf_search(leaf.data(), op.key())
@@ -457,7 +466,7 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 announce(leaf)?;
-                if !node::leaf_insert_in_place(leaf.data_mut(), index, key, value) {
+                if !node::leaf_insert_in_place(leaf.node_data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "insert did not fit its free space"));
                 }
                 self.logged(
@@ -476,7 +485,7 @@ impl<'a> Tree<'a> {
                 }
                 announce(leaf)?;
                 // Also clears a deletion mark: the record is live with its new value.
-                if !node::leaf_replace_in_place(leaf.data_mut(), index, key, value) {
+                if !node::leaf_replace_in_place(leaf.node_data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
                 self.logged(
@@ -494,7 +503,7 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 announce(leaf)?;
-                if !node::leaf_remove_in_place(leaf.data_mut(), index) {
+                if !node::leaf_remove_in_place(leaf.node_data_mut(), index) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
                 self.logged(leaf, log_position, PageChange::LeafDelete { index, key })?;
@@ -506,7 +515,7 @@ impl<'a> Tree<'a> {
                 let deleted = matches!(op, Op::MarkDeleted { .. });
                 announce(leaf)?;
                 // The record keeps its size: never a split nor a merge.
-                if !node::set_leaf_deleted(leaf.data_mut(), index, deleted) {
+                if !node::set_leaf_deleted(leaf.node_data_mut(), index, deleted) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
                 self.logged(

@@ -178,6 +178,11 @@ struct FrameData {
     /// The page's bytes: frame `f`'s slot of the cache's slab, or empty until the frame is
     /// first used (frames past `min_pages` get their memory as the cache grows).
     buf: SlabSlot,
+    /// The B+tree checked this node's framing (`node::validate`) since the bytes were last
+    /// filled from the file or changed by anything but the tree's in-place leaf changes
+    /// ([`PageMut::node_data_mut`], which keep a valid framing valid): the tree checks a leaf
+    /// once when it is read, not at every change (`docs/design.md`, "Checks on read").
+    framing_checked: bool,
 }
 
 #[derive(Debug)]
@@ -344,20 +349,48 @@ impl PageMut<'_> {
             None => &[],
         }
     }
-    /// The page's bytes, for changing. The page is dirty from now on.
+    /// The page's bytes, for changing. The page is dirty from now on, and its node framing
+    /// counts as unchecked (the B+tree checks it again before its next change).
     pub fn data_mut(&mut self) -> &mut [u8] {
+        self.modified = true;
+        match &mut self.guard {
+            Some(guard) => {
+                guard.framing_checked = false;
+                &mut guard.buf
+            }
+            None => &mut [],
+        }
+    }
+    /// Like [`Self::data_mut`], for the B+tree's in-place changes of a leaf whose framing it
+    /// checked: those keep a valid framing valid (`node::leaf_insert_in_place` and its
+    /// siblings), so the check stays.
+    pub(crate) fn node_data_mut(&mut self) -> &mut [u8] {
         self.modified = true;
         match &mut self.guard {
             Some(guard) => &mut guard.buf,
             None => &mut [],
         }
     }
+    /// Did the B+tree check this node's framing since the bytes were read or last changed
+    /// by anything else ([`Self::mark_framing_checked`])?
+    pub(crate) fn framing_checked(&self) -> bool {
+        self.guard
+            .as_ref()
+            .is_some_and(|guard| guard.framing_checked)
+    }
+    /// Records that the framing was just checked and found valid.
+    pub(crate) fn mark_framing_checked(&mut self) {
+        if let Some(guard) = &mut self.guard {
+            guard.framing_checked = true;
+        }
+    }
     pub fn page_number(&self) -> u32 {
         self.page
     }
     /// Records a change: sets the page's update stamp and log position.
+    /// The two fields are no part of a node's framing, so a framing check stays.
     pub fn stamp(&mut self, update_stamp: u64, log_position: u64) {
-        let data = self.data_mut();
+        let data = self.node_data_mut();
         page::put_u64(data, page::OFFSET_UPDATE_STAMP, update_stamp);
         page::put_u64(data, page::OFFSET_LOG_POSITION, log_position);
     }
@@ -482,6 +515,7 @@ impl Access for Created {
         } else {
             guard.buf.fill(0);
         }
+        guard.framing_checked = false;
         frame.valid.store(true, Ordering::Release);
         Ok(Some(guard))
     }
@@ -551,7 +585,10 @@ impl PageCache {
                 SlabSlot::empty()
             };
             frames.push(Frame {
-                latch: RwLock::new(FrameData { buf }),
+                latch: RwLock::new(FrameData {
+                    buf,
+                    framing_checked: false,
+                }),
                 page: AtomicU32::new(NO_PAGE),
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
@@ -1062,6 +1099,7 @@ impl CacheInner {
     fn load_into(&self, f: usize, data: &mut FrameData, page: u32) -> Result<()> {
         self.ensure_buffer(f, data)?;
         let offset = u64::from(page) * self.config.page_size as u64;
+        data.framing_checked = false;
         self.file.read_at(&mut data.buf, offset, IoClass::DbRead)?;
         self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
         self.counters.read_ios.fetch_add(1, Ordering::Relaxed);
@@ -1308,6 +1346,7 @@ impl CacheInner {
                 let frame = &self.frames[f];
                 let mut ok = false;
                 if read_ok && self.ensure_buffer(f, guard).is_ok() {
+                    guard.framing_checked = false;
                     guard.buf.copy_from_slice(&buf[i * ps..(i + 1) * ps]);
                     ok = self.verify(&mut guard.buf, page).is_ok();
                     self.counters.pages_read.fetch_add(1, Ordering::Relaxed);
