@@ -149,6 +149,13 @@ struct Counters {
 /// How many corrected pages the cache names ([`PageCache::corrected_pages`]); the count goes on.
 pub const CORRECTED_LISTED: usize = 16;
 
+/// What one flush pass wrote: its write I/Os and the pages they carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    pub writes: u64,
+    pub pages: u64,
+}
+
 /// A snapshot of the cache's counters (monotonic since the cache was made) and levels.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -774,11 +781,36 @@ impl PageCache {
     /// Writes every page that has been dirty since before `log_position` (with its adjacent
     /// dirty pages, as any flush): how the checkpoint is advanced when it falls too far behind
     /// the log (checkpoint depth, `docs/design.md`).
-    pub fn flush_older_than(&self, log_position: u64) -> Result<()> {
+    ///
+    /// Returns what the pass wrote (its completions are all processed under the flush lock, so
+    /// the counts are this pass's own): the pacing controller tells the checkpoint's writes
+    /// from the others by them.
+    pub fn flush_older_than(&self, log_position: u64) -> Result<Flushed> {
         self.inner.check_poisoned()?;
         let mut guard = self.inner.lock_flush();
+        let counters = &self.inner.counters;
+        let writes = counters.write_ios.load(Ordering::Relaxed);
+        let pages = counters.pages_written.load(Ordering::Relaxed);
         self.inner
-            .flush_pass_filtered(&mut guard, usize::MAX, Some(log_position))
+            .flush_pass_filtered(&mut guard, usize::MAX, Some(log_position))?;
+        Ok(Flushed {
+            writes: counters.write_ios.load(Ordering::Relaxed) - writes,
+            pages: counters.pages_written.load(Ordering::Relaxed) - pages,
+        })
+    }
+
+    /// The first change not yet written of every dirty page (log positions, in no order): what
+    /// checkpoint-depth flushing will write, and when. Read without the map's mutex, as a flush
+    /// pass reads the frames (an estimate: frames change meanwhile).
+    pub fn dirty_first_changes(&self) -> Vec<u64> {
+        let allocated = self.inner.map.lock().allocated.min(self.inner.frames.len());
+        self.inner.frames[..allocated]
+            .iter()
+            .filter(|frame| {
+                frame.dirty.load(Ordering::Acquire) && frame.page.load(Ordering::Acquire) != NO_PAGE
+            })
+            .map(|frame| frame.first_dirty_log_position.load(Ordering::Acquire))
+            .collect()
     }
 
     /// Runs one threshold flush now, as the flusher would (for tests and for sessions that want

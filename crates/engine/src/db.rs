@@ -651,8 +651,13 @@ impl Database {
     }
 
     /// Writes every page dirty since before `log_position` (checkpoint-depth flushing).
-    pub fn flush_older_than(&self, log_position: u64) -> Result<()> {
+    pub fn flush_older_than(&self, log_position: u64) -> Result<crate::cache::Flushed> {
         self.cache.flush_older_than(log_position)
+    }
+
+    /// The first change not yet written of every dirty page (log positions).
+    pub fn dirty_first_changes(&self) -> Vec<u64> {
+        self.cache.dirty_first_changes()
     }
 
     /// Records where recovery must start (the checkpoint), in both header copies.

@@ -144,6 +144,10 @@ pub struct InstanceCounters {
     pub commit_records: AtomicU64,
     pub page_change_records: AtomicU64,
     pub depth_flushes: AtomicU64,
+    /// The write I/Os of the checkpoint-depth flushes and the pages they carried (a share of
+    /// the cache's writes: the rest are threshold flushes and scavenges).
+    pub depth_flush_writes: AtomicU64,
+    pub depth_flush_pages: AtomicU64,
     pub checkpoint_writes: AtomicU64,
     /// Undo records logged when the change was made (one per key per transaction, and one more
     /// for a key the transaction deleted and then inserted again), replaced values aside.
@@ -1091,6 +1095,42 @@ impl Instance {
         self.shared.checkpoint_pass(true)
     }
 
+    /// The log written so far, in bytes of log since the first generation (the log's tip as
+    /// one position; the pacing controller's measure of log per transaction).
+    pub fn log_bytes(&self) -> u64 {
+        linear(
+            self.shared.log.end_lsn(),
+            self.shared.options.log_file_size_bytes,
+        )
+    }
+
+    /// For every dirty page, the log still to be written before checkpoint-depth flushing
+    /// writes it (0 for one already due), ascending: continuous checkpoint maintenance writes a
+    /// page when its first change not yet written falls the checkpoint depth behind the log's
+    /// tip, so the depth flushes' writes are known ahead, as a function of the log to come.
+    pub fn depth_due(&self) -> Vec<u64> {
+        let options = &self.shared.options;
+        let file_size = options.log_file_size_bytes;
+        let tip = linear(self.shared.log.end_lsn(), file_size);
+        let mut due: Vec<u64> = self
+            .shared
+            .db()
+            .dirty_first_changes()
+            .into_iter()
+            .map(|first| {
+                (linear(Lsn::from_u64(first), file_size) + options.checkpoint_depth_bytes)
+                    .saturating_sub(tip)
+            })
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// The checkpoint depth, in bytes of log.
+    pub fn checkpoint_depth_bytes(&self) -> u64 {
+        self.shared.options.checkpoint_depth_bytes
+    }
+
     /// Replaced values kept as undo that were logged because a page holding the change was
     /// written while their transaction was open ([`mod@deferred`]), and those kept right now.
     pub fn deferred_undo_logged(&self) -> (u64, u64) {
@@ -1266,8 +1306,14 @@ impl Shared {
             // line since the last one (100 ms of log), so the depth's writes are spread evenly
             // over the run instead of coming in bursts of a quarter of the depth's pages.
             let threshold = back_by(tip, depth, file_size);
-            self.db().flush_older_than(threshold.to_u64())?;
+            let flushed = self.db().flush_older_than(threshold.to_u64())?;
             self.counters.depth_flushes.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .depth_flush_writes
+                .fetch_add(flushed.writes, Ordering::Relaxed);
+            self.counters
+                .depth_flush_pages
+                .fetch_add(flushed.pages, Ordering::Relaxed);
             flushed_for_depth = true;
             needed = self.needed_position();
         }

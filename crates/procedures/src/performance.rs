@@ -77,7 +77,7 @@ pub(crate) use crate::store::{EngineStore, require_clean};
 use attach::{attach, log_summary, shut_down};
 use measure::{control, measure};
 use pace::{CONTROL_HORIZON, CONTROL_MIN_TRANSACTIONS, CONTROL_TICK};
-pub use pace::{PACE_HEADROOM, PaceEstimator, WindowAccount};
+pub use pace::{PACE_HEADROOM, PaceCounts, PaceEstimator, WindowAccount};
 use phases::{background_maintenance, phases, replication_sender, with_sessions};
 use tuning::tune;
 
@@ -1033,6 +1033,15 @@ mod tests {
 
     const AIM: f64 = 150.0;
 
+    /// Counts of a plant with no log and no checkpoint: every I/O counted as a read.
+    fn plain(transactions: u64, ios: u64) -> PaceCounts {
+        PaceCounts {
+            transactions,
+            reads: ios,
+            ..PaceCounts::default()
+        }
+    }
+
     /// Paced from the estimator, the achieved rate stays within 3% of the aim; the controller
     /// before 2026-11-23 (an estimate over the last half second, the rate moved halfway to it)
     /// overshoots the same loop by more than 20%.
@@ -1040,7 +1049,9 @@ mod tests {
     fn pacing_meets_the_target_when_writes_come_in_flushes() {
         let mut estimator = PaceEstimator::default();
         let ratio = closed_loop(|now, tx, ios, _| {
-            estimator.observe(now, tx, ios).map(|per_tx| AIM / per_tx)
+            estimator
+                .observe(now, plain(tx, ios))
+                .map(|estimate| AIM / estimate.ios_per_tx)
         });
         assert!((ratio - 1.0).abs() < 0.03, "achieved {ratio:.3} of the aim");
         assert!(estimator.span() >= CONTROL_HORIZON);
@@ -1075,27 +1086,38 @@ mod tests {
     fn the_estimator_waits_for_enough_transactions_and_ticks() {
         let start = Instant::now();
         let mut estimator = PaceEstimator::default();
-        assert_eq!(estimator.observe(start, 0, 0), None);
+        assert_eq!(
+            estimator.observe(start, plain(0, 0)).map(|e| e.ios_per_tx),
+            None
+        );
         // Within a tick: ignored.
         assert_eq!(
-            estimator.observe(start + Duration::from_millis(100), 100, 150),
+            estimator
+                .observe(start + Duration::from_millis(100), plain(100, 150))
+                .map(|e| e.ios_per_tx),
             None
         );
         assert_eq!(estimator.span(), Duration::ZERO);
         // Too few transactions.
         assert_eq!(
-            estimator.observe(start + Duration::from_secs(1), 10, 15),
+            estimator
+                .observe(start + Duration::from_secs(1), plain(10, 15))
+                .map(|e| e.ios_per_tx),
             None
         );
         assert_eq!(
-            estimator.observe(start + Duration::from_secs(2), 40, 60),
+            estimator
+                .observe(start + Duration::from_secs(2), plain(40, 60))
+                .map(|e| e.ios_per_tx),
             Some(1.5)
         );
         assert_eq!(estimator.span(), Duration::from_secs(2));
         estimator.clear();
         assert_eq!(estimator.span(), Duration::ZERO);
         assert_eq!(
-            estimator.observe(start + Duration::from_secs(3), 80, 100),
+            estimator
+                .observe(start + Duration::from_secs(3), plain(80, 100))
+                .map(|e| e.ios_per_tx),
             None
         );
     }

@@ -62,7 +62,7 @@ pub(super) fn log_summary(a: &Attached) -> String {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     format!(
         "Log of {}: {} records ({:.1} MB), {} commit records, {} log writes ({:.1} MB, {:.0} bytes \
-         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted; rollovers {:.2} ms each, generation-end write until the next generation is taken, {:.2} ms of it waiting for the spare's lock, {} naming the next generation inline), {} checkpoints, {} checkpoint-depth flushes, \
+         each, {:.1} MB of them sector fill), {} generations ({:.1} MB preformatted; rollovers {:.2} ms each, generation-end write until the next generation is taken, {:.2} ms of it waiting for the spare's lock, {} naming the next generation inline), {} checkpoints, {} checkpoint-depth flushes ({} page writes, {} pages), \
          {} undo records, {} undo entries carried by their change's record, {} replaced values kept as undo in memory ({} of them logged at a page write), \
          {} write conflicts rolled back; log writes by trigger: {}; durable commits' writes issued at once after the write before them (deferred) {}, handed to a waiting commit {} ({:.3} ms each from the completion to the next write).",
         a.name,
@@ -80,6 +80,8 @@ pub(super) fn log_summary(a: &Attached) -> String {
         get(&log.rollovers_without_spare),
         get(&log.checkpoints),
         get(&counters.depth_flushes),
+        get(&counters.depth_flush_writes),
+        get(&counters.depth_flush_pages),
         get(&counters.undo_records),
         get(&counters.undo_in_records),
         get(&counters.undo_deferred),

@@ -55,7 +55,7 @@ pub(super) fn measure(run: &Run<'_>) -> Result<Measured, RunError> {
             break;
         }
         control(run.attached, run.per_instance_target);
-        settle_accounts(run.attached, run.per_instance_target, &mut accounts);
+        settle_accounts(run, &mut accounts, run.duration.saturating_sub(elapsed));
         let until_next = window.next_sample.saturating_duration_since(Instant::now());
         std::thread::sleep(until_next.min(CONTROL_TICK).max(Duration::from_millis(10)));
     }
@@ -727,14 +727,18 @@ pub(super) fn control(attached: &[Attached], per_instance_target: Option<f64>) {
         return;
     };
     for a in attached {
-        let ios = transactional_ios(a);
-        let transactions = a.load.counters.transactions();
-        let Some(per_tx) = a
-            .pace_estimator()
-            .observe(Instant::now(), transactions, ios)
-        else {
+        let counters = a.database.counters();
+        let counts = PaceCounts {
+            transactions: a.load.counters.transactions(),
+            reads: a.stats.class(IoClass::DbRead).count(),
+            writes: a.stats.class(IoClass::DbWrite).count(),
+            depth_writes: counters.depth_flush_writes.load(Ordering::Relaxed),
+            log_bytes: a.database.log_bytes(),
+        };
+        let Some(estimate) = a.pace_estimator().observe(Instant::now(), counts) else {
             continue;
         };
+        let per_tx = estimate.ios_per_tx;
         a.set_ios_per_transaction(per_tx);
         a.load.pacer.set_rate(Some(target * PACE_HEADROOM / per_tx));
     }
@@ -747,25 +751,49 @@ fn transactional_ios(a: &Attached) -> u64 {
 
 /// In the measured window, after [`control`]'s estimate: sets each instance's pacer to the
 /// transaction rate its account asks for (the I/O rate that brings the window's average to the
-/// aim, over the estimate of I/Os per transaction).
-fn settle_accounts(
-    attached: &[Attached],
-    per_instance_target: Option<f64>,
-    accounts: &mut [WindowAccount],
-) {
-    let Some(target) = per_instance_target else {
+/// aim, over the estimate of I/Os per transaction); in the window's last stretch, once the log
+/// still to come is within the checkpoint depth and the storage keeps up, to the rate that meets
+/// the aim with the checkpoint's writes still to come counted from the dirty pages
+/// ([`super::pace::endgame_rate`]).
+fn settle_accounts(run: &Run<'_>, accounts: &mut [WindowAccount], remaining: Duration) {
+    let Some(target) = run.per_instance_target else {
         return;
     };
+    let aim = target * PACE_HEADROOM;
     let now = Instant::now();
-    for (a, account) in attached.iter().zip(accounts) {
-        let rate = account.rate(
-            now,
-            transactional_ios(a),
-            a.load.pacer.dropped(),
-            target * PACE_HEADROOM,
-        );
-        if let Some(per_tx) = a.ios_per_transaction() {
-            a.load.pacer.set_rate(Some(rate / per_tx));
+    for (a, account) in run.attached.iter().zip(accounts) {
+        let ios = transactional_ios(a);
+        let rate = account.rate(now, ios, a.load.pacer.dropped(), aim);
+        let Some(per_tx) = a.ios_per_transaction() else {
+            continue;
+        };
+        let mut tx_rate = rate / per_tx;
+        let estimate = a.pace_estimator().latest();
+        if let Some(estimate) = estimate
+            && !account.behind()
+        {
+            let counters = a.database.counters();
+            let (writes, pages) = (
+                counters.depth_flush_writes.load(Ordering::Relaxed),
+                counters.depth_flush_pages.load(Ordering::Relaxed),
+            );
+            let writes_per_page = if pages == 0 {
+                1.0
+            } else {
+                writes as f64 / pages as f64
+            };
+            if let Some(endgame) = pace::endgame_rate(
+                &estimate,
+                aim,
+                account.left(ios, aim, run.duration),
+                remaining.as_secs_f64(),
+                a.database.checkpoint_depth_bytes(),
+                &a.database.depth_due(),
+                writes_per_page,
+            ) {
+                tx_rate = endgame;
+            }
         }
+        a.load.pacer.set_rate(Some(tx_rate));
     }
 }
