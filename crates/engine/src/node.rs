@@ -120,6 +120,15 @@ pub fn free_bytes(page: &[u8]) -> usize {
     capacity(page.len()).saturating_sub(used_bytes(page))
 }
 
+/// Where the node's free space lies: from the end of its slot array to its lowest record byte
+/// (empty if the framing is broken). What those bytes hold means nothing
+/// ([`crate::fill`]).
+pub fn free_range(page: &[u8]) -> std::ops::Range<usize> {
+    let slots_end = HEADER_SIZE.saturating_add(count(page).saturating_mul(SLOT_BYTES));
+    let start = data_start(page).min(page.len());
+    slots_end.min(start)..start
+}
+
 /// Checks the node's framing: count, data start and every slot within bounds.
 pub fn validate(page: &[u8]) -> Option<()> {
     let n = count(page);
