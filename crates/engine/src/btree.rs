@@ -173,9 +173,9 @@ impl<'a> Tree<'a> {
         Ok(())
     }
 
-    /// Fills the bytes of `node`'s free space that were not free before an in-place change
-    /// (`before`: its free range then) from the content, if there is one (they are zeros
-    /// otherwise). The framing is unchanged.
+    /// Fills the bytes of `node`'s free space that were not free before a change (in place, or a
+    /// rewrite that kept the free space's bytes; `before`: its free range then) from the
+    /// content, if there is one (they are zeros otherwise). The framing is unchanged.
     fn fill_freed(&self, node: &mut PageMut<'_>, before: std::ops::Range<usize>) {
         let Some(content) = self.content else {
             return;
@@ -943,8 +943,17 @@ impl<'a> Tree<'a> {
         };
         let mut records = Vec::new();
         entries.encode_records(splice.inserted, &mut records);
-        entries.encode(node.data_mut(), level);
-        self.fill_free_space(node);
+        match self.content {
+            // The bytes free before and after the rewrite keep the content they hold (it is
+            // the content's at their place in the page); only those the rewrite gave up are
+            // filled.
+            Some(_) => {
+                let before = node::free_range(node.data());
+                entries.encode_keeping_free_space(node.data_mut(), level);
+                self.fill_freed(node, before);
+            }
+            None => entries.encode(node.data_mut(), level),
+        }
         self.logged(
             node,
             lp,

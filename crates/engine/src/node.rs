@@ -592,6 +592,16 @@ impl Entries {
     /// `page` may not be the bytes the entries were decoded from (the arena is a copy), so
     /// encoding into the decoded page itself is safe.
     pub fn encode(&self, page: &mut [u8], level: u16) {
+        let free = self.encode_keeping_free_space(page, level);
+        if let Some(gap) = page.get_mut(free) {
+            gap.fill(0);
+        }
+    }
+
+    /// [`Entries::encode`] without touching the bytes of the node's new free space: they keep
+    /// whatever they held (the caller fills what it must, [`crate::fill`]). Every other byte
+    /// of the body is written (the slots, the records). Returns the free space's range.
+    pub fn encode_keeping_free_space(&self, page: &mut [u8], level: u16) -> std::ops::Range<usize> {
         let page_type = if level == 0 {
             PageType::Leaf
         } else {
@@ -600,9 +610,6 @@ impl Entries {
         page::put(page, page::OFFSET_PAGE_TYPE, &[page_type as u8]);
         page::put_u16(page, OFFSET_COUNT, self.len() as u16);
         page::put_u16(page, OFFSET_LEVEL, level);
-        if let Some(body) = page.get_mut(HEADER_SIZE..) {
-            body.fill(0);
-        }
         let mut end = page.len();
         for i in 0..self.len() {
             let record_bytes = self.record_bytes(i);
@@ -615,6 +622,8 @@ impl Entries {
             page::put_u16(page, HEADER_SIZE + i * SLOT_BYTES, end as u16);
         }
         page::put_u16(page, OFFSET_DATA_START, end as u16);
+        let slots_end = HEADER_SIZE + self.len() * SLOT_BYTES;
+        slots_end.min(end)..end
     }
 
     /// Bytes of entry `i`'s record (slot excluded).

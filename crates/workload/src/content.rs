@@ -3,8 +3,9 @@
 //!
 //! Every byte `init` lays into a database (record values, the free space it leaves in each leaf,
 //! the bodies of the free pages it formats) and every value a run inserts or replaces comes from
-//! a [`Content`] generator, so the stored data compresses at the job's
-//! `workload.compression_ratio` and holds no repeated block. The log carries the values it
+//! a [`Content`] generator, and what a run's engine writes where its pages hold nothing (the
+//! space it frees, the free pages it grows by) from a [`PositionedContent`], so the stored data
+//! compresses at the job's `workload.compression_ratio` and holds no repeated block. The log carries the values it
 //! logs, so its payload follows the same setting.
 //!
 //! **How.** Content is a stream of chunks of [`CHUNK_BYTES`] (512, fio's
