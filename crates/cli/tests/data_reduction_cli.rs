@@ -151,20 +151,29 @@ fn no_block_of_one_database_equals_a_block_of_another() {
     );
 }
 
-#[test]
-fn a_run_keeps_the_setting_in_what_it_inserts_and_replaces() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    // Inserts and replaces only, so most of what the window writes is new records.
-    let job = job(
-        dir.path(),
-        "compression_ratio = 2.0\ninsert_percent = 70\ndelete_percent = 0\nreplace_percent = 30\nread_percent = 0",
-    );
+/// `init`, then a performance test of `workload` (appended to the `[workload]` table) whose
+/// checksum pass measures the files after the window (`run.checksum_after_performance`): the
+/// result's data reduction, and the bytes each database grew by in the window.
+fn after_a_run(dir: &Path, workload: &str) -> (DataReduction, Vec<u64>) {
+    let job = job(dir, workload);
+    let text = std::fs::read_to_string(&job).expect("job");
+    std::fs::write(
+        &job,
+        // The window's verdict is not what this is about: 1-2 MiB caches stall for buffers
+        // more than a thousand times a second under deletes.
+        text.replace("[run]\n", "[run]\nchecksum_after_performance = true\n")
+            .replace(
+                "page_fault_stalls_per_sec = 1000",
+                "page_fault_stalls_per_sec = 1000000",
+            ),
+    )
+    .expect("job");
     let job = job.to_str().expect("utf-8");
-    jetproof(dir.path())
+    jetproof(dir)
         .args(["init", job, "--out", "init", "--quiet"])
         .assert()
         .success();
-    jetproof(dir.path())
+    jetproof(dir)
         .args([
             "run",
             job,
@@ -176,49 +185,83 @@ fn a_run_keeps_the_setting_in_what_it_inserts_and_replaces() {
         ])
         .assert()
         .success();
-    let run = common::result(&dir.path().join("run/result.json"));
-    // The window's records (70% inserts, 30% replaces) are a good part of each database.
-    for instance in run["instances"].as_array().expect("instances") {
-        let grown = instance["db_used_final_bytes"].as_u64().unwrap_or(0)
-            - instance["db_used_initial_bytes"].as_u64().unwrap_or(0);
+    let run = common::result(&dir.join("run/result.json"));
+    let grown = run["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .map(|i| {
+            i["db_used_final_bytes"].as_u64().unwrap_or(0)
+                - i["db_used_initial_bytes"].as_u64().unwrap_or(0)
+        })
+        .collect();
+    (reduction(dir, "run", "performance"), grown)
+}
+
+/// A run that grows the databases and frees space in their pages (inserts, deletes, replaces
+/// of other sizes) leaves files that still compress at the setting, within ±10%, with fewer
+/// than 1% of their 8 KiB blocks repeated anywhere: the engine fills the space it frees and the
+/// pages it grows by with the job's content. Until it did (zeros), the 3 s run measured 2.5–2.8:1
+/// at 2.0, 9–16% of the blocks zeros.
+fn a_run_keeps_the_setting(setting: f64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (after, grown) = after_a_run(
+        dir.path(),
+        &format!(
+            "compression_ratio = {setting:.1}\ninsert_percent = 50\ndelete_percent = 20\n\
+             replace_percent = 30\nread_percent = 0"
+        ),
+    );
+    // The window grew each database by enough to tell (its new pages were zeros before).
+    for g in &grown {
         assert!(
-            grown > 4 << 20,
-            "the window inserted too little to tell: {grown} bytes: {instance}"
+            *g > 4 << 20,
+            "the window grew too little to tell: {grown:?}"
         );
     }
-    jetproof(dir.path())
-        .args(["checksum", job, "--out", "checksum", "--quiet"])
-        .assert()
-        .success();
-    // What the run wrote keeps the setting: no database compresses less than asked, and no
-    // block of what it wrote repeats anywhere, except blocks of zeros. Those are the engine's:
-    // it zeroes the space it frees in a page (a split's halves, a deleted record) and formats
-    // the file's growth as zeroed free pages, so a run that grew these databases by more than
-    // half leaves them compressing better than the setting (2.5:1 at 2.0, measured), and a
-    // long run on a small database drifts that way (`docs/design.md`, "Content and data
-    // reduction"). The records themselves: the workload's
-    // `inserted_and_replaced_values_keep_the_compression_setting`.
-    let after = reduction(dir.path(), "checksum", "checksum");
-    for d in &after.databases {
-        let f = &d.figures;
-        assert!(f.compression_ratio >= 2.0 * 0.9, "after the run: {f:?}");
-        // Blocks other than zeros that repeat: fewer than 1% of the blocks (the issue's bound
-        // at dedup_ratio 1.0). Nearly always none; CI once found one pair among 7,168 blocks
-        // after a run that grew the databases by more than half (its cause, some structure
-        // the engine writes twice, is not identified: docs/design.md).
-        let zero_duplicates = f.zero_blocks.saturating_sub(1);
-        let other = f.duplicate_blocks.saturating_sub(zero_duplicates);
+    assert_eq!(after.databases.len(), 2);
+    for f in after
+        .databases
+        .iter()
+        .map(|d| &d.figures)
+        .chain([&after.across_databases])
+    {
         assert!(
-            (other as f64) < 0.01 * f.blocks_hashed as f64,
-            "after the run {other} blocks other than zeros repeat in {}: {f:?}",
-            d.instance
+            (f.compression_ratio / setting - 1.0).abs() <= 0.10,
+            "after the run at {setting}: compression {:.3} (grown {grown:?}): {f:?}",
+            f.compression_ratio
         );
         assert!(f.compression_ratio_ci95_percent <= 2.0, "{f:?}");
+        assert_eq!(f.blocks_hashed, f.blocks, "{f:?}");
     }
-    // Across databases the growth's free pages also repeat whole: a formatted free page is its
-    // header (page number, checksums) and zeros, the same in two files of the same size.
     let all = &after.across_databases;
-    assert!(all.compression_ratio >= 2.0 * 0.9, "after the run: {all:?}");
+    eprintln!(
+        "after the run at {setting}: grown {grown:?}, compression {:.3}, {:.3}% of blocks repeated, {} zeros",
+        all.compression_ratio,
+        all.duplicate_share * 100.0,
+        all.zero_blocks
+    );
+    assert!(
+        all.duplicate_share < 0.01,
+        "after the run at {setting}: {:.2}% of the blocks repeat ({} zeros): {all:?}",
+        all.duplicate_share * 100.0,
+        all.zero_blocks
+    );
+}
+
+#[test]
+fn a_run_keeps_the_compression_setting_at_one() {
+    a_run_keeps_the_setting(1.0);
+}
+
+#[test]
+fn a_run_keeps_the_compression_setting_at_two() {
+    a_run_keeps_the_setting(2.0);
+}
+
+#[test]
+fn a_run_keeps_the_compression_setting_at_four() {
+    a_run_keeps_the_setting(4.0);
 }
 
 #[test]
@@ -265,8 +308,10 @@ fn a_dedup_ratio_of_two_repeats_about_half_the_blocks_and_keeps_the_compression(
         at_init.across_databases.duplicate_blocks,
         read_back.across_databases.duplicate_blocks
     );
-    // A run's records are of their own (no repeats): they thin the share by as much as they
-    // grow the databases, which a 3 s window barely does.
+    // A run grows the databases by records and attachments in init's proportion (the engine
+    // lays the long-value share of its growth down as attachments from the same pool), so the
+    // share holds after it (50.9% of 26,112 blocks, measured): without that, the window's
+    // growth (unique leaves only) thinned it to 27.6% of 15,360.
     jetproof(dir.path())
         .args([
             "run",
@@ -279,32 +324,28 @@ fn a_dedup_ratio_of_two_repeats_about_half_the_blocks_and_keeps_the_compression(
         ])
         .assert()
         .success();
+    let run = common::result(&dir.path().join("run/result.json"));
     jetproof(dir.path())
         .args(["checksum", job, "--out", "after", "--quiet"])
         .assert()
         .success();
     let after = reduction(dir.path(), "after", "checksum");
-    // How far the share thins depends on how much the window grew the databases (throughput:
-    // 13,312 blocks after one CI run's 3 s, 39.9%), so the test holds what does not: the
-    // attachments' repeats are all still there (the run neither reads nor adds long values;
-    // what it adds beyond them is zeros, the growth the engine formats, which repeat each other),
-    // and the share is those repeats over the grown file.
     let (init_all, after_all) = (&at_init.across_databases, &after.across_databases);
-    let repeats = |f: &ReductionFigures| f.duplicate_blocks.saturating_sub(f.zero_blocks);
-    let kept = repeats(after_all) as f64 / repeats(init_all).max(1) as f64;
-    assert!(
-        (0.95..=1.05).contains(&kept),
-        "after the run {:?}, at init {:?}",
-        after_all,
-        init_all
+    eprintln!(
+        "after the run: {:.2}% of {} blocks repeated (at init {:.2}% of {}), compression {:.3}",
+        after_all.duplicate_share * 100.0,
+        after_all.blocks,
+        init_all.duplicate_share * 100.0,
+        init_all.blocks,
+        after_all.compression_ratio
     );
-    let expected = after_all.duplicate_blocks as f64 / after_all.blocks as f64;
+    // The window grew the files by enough to tell (by a fifth at least).
     assert!(
-        (after_all.duplicate_share - expected).abs() < 1e-9
-            && after_all.duplicate_share > 0.25
-            && after_all.blocks >= init_all.blocks,
-        "after the run: {after_all:?}"
+        after_all.blocks as f64 >= 1.2 * init_all.blocks as f64,
+        "the window grew too little to tell: {after_all:?} {init_all:?}: {}",
+        run["instances"]
     );
+    half(&after, "after the run");
 }
 
 #[test]

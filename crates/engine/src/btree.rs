@@ -29,6 +29,7 @@ use std::sync::atomic::AtomicU64;
 use crate::cache::{PageCache, PageMut, PageRef};
 use crate::change::{Before, ChangeLog, PageChange};
 use crate::error::{EngineError, Result};
+use crate::fill::{self, PageContent};
 use crate::node::{self, Entries};
 use crate::page::{self, PageType};
 use crate::space::{LeafSplit, Space};
@@ -118,6 +119,8 @@ pub struct Tree<'a> {
     pub tree_id: u32,
     /// Where every page change is reported (the log), see [`crate::change`].
     pub log: &'a dyn ChangeLog,
+    /// What the bytes a change frees are made of (`None`: zeros), see [`crate::fill`].
+    pub content: Option<&'a dyn PageContent>,
 }
 
 struct PathNode<'a> {
@@ -168,6 +171,38 @@ impl<'a> Tree<'a> {
             .inspect_err(|e| self.cache.poison(e))?;
         node.stamp(stamp, logged.max(lp));
         Ok(())
+    }
+
+    /// Fills the bytes of `node`'s free space that were not free before a change (in place, or a
+    /// rewrite that kept the free space's bytes; `before`: its free range then) from the
+    /// content, if there is one (they are zeros otherwise). The framing is unchanged.
+    fn fill_freed(&self, node: &mut PageMut<'_>, before: std::ops::Range<usize>) {
+        let Some(content) = self.content else {
+            return;
+        };
+        let number = node.page_number();
+        let after = node::free_range(node.data());
+        for range in fill::newly_free(before, after) {
+            if !range.is_empty() {
+                fill::fill_range(node.node_data_mut(), number, range, Some(content));
+            }
+        }
+    }
+
+    /// Fills all of `node`'s free space (after a rewrite, which zeroes it) from the content,
+    /// if there is one. Called after the node's image, if it has one, was logged: the log
+    /// leaves out the image's run of zeros, so the content never reaches it.
+    fn fill_free_space(&self, node: &mut PageMut<'_>) {
+        let Some(content) = self.content else {
+            return;
+        };
+        let number = node.page_number();
+        let range = if node::is_node(node.data()) {
+            node::free_range(node.data())
+        } else {
+            page::HEADER_SIZE..node.data().len()
+        };
+        fill::fill_range(node.node_data_mut(), number, range, Some(content));
     }
 
     fn check_node(&self, page: u32, data: &[u8], level: Option<u16>) -> Result<u16> {
@@ -223,7 +258,9 @@ impl<'a> Tree<'a> {
         page::write_common(root.data_mut(), self.root, PageType::Leaf, 0);
         page::put_u32(root.data_mut(), page::OFFSET_TREE, self.tree_id);
         Entries::from_leaf(Vec::<(Vec<u8>, Vec<u8>)>::new()).encode(root.data_mut(), 0);
-        self.logged_image(&mut root, 0)
+        self.logged_image(&mut root, 0)?;
+        self.fill_free_space(&mut root);
+        Ok(())
     }
 
     /// The value stored under `key`.
@@ -484,10 +521,12 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 announce(leaf)?;
+                let before = node::free_range(leaf.data());
                 // Also clears a deletion mark: the record is live with its new value.
                 if !node::leaf_replace_in_place(leaf.node_data_mut(), index, key, value) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
+                self.fill_freed(leaf, before);
                 self.logged(
                     leaf,
                     log_position,
@@ -503,9 +542,11 @@ impl<'a> Tree<'a> {
                     return Ok(None);
                 }
                 announce(leaf)?;
+                let before = node::free_range(leaf.data());
                 if !node::leaf_remove_in_place(leaf.node_data_mut(), index) {
                     return Err(self.inconsistent(page, "malformed leaf entry"));
                 }
+                self.fill_freed(leaf, before);
                 self.logged(leaf, log_position, PageChange::LeafDelete { index, key })?;
                 self.space.note_leaf_entry_change(old, 0);
                 Ok(Some(true))
@@ -902,7 +943,17 @@ impl<'a> Tree<'a> {
         };
         let mut records = Vec::new();
         entries.encode_records(splice.inserted, &mut records);
-        entries.encode(node.data_mut(), level);
+        match self.content {
+            // The bytes free before and after the rewrite keep the content they hold (it is
+            // the content's at their place in the page); only those the rewrite gave up are
+            // filled.
+            Some(_) => {
+                let before = node::free_range(node.data());
+                entries.encode_keeping_free_space(node.data_mut(), level);
+                self.fill_freed(node, before);
+            }
+            None => entries.encode(node.data_mut(), level),
+        }
         self.logged(
             node,
             lp,
@@ -944,6 +995,7 @@ impl<'a> Tree<'a> {
         // later state at redo time: it is logged whole (the log leaves out its free space).
         entries.encode(node.data_mut(), level);
         self.logged_image(&mut node, lp)?;
+        self.fill_free_space(&mut node);
         Ok((page, node))
     }
 
@@ -953,6 +1005,7 @@ impl<'a> Tree<'a> {
         let page = node.page_number();
         page::format_free(node.data_mut(), page);
         self.logged_image(node, lp)?;
+        self.fill_free_space(node);
         to_free.push(page);
         Ok(())
     }

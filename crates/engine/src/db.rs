@@ -58,6 +58,11 @@ pub struct DatabaseOptions {
     pub accept_dirty: bool,
     /// Page writes in flight at once (write-back depth; `docs/design.md`, "Write-back").
     pub write_back_depth: usize,
+    /// What the bytes that hold nothing are made of: the space a change frees in a page, the
+    /// body of a page freed, of every free page formatted (at create and when the file grows),
+    /// and the long-value pages growth lays down ([`crate::fill`]). `None` (the default): zeros
+    /// and no long-value pages, as before issue 33.
+    pub content: Option<Arc<dyn crate::fill::PageContent>>,
 }
 
 /// Pages a database file grows by at a time unless told otherwise: ESE's default database
@@ -78,6 +83,7 @@ impl Default for DatabaseOptions {
             flush_thread: true,
             accept_dirty: false,
             write_back_depth: crate::cache::DEFAULT_WRITE_BACK_DEPTH,
+            content: None,
         }
     }
 }
@@ -135,6 +141,8 @@ pub struct Database {
     flush_map: Arc<FlushMap>,
     /// What opening the flush map found (`None` for a new database).
     flush_map_opened: Option<FlushMapOpened>,
+    /// What freed space and formatted free pages are made of ([`DatabaseOptions::content`]).
+    content: Option<Arc<dyn crate::fill::PageContent>>,
 }
 
 /// How the flush map was found when the database was opened.
@@ -236,7 +244,14 @@ impl Database {
         };
         let ps = options.page_size;
         let page_count = round_pages(options.initial_size_bytes, ps, 16);
-        space::format_range(file.as_ref(), ps, 0, page_count)?;
+        space::format_range_with(
+            file.as_ref(),
+            ps,
+            0,
+            page_count,
+            options.content.as_deref(),
+            &|_| false,
+        )?;
         let header = DbHeader {
             format_version: FORMAT_VERSION,
             page_size: ps as u32,
@@ -349,7 +364,9 @@ impl Database {
             write_back_depth: options.write_back_depth,
         };
         let stamp = Arc::new(AtomicU64::new(header.next_update_stamp.max(1)));
-        let (cache, space) = Self::load_state(file, &store, &header, config, &stamp)?;
+        let content = options.content.clone();
+        let (cache, space) =
+            Self::load_state(file, &store, &header, config, &stamp, content.clone())?;
         Ok(Database {
             path: path.to_path_buf(),
             header: store,
@@ -362,6 +379,7 @@ impl Database {
             logged: AtomicBool::new(false),
             flush_map,
             flush_map_opened,
+            content,
         })
     }
 
@@ -372,6 +390,7 @@ impl Database {
         header: &DbHeader,
         config: CacheConfig,
         stamp: &Arc<AtomicU64>,
+        content: Option<Arc<dyn crate::fill::PageContent>>,
     ) -> Result<(PageCache, Space)> {
         let grow_map = config.flush_map.clone();
         let cache = PageCache::new(file, config)?;
@@ -389,7 +408,8 @@ impl Database {
             u64::from(header.extent_pages),
             stamp.clone(),
             on_grow,
-        )?;
+        )?
+        .with_content(content);
         Ok((cache, space))
     }
 
@@ -403,6 +423,7 @@ impl Database {
             root: self.root,
             tree_id: RECORD_TREE_ID,
             log: log.as_ref(),
+            content: self.content.as_deref(),
         })
     }
 
@@ -564,6 +585,7 @@ impl Database {
             &header,
             config,
             &self.stamp,
+            self.content.clone(),
         )?;
         self.cache = cache;
         self.space = space;

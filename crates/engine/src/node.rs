@@ -120,6 +120,15 @@ pub fn free_bytes(page: &[u8]) -> usize {
     capacity(page.len()).saturating_sub(used_bytes(page))
 }
 
+/// Where the node's free space lies: from the end of its slot array to its lowest record byte
+/// (empty if the framing is broken). What those bytes hold means nothing
+/// ([`crate::fill`]).
+pub fn free_range(page: &[u8]) -> std::ops::Range<usize> {
+    let slots_end = HEADER_SIZE.saturating_add(count(page).saturating_mul(SLOT_BYTES));
+    let start = data_start(page).min(page.len());
+    slots_end.min(start)..start
+}
+
 /// Checks the node's framing: count, data start and every slot within bounds.
 pub fn validate(page: &[u8]) -> Option<()> {
     let n = count(page);
@@ -583,6 +592,16 @@ impl Entries {
     /// `page` may not be the bytes the entries were decoded from (the arena is a copy), so
     /// encoding into the decoded page itself is safe.
     pub fn encode(&self, page: &mut [u8], level: u16) {
+        let free = self.encode_keeping_free_space(page, level);
+        if let Some(gap) = page.get_mut(free) {
+            gap.fill(0);
+        }
+    }
+
+    /// [`Entries::encode`] without touching the bytes of the node's new free space: they keep
+    /// whatever they held (the caller fills what it must, [`crate::fill`]). Every other byte
+    /// of the body is written (the slots, the records). Returns the free space's range.
+    pub fn encode_keeping_free_space(&self, page: &mut [u8], level: u16) -> std::ops::Range<usize> {
         let page_type = if level == 0 {
             PageType::Leaf
         } else {
@@ -591,9 +610,6 @@ impl Entries {
         page::put(page, page::OFFSET_PAGE_TYPE, &[page_type as u8]);
         page::put_u16(page, OFFSET_COUNT, self.len() as u16);
         page::put_u16(page, OFFSET_LEVEL, level);
-        if let Some(body) = page.get_mut(HEADER_SIZE..) {
-            body.fill(0);
-        }
         let mut end = page.len();
         for i in 0..self.len() {
             let record_bytes = self.record_bytes(i);
@@ -606,6 +622,8 @@ impl Entries {
             page::put_u16(page, HEADER_SIZE + i * SLOT_BYTES, end as u16);
         }
         page::put_u16(page, OFFSET_DATA_START, end as u16);
+        let slots_end = HEADER_SIZE + self.len() * SLOT_BYTES;
+        slots_end.min(end)..end
     }
 
     /// Bytes of entry `i`'s record (slot excluded).

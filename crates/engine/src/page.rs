@@ -51,7 +51,8 @@ pub enum PageType {
     Leaf = 5,
     /// A long value's chunk (an attachment's bytes, ESE's long-value pages): the header, then
     /// the chunk to the end of the page. `init` lays them down when `workload.dedup_ratio` is
-    /// above 1 ([`crate::bulk::BulkLoader::with_long_values`]); no tree refers to them yet.
+    /// above 1 ([`crate::bulk::BulkLoader::with_long_values`]), and so does a run's growth
+    /// ([`crate::fill::PageContent::long_value_share`]); no tree refers to them yet.
     LongValue = 6,
 }
 

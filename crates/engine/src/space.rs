@@ -28,6 +28,7 @@ use crate::cache::PageCache;
 use crate::change::{ChangeLog, NoChangeLog, PageChange};
 use crate::checksum;
 use crate::error::{EngineError, Result};
+use crate::fill::PageContent;
 use crate::header::HEADER_PAGES;
 use crate::page::{self, HEADER_SIZE, PageType};
 
@@ -63,12 +64,29 @@ pub fn is_map_page(page: u64, page_size: usize) -> bool {
 }
 
 /// Formats pages `[from, to)` of a file as free pages (map pages as maps marking themselves, and
-/// for group 0 the header pages, in use), in sequential writes of up to 1 MiB, then syncs.
+/// for group 0 the header pages, in use), in sequential writes of up to 1 MiB, then syncs. Their
+/// bodies are zeros ([`format_range_with`] for other content).
 ///
 /// The writes are metered as [`IoClass::DbExtend`], not `DbWrite`: they extend the file (ESE's
 /// database extension), they are not the cache's page writes whose count and average size the
 /// reference reports describe (`docs/faithfulness.md`, "Database extension writes").
 pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> Result<()> {
+    format_range_with(file, page_size, from, to, None, &|_| false)
+}
+
+/// [`format_range`] with each free page's body made by `content` (zeros without one); a page
+/// `long_value` names is formatted as a long-value page instead ([`PageType::LongValue`], tree
+/// [`crate::bulk::LONG_VALUE_TREE_ID`], its body `content`'s long value), which the caller
+/// marks in use. Without `content` no page is a long-value page. The writes are the same
+/// whatever the content: same offsets, same sizes, same count.
+pub fn format_range_with(
+    file: &dyn IoFile,
+    page_size: usize,
+    from: u64,
+    to: u64,
+    content: Option<&dyn PageContent>,
+    long_value: &dyn Fn(u64) -> bool,
+) -> Result<()> {
     let per_write = (GROWTH_WRITE_BYTES / page_size) as u64;
     let mut buf = AlignedBuf::zeroed(per_write as usize * page_size);
     let mut start = from;
@@ -83,6 +101,14 @@ pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> 
             let number32 = number as u32;
             if is_map_page(number, page_size) {
                 format_map(slot, number32);
+            } else if let Some(content) = content {
+                if long_value(number) {
+                    format_long_value(slot, number32, content);
+                } else {
+                    page::format_free_filled(slot, number32, &mut |body| {
+                        content.fill_free(number32, HEADER_SIZE, body)
+                    });
+                }
             } else {
                 page::format_free(slot, number32);
             }
@@ -96,6 +122,20 @@ pub fn format_range(file: &dyn IoFile, page_size: usize, from: u64, to: u64) -> 
     }
     file.sync_data(IoClass::DbExtend)?;
     Ok(())
+}
+
+/// A long-value page (an attachment's chunk) as growth lays it down: the header, then
+/// `content`'s long value to the end of the page, sealed. No tree refers to it (as `init`'s).
+fn format_long_value(slot: &mut [u8], number: u32, content: &dyn PageContent) {
+    if let Some(header) = slot.get_mut(..HEADER_SIZE) {
+        header.fill(0);
+    }
+    page::write_common(slot, number, PageType::LongValue, 0);
+    page::put_u32(slot, page::OFFSET_TREE, crate::bulk::LONG_VALUE_TREE_ID);
+    if let Some(body) = slot.get_mut(HEADER_SIZE..) {
+        content.fill_long_value(number, body);
+    }
+    checksum::seal(slot);
 }
 
 /// A fresh map page: marks itself in use, and in group 0 the two header pages too.
@@ -230,6 +270,9 @@ pub struct SpaceStats {
     /// Counted per attempt: a descent restarted for a page not in the cache counts again.
     pub structure_changes_from_leaf_parent: u64,
     pub structure_changes_from_root: u64,
+    /// Pages growth laid down as long-value pages (attachments: [`PageContent::long_value_share`]),
+    /// among `extension_pages`, marked in use.
+    pub long_value_pages: u64,
 }
 
 /// The free space of a database's file at one moment (a walk of the space maps).
@@ -267,6 +310,7 @@ struct Counters {
     leaf_bytes_removed: AtomicU64,
     from_leaf_parent: AtomicU64,
     from_root: AtomicU64,
+    long_value_pages: AtomicU64,
 }
 
 /// How a leaf split chose its split point, for [`SpaceStats`].
@@ -289,6 +333,10 @@ struct SpaceState {
     /// Search starts here: the lowest page that may be free.
     hint: u64,
     used: u64,
+    /// Owned extents growth added since open that could be long-value pages, and those it
+    /// made long-value pages ([`PageContent::long_value_share`]).
+    growth_extents: u64,
+    long_value_extents: u64,
 }
 
 /// The page allocator of one database.
@@ -302,6 +350,8 @@ pub struct Space {
     stamp: Arc<AtomicU64>,
     log: parking_lot::RwLock<Arc<dyn ChangeLog>>,
     counters: Counters,
+    /// What free pages formatted by growth hold, and whether it lays long values down.
+    content: Option<Arc<dyn PageContent>>,
 }
 
 /// Persists a new page count after growth (the database writes it into both header copies).
@@ -349,12 +399,22 @@ impl Space {
                 page_count,
                 hint: 0,
                 used,
+                growth_extents: 0,
+                long_value_extents: 0,
             }),
             on_grow,
             stamp,
             log: parking_lot::RwLock::new(Arc::new(NoChangeLog)),
             counters: Counters::default(),
+            content: None,
         })
+    }
+
+    /// Formats the free pages of growth with `content`'s bodies and lays its long-value share
+    /// of growth down as long-value pages ([`crate::fill`]).
+    pub fn with_content(mut self, content: Option<Arc<dyn PageContent>>) -> Space {
+        self.content = content;
+        self
     }
 
     /// Where changes to space map pages are reported (the log).
@@ -391,6 +451,7 @@ impl Space {
             leaf_bytes_removed: get(&c.leaf_bytes_removed),
             structure_changes_from_leaf_parent: get(&c.from_leaf_parent),
             structure_changes_from_root: get(&c.from_root),
+            long_value_pages: get(&c.long_value_pages),
         }
     }
 
@@ -783,7 +844,20 @@ impl Space {
                 max_pages: MAX_PAGES,
             });
         }
-        format_range(cache.file().as_ref(), self.page_size, old, new)?;
+        let long_values = self.long_value_extents(state, old, new);
+        let is_long_value = |page: u64| {
+            long_values
+                .binary_search(&(page - page % OWNED_EXTENT_PAGES))
+                .is_ok()
+        };
+        format_range_with(
+            cache.file().as_ref(),
+            self.page_size,
+            old,
+            new,
+            self.content.as_deref(),
+            &is_long_value,
+        )?;
         let per_map = pages_per_map(self.page_size);
         let mut group_start = old.div_ceil(per_map) * per_map;
         while group_start < new {
@@ -797,6 +871,56 @@ impl Space {
         self.counters
             .extension_pages
             .fetch_add(new - old, Ordering::Relaxed);
-        (self.on_grow.0)(new)
+        (self.on_grow.0)(new)?;
+        // The long-value pages are formatted, synced and inside the file (the header says so):
+        // mark them in use, so that no allocation hands them out. The marks are logged as every
+        // map change is; a crash before they are durable leaves the pages free (recreated, not
+        // read, when allocated), never a page in use that the maps call free.
+        for &extent in &long_values {
+            for page in extent..extent + OWNED_EXTENT_PAGES {
+                self.mark(cache, page, true)?;
+                state.used += 1;
+            }
+            self.counters
+                .long_value_pages
+                .fetch_add(OWNED_EXTENT_PAGES, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The owned extents of growth `[old, new)` to lay down as long-value pages: whole extents
+    /// with no map page, as close to the content's share of all such extents growth added since
+    /// open as whole extents allow, spread evenly, and never all of this growth's (the split that
+    /// grew the file needs a free extent). None without content or at a share of 0.
+    fn long_value_extents(&self, state: &mut SpaceState, old: u64, new: u64) -> Vec<u64> {
+        let share = self
+            .content
+            .as_ref()
+            .map_or(0.0, |content| content.long_value_share());
+        if !(share.is_finite() && share > 0.0) {
+            return Vec::new();
+        }
+        let share = share.min(crate::fill::MAX_LONG_VALUE_SHARE);
+        let mut chosen = Vec::new();
+        let mut candidates = 0u64;
+        let mut extent = old.div_ceil(OWNED_EXTENT_PAGES) * OWNED_EXTENT_PAGES;
+        while extent + OWNED_EXTENT_PAGES <= new {
+            let holds_structure = extent <= u64::from(HEADER_PAGES)
+                || (extent..extent + OWNED_EXTENT_PAGES).any(|p| is_map_page(p, self.page_size));
+            if !holds_structure {
+                candidates += 1;
+                state.growth_extents += 1;
+                if (state.long_value_extents + 1) as f64 <= share * state.growth_extents as f64 {
+                    state.long_value_extents += 1;
+                    chosen.push(extent);
+                }
+            }
+            extent += OWNED_EXTENT_PAGES;
+        }
+        if candidates > 0 && chosen.len() as u64 == candidates {
+            chosen.pop();
+            state.long_value_extents -= 1;
+        }
+        chosen
     }
 }

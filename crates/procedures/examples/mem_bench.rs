@@ -52,7 +52,7 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
             backend: backend.clone(),
             progress: &NoProgress,
             stop: &stop,
-            seed: 0x6a65_7470_726f_6f66,
+            seed: jetproof_procedures::init::CONTENT_SEED,
         },
     )?;
     let out = OutDir::prepare(Some(&out_dir.join("results")), TestKind::Performance)?;

@@ -759,8 +759,13 @@ fn fill_all<'a>(
     Ok(filled)
 }
 
+/// The seed of the job's content that `jetproof init` (and after it every run, for the space its
+/// engine frees and the pages it grows by: [`crate::page_content`]) makes the databases' content
+/// from.
+pub const CONTENT_SEED: u64 = 0x6a65_7470_726f_6f66;
+
 /// The seed of database `index`'s content: each database a stream of its own.
-fn content_seed(seed: u64, index: usize) -> u64 {
+pub(crate) fn content_seed(seed: u64, index: usize) -> u64 {
     seed ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 

@@ -10,6 +10,7 @@ pub mod init;
 pub mod live;
 pub mod maintenance;
 pub mod options;
+pub mod page_content;
 pub mod performance;
 pub mod reduction;
 pub mod replication;

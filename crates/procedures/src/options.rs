@@ -16,12 +16,15 @@ pub(crate) fn keeps_log_files(job: &Job) -> bool {
     job.log.keep_files || job.simulation.copies_per_database > 1
 }
 
-/// The options a test run attaches an instance with, metering into `stats`.
-pub fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions {
+/// The options a test run attaches the instance of the job's database `index` (its place among
+/// `job.instances()`) with, metering into `stats`. The database's engine fills the space it
+/// frees and the pages it grows by with the job's content ([`crate::page_content`]).
+pub fn instance_options(job: &Job, index: usize, stats: Arc<InstanceStats>) -> InstanceOptions {
     let file_size_bytes = job.log.file_size.bytes();
     InstanceOptions {
         database: DatabaseOptions {
             stats: Some(stats),
+            content: Some(crate::page_content::database_content(job, index)),
             ..crate::settings::Cache::of(job).database_options(job)
         },
         log_file_size_bytes: file_size_bytes,
@@ -42,10 +45,10 @@ pub fn instance_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions
 
 /// The options recovery reopens an instance with: those of a run, with no background
 /// checkpointing and the job's own log retention.
-pub fn recovery_options(job: &Job, stats: Arc<InstanceStats>) -> InstanceOptions {
+pub fn recovery_options(job: &Job, index: usize, stats: Arc<InstanceStats>) -> InstanceOptions {
     InstanceOptions {
         keep_files: job.log.keep_files,
         checkpoint_interval: None,
-        ..instance_options(job, stats)
+        ..instance_options(job, index, stats)
     }
 }

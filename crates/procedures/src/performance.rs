@@ -567,8 +567,8 @@ fn attach_all(
     options: &RunOptions<'_>,
 ) -> Result<Vec<Attached>, RunError> {
     let mut attached: Vec<Attached> = Vec::new();
-    for instance in &job.instances() {
-        match attach(job, instance, settings.mix, options) {
+    for (index, instance) in job.instances().iter().enumerate() {
+        match attach(job, index, instance, settings.mix, options) {
             Ok(a) => attached.push(a),
             Err(error) => {
                 for problem in shut_down(attached) {

@@ -330,10 +330,10 @@ fn attach_all(
 ) -> Result<Vec<Generating>, RunError> {
     let mix = crate::settings::Settings::of(job, false).mix;
     let mut generating = Vec::with_capacity(instances.len());
-    for instance in instances {
+    for (index, instance) in instances.iter().enumerate() {
         // The checkpoint held: no checkpointer runs, and no log file is deleted.
         let mut attach_options =
-            crate::options::instance_options(job, InstanceStats::new(instance.name.clone()));
+            crate::options::instance_options(job, index, InstanceStats::new(instance.name.clone()));
         attach_options.keep_files = true;
         attach_options.checkpoint_interval = None;
         let opened = LoggedInstance::open(
@@ -705,7 +705,7 @@ pub fn replay(
             .enumerate()
             .map(|(index, instance)| {
                 let stats = InstanceStats::new(instance.name.clone());
-                let recovery_options = crate::options::recovery_options(job, stats.clone());
+                let recovery_options = crate::options::recovery_options(job, index, stats.clone());
                 let backend = backend.clone();
                 let ended = ended.clone();
                 let handle = scope.spawn(move || {

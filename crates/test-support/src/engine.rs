@@ -25,5 +25,6 @@ pub fn small_options(
         flush_thread: false,
         accept_dirty: false,
         write_back_depth: jetproof_engine::cache::DEFAULT_WRITE_BACK_DEPTH,
+        content: None,
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! Every byte `init` lays into a database (record values, the free space it leaves in each leaf,
 //! the bodies of the free pages it formats) and every value a run inserts or replaces comes from
-//! a [`Content`] generator, so the stored data compresses at the job's
-//! `workload.compression_ratio` and holds no repeated block. The log carries the values it
+//! a [`Content`] generator, and what a run's engine writes where its pages hold nothing (the
+//! space it frees, the free pages it grows by) from a [`PositionedContent`], so the stored data
+//! compresses at the job's `workload.compression_ratio` and holds no repeated block. The log carries the values it
 //! logs, so its payload follows the same setting.
 //!
 //! **How.** Content is a stream of chunks of [`CHUNK_BYTES`] (512, fio's
@@ -123,6 +124,88 @@ impl Content {
     }
 }
 
+/// Content addressed by position (issue 33): the bytes a page's free space holds after a run
+/// changes it. The byte at `offset` of the page keyed `key` is always the same, made from the
+/// seed, the key and the offset alone, so filling any part of a page needs no state shared
+/// between the sessions that change pages (no lock, no stream to advance), and a page's free
+/// space is the same bytes however it was cut into the pieces that were freed.
+///
+/// The pattern is [`Content`]'s with its chunks at fixed places in the page (chunk `i` is bytes
+/// `512 i .. 512 (i + 1)`): the first [`Content::random_bytes_per_chunk`] bytes of each chunk
+/// random (the wyrand word of the byte's 8-byte-aligned position), the rest zeros. Cut into free
+/// runs of any length at any offset, the page's free bytes so keep the ratio (a stream restarted
+/// at each run would begin every run with random bytes). Two keys (pages), or two seeds
+/// (databases), never give the same words.
+#[derive(Clone, Debug)]
+pub struct PositionedContent {
+    random_per_chunk: usize,
+    seed: u64,
+}
+
+impl PositionedContent {
+    /// Content compressing at `ratio` (clamped as [`Content::new`] does) from `seed`.
+    pub fn new(ratio: f64, seed: u64) -> PositionedContent {
+        PositionedContent {
+            random_per_chunk: random_bytes_per_chunk(ratio),
+            seed: splitmix(seed ^ 0x706f_7369_7469_6f6e),
+        }
+    }
+
+    /// Fills `out` with the bytes at `offset..offset + out.len()` of the page keyed `key`.
+    pub fn fill(&self, key: u64, offset: usize, out: &mut [u8]) {
+        // The state of word 0 of this page; word `w`'s is `base + (w + 1) * WY_INCREMENT`.
+        let base = splitmix(self.seed ^ key.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut at = offset;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let phase = at % CHUNK_BYTES;
+            let (run, random) = if phase < self.random_per_chunk {
+                (self.random_per_chunk - phase, true)
+            } else {
+                (CHUNK_BYTES - phase, false)
+            };
+            let (now, later) = rest.split_at_mut(run.min(rest.len()));
+            if random {
+                positioned_random(base, at, now);
+            } else {
+                now.fill(0);
+            }
+            at += now.len();
+            rest = later;
+        }
+    }
+}
+
+/// The random bytes at page positions `at..at + out.len()`: byte `p` is byte `p % 8` of word
+/// `p / 8`, and each word's state is computed from its position (no word waits for another, so
+/// the multiplies overlap).
+fn positioned_random(base: u64, at: usize, out: &mut [u8]) {
+    let word = |w: usize| wymix(base.wrapping_add(WY_INCREMENT.wrapping_mul(w as u64 + 1)));
+    let mut pos = at;
+    let mut rest = out;
+    // A head up to the next word boundary.
+    let head = (8 - pos % 8) % 8;
+    if head > 0 {
+        let (now, later) = rest.split_at_mut(head.min(rest.len()));
+        let bytes = word(pos / 8).to_le_bytes();
+        let from = pos % 8;
+        now.copy_from_slice(bytes.get(from..from + now.len()).unwrap_or_default());
+        pos += now.len();
+        rest = later;
+    }
+    let mut words = rest.chunks_exact_mut(8);
+    let mut w = pos / 8;
+    for out_word in &mut words {
+        out_word.copy_from_slice(&word(w).to_le_bytes());
+        w += 1;
+    }
+    let tail = words.into_remainder();
+    if !tail.is_empty() {
+        let bytes = word(w).to_le_bytes();
+        tail.copy_from_slice(bytes.get(..tail.len()).unwrap_or_default());
+    }
+}
+
 /// Pages of one attachment (a long value): 128 KiB at 32 KiB pages. Each page holds one chunk
 /// of it, at the same place in the page whichever copy, so every copy of an attachment repeats
 /// the blocks of each of its pages but the first (the page header's).
@@ -197,6 +280,34 @@ impl Attachments {
         let seed = self.current ^ (self.page + 1).wrapping_mul(0xd6e8_feb8_6659_fd93);
         Content::new(self.ratio, seed).fill(body);
         self.page = (self.page + 1) % ATTACHMENT_PAGES;
+    }
+
+    /// Fills the body of long-value page `page` of the file as a run's growth lays it down
+    /// (the engine's `PageContent`): without state, so any session's growth can call it. The
+    /// attachment is the one of the [`ATTACHMENT_PAGES`]-page run `page` falls in, drawn as
+    /// [`Attachments::fill_page`] draws (a share [`jetproof_job::LONG_VALUE_POOL_SHARE`] from
+    /// the same pool, so its pages equal init's copies of it, page body for page body), but from
+    /// the page's place in the file rather than from a count of draws: a run's own attachments
+    /// are never init's or another run's (the file only grows, so no page is laid down twice).
+    pub fn fill_page_at(&self, page: u64, body: &mut [u8]) {
+        let attachment = page / ATTACHMENT_PAGES;
+        let draw = splitmix(self.grown_seed() ^ attachment.wrapping_mul(WY_INCREMENT));
+        let uniform = (draw >> 11) as f64 / (1u64 << 53) as f64;
+        let current = if uniform < jetproof_job::LONG_VALUE_POOL_SHARE {
+            let pick = splitmix(draw) % self.pool;
+            splitmix(self.pool_seed ^ pick.wrapping_mul(WY_INCREMENT))
+        } else {
+            splitmix(draw ^ 0x6772_6f77_6e6f_776e)
+        };
+        let chunk = page % ATTACHMENT_PAGES;
+        let seed = current ^ (chunk + 1).wrapping_mul(0xd6e8_feb8_6659_fd93);
+        Content::new(self.ratio, seed).fill(body);
+    }
+
+    /// The seed of the draws of [`Attachments::fill_page_at`]: the database's, apart from
+    /// init's.
+    fn grown_seed(&self) -> u64 {
+        splitmix(self.own_seed ^ 0x6772_6f77_7468_0001)
     }
 }
 
@@ -306,6 +417,79 @@ mod tests {
         assert!((1900..2300).contains(&zeros), "{zeros}");
         assert_eq!(Attachments::pool_for(0.0), 1);
         assert_eq!(Attachments::pool_for(44_445.0), 100);
+    }
+
+    #[test]
+    fn positioned_content_is_the_same_however_a_page_is_cut_and_keeps_the_pattern() {
+        let content = PositionedContent::new(2.0, 5);
+        let mut whole = vec![0u8; 32768];
+        content.fill(9, 0, &mut whole);
+        // Any cut at any offset gives the same bytes as the whole page.
+        let mut pieces = vec![0xEEu8; 32768];
+        let mut at = 0;
+        let mut cut = 1usize;
+        while at < pieces.len() {
+            let end = (at + cut).min(pieces.len());
+            content.fill(9, at, &mut pieces[at..end]);
+            at = end;
+            cut = cut * 7 % 1999 + 1;
+        }
+        assert!(whole == pieces);
+        // The pattern of `Content` at fixed chunks: random, then zeros.
+        let random = random_bytes_per_chunk(2.0);
+        for chunk in whole.chunks(CHUNK_BYTES) {
+            assert!(chunk[random..].iter().all(|b| *b == 0));
+            assert!(chunk[..random].iter().filter(|b| **b != 0).count() > random * 9 / 10);
+        }
+        // Another page, another seed: other words.
+        let words = |v: &[u8]| -> std::collections::HashSet<u64> {
+            v.chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+                .filter(|w| *w != 0)
+                .collect()
+        };
+        let mut other_page = vec![0u8; 32768];
+        content.fill(10, 0, &mut other_page);
+        let mut other_seed = vec![0u8; 32768];
+        PositionedContent::new(2.0, 6).fill(9, 0, &mut other_seed);
+        let w = words(&whole);
+        assert!(w.len() > 32768 / 8 / 2 - 64, "{}", w.len());
+        assert_eq!(w.intersection(&words(&other_page)).count(), 0);
+        assert_eq!(w.intersection(&words(&other_seed)).count(), 0);
+        // At 1.0 every byte is random.
+        let mut plain = vec![0u8; 4096];
+        PositionedContent::new(1.0, 5).fill(3, 100, &mut plain);
+        assert!(plain.iter().filter(|b| **b == 0).count() < 64);
+    }
+
+    #[test]
+    fn a_runs_attachments_copy_inits_pool_and_keep_their_own_unique() {
+        // Init's pages of database 0 (drawn in order) and a run's pages of database 1 (drawn by
+        // their place in the file): the run's pool pages are init's pages, its own ones new.
+        let (pool, body) = (8, 1024);
+        let mut init = Attachments::new(2.0, 42, 1000, pool);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..4000 {
+            let mut page = vec![0u8; body];
+            init.fill_page(&mut page);
+            seen.insert(page);
+        }
+        let run = Attachments::new(2.0, 42, 1001, pool);
+        let (mut copies, mut own) = (0, std::collections::HashSet::new());
+        for page in 5000..9000u64 {
+            let mut bytes = vec![0u8; body];
+            run.fill_page_at(page, &mut bytes);
+            let mut again = vec![0u8; body];
+            run.fill_page_at(page, &mut again);
+            assert!(bytes == again, "page {page}: not the same twice");
+            if seen.contains(&bytes) {
+                copies += 1;
+            } else {
+                assert!(own.insert(bytes), "page {page}: an own page repeats");
+            }
+        }
+        let share = f64::from(copies) / 4000.0;
+        assert!((share - 0.9).abs() < 0.03, "{share}");
     }
 
     #[test]

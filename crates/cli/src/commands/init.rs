@@ -118,7 +118,7 @@ pub fn run_locked(args: Args, command: &str) -> Result<(Outcome, OwnerLock), Cli
         backend: selected.backend.clone(),
         progress,
         stop: &stop,
-        seed: 0x6a65_7470_726f_6f66,
+        seed: jetproof_procedures::init::CONTENT_SEED,
     };
     let summary =
         jetproof_procedures::init::init(&job, &out, &log, &options).map_err(init_error)?;

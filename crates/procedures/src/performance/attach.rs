@@ -7,6 +7,7 @@ use super::*;
 /// unusable is closed again before the error is returned.
 pub(super) fn attach(
     job: &Job,
+    index: usize,
     instance: &jetproof_job::Instance,
     mix: Mix,
     options: &RunOptions<'_>,
@@ -16,7 +17,7 @@ pub(super) fn attach(
         options.backend.clone(),
         &instance.database_path,
         &instance.log_path,
-        instance_options(job, stats.clone()),
+        instance_options(job, index, stats.clone()),
     )?);
     let store: Arc<dyn Store> = Arc::new(EngineStore(database.clone()));
     let mailboxes = match Mailboxes::discover(store.as_ref(), mailboxes_per_database(job)) {
