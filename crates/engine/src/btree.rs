@@ -184,7 +184,7 @@ impl<'a> Tree<'a> {
         let after = node::free_range(node.data());
         for range in fill::newly_free(before, after) {
             if !range.is_empty() {
-                fill::fill_range(node.node_data_mut(), number, range, Some(content));
+                fill::fill_range(node.node_data_mut(), number, range, content);
             }
         }
     }
@@ -202,7 +202,7 @@ impl<'a> Tree<'a> {
         } else {
             page::HEADER_SIZE..node.data().len()
         };
-        fill::fill_range(node.node_data_mut(), number, range, Some(content));
+        fill::fill_range(node.node_data_mut(), number, range, content);
     }
 
     fn check_node(&self, page: u32, data: &[u8], level: Option<u16>) -> Result<u16> {

@@ -47,20 +47,16 @@ pub trait PageContent: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Fills `page[range]` (page number `number`) from `content`, or zeros it without one.
+/// Fills `page[range]` (page number `number`) from `content`.
 pub(crate) fn fill_range(
     page: &mut [u8],
     number: u32,
     range: std::ops::Range<usize>,
-    content: Option<&dyn PageContent>,
+    content: &dyn PageContent,
 ) {
     let offset = range.start;
-    let Some(bytes) = page.get_mut(range) else {
-        return;
-    };
-    match content {
-        Some(content) => content.fill_free(number, offset, bytes),
-        None => bytes.fill(0),
+    if let Some(bytes) = page.get_mut(range) {
+        content.fill_free(number, offset, bytes);
     }
 }
 

@@ -845,12 +845,8 @@ fn fill_database<'a>(
     // A dedup ratio above 1: long-value pages (attachments, a share of them copies from the
     // job's pool) between the leaves, a share of the pages that makes the blocks that repeat
     // the setting's (docs/design.md, "Content and data reduction").
-    let long_value_share =
-        jetproof_job::long_value_share(job.workload.dedup_ratio, page_size, unit as u64)
-            .clamp(0.0, jetproof_job::MAX_LONG_VALUE_SHARE);
+    let (long_value_share, pool) = crate::page_content::long_value_layout(job);
     if long_value_share > 0.0 {
-        let job_pages = job_bytes as f64 / page_size as f64;
-        let pool = Attachments::pool_for(job_pages * long_value_share);
         let mut attachments = Attachments::new(ratio, options.seed, seed, pool);
         loader = loader.with_long_values(
             long_value_share,

@@ -48,14 +48,8 @@ impl PageContent for JobContent {
 pub fn database_content(job: &Job, index: usize) -> Arc<dyn PageContent> {
     let ratio = job.workload.compression_ratio;
     let seed = crate::init::content_seed(crate::init::CONTENT_SEED, index);
-    let page_size = job.storage.page_size.bytes();
-    let unit = job.workload.dedup_unit.bytes();
-    let share = jetproof_job::long_value_share(job.workload.dedup_ratio, page_size, unit)
-        .clamp(0.0, jetproof_job::MAX_LONG_VALUE_SHARE);
+    let (share, pool) = long_value_layout(job);
     let long_values = (share > 0.0).then(|| {
-        let job_bytes = job.db_size().bytes() * job.instances().len() as u64;
-        let job_pages = job_bytes as f64 / page_size as f64;
-        let pool = Attachments::pool_for(job_pages * share);
         (
             share,
             Attachments::new(ratio, crate::init::CONTENT_SEED, seed, pool),
@@ -65,4 +59,20 @@ pub fn database_content(job: &Job, index: usize) -> Arc<dyn PageContent> {
         free: PositionedContent::new(ratio, seed),
         long_values,
     })
+}
+
+/// The share of each database's pages that are long values (attachments) at the job's dedup
+/// ratio, and the number of attachments in the job's pool, as `init` lays them down and a run's
+/// growth after it: (0, 0) at a dedup ratio of 1.
+pub(crate) fn long_value_layout(job: &Job) -> (f64, u64) {
+    let page_size = job.storage.page_size.bytes();
+    let unit = job.workload.dedup_unit.bytes();
+    let share = jetproof_job::long_value_share(job.workload.dedup_ratio, page_size, unit)
+        .clamp(0.0, jetproof_job::MAX_LONG_VALUE_SHARE);
+    if share <= 0.0 {
+        return (0.0, 0);
+    }
+    let job_bytes = job.db_size().bytes() * job.instances().len() as u64;
+    let job_pages = job_bytes as f64 / page_size as f64;
+    (share, Attachments::pool_for(job_pages * share))
 }

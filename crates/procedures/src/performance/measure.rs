@@ -788,7 +788,7 @@ fn settle_accounts(run: &Run<'_>, accounts: &mut [WindowAccount], remaining: Dur
                 account.left(ios, aim, run.duration),
                 remaining.as_secs_f64(),
                 a.database.checkpoint_depth_bytes(),
-                &a.database.depth_due(),
+                || a.database.depth_due(),
                 writes_per_page,
             ) {
                 tx_rate = endgame;

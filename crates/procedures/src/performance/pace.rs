@@ -250,7 +250,7 @@ pub(super) const ENDGAME_BOUNDS: (f64, f64) = (0.5, 1.5);
 ///
 /// `prompt_ios_per_tx · x · remaining + depth writes due within log_per_tx · x · remaining = left`,
 ///
-/// where `left` is what the window still needs to meet its aim ([`WindowAccount::left`]), `due` holds, for each dirty page, the log still to be written before it is due
+/// where `left` is what the window still needs to meet its aim ([`WindowAccount::left`]), `due()` gives, for each dirty page, the log still to be written before it is due
 /// (ascending), and `writes_per_page` the depth flushes' write I/Os per page written. The left
 /// side grows with `x`, so the rate is found by bisection, within [`ENDGAME_BOUNDS`] of the
 /// estimate's rate. Until 2026-12-03 the account saw a burst of such writes only when it came
@@ -266,7 +266,7 @@ pub fn endgame_rate(
     left: f64,
     remaining: f64,
     depth_bytes: u64,
-    due: &[u64],
+    due: impl FnOnce() -> Vec<u64>,
     writes_per_page: f64,
 ) -> Option<f64> {
     if remaining <= 0.0 || estimate.log_per_tx <= 0.0 || aim_ios <= 0.0 {
@@ -277,6 +277,8 @@ pub fn endgame_rate(
     if estimate.log_per_tx * high * remaining > depth_bytes as f64 {
         return None;
     }
+    // Only in the endgame: the list is a walk of the cache's frames and a sort.
+    let due = due();
     let projected = |x: f64| {
         let log = estimate.log_per_tx * x * remaining;
         let due_pages = due.partition_point(|&d| (d as f64) < log);
@@ -468,7 +470,7 @@ mod tests {
                     }
                     let left = account.left(ios, aim, Duration::from_secs_f64(window));
                     if let Some(rate) =
-                        endgame_rate(&estimate, aim, left, remaining, depth, &due, 1.0)
+                        endgame_rate(&estimate, aim, left, remaining, depth, || due, 1.0)
                     {
                         tx_rate = rate;
                     }
