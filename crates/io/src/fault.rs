@@ -74,6 +74,8 @@ pub struct FaultConfig {
     pub eio_after_ops: Option<u64>,
     /// Added to every read, write and sync.
     pub added_latency: Duration,
+    /// Added to every read (a slow read path whose writes stay fast).
+    pub read_latency: Duration,
     /// Added to every sync: `sync_data` and each write to a write-through file (a disk's flush;
     /// makes group commit observable).
     pub sync_latency: Duration,
@@ -100,6 +102,7 @@ impl Default for FaultConfig {
             lost_write_probability: 0.0,
             eio_after_ops: None,
             added_latency: Duration::ZERO,
+            read_latency: Duration::ZERO,
             sync_latency: Duration::ZERO,
             fail_syncs: false,
             read_latency_per_queued_read: Duration::ZERO,
@@ -796,6 +799,7 @@ impl IoFile for FaultFile {
             }
             let per_read = state.config.read_latency_per_queued_read;
             let mut admitted = admitted;
+            admitted.latency += state.config.read_latency;
             if !per_read.is_zero() {
                 let depth = self.shared.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 admitted.latency +=
@@ -1429,6 +1433,25 @@ mod tests {
             matches!(events[2], FaultEvent::WriteBitFlip { .. }),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn read_latency_slows_reads_and_not_writes() {
+        let backend = FaultBackend::new(FaultConfig {
+            read_latency: Duration::from_millis(40),
+            ..FaultConfig::default()
+        });
+        let file = open(&backend, "/r");
+        let start = std::time::Instant::now();
+        file.write_at(&[0u8; 64], 0, IoClass::DbWrite).expect("w");
+        assert!(
+            start.elapsed() < Duration::from_millis(40),
+            "a write waited"
+        );
+        let mut buf = [0u8; 64];
+        let start = std::time::Instant::now();
+        file.read_at(&mut buf, 0, IoClass::DbRead).expect("r");
+        assert!(start.elapsed() >= Duration::from_millis(40));
     }
 
     #[test]

@@ -1125,10 +1125,19 @@ mod tests {
     /// One small database made directly in the in-memory fault backend: 10 mailboxes of 200
     /// items of 1 KB.
     fn setup(dir: &std::path::Path, databases: u32, simulation: &str) -> (Job, Arc<FaultBackend>) {
+        setup_with_threads(dir, databases, simulation, 2)
+    }
+
+    fn setup_with_threads(
+        dir: &std::path::Path,
+        databases: u32,
+        simulation: &str,
+        threads: u32,
+    ) -> (Job, Arc<FaultBackend>) {
         let text = format!(
             "[storage]\ndata_dir = \"{}\"\ndatabases = {databases}\ndb_size = \"4MiB\"\npage_size = \"8KiB\"\ndirect_io = false\n\
              [simulation]\nmailboxes = {mailboxes}\n{simulation}\
-             [workload]\nrecord_size = \"1KiB\"\nthreads = 2\n\
+             [workload]\nrecord_size = \"1KiB\"\nthreads = {threads}\n\
              [cache]\nmin_size = \"256KiB\"\nmax_size = \"512KiB\"\n\
              [run]\nduration = \"3s\"\nsample_interval = \"250ms\"\n",
             dir.join("data").display(),
@@ -1431,14 +1440,21 @@ mod tests {
         assert_eq!(header.state, DbState::Clean);
     }
 
-    /// Issue 37: the fault backend's added latency switched on and off at known times of the
-    /// measured window (its start is when `marks.jsonl` appears), with a mark at the switch-on:
-    /// one excursion per judged class, at those intervals, naming the mark; the failure-mode
+    /// Issue 37: the fault backend's latency switched on and off at known times of the
+    /// measured window (its start is when `marks.jsonl` appears), with a mark at each switch:
+    /// one excursion per judged class inside the spike, naming the on-mark; the failure-mode
     /// verdict passes it within a bound longer than the spike and fails it, naming it, within
-    /// a shorter one.
+    /// a shorter one. The spike slows reads (60 ms) and durable writes
+    /// (the write-through log, syncs: 60 ms), not the database's cached writes: slowed too, the
+    /// tiny cache's evictions held every session for a second so that no read completed (no
+    /// figure, no edge). Interval averages weigh each I/O alike (an interval the switch falls
+    /// in may stay below: fast I/Os before it dominate), so an edge is known to an interval
+    /// (250 ms). With eight sessions reads complete in every interval; log writes are sparse
+    /// while each takes 60 ms, and a busy machine may complete none for a second after the
+    /// switch, so only their place inside the spike is certain.
     fn run_with_a_latency_spike(max_excursion: &str, seed: u64) -> (TestResult, Limits) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (job, backend) = setup(
+        let (job, backend) = setup_with_threads(
             dir.path(),
             1,
             &format!(
@@ -1446,6 +1462,7 @@ mod tests {
                  log_write_max_ms = 50\npage_fault_stalls_per_sec = 1000000\n\
                  max_excursion = \"{max_excursion}\"\n"
             ),
+            8,
         );
         let out =
             OutDir::prepare(Some(&dir.path().join("r")), TestKind::Performance).expect("out dir");
@@ -1468,10 +1485,17 @@ mod tests {
                 }
                 // 0.8 s into the 3 s window: on for 1.5 s.
                 std::thread::sleep(Duration::from_millis(800));
-                backend.configure(|c| c.added_latency = Duration::from_millis(60));
+                backend.configure(|c| {
+                    c.read_latency = Duration::from_millis(60);
+                    c.sync_latency = Duration::from_millis(60);
+                });
                 jetproof_results::excursion::append_mark(out.path(), "latency on").expect("mark");
                 std::thread::sleep(Duration::from_millis(1500));
-                backend.configure(|c| c.added_latency = Duration::ZERO);
+                backend.configure(|c| {
+                    c.read_latency = Duration::ZERO;
+                    c.sync_latency = Duration::ZERO;
+                });
+                jetproof_results::excursion::append_mark(out.path(), "latency off").expect("mark");
             });
             let result = performance(&job, false, &out, &log, &options).expect("a result");
             switch.join().expect("switch thread");
@@ -1481,14 +1505,19 @@ mod tests {
         let Totals::Workload(totals) = &result.totals else {
             panic!("workload totals");
         };
-        assert_eq!(totals.marks.len(), 1, "{:?}", totals.marks);
-        let mark = &totals.marks[0];
-        assert_eq!(mark.label, "latency on");
+        assert_eq!(totals.marks.len(), 2, "{:?}", totals.marks);
+        let (mark, off) = (&totals.marks[0], &totals.marks[1]);
+        assert_eq!(
+            (mark.label.as_str(), off.label.as_str()),
+            ("latency on", "latency off")
+        );
         assert!(
             (0.7..1.3).contains(&mark.elapsed_s),
             "mark at {} s",
             mark.elapsed_s
         );
+        // Mark times are kept to the millisecond.
+        assert!(off.elapsed_s - mark.elapsed_s >= 1.49, "{off:?}");
         for class in ["db_read", "log_write"] {
             let found: Vec<_> = totals
                 .excursions
@@ -1503,22 +1532,30 @@ mod tests {
             );
             let e = found[0];
             assert_eq!(e.instance, "db1");
-            // The spike lasted 1.5 s from the mark. Interval averages weigh each I/O alike, so
-            // the interval the switch falls in may stay below (fast I/Os before it dominate):
-            // the excursion starts in the interval of the mark or the next (250 ms intervals)
-            // and ends in the interval of the switch-off or the next.
-            assert!(
-                e.start_s >= mark.elapsed_s - 0.3 && e.start_s <= mark.elapsed_s + 0.3,
-                "seed {seed}: {e:?} vs mark {mark:?}"
+            let why = format!(
+                "seed {seed}: {e:?} vs marks {mark:?} {off:?}\n{}",
+                std::fs::read_to_string(out.file("samples.csv")).unwrap_or_default()
             );
-            assert!(
-                (1.0..=1.8).contains(&e.duration_s) && e.recovered,
-                "seed {seed}: {e:?}"
-            );
-            assert!(e.peak_ms > 50.0, "seed {seed}: {e:?}");
-            assert_eq!(e.mark.as_deref(), Some("latency on"));
+            // Inside the spike: from the on-mark's interval to the end of the interval after
+            // the off-mark's (250 ms each, a little slack for the sampler's own delay).
+            let (on_s, off_s) = (mark.elapsed_s, off.elapsed_s);
+            assert!(e.start_s >= on_s - 0.3 && e.end_s <= off_s + 0.55, "{why}");
+            if class == "db_read" {
+                // And all of it, to an interval.
+                assert!(e.start_s <= on_s + 0.3 && e.end_s >= off_s - 0.3, "{why}");
+            } else {
+                assert!(e.duration_s >= 0.24, "{why}");
+            }
+            assert!(e.recovered && e.peak_ms > 50.0, "{why}");
+            // The mark before the end of its first interval: the on-mark, unless (log writes
+            // only) nothing slow completed before the off-mark's interval.
+            let named = if e.start_s + 0.25 < off_s { mark } else { off };
+            assert_eq!(e.mark.as_deref(), Some(named.label.as_str()), "{why}");
             let to_recovery = e.mark_to_recovery_s.expect("mark to recovery");
-            assert!((1.2..=1.8).contains(&to_recovery), "seed {seed}: {e:?}");
+            assert!(
+                (to_recovery - (e.end_s - named.elapsed_s)).abs() < 1e-6,
+                "from the mark to the end: {why}"
+            );
         }
         let test_log = std::fs::read_to_string(out.file("test.log")).expect("test.log");
         assert!(test_log.contains(": latency on"), "{test_log}");

@@ -201,7 +201,8 @@ impl Excursion {
 /// `window_end_s`), with the mark before each. Figures of one (instance, class) must come in
 /// time order. An interval without a figure for a class (no I/O of it completed) neither starts
 /// nor ends an excursion: a stalled path completes nothing, and that is no return within
-/// bounds; the excursion ends with the first later interval whose average is within bounds.
+/// bounds; the excursion ends where the first later interval whose average is within bounds
+/// begins (its `intervals` counts the intervals above).
 pub fn find(figures: &[IntervalFigure], marks: &[Mark], window_end_s: f64) -> Vec<Excursion> {
     let mut keys: Vec<(&str, &str)> = figures
         .iter()
@@ -242,8 +243,11 @@ pub fn find(figures: &[IntervalFigure], marks: &[Mark], window_end_s: f64) -> Ve
                 e.end_s = figure.end_s;
                 e.intervals += 1;
                 e.peak_ms = e.peak_ms.max(figure.value_ms);
-            } else {
-                found.extend(open.take());
+            } else if let Some((mut e, first_end)) = open.take() {
+                // Intervals that completed nothing of the class between the last one above and
+                // this one were no return within bounds: the excursion lasts until this began.
+                e.end_s = e.end_s.max(start);
+                found.push((e, first_end));
             }
         }
         if let Some((mut e, first_end)) = open {
@@ -375,6 +379,16 @@ mod tests {
             (found[0].start_s, found[0].end_s, found[0].intervals),
             (0.0, 3.0, 2)
         );
+        // Nor do such intervals after the last one above: it lasts until the path is back.
+        let mut tail = series(&[1.0, 30.0, 40.0, 30.0, 1.0], 20.0);
+        tail.remove(3);
+        let found = find(&tail, &[], 5.0);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].start_s, found[0].end_s, found[0].intervals),
+            (1.0, 4.0, 2)
+        );
+        assert_eq!(found[0].duration_s, 3.0);
         let found = find(&series(&[30.0, 1.0], 20.0), &[mark(1.5, "late")], 2.0);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].mark, None, "the mark came after the start");
