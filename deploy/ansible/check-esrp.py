@@ -149,13 +149,13 @@ for h in hosts:
     expect(heading is not None, f"no Individual Server Metrics for {h}")
     if heading is None:
         continue
-    m = re.search(r"\(target ([\d.,]+) IOPS \(the plan's\), achieved ([\d.,]+), (pass|fail)\)", heading)
+    m = re.search(r"\(target ([\d.,]+) IOPS \(the plan's\), achieved ([\d.,]+), (pass|FAIL)\)", heading)
     expect(m is not None, f"{h}: heading {heading!r}")
     if m:
         passes = r["verdict"] == "pass" and r["achieved_iops"] >= target
         close(float(m.group(1).replace(",", "")), target, 3, f"{h} heading target")
         close(float(m.group(2).replace(",", "")), r["achieved_iops"], 3, f"{h} heading achieved")
-        expect(m.group(3) == ("pass" if passes else "fail"), f"{h}: heading verdict {m.group(3)}, the results give {passes}")
+        expect(m.group(3) == ("pass" if passes else "FAIL"), f"{h}: heading verdict {m.group(3)}, the results give {passes}")
     s = servers[h]
     close(cell(body, "Target Transactional IOPS"), target, 3, f"{h} target")
     close(cell(body, "Achieved Transactional IOPS"), s["achieved"], 3, f"{h} achieved")
@@ -179,11 +179,11 @@ for h in hosts:
 requirement = next((l for l in lines if l.startswith("| The plan's target IOPS on every server |")), "")
 for h, s in servers.items():
     passes = s["verdict"] == "pass" and s["achieved"] >= target
-    m = re.search(rf"\b{re.escape(h)} ([\d.]+) \((pass|fail)\)", requirement)
+    m = re.search(rf"\b{re.escape(h)} ([\d.]+) \((pass|FAIL)\)", requirement)
     expect(m is not None, f"the target requirement does not name {h}: {requirement}")
     if m:
         close(float(m.group(1)), s["achieved"], 3, f"the target requirement's {h}")
-        expect(m.group(2) == ("pass" if passes else "fail"), f"the target requirement's {h}: {m.group(2)}")
+        expect(m.group(2) == ("pass" if passes else "FAIL"), f"the target requirement's {h}: {m.group(2)}")
 every = all(s["verdict"] == "pass" and s["achieved"] >= target for s in servers.values())
 expect(requirement.rstrip().endswith("| yes |" if every else "| NO |"), f"the target requirement: {requirement}")
 
