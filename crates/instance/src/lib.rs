@@ -129,10 +129,11 @@ pub struct CheckpointReport {
     /// The checkpoint after the pass.
     pub checkpoint: Lsn,
     /// Bytes of log from the checkpoint after the pass to the log's end the pass measured the
-    /// depth against (its start): the log may grow while the pass runs (sessions append
-    /// meanwhile; in `the_checkpoint_advances_and_stays_within_the_depth` the end moved 54 bytes
-    /// during some passes with no session running, not yet explained), so the depth the pass keeps is against the tip it saw, as ESE's checkpoint
-    /// maintenance computes its preferred checkpoint from the tip when it runs.
+    /// depth against (its start): the log grows while the pass runs (sessions append
+    /// meanwhile, and a page written before its lazy commits were durable makes the log write
+    /// them, adding that write's 54-byte flush frame), so the depth the pass keeps is against the
+    /// tip it saw, as ESE's checkpoint maintenance computes its preferred checkpoint from the tip
+    /// when it runs.
     pub depth_bytes: u64,
     /// The pass flushed old dirty pages because the checkpoint was too far behind.
     pub flushed_for_depth: bool,
