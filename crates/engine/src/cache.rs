@@ -275,7 +275,8 @@ struct MapState {
 #[derive(Debug)]
 struct FlushSignal {
     wanted: bool,
-    scavenge: bool,
+    /// Cold dirty pages the clock passed since the flusher last took this: as many to clean.
+    scavenge: usize,
     stop: bool,
 }
 
@@ -298,8 +299,9 @@ pub(crate) struct CacheInner {
     signal: Mutex<FlushSignal>,
     signal_cv: Condvar,
     poisoned: AtomicBool,
-    /// The eviction clock passed cold dirty pages: write some.
-    scavenge_wanted: AtomicBool,
+    /// Cold dirty pages the eviction clock passed and could not evict since the last scavenge:
+    /// the flusher writes as many (`flush_goal`).
+    scavenge_wanted: AtomicUsize,
     /// The error that poisoned the cache, for every later error.
     poison_cause: Mutex<Option<String>>,
 }
@@ -640,10 +642,10 @@ impl PageCache {
             flush_waiters: AtomicUsize::new(0),
             signal: Mutex::new(FlushSignal {
                 wanted: false,
-                scavenge: false,
+                scavenge: 0,
                 stop: false,
             }),
-            scavenge_wanted: AtomicBool::new(false),
+            scavenge_wanted: AtomicUsize::new(0),
             poison_cause: Mutex::new(None),
             signal_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -948,6 +950,12 @@ impl CacheInner {
                     if self.clean_pages() < self.config.flush_start_clean_pages() {
                         signal.wanted = true;
                     }
+                    // Cold dirty pages fewer than a batch wait for this tick.
+                    let passed = self.scavenge_wanted.swap(0, Ordering::AcqRel);
+                    if passed > 0 {
+                        signal.scavenge = signal.scavenge.saturating_add(passed);
+                        signal.wanted = true;
+                    }
                 }
                 if signal.stop {
                     return;
@@ -963,35 +971,50 @@ impl CacheInner {
         }
     }
 
-    /// How many clean buffers a flush pass aims for: the stop threshold (`docs/design.md`); when
-    /// scavenging cold pages, that many more than there are now.
-    fn flush_goal(&self, scavenge: bool) -> usize {
+    /// How many clean buffers a flush pass aims for: the stop threshold (`docs/design.md`), or,
+    /// when the clock passed `scavenge` cold dirty pages, that many more than there are now (at
+    /// most the stop threshold's count more): the scavenge writes what the clock could not evict,
+    /// as ESE's scavenger writes the dirty pages it meets at the LRU end, not a block of the cache
+    /// at once (until 2026-12-07 every sighting asked for the stop threshold's count more, ~2% of
+    /// the cache in one burst).
+    fn flush_goal(&self, scavenge: usize) -> usize {
         let stop = self.config.flush_stop_clean_pages();
-        if scavenge {
-            (self.clean_pages() + stop).min(self.config.max_pages)
-        } else {
-            stop
+        let clean = self.clean_pages();
+        // Below the start threshold the pass is a threshold flush whatever else it is.
+        if scavenge == 0 || clean < self.config.flush_start_clean_pages() {
+            return stop;
         }
+        (clean + scavenge.min(stop)).min(self.config.max_pages)
+    }
+
+    /// How many cold dirty pages the clock passes before a scavenge is asked at once (fewer wait
+    /// for the flusher's next tick, at most 200 ms): an eighth of the stop threshold, at most 16
+    /// (one 512 KiB write of 32 KiB pages), so that a flush pass, which walks every frame, is not
+    /// run for each page the clock passes.
+    fn scavenge_batch(&self) -> usize {
+        (self.config.flush_stop_clean_pages() / 8).clamp(1, 16)
     }
 
     /// Called after a lookup: passes on the clock's request to write cold dirty pages.
     fn maybe_scavenge(&self) {
         // Read before swapping: this runs on every page access, and a swap would take the
         // flag's cache line exclusively from the other cores each time.
-        if !self.scavenge_wanted.load(Ordering::Relaxed)
-            || !self.scavenge_wanted.swap(false, Ordering::AcqRel)
-        {
+        if self.scavenge_wanted.load(Ordering::Relaxed) < self.scavenge_batch() {
+            return;
+        }
+        let passed = self.scavenge_wanted.swap(0, Ordering::AcqRel);
+        if passed == 0 {
             return;
         }
         if self.config.flush_thread {
             let mut signal = self.signal.lock();
-            signal.scavenge = true;
+            signal.scavenge = signal.scavenge.saturating_add(passed);
             if !signal.wanted {
                 signal.wanted = true;
                 self.signal_cv.notify_one();
             }
         } else if let Some(mut guard) = self.flush_lock.try_lock() {
-            let _ = self.flush_pass(&mut guard, self.flush_goal(true));
+            let _ = self.flush_pass(&mut guard, self.flush_goal(passed));
         }
     }
 
@@ -1047,7 +1070,7 @@ impl CacheInner {
                 // A cold dirty page: the one to evict if it were written. Ask the flusher to
                 // write cold pages (ESE's scavenging of the LRU end), so that pages that are no
                 // longer used do not hold the cache forever.
-                self.scavenge_wanted.store(true, Ordering::Release);
+                self.scavenge_wanted.fetch_add(1, Ordering::AcqRel);
                 continue;
             }
             // Invariant: a frame whose write is in flight is still dirty (its write's completion
