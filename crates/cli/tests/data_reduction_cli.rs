@@ -179,18 +179,7 @@ fn after_a_run(dir: &Path, workload: &str) -> (DataReduction, Vec<u64>) {
     let mut out = String::new();
     for n in 1..=RUNS_AT_MOST {
         out = format!("run{n}");
-        jetproof(dir)
-            .args([
-                "run",
-                job,
-                "--test",
-                "performance",
-                "--out",
-                &out,
-                "--quiet",
-            ])
-            .assert()
-            .success();
+        run_performance(dir, job, &out);
         let run = common::result(&dir.join(&out).join("result.json"));
         let this: Vec<u64> = run["instances"]
             .as_array()
@@ -210,6 +199,14 @@ fn after_a_run(dir: &Path, workload: &str) -> (DataReduction, Vec<u64>) {
         }
     }
     (reduction(dir, &out, "performance"), grown)
+}
+
+/// `jetproof run JOB --test performance --out OUT --quiet` in `dir`, which must pass.
+fn run_performance(dir: &Path, job: &str, out: &str) {
+    jetproof(dir)
+        .args(["run", job, "--test", "performance", "--out", out, "--quiet"])
+        .assert()
+        .success();
 }
 
 /// What the databases must have grown by for their new pages to show in the measured figures
@@ -333,18 +330,7 @@ fn a_dedup_ratio_of_two_repeats_about_half_the_blocks_and_keeps_the_compression(
     // lays the long-value share of its growth down as attachments from the same pool), so the
     // share holds after it (50.9% of 26,112 blocks, measured): without that, the window's
     // growth (unique leaves only) thinned it to 27.6% of 15,360.
-    jetproof(dir.path())
-        .args([
-            "run",
-            job,
-            "--test",
-            "performance",
-            "--out",
-            "run",
-            "--quiet",
-        ])
-        .assert()
-        .success();
+    run_performance(dir.path(), job, "run");
     let run = common::result(&dir.path().join("run/result.json"));
     jetproof(dir.path())
         .args(["checksum", job, "--out", "after", "--quiet"])

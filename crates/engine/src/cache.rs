@@ -1055,44 +1055,53 @@ impl CacheInner {
             return Some(map.allocated - 1);
         }
         let count = map.allocated;
-        for _ in 0..2 * count {
-            let f = map.clock_hand;
-            map.clock_hand = (map.clock_hand + 1) % count;
-            let frame = &self.frames[f];
-            if frame.pins.load(Ordering::Acquire) != 0 {
-                continue;
-            }
-            // Second chance for every page, dirty or clean, so that recency is known for both.
-            if frame.referenced.swap(false, Ordering::Relaxed) {
-                continue;
-            }
-            if frame.dirty.load(Ordering::Acquire) {
-                // A cold dirty page: the one to evict if it were written. Ask the flusher to
-                // write cold pages (ESE's scavenging of the LRU end), so that pages that are no
-                // longer used do not hold the cache forever.
-                self.scavenge_wanted.fetch_add(1, Ordering::AcqRel);
-                continue;
-            }
-            // Invariant: a frame whose write is in flight is still dirty (its write's completion
-            // clears `writing` before `dirty`), so the clock never evicts it: evicting it would
-            // reuse the frame while the write's page is still being written from its copy and a
-            // failed write could no longer leave the page dirty.
-            debug_assert!(
-                !frame.writing.load(Ordering::Acquire),
-                "the clock evicts frame {f}, whose write is in flight"
-            );
-            let old = frame.page.load(Ordering::Acquire);
-            if old != NO_PAGE {
-                if map.table.get(&old) == Some(&f) {
-                    map.table.remove(&old);
+        // Cold dirty pages passed, added to the scavenge request once after the walk (one
+        // atomic add per eviction, not one per page passed).
+        let mut passed = 0usize;
+        let found = 'walk: {
+            for _ in 0..2 * count {
+                let f = map.clock_hand;
+                map.clock_hand = (map.clock_hand + 1) % count;
+                let frame = &self.frames[f];
+                if frame.pins.load(Ordering::Acquire) != 0 {
+                    continue;
                 }
-                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                // Second chance for every page, dirty or clean, so that recency is known for both.
+                if frame.referenced.swap(false, Ordering::Relaxed) {
+                    continue;
+                }
+                if frame.dirty.load(Ordering::Acquire) {
+                    // A cold dirty page: the one to evict if it were written. Ask the flusher to
+                    // write cold pages (ESE's scavenging of the LRU end), so that pages that are no
+                    // longer used do not hold the cache forever.
+                    passed += 1;
+                    continue;
+                }
+                // Invariant: a frame whose write is in flight is still dirty (its write's completion
+                // clears `writing` before `dirty`), so the clock never evicts it: evicting it would
+                // reuse the frame while the write's page is still being written from its copy and a
+                // failed write could no longer leave the page dirty.
+                debug_assert!(
+                    !frame.writing.load(Ordering::Acquire),
+                    "the clock evicts frame {f}, whose write is in flight"
+                );
+                let old = frame.page.load(Ordering::Acquire);
+                if old != NO_PAGE {
+                    if map.table.get(&old) == Some(&f) {
+                        map.table.remove(&old);
+                    }
+                    self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                frame.page.store(NO_PAGE, Ordering::Release);
+                frame.valid.store(false, Ordering::Release);
+                break 'walk Some(f);
             }
-            frame.page.store(NO_PAGE, Ordering::Release);
-            frame.valid.store(false, Ordering::Release);
-            return Some(f);
+            None
+        };
+        if passed > 0 {
+            self.scavenge_wanted.fetch_add(passed, Ordering::AcqRel);
         }
-        None
+        found
     }
 
     /// Called when a session finds no free buffer: count the stall and flush.
