@@ -95,6 +95,12 @@ fn the_default_engine_is_std_and_result_json_says_so() {
         "{log}"
     );
     assert!(log.contains("direct I/O off, I/O engine std"), "{log}");
+    // The CRC-32C implementation the process timed and chose (`jetproof_io::crc`).
+    assert!(
+        log.contains("Checksums: CRC-32C by crc-fast (")
+            || log.contains("Checksums: CRC-32C by crc32c ("),
+        "{log}"
+    );
 }
 
 /// io_uring through init, a performance run on direct I/O, backup, soft recovery and checksum:

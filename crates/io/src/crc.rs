@@ -10,8 +10,8 @@
 //! on the AMD EPYC without AVX-512 of 2026-12-07, 1.24 µs against 0.62 µs out of the CPU's caches
 //! (`docs/journal/2026-12-07-fast-storage-crc.md`). The page checksums of every read and write
 //! are ~11% of a run's CPU on RAM-backed storage, so the process times both once, on first use,
-//! on an 8 KiB block (the unit of the page checks) and keeps the faster ([`implementation`]
-//! names it).
+//! on 8 KiB blocks (the unit of the page checks) and keeps the faster ([`implementation`] names
+//! it; the test log says it).
 
 use crc_fast::{CrcAlgorithm, Digest};
 use std::sync::OnceLock;
@@ -68,8 +68,8 @@ fn chosen() -> (&'static str, Append) {
     })
 }
 
-/// The name of the CRC-32C implementation this process chose (`crc-fast` or `crc32c`), for a
-/// benchmark's notes.
+/// The name of the CRC-32C implementation this process chose (`crc-fast` or `crc32c`): every
+/// test log says it beside the I/O engine, since CPU per I/O on fast storage depends on it.
 pub fn implementation() -> &'static str {
     chosen().0
 }

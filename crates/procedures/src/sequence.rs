@@ -312,6 +312,11 @@ pub fn log_owner_lock(log: &TestLog, lock: &OwnerLock) {
 /// the open-file limit the run has (raised at start to the hard limit, `jetproof_io::limits`).
 pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
     log.line(selected.log_line(job));
+    // CPU per I/O depends on it by a few µs per page on fast storage (`jetproof_io::crc`).
+    log.line(format!(
+        "Checksums: CRC-32C by {} (the faster of crc-fast and crc32c on this CPU, timed at start)",
+        jetproof_io::crc::implementation()
+    ));
     if let Ok((soft, hard)) = jetproof_io::limits::open_file_limits() {
         log.line(format!(
             "Open files: limit {} (hard limit {})",
