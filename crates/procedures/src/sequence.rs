@@ -308,8 +308,9 @@ pub fn log_owner_lock(log: &TestLog, lock: &OwnerLock) {
     }
 }
 
-/// The test-log line naming the I/O engine in use (and why, when "auto" fell back to std), and
-/// the open-file limit the run has (raised at start to the hard limit, `jetproof_io::limits`).
+/// The test-log lines naming the I/O engine in use (and why, when "auto" fell back to std), the
+/// CRC-32C implementation the process chose (`jetproof_io::crc`), and the open-file limit the
+/// run has (raised at start to the hard limit, `jetproof_io::limits`).
 pub fn log_engine(log: &TestLog, selected: &SelectedBackend, job: &Job) {
     log.line(selected.log_line(job));
     // CPU per I/O depends on it by a few µs per page on fast storage (`jetproof_io::crc`).
