@@ -248,6 +248,38 @@ struct FlushState {
     /// Pages in the writes in flight.
     in_flight_pages: usize,
     next_tag: u64,
+    /// A pass's walk and the pages of its runs, kept from pass to pass for their allocations.
+    scratch: PassScratch,
+}
+
+/// Where a flush pass's walk over the frames is ([`CacheInner::next_seed`]).
+#[derive(Debug, Default)]
+struct PassScratch {
+    /// Frames walked from the pass's start.
+    walk: usize,
+    /// Dirty frames met with their reference bit set, `(page, frame)`: seeds once the walk has
+    /// gone round.
+    referenced: Vec<(u32, usize)>,
+    /// The next of `referenced` to seed.
+    next_referenced: usize,
+    /// This pass's number (wrapping; never 0 once a pass ran).
+    pass: u32,
+    /// Per frame, the number of the last pass that put it in one of its runs (written, or found
+    /// latched or in flight): no second run of the pass takes it. A frame given another page
+    /// during the pass stays taken for the rest of it (just loaded, it is not dirty anyway).
+    taken: Vec<u32>,
+}
+
+impl PassScratch {
+    fn is_taken(&self, frame: usize) -> bool {
+        self.taken.get(frame) == Some(&self.pass)
+    }
+
+    fn take(&mut self, frame: usize) {
+        if let Some(slot) = self.taken.get_mut(frame) {
+            *slot = self.pass;
+        }
+    }
 }
 
 /// A write in flight: its pages (page, frame), each page's version when copied and the write
@@ -638,6 +670,7 @@ impl PageCache {
                 in_flight: HashMap::new(),
                 in_flight_pages: 0,
                 next_tag: 0,
+                scratch: PassScratch::default(),
             }),
             flush_waiters: AtomicUsize::new(0),
             signal: Mutex::new(FlushSignal {
@@ -989,8 +1022,9 @@ impl CacheInner {
 
     /// How many cold dirty pages the clock passes before a scavenge is asked at once (fewer wait
     /// for the flusher's next tick, at most 200 ms): an eighth of the stop threshold, at most 16
-    /// (one 512 KiB write of 32 KiB pages), so that a flush pass, which walks every frame, is not
-    /// run for each page the clock passes.
+    /// (one 512 KiB write of 32 KiB pages), so that a flush pass, which walks the frames from the
+    /// flush hand (all of them when every dirty one was referenced lately), is not run for each
+    /// page the clock passes.
     fn scavenge_batch(&self) -> usize {
         (self.config.flush_stop_clean_pages() / 8).clamp(1, 16)
     }
@@ -1554,59 +1588,106 @@ impl CacheInner {
         AlignedBuf::zeroed_registered((pages * ps).min(MAX_IO_BYTES.max(ps)).max(bytes))
     }
 
-    /// A flush pass's dirty frames sorted by page, `(page, frame)`, and the order its runs are
-    /// seeded in (indices into the first): clock order from `hand`, unreferenced frames first;
-    /// only frames first dirtied before `older_than` when given.
-    fn pass_order(&self, hand: u32, older_than: Option<u64>) -> (Vec<(u32, usize)>, Vec<usize>) {
-        // The dirty frames, read without the map's mutex: every page access's lookup takes it,
-        // and a scan of the whole frame table under it (thousands of frames) held sessions up
-        // at every pass. A frame read here as dirty with some page may have changed since; each
-        // run's pages are checked again under their latches below (page, dirty, not writing).
-        let allocated = self.map.lock().allocated.max(1);
-        let mut dirty: Vec<(u32, usize)> = (0..allocated.min(self.frames.len()))
-            .filter_map(|f| {
-                let frame = &self.frames[f];
-                let page = frame.page.load(Ordering::Acquire);
-                (frame.dirty.load(Ordering::Acquire) && page != NO_PAGE).then_some((page, f))
-            })
-            .collect();
-        dirty.sort_unstable();
-        let start = hand as usize % allocated;
-        // Seeds in clock order from the hand, unreferenced frames first (a snapshot of each
-        // reference bit, read once): two walks over the frames instead of a sort of the dirty
-        // ones by (referenced, clock distance), which gives the same order.
-        let mut at_frame = vec![u32::MAX; allocated];
-        for (i, &(_, f)) in dirty.iter().enumerate() {
-            let old_enough = older_than.is_none_or(|limit| {
-                self.frames[f]
-                    .first_dirty_log_position
-                    .load(Ordering::Acquire)
-                    < limit
-            });
-            if old_enough && let Some(slot) = at_frame.get_mut(f) {
-                *slot = i as u32;
-            }
-        }
-        let mut order: Vec<usize> = Vec::with_capacity(dirty.len());
-        let mut referenced_ones: Vec<usize> = Vec::new();
-        for step in 0..allocated {
-            let f = (start + step) % allocated;
-            let i = at_frame[f];
-            if i == u32::MAX {
+    /// The next seed of a flush pass, walking the frames in clock order from `state.hand`'s
+    /// position at the pass's start (`walk` counts the frames walked): first every dirty frame
+    /// whose reference bit is clear, as it is met; then, once the walk has gone round, the
+    /// referenced ones it met, in the order it met them. Only frames first dirtied before
+    /// `older_than` when given; frames whose page is already in one of the pass's runs are
+    /// skipped. `(page, frame)`, read without the map's mutex: the run's pages are checked again
+    /// under their latches.
+    fn next_seed(
+        &self,
+        scratch: &mut PassScratch,
+        start: usize,
+        allocated: usize,
+        older_than: Option<u64>,
+    ) -> Option<(u32, usize)> {
+        while scratch.walk < allocated {
+            let f = (start + scratch.walk) % allocated;
+            scratch.walk += 1;
+            let frame = &self.frames[f];
+            let page = frame.page.load(Ordering::Acquire);
+            if page == NO_PAGE || !frame.dirty.load(Ordering::Acquire) {
                 continue;
             }
-            if self.frames[f].referenced.load(Ordering::Relaxed) {
-                referenced_ones.push(i as usize);
-            } else {
-                order.push(i as usize);
+            let old_enough = older_than
+                .is_none_or(|limit| frame.first_dirty_log_position.load(Ordering::Acquire) < limit);
+            if !old_enough || scratch.is_taken(f) {
+                continue;
+            }
+            if frame.referenced.load(Ordering::Relaxed) {
+                scratch.referenced.push((page, f));
+                continue;
+            }
+            return Some((page, f));
+        }
+        while scratch.next_referenced < scratch.referenced.len() {
+            let (page, f) = scratch.referenced[scratch.next_referenced];
+            scratch.next_referenced += 1;
+            if !scratch.is_taken(f) {
+                return Some((page, f));
             }
         }
-        order.append(&mut referenced_ones);
-        (dirty, order)
+        None
+    }
+
+    /// A run around a seed: the seed and the dirty resident pages adjacent to it not yet in one
+    /// of the pass's runs, forwards first, then backwards, at most `max_run` pages, in page
+    /// order, `(page, frame)` (one look-up in the page table under the map's mutex per page);
+    /// returns the seed's index in it.
+    fn run_around(
+        &self,
+        scratch: &PassScratch,
+        seed: (u32, usize),
+        max_run: usize,
+        run: &mut Vec<(u32, usize)>,
+    ) -> usize {
+        run.clear();
+        let map = self.map.lock();
+        let dirty_frame = |page: u32| -> Option<usize> {
+            let &f = map.table.get(&page)?;
+            let frame = &self.frames[f];
+            (!scratch.is_taken(f)
+                && frame.page.load(Ordering::Acquire) == page
+                && frame.dirty.load(Ordering::Acquire))
+            .then_some(f)
+        };
+        let mut forward = Vec::new();
+        let mut page = seed.0;
+        while 1 + forward.len() < max_run
+            && let Some(next) = page.checked_add(1)
+            && next != NO_PAGE
+            && let Some(f) = dirty_frame(next)
+        {
+            forward.push((next, f));
+            page = next;
+        }
+        page = seed.0;
+        while 1 + forward.len() + run.len() < max_run
+            && let Some(previous) = page.checked_sub(1)
+            && let Some(f) = dirty_frame(previous)
+        {
+            run.push((previous, f));
+            page = previous;
+        }
+        drop(map);
+        run.reverse();
+        let seed_at = run.len();
+        run.push(seed);
+        run.extend(forward);
+        seed_at
     }
 
     /// Issues a flush pass's writes (see [`CacheInner::flush_pass_filtered`]); the caller
     /// drains them.
+    ///
+    /// Seeds come in clock order from the flush hand, unreferenced frames first
+    /// ([`CacheInner::next_seed`]), each grown into a run of adjacent dirty pages
+    /// ([`CacheInner::run_around`]); the pass stops once the clean buffers and the pages in
+    /// flight reach `clean_goal`. Its cost is the frames walked to the seeds it writes and a
+    /// page-table look-up per page of a run, not a scan and sort of the whole cache: passes
+    /// come about once per write (`docs/design.md`, "Write-back"), and until 2026-12-08 every
+    /// pass collected and sorted every dirty frame first (`docs/journal/2026-12-07-flush-pass.md`).
     fn issue_pass(
         &self,
         state: &mut FlushState,
@@ -1620,14 +1701,43 @@ impl CacheInner {
             state.queue = Some(queue);
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        let (dirty, order) = self.pass_order(state.hand, older_than);
-        let mut done = vec![false; dirty.len()];
+        let allocated = self.map.lock().allocated.max(1).min(self.frames.len());
+        let start = state.hand as usize % allocated;
+        let mut scratch = std::mem::take(&mut state.scratch);
+        scratch.walk = 0;
+        scratch.next_referenced = 0;
+        scratch.referenced.clear();
+        scratch.pass = scratch.pass.wrapping_add(1).max(1);
+        if scratch.pass == 1 {
+            // First pass, or the number wrapped: no frame may look taken by an old pass.
+            scratch.taken.clear();
+        }
+        scratch.taken.resize(self.frames.len(), 0);
+        let result = self.issue_runs(
+            state,
+            &mut scratch,
+            clean_goal,
+            older_than,
+            start,
+            allocated,
+        );
+        state.scratch = scratch;
+        result
+    }
+
+    fn issue_runs(
+        &self,
+        state: &mut FlushState,
+        scratch: &mut PassScratch,
+        clean_goal: usize,
+        older_than: Option<u64>,
+        start: usize,
+        allocated: usize,
+    ) -> Result<()> {
         let max_run = (MAX_IO_BYTES / self.config.page_size).max(1);
         let ps = self.config.page_size;
-        for seed in order {
-            if done[seed] {
-                continue;
-            }
+        let mut candidates: Vec<(u32, usize)> = Vec::new();
+        while let Some(seed) = self.next_seed(scratch, start, allocated, older_than) {
             // A free place in the queue (completions processed meanwhile mark pages clean),
             // waited for before any latch of the next run is taken.
             while state
@@ -1641,27 +1751,12 @@ impl CacheInner {
             if self.clean_pages() + state.in_flight_pages >= clean_goal {
                 break;
             }
-            state.hand = (dirty[seed].1 + 1) as u32;
-            // The run: the seed and its adjacent dirty pages, forwards first, then backwards.
-            let (mut low, mut high) = (seed, seed);
-            while high + 1 < dirty.len()
-                && high - low + 1 < max_run
-                && !done[high + 1]
-                && dirty[high + 1].0 == dirty[high].0 + 1
-            {
-                high += 1;
-            }
-            while low > 0
-                && high - low + 1 < max_run
-                && !done[low - 1]
-                && dirty[low - 1].0 + 1 == dirty[low].0
-            {
-                low -= 1;
-            }
+            state.hand = (seed.1 + 1) as u32;
+            let seed_at = self.run_around(scratch, seed, max_run, &mut candidates);
             // Latch what can be latched right now; keep the contiguous part around the seed.
-            let mut guards: Vec<Option<RwLockReadGuard<'_, FrameData>>> = (low..=high)
-                .map(|i| {
-                    let (page, f) = dirty[i];
+            let mut guards: Vec<Option<RwLockReadGuard<'_, FrameData>>> = candidates
+                .iter()
+                .map(|&(page, f)| {
                     let frame = &self.frames[f];
                     let guard = frame.latch.try_read()?;
                     (frame.page.load(Ordering::Acquire) == page
@@ -1670,10 +1765,9 @@ impl CacheInner {
                     .then_some(guard)
                 })
                 .collect();
-            for flag in &mut done[low..=high] {
-                *flag = true;
+            for &(_, f) in &candidates {
+                scratch.take(f);
             }
-            let seed_at = seed - low;
             if guards[seed_at].is_none() {
                 continue;
             }
@@ -1687,7 +1781,7 @@ impl CacheInner {
             }
             let run: Vec<(u32, usize, RwLockReadGuard<'_, FrameData>)> = guards
                 .drain(first..=last)
-                .zip(&dirty[low + first..=low + last])
+                .zip(&candidates[first..=last])
                 .filter_map(|(guard, &(page, f))| guard.map(|g| (page, f, g)))
                 .collect();
             drop(guards);
@@ -1790,5 +1884,125 @@ impl CacheInner {
             self.reap(state, false)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use jetproof_io::mem::MemBackend;
+    use jetproof_io::{IoBackend, IoClass, IoError, IoFile, OpenOptions};
+    use parking_lot::Mutex;
+
+    use super::{CacheConfig, DEFAULT_WRITE_BACK_DEPTH, PageCache};
+
+    /// The database file, recording the pages of every write in the order the writes come.
+    #[derive(Debug)]
+    struct Recorded {
+        inner: Arc<dyn IoFile>,
+        page_size: u64,
+        writes: Mutex<Vec<Vec<u32>>>,
+    }
+
+    impl IoFile for Recorded {
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+            self.inner.read_at(buf, offset, class)
+        }
+        fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
+            let first = (offset / self.page_size) as u32;
+            let pages = (data.len() as u64 / self.page_size) as u32;
+            self.writes.lock().push((first..first + pages).collect());
+            self.inner.write_at(data, offset, class)
+        }
+        fn sync_data(&self, class: IoClass) -> Result<(), IoError> {
+            self.inner.sync_data(class)
+        }
+        fn size(&self) -> Result<u64, IoError> {
+            self.inner.size()
+        }
+        fn set_size(&self, size: u64) -> Result<(), IoError> {
+            self.inner.set_size(size)
+        }
+        fn logical_block_size(&self) -> usize {
+            self.inner.logical_block_size()
+        }
+    }
+
+    fn frame_of(cache: &PageCache, page: u32) -> usize {
+        *cache.inner.map.lock().table.get(&page).unwrap()
+    }
+
+    /// A flush pass seeds its runs in clock order from the flush hand, the frames whose
+    /// reference bit is clear first, grows each seed into a run of the adjacent dirty pages on
+    /// both sides, and stops at its goal; a later pass takes up from where the hand was left.
+    #[test]
+    fn a_pass_seeds_cold_frames_first_in_clock_order_and_grows_runs_both_ways() {
+        let page_size = 4096;
+        let backend = MemBackend::new();
+        let raw = backend
+            .open(Path::new("/c/db.jpdb"), &OpenOptions::create().buffered())
+            .unwrap();
+        crate::space::format_range(raw.as_ref(), page_size, 0, 200).unwrap();
+        let file = Arc::new(Recorded {
+            inner: raw,
+            page_size: page_size as u64,
+            writes: Mutex::new(Vec::new()),
+        });
+        let cache = PageCache::new(
+            file.clone(),
+            CacheConfig {
+                page_size,
+                min_pages: 16,
+                max_pages: 64,
+                flush_thread: false,
+                flush_map: None,
+                write_back_depth: DEFAULT_WRITE_BACK_DEPTH,
+            },
+        )
+        .unwrap();
+        let pages = [10u32, 20, 30, 39, 40, 41, 50, 60];
+        for page in pages {
+            cache.write(page).unwrap().stamp(u64::from(page) + 1, 0);
+        }
+        // Cold (reference bit clear): 40 and 20. The hand starts at 30's frame.
+        for page in pages {
+            let f = frame_of(&cache, page);
+            cache.inner.frames[f]
+                .referenced
+                .store(page != 40 && page != 20, Ordering::Relaxed);
+        }
+        let clock: Vec<usize> = pages.iter().map(|&p| frame_of(&cache, p)).collect();
+        let mut state = cache.inner.flush_lock.lock();
+        state.hand = frame_of(&cache, 30) as u32;
+        // Four pages: 40's run (39-41, one write) and then 20.
+        let clean = cache.inner.clean_pages();
+        cache.inner.flush_pass(&mut state, clean + 4).unwrap();
+        assert_eq!(
+            *file.writes.lock(),
+            vec![vec![39, 40, 41], vec![20]],
+            "frames in clock order: {clock:?}"
+        );
+        // The hand was left after 20's frame; the referenced pages follow in clock order from
+        // there: with frames taken in the order the pages were dirtied, 30, 50, 60, 10.
+        let mut by_frame: Vec<(usize, u32)> = [10u32, 30, 50, 60]
+            .iter()
+            .map(|&p| (frame_of(&cache, p), p))
+            .collect();
+        let hand = frame_of(&cache, 20);
+        by_frame.sort_by_key(|&(f, _)| (f <= hand, f));
+        let expected: Vec<Vec<u32>> = by_frame.iter().map(|&(_, p)| vec![p]).collect();
+        file.writes.lock().clear();
+        let clean = cache.inner.clean_pages();
+        cache.inner.flush_pass(&mut state, clean + 4).unwrap();
+        assert_eq!(*file.writes.lock(), expected, "frames: {clock:?}");
+        assert_eq!(cache.inner.dirty_count.load(Ordering::Acquire), 0);
     }
 }
