@@ -1892,70 +1892,47 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use std::path::Path;
-    use std::sync::Arc;
     use std::sync::atomic::Ordering;
 
     use jetproof_io::mem::MemBackend;
-    use jetproof_io::{IoBackend, IoClass, IoError, IoFile, OpenOptions};
-    use parking_lot::Mutex;
+    use jetproof_io::{IoBackend, IoClass, IoFile, OpenOptions};
 
     use super::{CacheConfig, DEFAULT_WRITE_BACK_DEPTH, PageCache};
-
-    /// The database file, recording the pages of every write in the order the writes come.
-    #[derive(Debug)]
-    struct Recorded {
-        inner: Arc<dyn IoFile>,
-        page_size: u64,
-        writes: Mutex<Vec<Vec<u32>>>,
-    }
-
-    impl IoFile for Recorded {
-        fn path(&self) -> &Path {
-            self.inner.path()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64, class: IoClass) -> Result<(), IoError> {
-            self.inner.read_at(buf, offset, class)
-        }
-        fn write_at(&self, data: &[u8], offset: u64, class: IoClass) -> Result<(), IoError> {
-            let first = (offset / self.page_size) as u32;
-            let pages = (data.len() as u64 / self.page_size) as u32;
-            self.writes.lock().push((first..first + pages).collect());
-            self.inner.write_at(data, offset, class)
-        }
-        fn sync_data(&self, class: IoClass) -> Result<(), IoError> {
-            self.inner.sync_data(class)
-        }
-        fn size(&self) -> Result<u64, IoError> {
-            self.inner.size()
-        }
-        fn set_size(&self, size: u64) -> Result<(), IoError> {
-            self.inner.set_size(size)
-        }
-        fn logical_block_size(&self) -> usize {
-            self.inner.logical_block_size()
-        }
-    }
 
     fn frame_of(cache: &PageCache, page: u32) -> usize {
         *cache.inner.map.lock().table.get(&page).unwrap()
     }
 
+    /// The pages of `pages` whose copy in the file carries the stamp the test gave it in memory
+    /// (page + 1): the ones written so far.
+    fn on_disk(file: &dyn IoFile, page_size: usize, pages: &[u32]) -> Vec<u32> {
+        let mut buf = vec![0u8; page_size];
+        pages
+            .iter()
+            .copied()
+            .filter(|&page| {
+                file.read_at(
+                    &mut buf,
+                    u64::from(page) * page_size as u64,
+                    IoClass::DbRead,
+                )
+                .unwrap();
+                crate::page::update_stamp(&buf) == Some(u64::from(page) + 1)
+            })
+            .collect()
+    }
+
     /// A flush pass seeds its runs in clock order from the flush hand, the frames whose
     /// reference bit is clear first, grows each seed into a run of the adjacent dirty pages on
-    /// both sides, and stops at its goal; a later pass takes up from where the hand was left.
+    /// both sides, and stops at its goal; the next pass goes on from where the hand was left.
+    /// Each pass here has a goal of one more clean page than there are: it writes one run.
     #[test]
     fn a_pass_seeds_cold_frames_first_in_clock_order_and_grows_runs_both_ways() {
         let page_size = 4096;
-        let backend = MemBackend::new();
-        let raw = backend
+        let file = MemBackend::new()
             .open(Path::new("/c/db.jpdb"), &OpenOptions::create().buffered())
             .unwrap();
-        crate::space::format_range(raw.as_ref(), page_size, 0, 200).unwrap();
-        let file = Arc::new(Recorded {
-            inner: raw,
-            page_size: page_size as u64,
-            writes: Mutex::new(Vec::new()),
-        });
+        crate::space::format_range(file.as_ref(), page_size, 0, 200).unwrap();
         let cache = PageCache::new(
             file.clone(),
             CacheConfig {
@@ -1974,35 +1951,35 @@ mod tests {
         }
         // Cold (reference bit clear): 40 and 20. The hand starts at 30's frame.
         for page in pages {
-            let f = frame_of(&cache, page);
-            cache.inner.frames[f]
+            cache.inner.frames[frame_of(&cache, page)]
                 .referenced
                 .store(page != 40 && page != 20, Ordering::Relaxed);
         }
         let clock: Vec<usize> = pages.iter().map(|&p| frame_of(&cache, p)).collect();
         let mut state = cache.inner.flush_lock.lock();
         state.hand = frame_of(&cache, 30) as u32;
-        // Four pages: 40's run (39-41, one write) and then 20.
-        let clean = cache.inner.clean_pages();
-        cache.inner.flush_pass(&mut state, clean + 4).unwrap();
-        assert_eq!(
-            *file.writes.lock(),
-            vec![vec![39, 40, 41], vec![20]],
-            "frames in clock order: {clock:?}"
-        );
-        // The hand was left after 20's frame; the referenced pages follow in clock order from
-        // there: with frames taken in the order the pages were dirtied, 30, 50, 60, 10.
-        let mut by_frame: Vec<(usize, u32)> = [10u32, 30, 50, 60]
+        let mut pass = || {
+            let goal = cache.inner.clean_pages() + 1;
+            cache.inner.flush_pass(&mut state, goal).unwrap();
+            on_disk(file.as_ref(), page_size, &pages)
+        };
+        // 40 first, with its neighbours on both sides in the same run; then 20.
+        assert_eq!(pass(), vec![39, 40, 41], "frames in clock order: {clock:?}");
+        assert_eq!(pass(), vec![20, 39, 40, 41], "frames: {clock:?}");
+        // Then the referenced ones in clock order from after 20's frame: with frames taken in
+        // the order the pages were dirtied, 30, 50, 60 and, round the clock, 10.
+        let hand = frame_of(&cache, 20);
+        let mut referenced: Vec<(usize, u32)> = [10u32, 30, 50, 60]
             .iter()
             .map(|&p| (frame_of(&cache, p), p))
             .collect();
-        let hand = frame_of(&cache, 20);
-        by_frame.sort_by_key(|&(f, _)| (f <= hand, f));
-        let expected: Vec<Vec<u32>> = by_frame.iter().map(|&(_, p)| vec![p]).collect();
-        file.writes.lock().clear();
-        let clean = cache.inner.clean_pages();
-        cache.inner.flush_pass(&mut state, clean + 4).unwrap();
-        assert_eq!(*file.writes.lock(), expected, "frames: {clock:?}");
+        referenced.sort_by_key(|&(f, _)| (f <= hand, f));
+        let mut expected = vec![20, 39, 40, 41];
+        for (_, page) in referenced {
+            expected.push(page);
+            expected.sort_unstable();
+            assert_eq!(pass(), expected, "frames: {clock:?}");
+        }
         assert_eq!(cache.inner.dirty_count.load(Ordering::Acquire), 0);
     }
 }
