@@ -1686,7 +1686,7 @@ impl CacheInner {
     /// ([`CacheInner::run_around`]); the pass stops once the clean buffers and the pages in
     /// flight reach `clean_goal`. Its cost is the frames walked to the seeds it writes and a
     /// page-table look-up per page of a run, not a scan and sort of the whole cache: passes
-    /// come about once per write (`docs/design.md`, "Write-back"), and until 2026-12-08 every
+    /// come about once per write (`docs/design.md`, "Write-back"), and until 2026-12-07 every
     /// pass collected and sorted every dirty frame first (`docs/journal/2026-12-07-flush-pass.md`).
     fn issue_pass(
         &self,
