@@ -5,6 +5,11 @@
 //! is the driver's CPU cost per I/O with no device in the way. The CLI's `run` always uses the
 //! portable backend, hence this entry point.
 //!
+//! The backend accounts the time of its copies (`MemBackend::with_copy_accounting`): the last
+//! line of the output gives their share of the performance test's CPU, the part of the
+//! in-memory run that stands for a device's DMA, which `bench/ceiling.sh` (`ENGINE_FLOOR=1`)
+//! takes out of the floor.
+//!
 //! `JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out cargo run --release -p jetproof-procedures
 //! --example mem_bench`
 
@@ -39,7 +44,8 @@ fn main() -> ExitCode {
 
 fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let job = Job::load(job_path)?;
-    let backend = jetproof_io::mem::MemBackend::new();
+    let mem = jetproof_io::mem::MemBackend::with_copy_accounting();
+    let backend = mem.clone();
     let stop = AtomicBool::new(false);
     let init_out = OutDir::prepare(Some(&out_dir.join("init")), TestKind::Init)?;
     let init_log = TestLog::create(&init_out.file("test.log"), false)?;
@@ -55,6 +61,8 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
             seed: jetproof_procedures::init::CONTENT_SEED,
         },
     )?;
+    let copies_before = mem.copies().unwrap_or_default();
+    let cpu_before = jetproof_io::sample::process_cpu_time();
     let out = OutDir::prepare(Some(&out_dir.join("results")), TestKind::Performance)?;
     let log = TestLog::create(&out.file("test.log"), false)?;
     let options = RunOptions {
@@ -65,9 +73,20 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
         live: None,
     };
     let result = performance(&job, false, &out, &log, &options)?;
+    let cpu = jetproof_io::sample::process_cpu_time().saturating_sub(cpu_before);
+    let copies = mem.copies().unwrap_or_default();
+    let copy_seconds = copies.nanos.saturating_sub(copies_before.nanos) as f64 / 1e9;
     println!(
         "mem backend: {:?} transactional IOPS, totals {:?}",
         result.achieved_iops, result.totals
+    );
+    // The share over the whole performance test (attach, warm-up and shut-down included), which
+    // the caller applies to the measured window's CPU.
+    println!(
+        "memory copies: {:.4} of the performance test's CPU ({copy_seconds:.3} s of {:.3} s, {} bytes)",
+        copy_seconds / cpu.as_secs_f64().max(1e-9),
+        cpu.as_secs_f64(),
+        copies.bytes.saturating_sub(copies_before.bytes)
     );
     Ok(())
 }
