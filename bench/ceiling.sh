@@ -25,7 +25,18 @@
 # and the latency of those write-through writes beside jetproof's log write latency (what the
 # device makes a write of that size wait under that load).
 #
-# Environment: LOG_STREAM (1; 0 leaves it out), DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
+# With ENGINE_FLOOR=1 each point also runs the same job through the in-memory backend (the
+# jetproof-procedures example `mem_bench`: init, then the performance test, no device and no
+# system call per I/O): jetproof's CPU per transactional I/O when the storage is memory (the
+# floor). The backend accounts the time of its own copies of the bytes read and written (the
+# monotonic clock around each copy, which waits for nothing: its CPU time, or more if preempted),
+# which a real device does by DMA; their share of the performance test's CPU is taken out of the
+# floor for the engine's own work (the engine, the
+# log, the workload and the driver): what jetproof costs per transactional I/O before any I/O
+# path, set beside fio's CPU per I/O.
+#
+# Environment: LOG_STREAM (1; 0 leaves it out), ENGINE_FLOOR (0), MEM_BENCH (a mem_bench binary
+# instead of building the working tree's), DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
 # CACHE_MAX (64MiB), ENGINES ("std io_uring"), ROUNDS (1), STALLS_MAX (1), TITLE (the results' heading),
 # WRITE_BACK_DEPTH (unset: the job's default), JETPROOF (a binary to measure instead of building
 # the working tree), LABEL (now), OUT (default bench/results/<date>-ceiling.md), ROLLOVER_LOG (a
@@ -54,6 +65,7 @@ rounds=${ROUNDS:-1}
 stalls_max=${STALLS_MAX:-1}
 depth=${WRITE_BACK_DEPTH:-}
 log_stream=${LOG_STREAM:-1}
+engine_floor=${ENGINE_FLOOR:-0}
 label=${LABEL:-now}
 title=${TITLE:-"ceiling: unpaced performance tests against fio's random mix"}
 mkdir -p "$dir"
@@ -64,6 +76,14 @@ if [[ -n ${JETPROOF:-} ]]; then
 else
   (cd "$here/.." && cargo build --release -q -p jetproof)
   jetproof="${CARGO_TARGET_DIR:-$here/../target}/release/jetproof"
+fi
+if [[ $engine_floor == 1 ]]; then
+  if [[ -n ${MEM_BENCH:-} ]]; then
+    mem_bench=$MEM_BENCH
+  else
+    (cd "$here/.." && cargo build --release -q -p jetproof-procedures --example mem_bench)
+    mem_bench="${CARGO_TARGET_DIR:-$here/../target}/release/examples/mem_bench"
+  fi
 fi
 seconds=$(python3 -c "
 import sys; t = sys.argv[1]
@@ -144,6 +164,29 @@ sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engin
       >>"$ROLLOVER_LOG" || true
   fi
   rm -rf "$dir/results"
+}
+
+# The same job through the in-memory backend (ENGINE_FLOOR=1): $1 sessions per database ->
+# "iops cpu_us copy_share" (its own databases, made by its own init in memory).
+run_floor() {
+  local share
+  rm -rf "$dir/floor"
+  mkdir -p "$dir/floor"
+  job "$1" "$dir/floor/data" >"$dir/floor/job.toml"
+  JETPROOF_BENCH_JOB="$dir/floor/job.toml" JETPROOF_BENCH_OUT="$dir/floor/out" "$mem_bench" \
+    >"$dir/floor/out.txt" 2>"$dir/floor/err" || {
+    echo "mem_bench ($1 sessions per database) failed:" >&2
+    tail -n 5 "$dir/floor/err" >&2
+    exit 1
+  }
+  share=$(sed -n 's/^memory copies: \([0-9.]*\) of .*/\1/p' "$dir/floor/out.txt")
+  if [[ -z $share ]]; then
+    echo "mem_bench did not say its copies' share (a build before 2026-12-08?)" >&2
+    exit 1
+  fi
+  read -r iops _ _ cpu _ <<<"$(figures "$dir/floor/out/results/result.json")"
+  echo "$iops $cpu $share"
+  rm -rf "$dir/floor"
 }
 
 fio_files=$(for n in $(seq 1 "$databases"); do printf '%s/fio%d.dat:' "$dir" "$n"; done)
@@ -248,6 +291,11 @@ for round in $(seq 1 "$rounds"); do
       log_rates+=("$log_rate")
       log_sizes+=("$log_bytes")
     done
+    if [[ $engine_floor == 1 ]]; then
+      echo "round $round: $n sessions, the engine alone (mem backend) ..." >&2
+      read -r iops cpu share <<<"$(run_floor "$per")"
+      rows+=("$round $n floor $iops $cpu $share")
+    fi
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")
     echo "round $round: $n sessions, fio at $read_percent% reads ..." >&2
     fio_line=$(run_fio "$((per * databases))" "$read_percent")
@@ -272,11 +320,14 @@ stalls_max = float(sys.argv[1])
 rows = [l.split() for l in sys.stdin if l.strip()]
 fio = {}
 fio_log = {}
+floor = {}
 runs = {}
 for r in rows:
     key = (int(r[0]), int(r[1]))
     if r[2] == "fio":
         fio[key] = (float(r[3]), float(r[4]), int(r[5]), float(r[6]))
+    elif r[2] == "floor":
+        floor[key] = (float(r[3]), float(r[4]), float(r[5]))
     elif r[2] == "fio-log":
         fio_log[key] = (float(r[3]), float(r[4]), float(r[5]), float(r[6]))
     else:
@@ -319,6 +370,16 @@ for engine in engines:
         print("| %s | %.0f | %d | %.0f | **%.2f** | %s | %s | %s | %s |" % ((engine, iops, n, f, ratio) + with_log + (cpu_text, top_text)))
     else:
         print("| %s | none: every point stalled above %g/s | – | – | – | – | – | – | %s |" % (engine, stalls_max, top_text))
+if floor:
+    print()
+    print("The engine alone (ENGINE_FLOOR=1): the same job through the in-memory backend, no device. Its CPU per transactional I/O (the floor) holds the copies of the bytes read and written to and from memory, which a real device does by DMA; the backend times them (the monotonic clock around each copy: its CPU time, or more if the thread was preempted during it), and the floor without them is the own work of the engine, the log, the workload and the driver (a lower bound of it: preemption can only add to the time of a copy).")
+    print()
+    print("| round | sessions | mem backend: transactional IOPS | its CPU µs per I/O (the floor) | of which memory copies | own work: CPU µs per I/O | fio CPU µs per I/O (same round, same N) | own work over the CPU of fio |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (rnd, n), (iops, cpu, share) in sorted(floor.items()):
+        f = fio[(rnd, n)]
+        own = cpu * (1 - share)
+        print("| %d | %d | %.0f | %.1f | %.0f%% | %.1f | %.1f | **%.2f** |" % (rnd, n, iops, cpu, share * 100, own, f[3], own / f[3]))
 ' "$stalls_max")
 {
   echo "# $title"
@@ -334,6 +395,9 @@ for engine in engines:
   echo "# each point: jetproof run job.toml --test performance --io-engine ENGINE   (N / $databases sessions per database, unpaced, $duration window)"
   echo "# then: fio --name=mix --filename=fio1.dat:...:fio$databases.dat --size=$databases x $db_size --rw=randrw --rwmixread=SHARE --bs=32k --direct=1 --ioengine=psync --numjobs=N --group_reporting --runtime=$seconds --time_based"
   echo "# SHARE: the database read share jetproof measured at N (mean over the engines)"
+  if [[ $engine_floor == 1 ]]; then
+    echo "# and (ENGINE_FLOOR=1) the same job, N / $databases sessions per database, in memory: JETPROOF_BENCH_JOB=job.toml JETPROOF_BENCH_OUT=out target/release/examples/mem_bench"
+  fi
   if [[ $log_stream == 1 ]]; then
     echo "# and (LOG_STREAM=1) the same fio mix with, per database, a job of sequential write-through writes at jetproof's log rate and size:"
     echo "#   (fiologN.dat written out first: fio --name=layout --filename=fiologN.dat --rw=write --bs=1M --size=64M --direct=1)"

@@ -10,6 +10,9 @@
 # stream beside it), and removes the file system again. Per point: transactional IOPS and CPU µs
 # per transactional I/O of jetproof, fio's IOPS and CPU µs per I/O, and both ratios, from the
 # same run. Targets (issue 38): IOPS ≥ 0.8 × fio's at the same cores, CPU per I/O ≤ 2 × fio's.
+# With ENGINE_FLOOR=1 (the default here) each point also runs the same job in memory (no device:
+# bench/ceiling.sh's ENGINE_FLOOR): jetproof's CPU per transactional I/O when the storage costs
+# only a memory copy, beside fio's, to tell the engine's own cost from its I/O path's.
 #
 # Needs root (losetup, mkfs.ext4, mount) and the memory the file system's files take (the image is
 # sparse: the databases, their growth, logs and fio's files, ~6 GiB with the defaults and ~11 GiB
@@ -18,7 +21,7 @@
 # Usage: sudo bench/fast-storage.sh
 # Environment: IMAGE_SIZE (bytes; default: room for the files above and 2 GiB), SESSIONS ("4 16 64": total sessions, 2, 8 and 32 per database),
 # DB_SIZE (1GiB), DATABASES (2), DURATION (30s), CACHE_MAX (32MiB: the built-in job's cache),
-# ENGINES ("std io_uring"), ROUNDS (1), LOG_STREAM (1), JETPROOF, BASE_JETPROOF, LABEL and
+# ENGINES ("std io_uring"), ROUNDS (1), LOG_STREAM (1), ENGINE_FLOOR (1), MEM_BENCH, JETPROOF, BASE_JETPROOF, LABEL and
 # OUT (default bench/results/<date>-fast-storage.md): as bench/ceiling.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,6 +63,7 @@ export SESSIONS=${SESSIONS:-4 16 64}
 export DB_SIZE=${DB_SIZE:-1GiB}
 export CACHE_MAX=${CACHE_MAX:-32MiB}
 export DURATION=${DURATION:-30s}
+export ENGINE_FLOOR=${ENGINE_FLOOR:-1}
 export OUT=${OUT:-$here/results/$(date -u +%Y-%m-%d)-fast-storage.md}
 export TITLE="fast storage: jetproof and fio on RAM-backed ext4 ($loop over tmpfs, direct I/O)"
 "$here/ceiling.sh" "$mnt/bench"
