@@ -230,7 +230,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_accounting_backend_counts_every_byte_it_copies_and_the_cpu_time_of_the_copies() {
+    fn an_accounting_backend_counts_every_byte_it_copies_and_the_time_of_the_copies() {
         let backend = MemBackend::with_copy_accounting();
         let options = OpenOptions::create();
         let file = backend.open(Path::new("/m/a"), &options).expect("open");
