@@ -31,9 +31,8 @@
 # floor). The backend accounts the time of its own copies of the bytes read and written (the
 # monotonic clock around each copy, which waits for nothing: its CPU time, or more if preempted),
 # which a real device does by DMA; their share of the performance test's CPU is taken out of the
-# floor for the engine's own work (the engine, the
-# log, the workload and the driver): what jetproof costs per transactional I/O before any I/O
-# path, set beside fio's CPU per I/O.
+# floor for the engine's own work (the engine, the log, the workload and the driver): what
+# jetproof costs per transactional I/O before any I/O path, set beside fio's CPU per I/O.
 #
 # Environment: LOG_STREAM (1; 0 leaves it out), ENGINE_FLOOR (0), MEM_BENCH (a mem_bench binary
 # instead of building the working tree's), DB_SIZE (1GiB), DATABASES (2), SESSIONS ("4 8 16 32 64"), DURATION (30s),
@@ -169,7 +168,7 @@ sys.exit(r.get("io_engine") != sys.argv[2] and "the run did not use the %s engin
 # The same job through the in-memory backend (ENGINE_FLOOR=1): $1 sessions per database ->
 # "iops cpu_us copy_share" (its own databases, made by its own init in memory).
 run_floor() {
-  local share
+  local share figures_line
   rm -rf "$dir/floor"
   mkdir -p "$dir/floor"
   job "$1" "$dir/floor/data" >"$dir/floor/job.toml"
@@ -184,7 +183,9 @@ run_floor() {
     echo "mem_bench did not say its copies' share (a build before 2026-12-08?)" >&2
     exit 1
   fi
-  read -r iops _ _ cpu _ <<<"$(figures "$dir/floor/out/results/result.json")"
+  # An assignment, not a here-string: a failure of `figures` stops the script (set -e).
+  figures_line=$(figures "$dir/floor/out/results/result.json")
+  read -r iops _ _ cpu _ <<<"$figures_line"
   echo "$iops $cpu $share"
   rm -rf "$dir/floor"
 }
@@ -293,7 +294,9 @@ for round in $(seq 1 "$rounds"); do
     done
     if [[ $engine_floor == 1 ]]; then
       echo "round $round: $n sessions, the engine alone (mem backend) ..." >&2
-      read -r iops cpu share <<<"$(run_floor "$per")"
+      # As run_jetproof: the assignment carries run_floor's exit status to set -e.
+      floor_line=$(run_floor "$per")
+      read -r iops cpu share <<<"$floor_line"
       rows+=("$round $n floor $iops $cpu $share")
     fi
     read_percent=$(python3 -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(100 * sum(v) / len(v)))" "${shares[@]}")

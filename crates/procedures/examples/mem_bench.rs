@@ -45,7 +45,6 @@ fn main() -> ExitCode {
 fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let job = Job::load(job_path)?;
     let mem = jetproof_io::mem::MemBackend::with_copy_accounting();
-    let backend = mem.clone();
     let stop = AtomicBool::new(false);
     let init_out = OutDir::prepare(Some(&out_dir.join("init")), TestKind::Init)?;
     let init_log = TestLog::create(&init_out.file("test.log"), false)?;
@@ -55,7 +54,7 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
         &init_log,
         &InitOptions {
             permissions: Permissions::default(),
-            backend: backend.clone(),
+            backend: mem.clone(),
             progress: &NoProgress,
             stop: &stop,
             seed: jetproof_procedures::init::CONTENT_SEED,
@@ -66,7 +65,7 @@ fn run(job_path: &Path, out_dir: &Path) -> Result<(), Box<dyn std::error::Error>
     let out = OutDir::prepare(Some(&out_dir.join("results")), TestKind::Performance)?;
     let log = TestLog::create(&out.file("test.log"), false)?;
     let options = RunOptions {
-        backend,
+        backend: mem.clone(),
         stop: &stop,
         seed: 0x6a70_7275_6e00_0001,
         start_at: None,
